@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* Process events sent to the daemon over BPF ring buffers. Includes nothing (see profd-sample.h). */
+#pragma once
+
+enum profd_event_type {
+        PROFD_EV_EXEC = 1,        /* pid exec'd a new image */
+        PROFD_EV_EXIT = 2,        /* thread-group leader exited */
+        PROFD_EV_MMAP_EXEC = 3,   /* new executable mapping (dlopen, mmap PROT_EXEC, mprotect +X) */
+        PROFD_EV_FORK = 4,        /* new process (shares the parent's mappings until exec) */
+        PROFD_EV_UNKNOWN_PID = 5, /* unwinder met a pid it has no mappings for (rate-limited) */
+        PROFD_EV_UNKNOWN_PC = 6,  /* unwinder met a pc in no known mapping (rate-limited) */
+};
+
+struct profd_event {
+        __u32 type;
+        __u32 pid;
+        __u32 ppid; /* FORK: parent */
+        __u32 _pad;
+        __u64 addr; /* MMAP_EXEC: start; UNKNOWN_PC: the pc */
+        __u64 len;  /* MMAP_EXEC: length */
+        __u64 ktime_ns;
+};
+_Static_assert(sizeof(struct profd_event) == 40, "profd_event layout");

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* Sample layout shared by bpf/profile.bpf.c and the daemon.
+ * Includes nothing: BPF code gets __u32/__u64 from vmlinux.h, userspace from <linux/types.h>. */
+#pragma once
+
+/* Deepest user stack recorded completely; deeper stacks carry PROFD_STACK_TRUNCATED. */
+#define PROFD_MAX_USER_FRAMES 512
+/* Matches the kernel's default kernel.perf_event_max_stack. */
+#define PROFD_MAX_KERNEL_FRAMES 127
+#define PROFD_COMM_LEN 16
+
+/* Why a user stack ended; stored in the low byte of profd_stack.flags. */
+enum profd_stop_reason {
+        PROFD_STOP_OK = 0,          /* reached the outermost frame (_start / undefined RA / null fp) */
+        PROFD_STOP_DEPTH = 1,       /* PROFD_MAX_USER_FRAMES reached: truncated */
+        PROFD_STOP_BAD_READ = 2,    /* reading the user stack failed */
+        PROFD_STOP_NO_MAPPING = 3,  /* pc in no known executable mapping */
+        PROFD_STOP_NO_ROW = 4,      /* pc in a mapping but no unwind row */
+        PROFD_STOP_UNSUPPORTED = 5, /* row whose rule the BPF side cannot evaluate */
+        PROFD_STOP_UNKNOWN_PID = 6, /* process not (yet) known to the unwinder */
+        PROFD_STOP_BAD_FRAME = 7,   /* unwound sp/fp went backwards or pc is 0 mid-stack */
+        PROFD_STOP_KERNEL_THREAD = 8,
+        PROFD_STOP__MAX,
+};
+
+#define PROFD_STACK_REASON_MASK 0xffu
+#define PROFD_STACK_TRUNCATED (1u << 8)
+#define PROFD_STACK_DWARF (1u << 9) /* at least one frame came from DWARF rows */
+
+struct profd_stack {
+        __u32 len;
+        __u32 flags;
+        __u64 ips[PROFD_MAX_USER_FRAMES];
+};
+_Static_assert(sizeof(struct profd_stack) == 8 + 8 * PROFD_MAX_USER_FRAMES, "profd_stack layout");
+
+struct profd_kstack {
+        __u32 len;
+        __u32 _pad;
+        __u64 ips[PROFD_MAX_KERNEL_FRAMES];
+};
+_Static_assert(sizeof(struct profd_kstack) == 8 + 8 * PROFD_MAX_KERNEL_FRAMES, "profd_kstack layout");
+
+/* counts[gen][key] += 1. A hash of 0 means "no such stack". */
+struct profd_count_key {
+        __u32 pid; /* tgid */
+        __u32 tid;
+        __u64 user_hash;
+        __u64 kernel_hash;
+        __u64 cgroup_id;
+        char comm[PROFD_COMM_LEN];        /* process (group leader) name */
+        char thread_comm[PROFD_COMM_LEN]; /* thread name */
+};
+_Static_assert(sizeof(struct profd_count_key) == 64, "profd_count_key layout");
+
+/* Per-CPU counters (BPF_MAP_TYPE_PERCPU_ARRAY "counters"), summed by the daemon and exported
+ * on /metrics. Every path in the BPF programs that gives up bumps one of these. */
+enum profd_counter {
+        PROFD_CNT_SAMPLES = 0,          /* perf_event program invocations */
+        PROFD_CNT_RECORDED,             /* samples counted in counts[] */
+        PROFD_CNT_IDLE,                 /* samples of the idle task, not recorded by design */
+        PROFD_CNT_FILTERED,             /* samples outside --pid/--comm/--unit/--cgroup filters */
+        PROFD_DROP_COUNTS_FULL,         /* counts map full */
+        PROFD_DROP_USER_STACKS_FULL,    /* stacks map full */
+        PROFD_DROP_KERNEL_STACKS_FULL,  /* kernel stacks map full */
+        PROFD_DROP_NO_SCRATCH,          /* per-CPU scratch lookup failed */
+        PROFD_DROP_TAIL_CALL,           /* bpf_tail_call fell through */
+        PROFD_ERR_KERNEL_STACK,         /* bpf_get_stack failed: sample kept without kernel frames */
+        PROFD_ERR_USER_REGS,            /* no user registers: sample kept without user frames */
+        PROFD_DROP_EVENTS_RINGBUF_FULL, /* process events lost: ring buffer full */
+        PROFD_STOP_REASON_BASE,         /* + enum profd_stop_reason: how user stacks ended */
+        PROFD_CNT__MAX = PROFD_STOP_REASON_BASE + PROFD_STOP__MAX,
+};

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* Compact DWARF unwind table layout: produced by unwind-tables/, copied into the BPF table pool,
+ * evaluated by the BPF unwinder. Includes nothing (see profd-sample.h).
+ *
+ * A table covers the text of one executable, in ELF virtual addresses. Text is cut into 64 KiB
+ * pages; each row stores only its 16-bit offset in its page and a 16-bit index into a
+ * deduplicated rule list, so a row is 4 bytes. A page index (one __u32 per page, plus one) gives
+ * each page's first row. Every page after the first starts with a row at offset 0 (a copy of the
+ * rule in force at the page boundary when no real row starts there), so a lookup never looks
+ * outside its page: page = (pc - base) >> 16, then a binary search over at most 65536 rows. */
+#pragma once
+
+#define PROFD_UT_PAGE_SHIFT 16
+#define PROFD_UT_PAGE_SIZE (1u << PROFD_UT_PAGE_SHIFT)
+#define PROFD_UT_MAX_RULES 65536 /* rule indices are 16 bits */
+
+enum profd_cfa_kind {
+        PROFD_CFA_END = 0,         /* no FDE covers this pc (gap between functions) */
+        PROFD_CFA_RSP = 1,         /* CFA = rsp + cfa_offset */
+        PROFD_CFA_RBP = 2,         /* CFA = rbp + cfa_offset */
+        PROFD_CFA_PLT1 = 3,        /* CFA = rsp + 8 + ((pc & 15) >= 11 ? 8 : 0)   (.plt) */
+        PROFD_CFA_PLT2 = 4,        /* CFA = rsp + 8 + ((pc & 15) >= 10 ? 8 : 0)   (.plt.sec/IBT) */
+        PROFD_CFA_SIGNAL = 5,      /* signal trampoline: registers come from the rt_sigframe */
+        PROFD_CFA_UNDEF = 6,       /* return address undefined: outermost frame, stack ends */
+        PROFD_CFA_UNSUPPORTED = 7, /* a rule BPF cannot evaluate */
+};
+
+enum profd_rbp_kind {
+        PROFD_RBP_UNCHANGED = 0,  /* rbp of the caller = rbp now */
+        PROFD_RBP_CFA_OFFSET = 1, /* caller's rbp saved at CFA + rbp_offset */
+};
+
+struct profd_unwind_rule {
+        __u8 cfa_kind;
+        __u8 rbp_kind;
+        __s16 rbp_offset;
+        __s32 cfa_offset;
+};
+_Static_assert(sizeof(struct profd_unwind_rule) == 8, "profd_unwind_rule layout");
+
+struct profd_unwind_row {
+        __u16 pc_low; /* pc & 0xffff */
+        __u16 rule;   /* index into the rule list */
+};
+_Static_assert(sizeof(struct profd_unwind_row) == 4, "profd_unwind_row layout");

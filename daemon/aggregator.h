@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* Per-interval buckets of samples with bounded history, and a store of interned stacks
+ * (refcounted, freed when no bucket references them). */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "macro.h"
+#include "sampler.h"
+
+typedef struct Aggregator Aggregator;
+
+typedef struct Stack {
+        uint64_t hash;
+        unsigned refs;
+        uint32_t n;
+        uint32_t flags;     /* user stacks: PROFD_STACK_* | stop reason; 0 for kernel */
+        uint64_t frames[];  /* leaf first */
+} Stack;
+
+typedef struct AggSample {
+        uint32_t pid, tid;
+        uint64_t cgroup_id;
+        char comm[PROFD_COMM_LEN + 1];
+        char thread_comm[PROFD_COMM_LEN + 1];
+        Stack *user;   /* may be NULL */
+        Stack *kernel; /* may be NULL */
+        uint64_t count;
+} AggSample;
+
+/* Samples of [start_ns, end_ns), identical keys summed. Holds stack references. */
+typedef struct ProfileWindow {
+        uint64_t start_ns, end_ns;
+        unsigned frequency_hz;
+        AggSample *samples;
+        size_t n_samples;
+        uint64_t total;
+} ProfileWindow;
+
+int aggregator_new(uint64_t history_ns, unsigned frequency_hz, Aggregator **ret);
+Aggregator *aggregator_free(Aggregator *a);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Aggregator *, aggregator_free);
+
+/* The sampler's interval callback feeds this. */
+void aggregator_add_interval(Aggregator *a, uint64_t start_ns, uint64_t end_ns, const SampleRecord *r, size_t n);
+/* Latest interval end received so far (0 if none). */
+uint64_t aggregator_latest_end(const Aggregator *a);
+
+typedef void (*aggregator_wait_cb_t)(void *userdata);
+/* Calls cb once an interval ending at or after t_ns has been added. Returns a handle for cancel. */
+int aggregator_wait_for(Aggregator *a, uint64_t t_ns, aggregator_wait_cb_t cb, void *userdata, void **ret_handle);
+void aggregator_cancel_wait(Aggregator *a, void *handle);
+
+/* Merge intervals with start >= t0 && end <= t1. -ENODATA if t0 is older than the history. */
+int aggregator_window(Aggregator *a, uint64_t t0, uint64_t t1, ProfileWindow **ret);
+ProfileWindow *profile_window_free(ProfileWindow *w);
+DEFINE_TRIVIAL_CLEANUP_FUNC(ProfileWindow *, profile_window_free);
+
+/* Pids seen in intervals added since the last call (for the process table). */
+void aggregator_write_metrics(const Aggregator *a, FILE *f);

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+#pragma once
+
+#include <stdint.h>
+
+#include "labels.h"
+
+typedef struct Options {
+        char *http_address;   /* "[host]:port"; default ":7071" */
+        unsigned frequency_hz; /* default 19 */
+        unsigned max_seconds;  /* default 300 */
+        LabelSet labels;       /* default comm,pid */
+        char *labels_string;
+        unsigned max_concurrent_profiles; /* default 8: more get 503 */
+        uint64_t unwind_table_memory;     /* bytes; default 256M */
+        int log_level;
+} Options;
+
+/* Parses argv. Returns 0 to run, 1 when --help/--version was handled (exit 0), -EINVAL after
+ * printing a one-line error for bad flags (exit 2). */
+int options_parse(int argc, char **argv, Options *ret);
+void options_done(Options *o);
+/* "128", "64K", "256M", "1G" -> bytes. */
+int parse_size(const char *s, uint64_t *ret);

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* ProfileWindow -> gzipped pprof (Go CPU-profile conventions), incrementally: a build is a job
+ * that does bounded work per step so the event loop keeps draining and serving meanwhile. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "aggregator.h"
+#include "labels.h"
+#include "process-table.h"
+#include "symbolizer.h"
+
+typedef struct PprofJob PprofJob;
+
+typedef struct PprofOptions {
+        LabelSet labels; /* which labels each sample carries */
+} PprofOptions;
+
+/* Takes ownership of w. */
+int pprof_job_new(ProfileWindow *w, Symbolizer *sym, ProcessTable *procs, const PprofOptions *o, PprofJob **ret);
+/* Does a bounded amount of work. Returns 0 when more remains, 1 when done, <0 on error. */
+int pprof_job_step(PprofJob *j);
+/* After step returned 1: the gzipped bytes (ownership passes to the caller). */
+int pprof_job_take_result(PprofJob *j, void **ret_data, size_t *ret_size);
+PprofJob *pprof_job_free(PprofJob *j);
+DEFINE_TRIVIAL_CLEANUP_FUNC(PprofJob *, pprof_job_free);
+
+/* Convenience for tests and tools: runs all steps at once. */
+int pprof_encode_window(ProfileWindow *w, Symbolizer *sym, ProcessTable *procs, const PprofOptions *o,
+                        void **ret_data, size_t *ret_size);

@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* BPF sampler: loads bpf/profile.bpf.c, opens a cpu-clock perf event per online CPU, attaches,
+ * and drains the in-kernel counts. Two map generations: a "cut" flips the generation index in
+ * .bss (so the boundary is exact), and the retired generation is read and emptied ~10 ms later
+ * (an sd-event timer, so programs that read the old index before the flip have finished). */
+#pragma once
+
+#include <linux/types.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <systemd/sd-event.h>
+
+#include "bpf/profd-sample.h"
+
+typedef struct Sampler Sampler;
+
+typedef struct SamplerOptions {
+        unsigned frequency_hz;
+        uint64_t drain_interval_ns; /* periodic cut, ~1 s */
+} SamplerOptions;
+
+/* One (pid, tid, comm, cgroup, user stack, kernel stack) with its count in one interval.
+ * Frame arrays are valid only during the callback. */
+typedef struct SampleRecord {
+        uint32_t pid, tid;
+        uint64_t cgroup_id;
+        char comm[PROFD_COMM_LEN + 1];
+        char thread_comm[PROFD_COMM_LEN + 1];
+        uint64_t user_hash, kernel_hash; /* 0: none */
+        const uint64_t *user_frames;     /* leaf first */
+        uint32_t n_user;
+        uint32_t user_flags; /* PROFD_STACK_* and stop reason */
+        const uint64_t *kernel_frames;
+        uint32_t n_kernel;
+        uint64_t count;
+} SampleRecord;
+
+/* Called once per cut with every record of the interval [start_ns, end_ns) (CLOCK_REALTIME). */
+typedef void (*sampler_interval_cb_t)(void *userdata, uint64_t start_ns, uint64_t end_ns,
+                                      const SampleRecord *records, size_t n);
+
+int sampler_new(sd_event *e, const SamplerOptions *o, sampler_interval_cb_t cb, void *userdata, Sampler **ret);
+Sampler *sampler_free(Sampler *s);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Sampler *, sampler_free);
+
+/* Load, attach to every online CPU, start the periodic cut timer. After success sampling is live. */
+int sampler_start(Sampler *s);
+/* Cut now: the current interval ends at *ret_cut_ns (CLOCK_REALTIME); its records arrive through
+ * the callback shortly after. */
+int sampler_cut(Sampler *s, uint64_t *ret_cut_ns);
+bool sampler_is_live(const Sampler *s);
+/* Samples recorded per second over the last interval, for STATUS=. */
+double sampler_rate(const Sampler *s);
+/* The loaded BPF object (maps for the process tracker and table pool); NULL before start. */
+struct bpf_object *sampler_bpf_object(Sampler *s);
+void sampler_write_metrics(const Sampler *s, FILE *f);

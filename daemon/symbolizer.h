@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* Address -> function names (with inline frames, file, line). User code through libdwfl
+ * (.symtab/.dynsym, MiniDebugInfo, /usr/lib/debug build-id files), kernel through /proc/kallsyms.
+ * Caches per executable identity. */
+#pragma once
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "macro.h"
+#include "process-table.h"
+
+typedef struct Symbolizer Symbolizer;
+
+typedef struct SymFrame {
+        const char *name;        /* demangled; never NULL (falls back to "[unknown]" style) */
+        const char *system_name; /* mangled, or same as name */
+        const char *file;        /* NULL if unknown */
+        int line;                /* 0 if unknown */
+} SymFrame;
+
+/* Innermost (inlined) first. Pointers are owned by the symbolizer and stay valid until
+ * symbolizer_free(). */
+typedef struct SymResult {
+        const SymFrame *frames;
+        size_t n_frames;
+        bool symbolized; /* false: no symbol found; frames[0] is a placeholder */
+} SymResult;
+
+int symbolizer_new(Symbolizer **ret);
+Symbolizer *symbolizer_free(Symbolizer *s);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Symbolizer *, symbolizer_free);
+
+/* addr is a runtime address in mapping m of process p. */
+int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint64_t addr, SymResult *ret);
+int symbolizer_kernel(Symbolizer *s, uint64_t addr, SymResult *ret);
+void symbolizer_write_metrics(const Symbolizer *s, FILE *f);

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* The BPF unwind-table pool: compact tables (unwind-tables/) placed into a sharded set of BPF
+ * array maps by a bump allocator, one copy per executable identity shared by every process that
+ * maps it, reference counted; plus the per-process mapping entries the BPF unwinder searches.
+ * Bounded by --unwind-table-memory: when full, tables no process uses are evicted, then a shard
+ * is compacted; never a global reset. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "macro.h"
+#include "unwind-tables/unwind-table.h"
+
+struct bpf_object;
+typedef struct TablePool TablePool;
+typedef struct PoolTable PoolTable;
+
+int table_pool_new(struct bpf_object *obj, uint64_t memory_limit, TablePool **ret);
+TablePool *table_pool_free(TablePool *p);
+DEFINE_TRIVIAL_CLEANUP_FUNC(TablePool *, table_pool_free);
+
+/* The pool's copy of the table with this identity, or NULL (no reference taken). */
+PoolTable *table_pool_find(TablePool *p, const uint8_t *id, size_t id_size);
+/* Places t (if not present yet) and takes a reference. -ENOSPC when it cannot fit even after
+ * evicting unreferenced tables and compacting. */
+int table_pool_acquire(TablePool *p, const UnwindTable *t, PoolTable **ret);
+void table_pool_ref(PoolTable *t);
+void table_pool_release(TablePool *p, PoolTable *t);
+
+typedef struct PoolMapping {
+        uint64_t start, end; /* runtime addresses of the executable mapping */
+        uint64_t load_bias;  /* runtime address - ELF vaddr */
+        PoolTable *table;    /* NULL: no unwind table (frame-pointer step there) */
+} PoolMapping;
+
+/* Replaces pid's mapping entries (sorted by start) in the BPF maps. */
+int table_pool_set_process(TablePool *p, pid_t pid, const PoolMapping *m, size_t n);
+int table_pool_remove_process(TablePool *p, pid_t pid);
+void table_pool_write_metrics(const TablePool *p, FILE *f);

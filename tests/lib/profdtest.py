@@ -1,0 +1,225 @@
+"""Helpers for profd's integration tests: run the real daemon, fetch over real HTTP, read the
+result with the real `go tool pprof`. Exit code 77 means SKIP (meson), printed loudly."""
+import contextlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+BUILD = os.environ.get("PROFD_BUILD_DIR") or os.path.join(os.path.dirname(__file__), "..", "..", "build")
+SRC = os.environ.get("PROFD_SOURCE_DIR") or os.path.join(os.path.dirname(__file__), "..", "..")
+PROFD = os.path.join(BUILD, "daemon", "profd")
+
+_failures = []
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def skip(why):
+    print("=" * 70 + "\nSKIP: " + why + "\n" + "=" * 70, flush=True)
+    sys.exit(77)
+
+
+def check(cond, what):
+    """Record a failed expectation (the test continues, and fails at finish())."""
+    if cond:
+        log("ok   " + what)
+    else:
+        log("FAIL " + what)
+        _failures.append(what)
+    return cond
+
+
+def finish():
+    if _failures:
+        log("%d check(s) failed:" % len(_failures))
+        for f in _failures:
+            log("  - " + f)
+        sys.exit(1)
+    log("all checks passed")
+    sys.exit(0)
+
+
+def require_bpf():
+    if os.geteuid() != 0:
+        skip("BPF tests need root (CAP_BPF, CAP_PERFMON)")
+    if not os.path.exists("/sys/kernel/btf/vmlinux"):
+        skip("kernel has no BTF at /sys/kernel/btf/vmlinux")
+
+
+def free_port():
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tmpdir():
+    d = tempfile.mkdtemp(prefix="profd-test-")
+    return d
+
+
+def cc(src, out, flags=(), compiler="gcc", libs=()):
+    """Compile a scenario program; src may be a path or C source text."""
+    if "\n" in src:
+        path = out + (".cc" if compiler in ("g++", "clang++") else ".c")
+        with open(path, "w") as f:
+            f.write(src)
+        src = path
+    cmd = [compiler, *flags, "-o", out, src, *libs]
+    subprocess.run(cmd, check=True)
+    return out
+
+
+def http_get(url, timeout=120):
+    """Returns (status, headers dict lowercased, body bytes); never raises for HTTP errors."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+
+
+class Daemon:
+    """The real profd on a free loopback port. Use as a context manager."""
+
+    def __init__(self, *args, port=None, env=None):
+        self.port = port or free_port()
+        self.args = list(args)
+        self.env = env
+        self.proc = None
+        self.logpath = os.path.join(tmpdir(), "profd.log")
+
+    @property
+    def base(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def __enter__(self):
+        self.logf = open(self.logpath, "w")
+        cmd = [PROFD, "--http-address", "127.0.0.1:%d" % self.port, *self.args]
+        log("starting: " + " ".join(cmd))
+        self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT, env=self.env)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                self.dump_log()
+                raise RuntimeError("profd exited early with %d" % self.proc.returncode)
+            try:
+                st, _, _ = http_get(self.base + "/healthz", timeout=2)
+                if st == 200:
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.1)
+        self.dump_log()
+        raise RuntimeError("profd did not become healthy in 30 s")
+
+    def get(self, path, timeout=120):
+        return http_get(self.base + path, timeout=timeout)
+
+    def dump_log(self):
+        self.logf.flush()
+        with open(self.logpath) as f:
+            log("---- profd log ----\n" + f.read()[-20000:] + "---- end profd log ----")
+
+    def __exit__(self, *exc):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                log("FAIL profd did not exit within 10 s of SIGTERM")
+                _failures.append("profd exits on SIGTERM")
+        if exc and exc[0] is not None:
+            self.dump_log()
+        elif self.proc.returncode not in (0, None):
+            self.dump_log()
+        self.logf.close()
+        return False
+
+
+def go_env():
+    env = dict(os.environ)
+    env.setdefault("HOME", "/root")
+    env.setdefault("GOCACHE", os.path.join(tempfile.gettempdir(), "profd-gocache"))
+    env["PPROF_TMPDIR"] = tempfile.gettempdir()
+    env["PPROF_BINARY_PATH"] = "/nonexistent"  # never look for local binaries: profd names functions
+    return env
+
+
+def pprof(*args, check_rc=True):
+    if not shutil.which("go"):
+        skip("go (golang-go) is not installed: cannot check with go tool pprof")
+    r = subprocess.run(["go", "tool", "pprof", *args], capture_output=True, text=True, env=go_env(), timeout=300)
+    if check_rc and r.returncode != 0:
+        raise RuntimeError("go tool pprof %s failed (%d): %s" % (" ".join(args), r.returncode, r.stderr))
+    return r
+
+
+class Trace:
+    def __init__(self, value, labels, frames):
+        self.value = value      # as printed, e.g. "10ms" -> we keep the raw text and a count
+        self.labels = labels    # {key: [values]}
+        self.frames = frames    # leaf first, function names
+
+    def __repr__(self):
+        return "Trace(%s, %s, %s)" % (self.value, self.labels, self.frames)
+
+
+def _duration_ns(s):
+    m = re.match(r"^([0-9.]+)(ns|us|µs|ms|s|min|hrs)?$", s)
+    if not m:
+        return 0
+    mult = {"ns": 1, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9, "min": 60e9, "hrs": 3600e9, None: 1}[m.group(2)]
+    return float(m.group(1)) * mult
+
+
+def traces(profile_path, sample_index="samples"):
+    """Parse `go tool pprof -traces` into Trace objects (value is the sample count)."""
+    r = pprof("-traces", "-sample_index=" + sample_index, profile_path)
+    out = []
+    blocks = r.stdout.split("-----------+-------------------------------------------------------")
+    for b in blocks[1:]:
+        lines = [l for l in b.split("\n") if l.strip()]
+        if not lines:
+            continue
+        labels, frames, value = {}, [], None
+        for l in lines:
+            m = re.match(r"^\s*(\S+)\s{2,}(\S.*)$", l) if value is None else None
+            if value is None and m and not l.startswith("           "):
+                value, first = m.group(1), m.group(2).strip()
+                frames.append(first)
+                continue
+            lm = re.match(r"^\s+(\S+):\s+\[(.*)\]\s*$", l)
+            if lm and value is None:
+                labels[lm.group(1)] = [v.strip() for v in lm.group(2).split(",")]
+                continue
+            frames.append(l.strip())
+        if value is None:
+            continue
+        try:
+            count = int(float(value))
+        except ValueError:
+            count = _duration_ns(value)
+        out.append(Trace(count, labels, frames))
+    return out
+
+
+def fetch_profile(d, seconds, extra="", path=None):
+    st, hdr, body = d.get("/debug/pprof/profile?seconds=%d%s" % (seconds, extra), timeout=seconds + 120)
+    if st != 200:
+        raise RuntimeError("profile request failed: %d %s" % (st, body[:200]))
+    path = path or os.path.join(tmpdir(), "cpu.pb.gz")
+    with open(path, "wb") as f:
+        f.write(body)
+    return path

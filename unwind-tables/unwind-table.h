@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* ELF .eh_frame/.debug_frame -> compact unwind table (bpf/profd-unwind-table.h), x86-64.
+ * No BPF or daemon dependency. */
+#pragma once
+
+#include <linux/types.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bpf/profd-unwind-table.h"
+
+#define UNWIND_TABLE_ID_MAX 64
+
+typedef struct UnwindTableOptions {
+        /* Root that /usr/lib/debug is looked up under (e.g. "/proc/PID/root"); NULL: "/". */
+        const char *debug_root;
+        /* Also read the separate debug file (build-id path, .gnu_debuglink). */
+        bool use_debug_file;
+} UnwindTableOptions;
+
+typedef struct UnwindTableStats {
+        uint64_t fdes, cies;
+        uint64_t rows_raw;          /* rows before merging identical neighbours */
+        uint64_t unsupported_cfa;   /* rows whose CFA rule is not rsp/rbp+N, PLT or signal */
+        uint64_t unsupported_rbp;   /* rows whose rbp rule is not "unchanged" or "at CFA+N" */
+        uint64_t unsupported_ra;    /* rows whose return address is not at CFA-8 */
+        uint64_t build_ns;
+} UnwindTableStats;
+
+typedef struct UnwindTable {
+        /* Identity: GNU build ID, or (id_is_hash) a content hash when the file has none. */
+        uint8_t id[UNWIND_TABLE_ID_MAX];
+        size_t id_size;
+        bool id_is_hash;
+
+        uint64_t base;    /* ELF vaddr of page 0: (lowest row pc) & ~(PROFD_UT_PAGE_SIZE - 1) */
+        uint32_t n_pages; /* page_index has n_pages + 1 entries; page_index[n_pages] == n_rows */
+        uint32_t *page_index;
+        uint32_t n_rows;
+        struct profd_unwind_row *rows;
+        uint32_t n_rules;
+        struct profd_unwind_rule *rules;
+
+        UnwindTableStats stats;
+} UnwindTable;
+
+/* Builds the table of an open ELF file. name is used in error messages only. On failure returns
+ * negative errno and, if ret_error is non-NULL, a malloc'd one-line reason naming the file. */
+int unwind_table_build_fd(int fd, const char *name, const UnwindTableOptions *opts, UnwindTable **ret,
+                          char **ret_error);
+int unwind_table_build_path(const char *path, const UnwindTableOptions *opts, UnwindTable **ret,
+                            char **ret_error);
+UnwindTable *unwind_table_free(UnwindTable *t);
+
+/* The rule in force at ELF vaddr pc, evaluated exactly as the BPF unwinder does (page index, then
+ * binary search). Returns 0, or -ENOENT when pc is outside every page or before the first row. */
+int unwind_table_lookup(const UnwindTable *t, uint64_t pc, struct profd_unwind_rule *ret_rule);
+
+/* Identity only (GNU build ID or content hash), cheap: no CFI parsing. */
+int unwind_table_identity(int fd, uint8_t ret_id[UNWIND_TABLE_ID_MAX], size_t *ret_size, bool *ret_is_hash);
+
+/* Bytes of the compact form, all-in (page index + rows + rules). */
+size_t unwind_table_bytes(const UnwindTable *t);
