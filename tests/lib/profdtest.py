@@ -91,10 +91,12 @@ def http_get(url, timeout=120):
 class Daemon:
     """The real profd on a free loopback port. Use as a context manager."""
 
-    def __init__(self, *args, port=None, env=None):
+    def __init__(self, *args, port=None, env=None, prefix=(), binary=None):
         self.port = port or free_port()
         self.args = list(args)
         self.env = env
+        self.prefix = list(prefix)  # e.g. a setpriv command line that runs profd
+        self.binary = binary or PROFD
         self.proc = None
         self.logpath = os.path.join(tmpdir(), "profd.log")
 
@@ -104,7 +106,7 @@ class Daemon:
 
     def __enter__(self):
         self.logf = open(self.logpath, "w")
-        cmd = [PROFD, "--http-address", "127.0.0.1:%d" % self.port, *self.args]
+        cmd = [*self.prefix, self.binary, "--http-address", "127.0.0.1:%d" % self.port, *self.args]
         log("starting: " + " ".join(cmd))
         self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT, env=self.env)
         deadline = time.time() + 30
