@@ -17,15 +17,21 @@ typedef struct UnwindTableOptions {
         const char *debug_root;
         /* Also read the separate debug file (build-id path, .gnu_debuglink). */
         bool use_debug_file;
+        /* Path of the file as seen under debug_root, for .gnu_debuglink lookups next to it; NULL:
+         * only the build-id path is tried. */
+        const char *file_path;
 } UnwindTableOptions;
 
 typedef struct UnwindTableStats {
         uint64_t fdes, cies;
-        uint64_t rows_raw;          /* rows before merging identical neighbours */
-        uint64_t unsupported_cfa;   /* rows whose CFA rule is not rsp/rbp+N, PLT or signal */
-        uint64_t unsupported_rbp;   /* rows whose rbp rule is not "unchanged" or "at CFA+N" */
-        uint64_t unsupported_ra;    /* rows whose return address is not at CFA-8 */
+        uint64_t rows_raw;        /* rows before merging identical neighbours */
+        uint64_t unsupported_cfa; /* rows whose CFA rule is not rsp/rbp+N, PLT or signal */
+        uint64_t unsupported_rbp; /* rows whose rbp rule is not "unchanged" or "at CFA+N" */
+        uint64_t unsupported_ra;  /* rows whose return address is not at CFA-8 */
         uint64_t build_ns;
+        uint64_t fdes_outside_text; /* FDEs starting outside every executable PT_LOAD: dropped */
+        uint64_t page_fill_rows;    /* rows copied to offset 0 of a page (see profd-unwind-table.h) */
+        uint64_t peak_bytes;        /* the builder's own peak heap use (FDE list, rows, rules) */
 } UnwindTableStats;
 
 typedef struct UnwindTable {
@@ -43,6 +49,8 @@ typedef struct UnwindTable {
         struct profd_unwind_rule *rules;
 
         UnwindTableStats stats;
+        /* Separate debug file whose .debug_frame was used (path under debug_root), or NULL. */
+        char *debug_file;
 } UnwindTable;
 
 /* Builds the table of an open ELF file. name is used in error messages only. On failure returns
@@ -52,6 +60,11 @@ int unwind_table_build_fd(int fd, const char *name, const UnwindTableOptions *op
 int unwind_table_build_path(const char *path, const UnwindTableOptions *opts, UnwindTable **ret,
                             char **ret_error);
 UnwindTable *unwind_table_free(UnwindTable *t);
+/* The same over an ELF handle already open (e.g. elf_memory() in the fuzzer); the content hash
+ * identity covers elf_rawfile(). */
+typedef struct Elf Elf;
+int unwind_table_build_elf(Elf *elf, const char *name, const UnwindTableOptions *opts, UnwindTable **ret,
+                           char **ret_error);
 
 /* The rule in force at ELF vaddr pc, evaluated exactly as the BPF unwinder does (page index, then
  * binary search). Returns 0, or -ENOENT when pc is outside every page or before the first row. */

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* Internal: single-pass CIE/FDE decoder and CFA interpreter over raw .eh_frame/.debug_frame bytes,
+ * and the builder that turns its intervals into the compact table. */
+#pragma once
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "unwind-table.h"
+
+#define CFI_MAX_SECTIONS 3
+
+typedef struct CfiError {
+        int r; /* first error wins */
+        char msg[256];
+} CfiError;
+
+int cfi_fail(CfiError *e, int r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+typedef struct CfiSection {
+        const char *name; /* for errors, e.g. ".eh_frame" or "debug file .debug_frame" */
+        const uint8_t *data;
+        size_t size;
+        uint64_t vaddr; /* sh_addr: the base of DW_EH_PE_pcrel pointers */
+        bool is_eh;
+} CfiSection;
+
+/* Executable PT_LOAD ranges: FDEs outside them are dropped and counted, FDE ends are clamped to
+ * them, so garbage addresses cannot blow up the page index. */
+typedef struct TextRanges {
+        size_t n;
+        uint64_t start[16], end[16];
+} TextRanges;
+
+typedef struct FdeRef {
+        uint64_t start;
+        uint32_t offset;  /* of the FDE record in its section */
+        uint32_t section; /* index into CfiParser.sections: lower wins when two FDEs overlap */
+} FdeRef;
+
+typedef struct TableBuilder TableBuilder;
+
+typedef struct CfiParser {
+        const CfiSection *sections;
+        size_t n_sections;
+        const TextRanges *text;
+        CfiError *err;
+        UnwindTableStats *stats;
+        struct CieCacheEntry *cie_cache; /* CIE_CACHE_SIZE entries */
+} CfiParser;
+
+struct CieCacheEntry *cfi_cie_cache_new(void); /* free() it */
+/* Appends the FDEs of section s that start inside text to *fdes (grown with realloc). */
+int cfi_collect_fdes(CfiParser *p, uint32_t s, FdeRef **fdes, size_t *n, size_t *cap);
+/* Interprets one FDE and feeds its rows to b. */
+int cfi_run_fde(CfiParser *p, const FdeRef *f, TableBuilder *b);
+
+enum {
+        UNSUP_NONE = 0,
+        UNSUP_CFA,
+        UNSUP_RA,
+        UNSUP_RBP,
+};
+
+TableBuilder *builder_new(UnwindTableStats *stats, CfiError *err, size_t rows_hint);
+TableBuilder *builder_free(TableBuilder *b);
+/* Rule r applies to [a, e). Intervals arrive sorted by a; parts below what is already covered
+ * are dropped (first FDE wins on overlap). */
+int builder_interval(TableBuilder *b, uint64_t a, uint64_t e, const struct profd_unwind_rule *r, int unsup);
+/* Moves the finished table into t. */
+int builder_finish(TableBuilder *b, UnwindTable *t);
+size_t builder_peak_bytes(const TableBuilder *b);
+
+uint64_t xxh64(const void *data, size_t len, uint64_t seed);

@@ -1,0 +1,619 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* ELF side of the table builder: finds the CFI sections (in the file and in its separate debug
+ * file), the executable segments and the identity, then drives cfi.c and table-builder.c. */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "cfi.h"
+
+/* A compressed .debug_frame is inflated in memory; refuse absurd claimed sizes. */
+#define DEBUG_FRAME_MAX_SIZE (256u << 20)
+
+typedef struct ElfInput {
+        Elf *elf;
+        int fd; /* owned, or -1 */
+} ElfInput;
+
+static void elf_input_close(ElfInput *in)
+{
+        if (in->elf)
+                elf_end(in->elf);
+        if (in->fd >= 0)
+                close(in->fd);
+        *in = (ElfInput){.fd = -1};
+}
+
+static uint64_t now_ns(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static char *error_string(const char *name, const CfiError *e)
+{
+        char *s = NULL;
+        if (asprintf(&s, "%s: %s", name, e->msg) < 0)
+                return NULL;
+        return s;
+}
+
+static int check_elf(Elf *elf, CfiError *err)
+{
+        GElf_Ehdr eh;
+
+        if (elf_kind(elf) != ELF_K_ELF)
+                return cfi_fail(err, -EINVAL, "not an ELF file");
+        if (!gelf_getehdr(elf, &eh))
+                return cfi_fail(err, -EBADMSG, "bad ELF header: %s", elf_errmsg(-1));
+        if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB ||
+            eh.e_machine != EM_X86_64)
+                return cfi_fail(err, -EOPNOTSUPP, "not an x86-64 ELF file");
+        return 0;
+}
+
+/* GNU build ID from SHT_NOTE sections, else PT_NOTE segments. Returns size, 0 if none. */
+static size_t find_build_id(Elf *elf, uint8_t id[UNWIND_TABLE_ID_MAX])
+{
+        Elf_Scn *scn = NULL;
+        size_t phnum = 0;
+
+        while ((scn = elf_nextscn(elf, scn))) {
+                GElf_Shdr sh;
+                if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
+                        continue;
+                Elf_Data *d = elf_getdata(scn, NULL);
+                if (!d)
+                        continue;
+                size_t off = 0, name_off, desc_off;
+                GElf_Nhdr nh;
+                while ((off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
+                        if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+                            memcmp((const char *)d->d_buf + name_off, "GNU", 4) == 0 && nh.n_descsz > 0 &&
+                            nh.n_descsz <= UNWIND_TABLE_ID_MAX) {
+                                memcpy(id, (const char *)d->d_buf + desc_off, nh.n_descsz);
+                                return nh.n_descsz;
+                        }
+                }
+        }
+        if (elf_getphdrnum(elf, &phnum) < 0)
+                return 0;
+        for (size_t i = 0; i < phnum; i++) {
+                GElf_Phdr ph;
+                if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_NOTE)
+                        continue;
+                Elf_Data *d = elf_getdata_rawchunk(elf, (int64_t)ph.p_offset, ph.p_filesz, ELF_T_NHDR);
+                if (!d)
+                        continue;
+                size_t off = 0, name_off, desc_off;
+                GElf_Nhdr nh;
+                while ((off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
+                        if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+                            memcmp((const char *)d->d_buf + name_off, "GNU", 4) == 0 && nh.n_descsz > 0 &&
+                            nh.n_descsz <= UNWIND_TABLE_ID_MAX) {
+                                memcpy(id, (const char *)d->d_buf + desc_off, nh.n_descsz);
+                                return nh.n_descsz;
+                        }
+                }
+        }
+        return 0;
+}
+
+/* Identity: the GNU build ID, else XXH64 of the whole file followed by its size (16 bytes). */
+static int elf_identity(Elf *elf, uint8_t id[UNWIND_TABLE_ID_MAX], size_t *ret_size, bool *ret_is_hash)
+{
+        size_t n = find_build_id(elf, id);
+        if (n > 0) {
+                *ret_size = n;
+                *ret_is_hash = false;
+                return 0;
+        }
+        size_t size = 0;
+        const char *raw = elf_rawfile(elf, &size);
+        if (!raw)
+                return -EIO;
+        uint64_t h = xxh64(raw, size, 0), sz = size;
+        memcpy(id, &h, 8);
+        memcpy(id + 8, &sz, 8);
+        *ret_size = 16;
+        *ret_is_hash = true;
+        return 0;
+}
+
+int unwind_table_identity(int fd, uint8_t ret_id[UNWIND_TABLE_ID_MAX], size_t *ret_size, bool *ret_is_hash)
+{
+        CfiError err = {};
+        int r;
+
+        elf_version(EV_CURRENT);
+        Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+        if (!elf)
+                return -EBADMSG;
+        r = check_elf(elf, &err);
+        if (r >= 0)
+                r = elf_identity(elf, ret_id, ret_size, ret_is_hash);
+        elf_end(elf);
+        return r;
+}
+
+static Elf_Scn *find_section(Elf *elf, const char *want, GElf_Shdr *ret_sh)
+{
+        size_t shstrndx;
+        Elf_Scn *scn = NULL;
+
+        if (elf_getshdrstrndx(elf, &shstrndx) < 0)
+                return NULL;
+        while ((scn = elf_nextscn(elf, scn))) {
+                if (!gelf_getshdr(scn, ret_sh))
+                        continue;
+                const char *n = elf_strptr(elf, shstrndx, ret_sh->sh_name);
+                if (n && strcmp(n, want) == 0)
+                        return scn;
+        }
+        return NULL;
+}
+
+/* Fills s from section `want` of elf. Returns 1 if found with contents, 0 if absent/empty. */
+static int load_section(Elf *elf, const char *want, const char *label, bool is_eh, CfiSection *s,
+                        CfiError *err)
+{
+        GElf_Shdr sh;
+        Elf_Scn *scn = find_section(elf, want, &sh);
+
+        if (!scn || sh.sh_type == SHT_NOBITS || sh.sh_size == 0)
+                return 0;
+        if (sh.sh_flags & SHF_COMPRESSED) {
+                GElf_Chdr ch;
+                if (!gelf_getchdr(scn, &ch))
+                        return cfi_fail(err, -EBADMSG, "%s: bad compression header: %s", label,
+                                        elf_errmsg(-1));
+                if (ch.ch_size > DEBUG_FRAME_MAX_SIZE)
+                        return cfi_fail(err, -EFBIG, "%s: claims %llu bytes uncompressed", label,
+                                        (unsigned long long)ch.ch_size);
+                if (elf_compress(scn, 0, 0) < 0)
+                        return cfi_fail(err, -EBADMSG, "%s: cannot decompress: %s", label, elf_errmsg(-1));
+        }
+        Elf_Data *d = elf_rawdata(scn, NULL);
+        if (!d || (!d->d_buf && d->d_size > 0))
+                return cfi_fail(err, -EBADMSG, "%s: cannot read section: %s", label, elf_errmsg(-1));
+        if (d->d_size == 0)
+                return 0;
+        *s = (CfiSection){
+                .name = label, .data = d->d_buf, .size = d->d_size, .vaddr = sh.sh_addr, .is_eh = is_eh};
+        return 1;
+}
+
+static int text_ranges(Elf *elf, TextRanges *t, CfiError *err)
+{
+        size_t phnum;
+
+        *t = (TextRanges){};
+        if (elf_getphdrnum(elf, &phnum) < 0)
+                return cfi_fail(err, -EBADMSG, "bad program headers: %s", elf_errmsg(-1));
+        for (size_t i = 0; i < phnum; i++) {
+                GElf_Phdr ph;
+                if (!gelf_getphdr(elf, (int)i, &ph))
+                        return cfi_fail(err, -EBADMSG, "bad program header %zu: %s", i, elf_errmsg(-1));
+                if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X) || ph.p_memsz == 0)
+                        continue;
+                if (t->n == sizeof(t->start) / sizeof(t->start[0]))
+                        return cfi_fail(err, -E2BIG, "more than %zu executable segments", t->n);
+                t->start[t->n] = ph.p_vaddr;
+                t->end[t->n] = ph.p_vaddr + ph.p_memsz < ph.p_vaddr ? UINT64_MAX : ph.p_vaddr + ph.p_memsz;
+                t->n++;
+        }
+        if (t->n == 0)
+                return cfi_fail(err, -ENOEXEC, "no executable PT_LOAD segment");
+        return 0;
+}
+
+static int open_elf(const char *path, ElfInput *in)
+{
+        struct stat st;
+
+        *in = (ElfInput){.fd = -1};
+        in->fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (in->fd < 0)
+                return -errno;
+        if (fstat(in->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+                elf_input_close(in);
+                return -ENOENT;
+        }
+        in->elf = elf_begin(in->fd, ELF_C_READ_MMAP, NULL);
+        if (!in->elf || elf_kind(in->elf) != ELF_K_ELF) {
+                elf_input_close(in);
+                return -EBADMSG;
+        }
+        return 0;
+}
+
+static bool debuglink_crc_matches(Elf *elf, uint32_t want)
+{
+        size_t size = 0;
+        const char *raw = elf_rawfile(elf, &size);
+        if (!raw)
+                return false;
+        uLong crc = crc32(0, Z_NULL, 0);
+        /* zlib's crc32 takes uInt lengths */
+        for (size_t off = 0; off < size;) {
+                size_t n = size - off > (1u << 30) ? (1u << 30) : size - off;
+                crc = crc32(crc, (const Bytef *)raw + off, (uInt)n);
+                off += n;
+        }
+        return (uint32_t)crc == want;
+}
+
+/* Opens the separate debug file: build-id path first, then .gnu_debuglink next to the file, in
+ * its .debug/ and under /usr/lib/debug. It must carry the same build ID (or the debuglink CRC). */
+static int find_debug_file(Elf *elf, const uint8_t *id, size_t id_size, bool id_is_hash,
+                           const UnwindTableOptions *opts, ElfInput *ret, char **ret_path)
+{
+        const char *root = opts->debug_root && strcmp(opts->debug_root, "/") != 0 ? opts->debug_root : "";
+        char path[4096];
+        int r;
+
+        if (!id_is_hash && id_size >= 2) {
+                int n = snprintf(path, sizeof(path), "%s/usr/lib/debug/.build-id/%02x/", root, id[0]);
+                for (size_t i = 1; i < id_size && n > 0 && (size_t)n < sizeof(path) - 3; i++)
+                        n += snprintf(path + n, sizeof(path) - (size_t)n, "%02x", id[i]);
+                if (n > 0 && (size_t)n < sizeof(path) - 7) {
+                        strcpy(path + n, ".debug");
+                        r = open_elf(path, ret);
+                        if (r >= 0) {
+                                uint8_t did[UNWIND_TABLE_ID_MAX];
+                                if (find_build_id(ret->elf, did) == id_size &&
+                                    memcmp(did, id, id_size) == 0) {
+                                        *ret_path = strdup(path);
+                                        return 1;
+                                }
+                                elf_input_close(ret);
+                        }
+                }
+        }
+
+        GElf_Shdr sh;
+        Elf_Scn *scn = find_section(elf, ".gnu_debuglink", &sh);
+        if (!scn || !opts->file_path || sh.sh_type == SHT_NOBITS)
+                return 0;
+        Elf_Data *d = elf_rawdata(scn, NULL);
+        if (!d || !d->d_buf || d->d_size < 8)
+                return 0;
+        const char *name = d->d_buf;
+        size_t name_len = strnlen(name, d->d_size);
+        size_t crc_off = (name_len + 4) & ~(size_t)3;
+        if (name_len == 0 || crc_off + 4 > d->d_size || strchr(name, '/'))
+                return 0;
+        uint32_t crc;
+        memcpy(&crc, (const char *)d->d_buf + crc_off, 4);
+
+        const char *slash = strrchr(opts->file_path, '/');
+        const char *dir = slash ? opts->file_path : ".";
+        int dir_len = slash ? (int)(slash - opts->file_path) : 1;
+        const char *fmts[] = {"%s%.*s/%.*s", "%s%.*s/.debug/%.*s", "%s/usr/lib/debug%.*s/%.*s"};
+        for (size_t i = 0; i < sizeof(fmts) / sizeof(fmts[0]); i++) {
+                int n = snprintf(path, sizeof(path), fmts[i], root, dir_len, dir, (int)name_len, name);
+                if (n <= 0 || (size_t)n >= sizeof(path))
+                        continue;
+                r = open_elf(path, ret);
+                if (r < 0)
+                        continue;
+                uint8_t did[UNWIND_TABLE_ID_MAX];
+                size_t dn = find_build_id(ret->elf, did);
+                bool ok = !id_is_hash ? dn == id_size && memcmp(did, id, id_size) == 0
+                                      : debuglink_crc_matches(ret->elf, crc);
+                if (ok) {
+                        *ret_path = strdup(path);
+                        return 1;
+                }
+                elf_input_close(ret);
+        }
+        return 0;
+}
+
+static int cmp_fde(const void *a, const void *b)
+{
+        const FdeRef *x = a, *y = b;
+        if (x->start != y->start)
+                return x->start < y->start ? -1 : 1;
+        if (x->section != y->section)
+                return x->section < y->section ? -1 : 1;
+        return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+static bool fdes_sorted(const FdeRef *f, size_t n)
+{
+        for (size_t i = 1; i < n; i++)
+                if (cmp_fde(&f[i - 1], &f[i]) > 0)
+                        return false;
+        return true;
+}
+
+static int build(Elf *elf, const UnwindTableOptions *opts, UnwindTable *t, CfiError *err)
+{
+        static const UnwindTableOptions default_opts = {};
+        CfiSection sections[CFI_MAX_SECTIONS];
+        uint32_t n_sections = 0;
+        ElfInput dbg = {.fd = -1};
+        TextRanges text;
+        FdeRef *fdes = NULL;
+        size_t n_fdes = 0, cap_fdes = 0;
+        TableBuilder *b = NULL;
+        int r;
+
+        if (!opts)
+                opts = &default_opts;
+        r = check_elf(elf, err);
+        if (r < 0)
+                return r;
+        r = elf_identity(elf, t->id, &t->id_size, &t->id_is_hash);
+        if (r < 0)
+                return cfi_fail(err, r, "cannot read file contents");
+        r = text_ranges(elf, &text, err);
+        if (r < 0)
+                return r;
+
+        /* Order = precedence where FDEs overlap: .eh_frame is what the runtime itself uses. */
+        r = load_section(elf, ".eh_frame", ".eh_frame", true, &sections[n_sections], err);
+        if (r < 0)
+                return r;
+        n_sections += r;
+        r = load_section(elf, ".debug_frame", ".debug_frame", false, &sections[n_sections], err);
+        if (r < 0)
+                return r;
+        bool have_debug_frame = r > 0;
+        n_sections += r;
+        if (!have_debug_frame && opts->use_debug_file &&
+            find_debug_file(elf, t->id, t->id_size, t->id_is_hash, opts, &dbg, &t->debug_file) > 0) {
+                r = load_section(dbg.elf, ".debug_frame", "debug file .debug_frame", false,
+                                 &sections[n_sections], err);
+                if (r < 0)
+                        goto out;
+                n_sections += r;
+        }
+        if (n_sections == 0) {
+                r = cfi_fail(err, -ENODATA, "no .eh_frame or .debug_frame");
+                goto out;
+        }
+
+        struct CieCacheEntry *cache = cfi_cie_cache_new();
+        if (!cache) {
+                r = cfi_fail(err, -ENOMEM, "out of memory");
+                goto out;
+        }
+        CfiParser p = {.sections = sections,
+                       .n_sections = n_sections,
+                       .text = &text,
+                       .err = err,
+                       .stats = &t->stats,
+                       .cie_cache = cache};
+        size_t cfi_bytes = 0;
+        for (uint32_t i = 0; i < n_sections; i++) {
+                cfi_bytes += sections[i].size;
+                r = cfi_collect_fdes(&p, i, &fdes, &n_fdes, &cap_fdes);
+                if (r < 0)
+                        goto out_cache;
+        }
+        if (!fdes_sorted(fdes, n_fdes))
+                qsort(fdes, n_fdes, sizeof(*fdes), cmp_fde);
+
+        /* ~5 bytes of CFI per row in GCC/Clang output; a good first guess avoids most regrowth */
+        b = builder_new(&t->stats, err, cfi_bytes / 5);
+        if (!b) {
+                r = cfi_fail(err, -ENOMEM, "out of memory");
+                goto out_cache;
+        }
+        for (size_t i = 0; i < n_fdes; i++) {
+                r = cfi_run_fde(&p, &fdes[i], b);
+                if (r < 0)
+                        goto out_cache;
+        }
+        r = builder_finish(b, t);
+        t->stats.peak_bytes = builder_peak_bytes(b) + cap_fdes * sizeof(FdeRef);
+out_cache:
+        free(cache);
+out:
+        builder_free(b);
+        free(fdes);
+        elf_input_close(&dbg);
+        return r;
+}
+
+UnwindTable *unwind_table_free(UnwindTable *t)
+{
+        if (!t)
+                return NULL;
+        free(t->page_index);
+        free(t->rows);
+        free(t->rules);
+        free(t->debug_file);
+        free(t);
+        return NULL;
+}
+
+int unwind_table_build_elf(Elf *elf, const char *name, const UnwindTableOptions *opts, UnwindTable **ret,
+                           char **ret_error)
+{
+        CfiError err = {};
+        uint64_t t0 = now_ns();
+        int r;
+
+        if (ret_error)
+                *ret_error = NULL;
+        UnwindTable *t = calloc(1, sizeof(*t));
+        if (!t)
+                return -ENOMEM;
+        r = build(elf, opts, t, &err);
+        if (r < 0) {
+                if (err.r == 0)
+                        cfi_fail(&err, r, "%s", strerror(-r));
+                if (ret_error)
+                        *ret_error = error_string(name, &err);
+                unwind_table_free(t);
+                return r;
+        }
+        t->stats.build_ns = now_ns() - t0;
+        *ret = t;
+        return 0;
+}
+
+int unwind_table_build_fd(int fd, const char *name, const UnwindTableOptions *opts, UnwindTable **ret,
+                          char **ret_error)
+{
+        CfiError err = {};
+        int r;
+
+        if (ret_error)
+                *ret_error = NULL;
+        elf_version(EV_CURRENT);
+        Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+        if (!elf) {
+                cfi_fail(&err, -EBADMSG, "cannot read ELF: %s", elf_errmsg(-1));
+                if (ret_error)
+                        *ret_error = error_string(name, &err);
+                return -EBADMSG;
+        }
+        r = unwind_table_build_elf(elf, name, opts, ret, ret_error);
+        elf_end(elf);
+        return r;
+}
+
+int unwind_table_build_path(const char *path, const UnwindTableOptions *opts, UnwindTable **ret,
+                            char **ret_error)
+{
+        CfiError err = {};
+        int r;
+
+        if (ret_error)
+                *ret_error = NULL;
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0) {
+                r = -errno;
+                cfi_fail(&err, r, "cannot open: %s", strerror(-r));
+                if (ret_error)
+                        *ret_error = error_string(path, &err);
+                return r;
+        }
+        r = unwind_table_build_fd(fd, path, opts, ret, ret_error);
+        close(fd);
+        return r;
+}
+
+int unwind_table_lookup(const UnwindTable *t, uint64_t pc, struct profd_unwind_rule *ret_rule)
+{
+        if (!t || t->n_rows == 0 || pc < t->base)
+                return -ENOENT;
+        uint64_t page = (pc - t->base) >> PROFD_UT_PAGE_SHIFT;
+        if (page >= t->n_pages)
+                return -ENOENT;
+        uint32_t lo = t->page_index[page], hi = t->page_index[page + 1];
+        uint16_t low = (uint16_t)pc;
+        if (lo >= hi || t->rows[lo].pc_low > low)
+                return -ENOENT;
+        /* last row with pc_low <= low */
+        while (hi - lo > 1) {
+                uint32_t mid = lo + (hi - lo) / 2;
+                if (t->rows[mid].pc_low <= low)
+                        lo = mid;
+                else
+                        hi = mid;
+        }
+        *ret_rule = t->rules[t->rows[lo].rule];
+        return 0;
+}
+
+size_t unwind_table_bytes(const UnwindTable *t)
+{
+        if (!t)
+                return 0;
+        return ((size_t)t->n_pages + 1) * sizeof(uint32_t) +
+               (size_t)t->n_rows * sizeof(struct profd_unwind_row) +
+               (size_t)t->n_rules * sizeof(struct profd_unwind_rule);
+}
+
+/* XXH64 (Yann Collet's xxHash, 64-bit variant): content identity for files without a build ID. */
+#define P1 0x9E3779B185EBCA87ull
+#define P2 0xC2B2AE3D27D4EB4Full
+#define P3 0x165667B19E3779F9ull
+#define P4 0x85EBCA77C2B2AE63ull
+#define P5 0x27D4EB2F165667C5ull
+
+static inline uint64_t rotl64(uint64_t x, int r)
+{
+        return (x << r) | (x >> (64 - r));
+}
+
+static inline uint64_t xxh_round(uint64_t acc, uint64_t in)
+{
+        acc += in * P2;
+        acc = rotl64(acc, 31);
+        return acc * P1;
+}
+
+static inline uint64_t xxh_merge(uint64_t acc, uint64_t v)
+{
+        acc ^= xxh_round(0, v);
+        return acc * P1 + P4;
+}
+
+static inline uint64_t rd64(const uint8_t *p)
+{
+        uint64_t v;
+        memcpy(&v, p, 8);
+        return v;
+}
+
+uint64_t xxh64(const void *data, size_t len, uint64_t seed)
+{
+        const uint8_t *p = data, *end = p + len;
+        uint64_t h;
+
+        if (len >= 32) {
+                uint64_t v1 = seed + P1 + P2, v2 = seed + P2, v3 = seed, v4 = seed - P1;
+                const uint8_t *limit = end - 32;
+                do {
+                        v1 = xxh_round(v1, rd64(p));
+                        v2 = xxh_round(v2, rd64(p + 8));
+                        v3 = xxh_round(v3, rd64(p + 16));
+                        v4 = xxh_round(v4, rd64(p + 24));
+                        p += 32;
+                } while (p <= limit);
+                h = rotl64(v1, 1) + rotl64(v2, 7) + rotl64(v3, 12) + rotl64(v4, 18);
+                h = xxh_merge(h, v1);
+                h = xxh_merge(h, v2);
+                h = xxh_merge(h, v3);
+                h = xxh_merge(h, v4);
+        } else
+                h = seed + P5;
+        h += (uint64_t)len;
+        while (p + 8 <= end) {
+                h ^= xxh_round(0, rd64(p));
+                h = rotl64(h, 27) * P1 + P4;
+                p += 8;
+        }
+        if (p + 4 <= end) {
+                uint32_t v;
+                memcpy(&v, p, 4);
+                h ^= (uint64_t)v * P1;
+                h = rotl64(h, 23) * P2 + P3;
+                p += 4;
+        }
+        while (p < end) {
+                h ^= (*p++) * P5;
+                h = rotl64(h, 11) * P1;
+        }
+        h ^= h >> 33;
+        h *= P2;
+        h ^= h >> 29;
+        h *= P3;
+        h ^= h >> 32;
+        return h;
+}
