@@ -49,7 +49,9 @@ void aggregator_add_interval(Aggregator *a, uint64_t start_ns, uint64_t end_ns, 
 uint64_t aggregator_latest_end(const Aggregator *a);
 
 typedef void (*aggregator_wait_cb_t)(void *userdata);
-/* Calls cb once an interval ending at or after t_ns has been added. Returns a handle for cancel. */
+/* Calls cb once an interval ending at or after t_ns has been added; the handle (for cancel) is
+ * invalid once cb has run. If that interval is already there, cb runs before this returns and
+ * *ret_handle is NULL. */
 int aggregator_wait_for(Aggregator *a, uint64_t t_ns, aggregator_wait_cb_t cb, void *userdata, void **ret_handle);
 void aggregator_cancel_wait(Aggregator *a, void *handle);
 
@@ -58,5 +60,7 @@ int aggregator_window(Aggregator *a, uint64_t t0, uint64_t t1, ProfileWindow **r
 ProfileWindow *profile_window_free(ProfileWindow *w);
 DEFINE_TRIVIAL_CLEANUP_FUNC(ProfileWindow *, profile_window_free);
 
-/* Pids seen in intervals added since the last call (for the process table). */
+/* Pids seen in intervals added since the last call (for the process table), unique; the caller
+ * frees *ret_pids. */
+size_t aggregator_take_pids(Aggregator *a, uint32_t **ret_pids);
 void aggregator_write_metrics(const Aggregator *a, FILE *f);

@@ -1,0 +1,931 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* libmicrohttpd runs in external-event mode inside the daemon's sd-event loop, the way systemd's
+ * journal-remote does it: MHD_USE_EPOLL gives one epoll fd that becomes readable whenever MHD has
+ * work, and MHD_get_timeout() says when it next needs to run for connection timeouts.
+ *
+ * A profile request: the access handler cuts the sampler (t0) and suspends the connection; a
+ * timer N s later cuts again (t1); once the interval ending at t1 has been drained the window
+ * [t0, t1) is merged, and the renderer builds the body one bounded step per loop iteration from an
+ * idle-priority source, so drains, other requests and /metrics keep flowing; then the connection is
+ * resumed and the handler queues the response. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <systemd/sd-daemon.h>
+#include <systemd/sd-event.h>
+#include <time.h>
+
+#include "daemon.h"
+#include "http-server.h"
+#include "log.h"
+#include "metrics.h"
+#include "pprof-encode.h"
+
+/* Each connection costs a little memory; scrapers use one or two. */
+#define HTTP_CONNECTION_LIMIT 64
+/* Idle keep-alive connections and slow clients are closed after this; suspended (waiting) profile
+ * connections are not subject to it. */
+#define HTTP_CONNECTION_TIMEOUT_S 60
+/* How precisely the end of a window is timed. The window itself is exact either way: it is the
+ * span between two cuts whatever the timer's slack. */
+#define WINDOW_TIMER_ACCURACY_USEC 1000
+#define DEFAULT_PROFILE_SECONDS 30
+
+typedef enum RequestState {
+        REQUEST_NEW,
+        REQUEST_WINDOW,  /* between the cuts */
+        REQUEST_DRAIN,   /* waiting for the interval ending at t1 */
+        REQUEST_RENDER,  /* building the body */
+        REQUEST_RESPOND, /* result ready, connection resumed */
+        REQUEST_DONE,    /* response queued */
+} RequestState;
+
+typedef struct Route Route;
+
+typedef struct Request {
+        HttpServer *server;
+        struct MHD_Connection *connection;
+        const Route *route;
+        RequestState state;
+        bool suspended;
+        bool counted_in_flight;
+        struct Request *prev, *next; /* server->profiles */
+
+        ProfileQuery query;
+        uint64_t t0, t1;
+        sd_event_source *timer;
+        void *wait;
+        void *job;
+        sd_event_source *step;
+        struct timespec render_start;
+
+        /* The response, once known. */
+        unsigned status;
+        void *body;
+        size_t body_size;
+        const char *content_type;
+        const char *content_disposition;
+        bool error; /* text/plain reason with X-Go-Pprof */
+} Request;
+
+/* Request counters by endpoint and status, bounded: unknown paths share one endpoint. */
+static const unsigned counted_statuses[] = {200, 400, 404, 405, 500, 503};
+#define N_STATUSES (ELEMENTSOF(counted_statuses) + 1) /* + "other" */
+
+struct HttpServer {
+        Daemon *daemon;
+        struct MHD_Daemon *mhd;
+        sd_event_source *io, *timer, *kick;
+        bool socket_activated;
+        char address[128];
+
+        Request *profiles; /* every request holding a profile slot */
+        unsigned n_profiles;
+
+        uint64_t *requests_total; /* [route][status] */
+        uint64_t profiles_rejected_busy_total;
+        uint64_t profiles_failed_total;
+        uint64_t profiles_served_total;
+        uint64_t profile_samples_total;
+        double render_seconds_sum, render_seconds_max;
+        uint64_t render_steps_total;
+};
+
+/* ---- routes ---------------------------------------------------------------------------------- */
+
+typedef int (*route_handler_t)(HttpServer *s, Request *req);
+
+struct Route {
+        const char *path;
+        const char *description; /* for the index page; NULL: not listed */
+        const char *example;     /* link on the index page; NULL: path */
+        route_handler_t handler;
+        const ProfileRenderer *renderer; /* profile routes: default format */
+};
+
+static int route_index(HttpServer *s, Request *req);
+static int route_profile(HttpServer *s, Request *req);
+static int route_metrics(HttpServer *s, Request *req);
+static int route_healthz(HttpServer *s, Request *req);
+
+static int pprof_start(Daemon *d, ProfileWindow *w, const ProfileQuery *q, void **ret_job)
+{
+        PprofOptions o = {.labels = q->labels};
+        return pprof_job_new(w, d->symbolizer, d->processes, &o, (PprofJob **)ret_job);
+}
+static int pprof_step(void *job)
+{
+        return pprof_job_step(job);
+}
+static int pprof_take(void *job, void **ret_data, size_t *ret_size)
+{
+        return pprof_job_take_result(job, ret_data, ret_size);
+}
+static void pprof_free(void *job)
+{
+        pprof_job_free(job);
+}
+
+static const ProfileRenderer pprof_renderer = {
+        .format = "pprof",
+        .content_type = "application/octet-stream",
+        .content_disposition = "attachment; filename=\"profile\"",
+        .start = pprof_start,
+        .step = pprof_step,
+        .take_result = pprof_take,
+        .free = pprof_free,
+};
+
+/* ?format= values. */
+static const ProfileRenderer *const renderers[] = {
+        &pprof_renderer,
+};
+
+static const Route routes[] = {
+        {"/debug/pprof/profile",
+         "CPU profile of the next N seconds, gzipped pprof (seconds=N, default 30; labels=LIST)",
+         "/debug/pprof/profile?seconds=30", route_profile, &pprof_renderer},
+        {"/debug/pprof/", NULL, NULL, route_index, NULL},
+        {"/debug/pprof", NULL, NULL, route_index, NULL},
+        {"/metrics", "Prometheus metrics of the daemon (samples, drops by reason, maps, requests)", NULL,
+         route_metrics, NULL},
+        {"/healthz", "200 once sampling is live, 503 before", NULL, route_healthz, NULL},
+};
+#define N_ROUTES ELEMENTSOF(routes)
+#define ROUTE_UNKNOWN N_ROUTES /* counter row for paths no route matches */
+
+static const Route *route_find(const char *url)
+{
+        for (size_t i = 0; i < N_ROUTES; i++)
+                if (strcmp(url, routes[i].path) == 0)
+                        return &routes[i];
+        return NULL;
+}
+
+/* ---- responses --------------------------------------------------------------------------------- */
+
+static void count_request(HttpServer *s, const Route *route, unsigned status)
+{
+        size_t r = route ? (size_t)(route - routes) : ROUTE_UNKNOWN;
+        size_t i = 0;
+        while (i < ELEMENTSOF(counted_statuses) && counted_statuses[i] != status)
+                i++;
+        s->requests_total[r * N_STATUSES + i]++;
+}
+
+static enum MHD_Result queue(Request *req, unsigned status, void *body, size_t size,
+                             const char *content_type, const char *disposition, bool error)
+{
+        struct MHD_Response *resp = MHD_create_response_from_buffer(size, body, MHD_RESPMEM_MUST_FREE);
+        if (!resp) {
+                free(body);
+                return MHD_NO;
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+        if (disposition)
+                MHD_add_response_header(resp, "Content-Disposition", disposition);
+        if (error)
+                /* go tool pprof prints the body of an error response that carries this header. */
+                MHD_add_response_header(resp, "X-Go-Pprof", "1");
+        if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+                MHD_add_response_header(resp, "Allow", "GET, HEAD");
+        MHD_add_response_header(resp, "Cache-Control", "no-store");
+        enum MHD_Result r = MHD_queue_response(req->connection, status, resp);
+        MHD_destroy_response(resp);
+        count_request(req->server, req->route, status);
+        req->state = REQUEST_DONE;
+        return r;
+}
+
+static enum MHD_Result queue_text(Request *req, unsigned status, const char *content_type, bool error,
+                                  const char *fmt, ...) _printf_(5, 6);
+static enum MHD_Result queue_text(Request *req, unsigned status, const char *content_type, bool error,
+                                  const char *fmt, ...)
+{
+        char *text = NULL;
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vasprintf(&text, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+                return MHD_NO;
+        return queue(req, status, text, (size_t)n, content_type, NULL, error);
+}
+
+/* One line, text/plain, X-Go-Pprof: 1. */
+#define queue_error(req, status, ...) queue_text(req, status, "text/plain; charset=utf-8", true, __VA_ARGS__)
+
+/* For the asynchronous path: remember the answer, then resume so the handler queues it. */
+static void request_set_error(Request *req, unsigned status, const char *fmt, ...) _printf_(3, 4);
+static void request_set_error(Request *req, unsigned status, const char *fmt, ...)
+{
+        char *text = NULL;
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vasprintf(&text, fmt, ap);
+        va_end(ap);
+        free(req->body);
+        req->body = n >= 0 ? text : NULL;
+        req->body_size = n >= 0 ? (size_t)n : 0;
+        req->status = status;
+        req->content_type = "text/plain; charset=utf-8";
+        req->content_disposition = NULL;
+        req->error = true;
+}
+
+/* ---- the MHD event sources ------------------------------------------------------------------- */
+
+static int http_dispatch(HttpServer *s)
+{
+        if (MHD_run(s->mhd) == MHD_NO)
+                log_warning("libmicrohttpd: MHD_run failed");
+
+        MHD_UNSIGNED_LONG_LONG timeout_ms;
+        if (MHD_get_timeout(s->mhd, &timeout_ms) == MHD_NO)
+                return sd_event_source_set_enabled(s->timer, SD_EVENT_OFF);
+        int r = sd_event_source_set_time_relative(s->timer, (uint64_t)timeout_ms * 1000);
+        if (r < 0)
+                return r;
+        return sd_event_source_set_enabled(s->timer, SD_EVENT_ONESHOT);
+}
+
+static int on_mhd_io(sd_event_source *es, int fd, uint32_t revents, void *userdata)
+{
+        return http_dispatch(userdata);
+}
+
+static int on_mhd_timer(sd_event_source *es, uint64_t usec, void *userdata)
+{
+        return http_dispatch(userdata);
+}
+
+static int on_mhd_kick(sd_event_source *es, void *userdata)
+{
+        return http_dispatch(userdata);
+}
+
+/* Let MHD run on the next loop iteration (after a resume: the handler must be called again). */
+static void http_kick(HttpServer *s)
+{
+        if (s->kick)
+                (void)sd_event_source_set_enabled(s->kick, SD_EVENT_ONESHOT);
+}
+
+/* ---- profile requests -------------------------------------------------------------------------- */
+
+static void profile_release_slot(Request *req)
+{
+        HttpServer *s = req->server;
+        if (!req->counted_in_flight)
+                return;
+        if (req->prev)
+                req->prev->next = req->next;
+        else
+                s->profiles = req->next;
+        if (req->next)
+                req->next->prev = req->prev;
+        req->prev = req->next = NULL;
+        s->n_profiles--;
+        req->counted_in_flight = false;
+}
+
+static void profile_stop_work(Request *req)
+{
+        HttpServer *s = req->server;
+        req->timer = sd_event_source_disable_unref(req->timer);
+        req->step = sd_event_source_disable_unref(req->step);
+        if (req->wait) {
+                aggregator_cancel_wait(s->daemon->aggregator, req->wait);
+                req->wait = NULL;
+        }
+        if (req->job) {
+                req->query.renderer->free(req->job);
+                req->job = NULL;
+        }
+}
+
+static void profile_finish(Request *req)
+{
+        profile_stop_work(req);
+        if (req->status != 200)
+                req->server->profiles_failed_total++;
+        req->state = REQUEST_RESPOND;
+        if (req->suspended) {
+                MHD_resume_connection(req->connection);
+                req->suspended = false;
+        }
+        http_kick(req->server);
+}
+
+static int on_profile_step(sd_event_source *es, void *userdata)
+{
+        Request *req = userdata;
+        HttpServer *s = req->server;
+        const ProfileRenderer *rd = req->query.renderer;
+
+        s->render_steps_total++;
+        int r = rd->step(req->job);
+        if (r == 0)
+                return 0;
+        if (r > 0) {
+                void *data = NULL;
+                size_t size = 0;
+                r = rd->take_result(req->job, &data, &size);
+                if (r >= 0) {
+                        struct timespec now;
+                        clock_gettime(CLOCK_MONOTONIC, &now);
+                        double secs = (double)(now.tv_sec - req->render_start.tv_sec) +
+                                      (double)(now.tv_nsec - req->render_start.tv_nsec) / 1e9;
+                        s->render_seconds_sum += secs;
+                        if (secs > s->render_seconds_max)
+                                s->render_seconds_max = secs;
+                        s->profiles_served_total++;
+                        log_debug("profile [%.3f, %.3f) rendered in %.3f s, %zu bytes", req->t0 / 1e9,
+                                  req->t1 / 1e9, secs, size);
+                        req->status = 200;
+                        req->body = data;
+                        req->body_size = size;
+                        req->content_type = rd->content_type;
+                        req->content_disposition = rd->content_disposition;
+                        req->error = false;
+                }
+        }
+        if (r < 0) {
+                log_warning_errno(r, "Building a %s profile failed: %m", rd->format);
+                request_set_error(req, 500, "building the profile failed: %s\n", strerror(-r));
+        }
+        profile_finish(req);
+        return 0;
+}
+
+static void on_window_drained(void *userdata)
+{
+        Request *req = userdata;
+        HttpServer *s = req->server;
+        Daemon *d = s->daemon;
+        ProfileWindow *w = NULL;
+
+        req->wait = NULL;
+        int r = aggregator_window(d->aggregator, req->t0, req->t1, &w);
+        if (r < 0) {
+                log_warning_errno(r, "Profile window [%.3f, %.3f) is not available: %m", req->t0 / 1e9,
+                                  req->t1 / 1e9);
+                request_set_error(req, r == -ENODATA ? 503 : 500,
+                                  "the samples of this window are not available (%s)\n", strerror(-r));
+                profile_finish(req);
+                return;
+        }
+        s->profile_samples_total += w->total;
+        /* Per-request filters (?pid=, ?comm=, ...) go here, before rendering. */
+
+        req->state = REQUEST_RENDER;
+        clock_gettime(CLOCK_MONOTONIC, &req->render_start);
+        r = req->query.renderer->start(d, w, &req->query, &req->job);
+        if (r < 0) {
+                req->job = NULL;
+                log_warning_errno(r, "Starting a %s profile failed: %m", req->query.renderer->format);
+                request_set_error(req, 500, "building the profile failed: %s\n", strerror(-r));
+                profile_finish(req);
+                return;
+        }
+        /* Idle priority: a step runs only when no drain, timer or connection is pending. */
+        r = sd_event_add_defer(d->event, &req->step, on_profile_step, req);
+        if (r >= 0)
+                r = sd_event_source_set_priority(req->step, SD_EVENT_PRIORITY_IDLE);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(req->step, SD_EVENT_ON);
+        if (r < 0) {
+                log_warning_errno(r, "Cannot schedule profile build: %m");
+                request_set_error(req, 500, "cannot schedule the profile build\n");
+                profile_finish(req);
+        }
+}
+
+static int on_window_end(sd_event_source *es, uint64_t usec, void *userdata)
+{
+        Request *req = userdata;
+        Daemon *d = req->server->daemon;
+
+        req->timer = sd_event_source_disable_unref(req->timer);
+        int r = sampler_cut(d->sampler, &req->t1);
+        if (r < 0) {
+                log_warning_errno(r, "Cutting the sampler at the end of a profile window failed: %m");
+                request_set_error(req, 500, "cutting the sample stream failed: %s\n", strerror(-r));
+                profile_finish(req);
+                return 0;
+        }
+        req->state = REQUEST_DRAIN;
+        r = aggregator_wait_for(d->aggregator, req->t1, on_window_drained, req, &req->wait);
+        if (r < 0) {
+                request_set_error(req, 500, "out of memory\n");
+                profile_finish(req);
+        }
+        return 0;
+}
+
+/* ---- query parameters ---------------------------------------------------------------------------- */
+
+typedef struct QueryParam {
+        const char *name;
+        /* On failure, writes a one-line reason into err. */
+        int (*parse)(HttpServer *s, const char *value, ProfileQuery *q, char *err, size_t errlen);
+} QueryParam;
+
+static int param_seconds(HttpServer *s, const char *v, ProfileQuery *q, char *err, size_t errlen)
+{
+        unsigned max = s->daemon->options.max_seconds;
+        if (!v || !*v) {
+                snprintf(err, errlen, "seconds: expected an integer from 1 to %u", max);
+                return -EINVAL;
+        }
+        unsigned long long n = 0;
+        for (const char *p = v; *p; p++) {
+                if (*p < '0' || *p > '9') {
+                        snprintf(err, errlen, "seconds: '%.32s' is not an integer from 1 to %u", v, max);
+                        return -EINVAL;
+                }
+                n = n * 10 + (unsigned)(*p - '0');
+                if (n > max)
+                        break;
+        }
+        if (n == 0) {
+                snprintf(err, errlen, "seconds: must be at least 1, got '%.32s'", v);
+                return -EINVAL;
+        }
+        if (n > max) {
+                snprintf(err, errlen, "seconds: %.32s exceeds the maximum of %u (--max-seconds)", v, max);
+                return -EINVAL;
+        }
+        q->seconds = (unsigned)n;
+        return 0;
+}
+
+static int param_labels(HttpServer *s, const char *v, ProfileQuery *q, char *err, size_t errlen)
+{
+        const char *bad = NULL;
+        if (label_set_parse(v ?: "", &q->labels, &bad) < 0) {
+                snprintf(err, errlen,
+                         "labels: unknown label '%s' (known: comm, pid, thread_id, thread_name, unit, "
+                         "container_id)",
+                         bad ?: "");
+                return -EINVAL;
+        }
+        return 0;
+}
+
+static int param_format(HttpServer *s, const char *v, ProfileQuery *q, char *err, size_t errlen)
+{
+        for (size_t i = 0; i < ELEMENTSOF(renderers); i++)
+                if (v && strcmp(v, renderers[i]->format) == 0) {
+                        q->renderer = renderers[i];
+                        return 0;
+                }
+        snprintf(err, errlen, "format: unknown format '%.32s'", v ?: "");
+        return -EINVAL;
+}
+
+static const QueryParam profile_params[] = {
+        {"seconds", param_seconds},
+        {"labels", param_labels},
+        {"format", param_format},
+};
+
+typedef struct ParseState {
+        HttpServer *server;
+        ProfileQuery *query;
+        char err[256];
+        int r;
+} ParseState;
+
+static enum MHD_Result parse_one(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+        ParseState *st = cls;
+        for (size_t i = 0; i < ELEMENTSOF(profile_params); i++)
+                if (strcmp(key, profile_params[i].name) == 0) {
+                        st->r = profile_params[i].parse(st->server, value, st->query, st->err,
+                                                        sizeof(st->err));
+                        return st->r < 0 ? MHD_NO : MHD_YES;
+                }
+        /* Rejected rather than ignored: a misspelt filter would otherwise silently profile everything. */
+        snprintf(st->err, sizeof(st->err), "unknown parameter '%.64s' (known: seconds, labels, format)",
+                 key);
+        st->r = -EINVAL;
+        return MHD_NO;
+}
+
+static int profile_query_parse(HttpServer *s, Request *req, char *err, size_t errlen)
+{
+        ProfileQuery *q = &req->query;
+        *q = (ProfileQuery){
+                .seconds = DEFAULT_PROFILE_SECONDS < s->daemon->options.max_seconds
+                                   ? DEFAULT_PROFILE_SECONDS
+                                   : s->daemon->options.max_seconds,
+                .labels = s->daemon->options.labels,
+                .renderer = req->route->renderer,
+        };
+        ParseState st = {.server = s, .query = q};
+        MHD_get_connection_values(req->connection, MHD_GET_ARGUMENT_KIND, parse_one, &st);
+        if (st.r < 0) {
+                snprintf(err, errlen, "%s", st.err);
+                return st.r;
+        }
+        return 0;
+}
+
+static int route_profile(HttpServer *s, Request *req)
+{
+        Daemon *d = s->daemon;
+        char err[300];
+
+        if (profile_query_parse(s, req, err, sizeof(err)) < 0)
+                return queue_error(req, 400, "%s\n", err);
+        if (!d->sampler || !sampler_is_live(d->sampler))
+                return queue_error(req, 503, "sampling is not live yet\n");
+        if (s->n_profiles >= d->options.max_concurrent_profiles) {
+                s->profiles_rejected_busy_total++;
+                return queue_error(
+                        req, 503,
+                        "too many concurrent profile requests (at most %u, --max-concurrent-profiles)\n",
+                        d->options.max_concurrent_profiles);
+        }
+
+        int r = sampler_cut(d->sampler, &req->t0);
+        if (r < 0) {
+                log_warning_errno(r, "Cutting the sampler at the start of a profile window failed: %m");
+                return queue_error(req, 500, "cutting the sample stream failed: %s\n", strerror(-r));
+        }
+        r = sd_event_add_time_relative(d->event, &req->timer, CLOCK_MONOTONIC,
+                                       (uint64_t)req->query.seconds * USEC_PER_SEC,
+                                       WINDOW_TIMER_ACCURACY_USEC, on_window_end, req);
+        if (r < 0)
+                return queue_error(req, 500, "cannot arm the window timer: %s\n", strerror(-r));
+
+        req->counted_in_flight = true;
+        req->next = s->profiles;
+        if (s->profiles)
+                s->profiles->prev = req;
+        s->profiles = req;
+        s->n_profiles++;
+
+        req->state = REQUEST_WINDOW;
+        req->suspended = true;
+        MHD_suspend_connection(req->connection);
+        log_debug("profile request: %u s from %.3f", req->query.seconds, req->t0 / 1e9);
+        return MHD_YES;
+}
+
+/* ---- other endpoints ----------------------------------------------------------------------------- */
+
+static int route_healthz(HttpServer *s, Request *req)
+{
+        if (s->daemon->sampler && sampler_is_live(s->daemon->sampler))
+                return queue_text(req, 200, "text/plain; charset=utf-8", false, "ok\n");
+        return queue_error(req, 503, "sampling is not live yet\n");
+}
+
+static int route_metrics(HttpServer *s, Request *req)
+{
+        char *text = NULL;
+        size_t size = 0;
+        int r = metrics_render(s->daemon, &text, &size);
+        if (r < 0)
+                return queue_error(req, 500, "rendering metrics failed: %s\n", strerror(-r));
+        return queue(req, 200, text, size, "text/plain; version=0.0.4; charset=utf-8", NULL, false);
+}
+
+static int route_index(HttpServer *s, Request *req)
+{
+        char *buf = NULL;
+        size_t size = 0;
+        FILE *f = open_memstream(&buf, &size);
+        if (!f)
+                return queue_error(req, 500, "out of memory\n");
+        fputs("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>profd</title></head>\n"
+              "<body><h1>profd " PROFD_VERSION "</h1>\n<p>Continuous CPU profiler. Endpoints:</p>\n<ul>\n",
+              f);
+        for (size_t i = 0; i < N_ROUTES; i++) {
+                if (!routes[i].description)
+                        continue;
+                const char *href = routes[i].example ?: routes[i].path;
+                fprintf(f, "<li><a href=\"%s\">%s</a> &mdash; %s</li>\n", href, routes[i].path,
+                        routes[i].description);
+        }
+        fprintf(f,
+                "</ul>\n<p>Example: <code>go tool pprof "
+                "http://HOST:PORT/debug/pprof/profile?seconds=30</code></p>\n"
+                "<p>Labels: comm, pid, thread_id, thread_name, unit, container_id; default <code>%s</code>. "
+                "Longest window: %u s.</p>\n</body></html>\n",
+                s->daemon->options.labels_string ?: "", s->daemon->options.max_seconds);
+        if (fclose(f) != 0) {
+                free(buf);
+                return queue_error(req, 500, "out of memory\n");
+        }
+        return queue(req, 200, buf, size, "text/html; charset=utf-8", NULL, false);
+}
+
+/* ---- MHD callbacks ------------------------------------------------------------------------------- */
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, const char *url,
+                                 const char *method, const char *version, const char *upload_data,
+                                 size_t *upload_data_size, void **con_cls)
+{
+        HttpServer *s = cls;
+        Request *req = *con_cls;
+
+        if (!req) {
+                req = calloc(1, sizeof(Request));
+                if (!req)
+                        return MHD_NO;
+                req->server = s;
+                req->connection = connection;
+                req->route = route_find(url);
+                *con_cls = req;
+                return MHD_YES; /* called again once the headers (and any body) are in */
+        }
+        if (*upload_data_size > 0) {
+                *upload_data_size = 0; /* bodies are ignored: every endpoint is GET */
+                return MHD_YES;
+        }
+
+        switch (req->state) {
+        case REQUEST_NEW:
+                break;
+        case REQUEST_RESPOND:
+                if (!req->body && req->status == 0)
+                        request_set_error(req, 500, "internal error\n");
+                return queue(req, req->status ?: 500, TAKE_PTR(req->body), req->body_size,
+                             req->content_type ?: "text/plain; charset=utf-8", req->content_disposition,
+                             req->error);
+        default:
+                return MHD_YES; /* spurious call while suspended work is in progress */
+        }
+
+        if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
+                return queue_error(req, MHD_HTTP_METHOD_NOT_ALLOWED, "method %.16s not allowed: use GET\n",
+                                   method);
+        if (!req->route)
+                return queue_error(req, 404, "unknown path '%.128s' (see /debug/pprof/)\n", url);
+        return req->route->handler(s, req);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+        Request *req = *con_cls;
+        if (!req)
+                return;
+        if (req->state != REQUEST_DONE && req->route)
+                /* The client went away or the server is stopping before an answer was queued. */
+                log_debug("request for %s ended before it was answered (%d)", req->route->path, (int)toe);
+        profile_stop_work(req);
+        profile_release_slot(req);
+        free(req->body);
+        free(req);
+        *con_cls = NULL;
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+        static LogRateLimit rl = LOG_RATELIMIT_INIT(10 * NSEC_PER_SEC, 10);
+        unsigned suppressed = 0;
+        if (!log_ratelimit_test(&rl, &suppressed))
+                return;
+        char buf[512];
+        vsnprintf(buf, sizeof(buf), fmt, ap);
+        buf[strcspn(buf, "\n")] = 0;
+        if (suppressed > 0)
+                log_warning("libmicrohttpd: %s (%u similar messages suppressed)", buf, suppressed);
+        else
+                log_warning("libmicrohttpd: %s", buf);
+}
+
+/* ---- listening ------------------------------------------------------------------------------------- */
+
+/* "[HOST]:PORT": empty HOST listens on every address (IPv6 socket accepting IPv4 too when the host
+ * has IPv6, plain IPv4 otherwise); "[::1]:PORT" for IPv6 literals. */
+static int listen_address(const char *address, int *ret_fd, char *desc, size_t desc_len)
+{
+        const char *colon = strrchr(address, ':');
+        if (!colon || !colon[1])
+                return -EINVAL;
+        char host[256];
+        size_t hl = (size_t)(colon - address);
+        if (hl >= sizeof(host))
+                return -EINVAL;
+        memcpy(host, address, hl);
+        host[hl] = 0;
+        if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
+                memmove(host, host + 1, hl - 2);
+                host[hl - 2] = 0;
+        }
+        const char *port = colon + 1;
+
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+        struct addrinfo *res = NULL;
+        int g = getaddrinfo(*host ? host : NULL, port, &hints, &res);
+        if (g != 0) {
+                log_error("Cannot resolve --http-address %s: %s", address, gai_strerror(g));
+                return -EINVAL;
+        }
+
+        int r = -EADDRNOTAVAIL;
+        /* For the wildcard address try IPv6 first: with V6ONLY off one socket serves both. */
+        for (int pass = 0; pass < 2; pass++)
+                for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+                        if (!*host && (pass == 0) != (ai->ai_family == AF_INET6))
+                                continue;
+                        if (*host && pass == 1)
+                                continue;
+                        int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+                        if (fd < 0) {
+                                r = -errno;
+                                continue;
+                        }
+                        int one = 1, zero = 0;
+                        (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+                        if (ai->ai_family == AF_INET6 && !*host)
+                                (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+                        if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, SOMAXCONN) < 0) {
+                                r = -errno;
+                                close(fd);
+                                continue;
+                        }
+                        snprintf(desc, desc_len, "%s", address);
+                        freeaddrinfo(res);
+                        *ret_fd = fd;
+                        return 0;
+                }
+        freeaddrinfo(res);
+        return r;
+}
+
+int http_server_new(Daemon *d, HttpServer **ret)
+{
+        _cleanup_(http_server_freep) HttpServer *s = calloc(1, sizeof(HttpServer));
+        _cleanup_close_ int fd = -1;
+        int r;
+
+        if (!s)
+                return -ENOMEM;
+        s->daemon = d;
+        s->requests_total = calloc((N_ROUTES + 1) * N_STATUSES, sizeof(uint64_t));
+        if (!s->requests_total)
+                return -ENOMEM;
+
+        int n = sd_listen_fds(true);
+        if (n < 0)
+                return log_error_errno(n, "Cannot read the sockets passed by systemd: %m");
+        if (n > 1)
+                return log_error_errno(-EINVAL, "Expected one listening socket from systemd, got %d", n);
+        if (n == 1) {
+                fd = SD_LISTEN_FDS_START;
+                r = sd_is_socket(fd, AF_UNSPEC, SOCK_STREAM, 1);
+                if (r < 0)
+                        return log_error_errno(r, "Cannot check the socket passed by systemd: %m");
+                if (r == 0)
+                        return log_error_errno(
+                                -EINVAL, "The socket passed by systemd is not a listening stream socket");
+                int flags = fcntl(fd, F_GETFL);
+                if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+                        return log_error_errno(errno, "Cannot make the systemd socket non-blocking: %m");
+                s->socket_activated = true;
+                snprintf(s->address, sizeof(s->address), "socket activation");
+        } else {
+                r = listen_address(d->options.http_address, &fd, s->address, sizeof(s->address));
+                if (r < 0)
+                        return log_error_errno(r, "Cannot listen on %s: %m", d->options.http_address);
+        }
+
+        s->mhd = MHD_start_daemon(
+                MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_access, s,
+                MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, /* first, or MHD says so on stderr */
+                MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTION_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT,
+                (unsigned)HTTP_CONNECTION_TIMEOUT_S, MHD_OPTION_END);
+        if (!s->mhd)
+                return log_error_errno(-EIO, "Cannot start the HTTP server (libmicrohttpd) on %s",
+                                       s->address);
+        TAKE_FD(fd); /* MHD owns it now */
+
+        const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+        if (!info)
+                return log_error_errno(-EIO, "libmicrohttpd has no epoll fd (built without epoll?)");
+
+        r = sd_event_add_io(d->event, &s->io, info->epoll_fd, EPOLLIN, on_mhd_io, s);
+        if (r < 0)
+                return log_error_errno(r, "Cannot watch the HTTP server's epoll fd: %m");
+        r = sd_event_add_time(d->event, &s->timer, CLOCK_MONOTONIC, UINT64_MAX, 0, on_mhd_timer, s);
+        if (r < 0)
+                return log_error_errno(r, "Cannot add the HTTP timer: %m");
+        r = sd_event_add_defer(d->event, &s->kick, on_mhd_kick, s);
+        if (r < 0)
+                return log_error_errno(r, "Cannot add the HTTP dispatch source: %m");
+        (void)sd_event_source_set_enabled(s->kick, SD_EVENT_OFF);
+        (void)sd_event_source_set_description(s->io, "http-epoll");
+        (void)sd_event_source_set_description(s->timer, "http-timeout");
+
+        log_info("Serving HTTP on %s", s->address);
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
+HttpServer *http_server_free(HttpServer *s)
+{
+        if (!s)
+                return NULL;
+        if (s->mhd) {
+                /* Answer waiting profile requests (MHD refuses to stop with suspended connections,
+                 * and a client is better told why than cut off). */
+                for (Request *req = s->profiles; req; req = req->next)
+                        if (req->state != REQUEST_RESPOND && req->state != REQUEST_DONE) {
+                                request_set_error(req, 503, "profd is shutting down\n");
+                                profile_finish(req);
+                        }
+                /* A few non-blocking rounds so the resumed handlers queue their 503 and it is sent. */
+                for (int i = 0; i < 4; i++)
+                        (void)MHD_run(s->mhd);
+                MHD_stop_daemon(s->mhd);
+        }
+        sd_event_source_disable_unref(s->io);
+        sd_event_source_disable_unref(s->timer);
+        sd_event_source_disable_unref(s->kick);
+        free(s->requests_total);
+        free(s);
+        return NULL;
+}
+
+bool http_server_socket_activated(const HttpServer *s)
+{
+        return s->socket_activated;
+}
+
+const char *http_server_address(const HttpServer *s)
+{
+        return s->address;
+}
+
+unsigned http_server_profiles_in_flight(const HttpServer *s)
+{
+        return s->n_profiles;
+}
+
+void http_server_write_metrics(const HttpServer *s, FILE *f)
+{
+        fputs("# HELP profd_http_requests_total HTTP requests answered, by endpoint and status code.\n"
+              "# TYPE profd_http_requests_total counter\n",
+              f);
+        for (size_t r = 0; r <= N_ROUTES; r++)
+                for (size_t i = 0; i < N_STATUSES; i++) {
+                        uint64_t v = s->requests_total[r * N_STATUSES + i];
+                        if (v == 0)
+                                continue;
+                        char code[16];
+                        if (i < ELEMENTSOF(counted_statuses))
+                                snprintf(code, sizeof(code), "%u", counted_statuses[i]);
+                        else
+                                snprintf(code, sizeof(code), "other");
+                        fprintf(f, "profd_http_requests_total{endpoint=\"%s\",code=\"%s\"} %" PRIu64 "\n",
+                                r < N_ROUTES ? routes[r].path : "unknown", code, v);
+                }
+        fprintf(f,
+                "# HELP profd_http_profiles_in_flight Profile requests being waited for or built.\n"
+                "# TYPE profd_http_profiles_in_flight gauge\n"
+                "profd_http_profiles_in_flight %u\n"
+                "# HELP profd_http_profiles_rejected_total Profile requests refused with 503 because too "
+                "many were running.\n"
+                "# TYPE profd_http_profiles_rejected_total counter\n"
+                "profd_http_profiles_rejected_total %" PRIu64 "\n"
+                "# HELP profd_http_profiles_served_total Profiles built and sent.\n"
+                "# TYPE profd_http_profiles_served_total counter\n"
+                "profd_http_profiles_served_total %" PRIu64 "\n"
+                "# HELP profd_http_profiles_failed_total Profile requests that failed after their window "
+                "started.\n"
+                "# TYPE profd_http_profiles_failed_total counter\n"
+                "profd_http_profiles_failed_total %" PRIu64 "\n"
+                "# HELP profd_http_profile_samples_total Samples contained in served profile windows.\n"
+                "# TYPE profd_http_profile_samples_total counter\n"
+                "profd_http_profile_samples_total %" PRIu64 "\n"
+                "# HELP profd_http_profile_build_seconds Time from a window's end (drained) to its body "
+                "being ready.\n"
+                "# TYPE profd_http_profile_build_seconds summary\n"
+                "profd_http_profile_build_seconds_sum %.6f\n"
+                "profd_http_profile_build_seconds_count %" PRIu64 "\n"
+                "# HELP profd_http_profile_build_seconds_max Longest profile build so far.\n"
+                "# TYPE profd_http_profile_build_seconds_max gauge\n"
+                "profd_http_profile_build_seconds_max %.6f\n"
+                "# HELP profd_http_profile_build_steps_total Incremental build steps run from the event "
+                "loop.\n"
+                "# TYPE profd_http_profile_build_steps_total counter\n"
+                "profd_http_profile_build_steps_total %" PRIu64 "\n",
+                s->n_profiles, s->profiles_rejected_busy_total, s->profiles_served_total,
+                s->profiles_failed_total, s->profile_samples_total, s->render_seconds_sum,
+                s->profiles_served_total, s->render_seconds_max, s->render_steps_total);
+}

@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "options.h"
+
+#define DEFAULT_HTTP_ADDRESS ":7071"
+#define DEFAULT_FREQUENCY_HZ 19
+#define DEFAULT_MAX_SECONDS 300
+#define DEFAULT_LABELS "comm,pid"
+#define DEFAULT_MAX_CONCURRENT_PROFILES 8
+#define DEFAULT_UNWIND_TABLE_MEMORY (256ULL << 20)
+
+/* perf's own ceiling for software events is far higher, but past this the daemon's per-interval
+ * work stops being "near-zero" and the drop counters would fill with counts-map-full. */
+#define MAX_FREQUENCY_HZ 10000
+/* A request holds its window's buckets in the history; a day is already far more than any
+ * scraper asks for. */
+#define MAX_MAX_SECONDS 86400
+#define MAX_CONCURRENT_PROFILES_LIMIT 1024
+
+enum {
+        ARG_HTTP_ADDRESS = 0x100,
+        ARG_FREQUENCY,
+        ARG_MAX_SECONDS,
+        ARG_LABELS,
+        ARG_MAX_CONCURRENT_PROFILES,
+        ARG_UNWIND_TABLE_MEMORY,
+        ARG_LOG_LEVEL,
+        ARG_VERSION,
+};
+
+static const struct option long_options[] = {
+        {"http-address", required_argument, NULL, ARG_HTTP_ADDRESS},
+        {"frequency", required_argument, NULL, ARG_FREQUENCY},
+        {"max-seconds", required_argument, NULL, ARG_MAX_SECONDS},
+        {"labels", required_argument, NULL, ARG_LABELS},
+        {"max-concurrent-profiles", required_argument, NULL, ARG_MAX_CONCURRENT_PROFILES},
+        {"unwind-table-memory", required_argument, NULL, ARG_UNWIND_TABLE_MEMORY},
+        {"log-level", required_argument, NULL, ARG_LOG_LEVEL},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, ARG_VERSION},
+        {}};
+
+static void help(void)
+{
+        printf("Usage: profd [OPTIONS]\n"
+               "\n"
+               "Continuous CPU profiler: samples every CPU with eBPF and serves pprof over HTTP.\n"
+               "\n"
+               "Options:\n"
+               "  --http-address [HOST]:PORT  listen address (default " DEFAULT_HTTP_ADDRESS
+               "; all addresses\n"
+               "                              when HOST is empty). Ignored under socket activation.\n"
+               "  --frequency HZ              samples per second per CPU (default %u)\n"
+               "  --max-seconds N             longest ?seconds= a profile request may ask for (default %u)\n"
+               "  --labels LIST               labels on every sample, comma-separated, from comm, pid,\n"
+               "                              thread_id, thread_name, unit, container_id\n"
+               "                              (default " DEFAULT_LABELS "; \"\" for none)\n"
+               "  --max-concurrent-profiles N profile requests served at once; more get 503 (default %u)\n"
+               "  --unwind-table-memory SIZE  memory for DWARF unwind tables, suffix K, M or G\n"
+               "                              (default 256M)\n"
+               "  --log-level LEVEL           err, warning, notice, info or debug (default info)\n"
+               "  -h --help                   show this help\n"
+               "     --version                show the version\n"
+               "\n"
+               "Endpoints: /debug/pprof/profile?seconds=N[&labels=LIST], /debug/pprof/, /metrics, "
+               "/healthz\n",
+               DEFAULT_FREQUENCY_HZ, DEFAULT_MAX_SECONDS, DEFAULT_MAX_CONCURRENT_PROFILES);
+}
+
+/* Strict: digits only, no sign, no trailing garbage, within [min, max]. */
+static int parse_unsigned(const char *s, unsigned min, unsigned max, unsigned *ret)
+{
+        if (!s || *s < '0' || *s > '9')
+                return -EINVAL;
+        errno = 0;
+        char *end;
+        unsigned long long v = strtoull(s, &end, 10);
+        if (errno != 0 || *end != 0)
+                return -EINVAL;
+        if (v < min || v > max)
+                return -ERANGE;
+        *ret = (unsigned)v;
+        return 0;
+}
+
+int parse_size(const char *s, uint64_t *ret)
+{
+        if (!s || *s < '0' || *s > '9')
+                return -EINVAL;
+        errno = 0;
+        char *end;
+        unsigned long long v = strtoull(s, &end, 10);
+        if (errno != 0)
+                return -ERANGE;
+
+        unsigned shift = 0;
+        switch (*end) {
+        case 0:
+                break;
+        case 'K':
+        case 'k':
+                shift = 10;
+                break;
+        case 'M':
+        case 'm':
+                shift = 20;
+                break;
+        case 'G':
+        case 'g':
+                shift = 30;
+                break;
+        default:
+                return -EINVAL;
+        }
+        if (*end != 0) {
+                end++;
+                /* Accept "256M", "256MB" and "256MiB" alike. */
+                if (strcmp(end, "") != 0 && strcmp(end, "B") != 0 && strcmp(end, "iB") != 0)
+                        return -EINVAL;
+        }
+        if (shift > 0 && v > (UINT64_MAX >> shift))
+                return -ERANGE;
+        *ret = (uint64_t)v << shift;
+        return 0;
+}
+
+static int bad_value(const char *flag, const char *value, const char *why)
+{
+        fprintf(stderr, "profd: invalid value '%s' for --%s: %s (see --help)\n", value, flag, why);
+        return -EINVAL;
+}
+
+void options_done(Options *o)
+{
+        if (!o)
+                return;
+        o->http_address = mfree(o->http_address);
+        o->labels_string = mfree(o->labels_string);
+}
+
+static int set_string(char **p, const char *v)
+{
+        char *c = strdup(v);
+        if (!c)
+                return -ENOMEM;
+        free(*p);
+        *p = c;
+        return 0;
+}
+
+int options_parse(int argc, char **argv, Options *ret)
+{
+        Options o = {
+                .frequency_hz = DEFAULT_FREQUENCY_HZ,
+                .max_seconds = DEFAULT_MAX_SECONDS,
+                .max_concurrent_profiles = DEFAULT_MAX_CONCURRENT_PROFILES,
+                .unwind_table_memory = DEFAULT_UNWIND_TABLE_MEMORY,
+                .log_level = LOG_INFO,
+        };
+        int c, r;
+
+        if (set_string(&o.http_address, DEFAULT_HTTP_ADDRESS) < 0 ||
+            set_string(&o.labels_string, DEFAULT_LABELS) < 0)
+                goto oom;
+        (void)label_set_parse(DEFAULT_LABELS, &o.labels, NULL);
+
+        opterr = 0; /* we print one message of our own */
+        optind = 0;
+        while ((c = getopt_long(argc, argv, ":h", long_options, NULL)) >= 0) {
+                switch (c) {
+                case 'h':
+                        help();
+                        options_done(&o);
+                        return 1;
+                case ARG_VERSION:
+                        printf("profd %s\n", PROFD_VERSION);
+                        options_done(&o);
+                        return 1;
+                case ARG_HTTP_ADDRESS:
+                        if (!strchr(optarg, ':')) {
+                                r = bad_value("http-address", optarg, "expected [HOST]:PORT, e.g. :7071");
+                                goto fail;
+                        }
+                        if (set_string(&o.http_address, optarg) < 0)
+                                goto oom;
+                        break;
+                case ARG_FREQUENCY:
+                        if (parse_unsigned(optarg, 1, MAX_FREQUENCY_HZ, &o.frequency_hz) < 0) {
+                                r = bad_value("frequency", optarg, "expected an integer from 1 to 10000");
+                                goto fail;
+                        }
+                        break;
+                case ARG_MAX_SECONDS:
+                        if (parse_unsigned(optarg, 1, MAX_MAX_SECONDS, &o.max_seconds) < 0) {
+                                r = bad_value("max-seconds", optarg, "expected an integer from 1 to 86400");
+                                goto fail;
+                        }
+                        break;
+                case ARG_LABELS: {
+                        const char *bad = NULL;
+                        if (label_set_parse(optarg, &o.labels, &bad) < 0) {
+                                char why[160];
+                                snprintf(why, sizeof(why),
+                                         "unknown label '%s' (known: comm, pid, thread_id, thread_name, "
+                                         "unit, "
+                                         "container_id)",
+                                         bad ?: "");
+                                r = bad_value("labels", optarg, why);
+                                goto fail;
+                        }
+                        if (set_string(&o.labels_string, optarg) < 0)
+                                goto oom;
+                        break;
+                }
+                case ARG_MAX_CONCURRENT_PROFILES:
+                        if (parse_unsigned(optarg, 1, MAX_CONCURRENT_PROFILES_LIMIT,
+                                           &o.max_concurrent_profiles) < 0) {
+                                r = bad_value("max-concurrent-profiles", optarg,
+                                              "expected an integer from 1 to 1024");
+                                goto fail;
+                        }
+                        break;
+                case ARG_UNWIND_TABLE_MEMORY:
+                        if (parse_size(optarg, &o.unwind_table_memory) < 0 ||
+                            o.unwind_table_memory < (1ULL << 20)) {
+                                r = bad_value("unwind-table-memory", optarg,
+                                              "expected a size of at least 1M, with suffix K, M or G");
+                                goto fail;
+                        }
+                        break;
+                case ARG_LOG_LEVEL:
+                        r = log_level_from_string(optarg);
+                        if (r < 0) {
+                                r = bad_value("log-level", optarg,
+                                              "expected err, warning, notice, info, debug or 0..7");
+                                goto fail;
+                        }
+                        o.log_level = r;
+                        break;
+                case ':':
+                        fprintf(stderr, "profd: option '%s' needs a value (see --help)\n", argv[optind - 1]);
+                        r = -EINVAL;
+                        goto fail;
+                case '?':
+                default:
+                        if (optopt != 0 && optopt < 0x100)
+                                fprintf(stderr, "profd: unknown option '-%c' (see --help)\n", optopt);
+                        else
+                                fprintf(stderr, "profd: unknown option '%s' (see --help)\n",
+                                        argv[optind - 1]);
+                        r = -EINVAL;
+                        goto fail;
+                }
+        }
+        if (optind < argc) {
+                fprintf(stderr, "profd: unexpected argument '%s' (profd takes only options; see --help)\n",
+                        argv[optind]);
+                r = -EINVAL;
+                goto fail;
+        }
+
+        *ret = o;
+        return 0;
+
+oom:
+        fprintf(stderr, "profd: out of memory\n");
+        r = -ENOMEM;
+fail:
+        options_done(&o);
+        return r;
+}
