@@ -6,11 +6,13 @@
 #pragma once
 
 #include <linux/types.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <systemd/sd-event.h>
 
 #include "bpf/profd-sample.h"
+#include "macro.h"
 
 typedef struct Sampler Sampler;
 

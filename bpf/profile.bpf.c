@@ -1,0 +1,411 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/* The sampler: a cpu-clock perf_event program on every CPU.
+ *
+ *   profd_sample (entry)   pid/tid, comms, cgroup, kernel stack, user registers -> per-CPU state
+ *   profd_step   (slot 0)  unwinds PROFD_FRAMES_PER_STEP user frames, tail-calls itself
+ *   profd_finalize (slot 1) hashes both stacks, stores each once, counts[key] += 1
+ *
+ * Stacks and counts live in two generations of maps; .bss profd_gen says which one samples go to.
+ * The daemon flips it, waits until every program that read the old value has finished, then
+ * reads and empties the retired generation. */
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "profd-sample.h"
+#include "filter.bpf.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Tail-call slots in "progs". */
+enum {
+        PROFD_PROG_STEP = 0,
+        PROFD_PROG_FINALIZE = 1,
+        PROFD_PROG__MAX,
+};
+
+/* User frames per step program. The kernel allows 33 tail calls per sample (MAX_TAIL_CALL_CNT);
+ * we budget 32 so an off-by-one between kernel versions cannot bite: one is the finalize call,
+ * so ceil((PROFD_MAX_USER_FRAMES + 1) / PROFD_FRAMES_PER_STEP) must stay <= 31 (the +1 is the
+ * probe that tells a complete 512-frame stack from a truncated one). 20 gives 26 steps. A
+ * step's loop body is verified once per iteration, so 20 frames keep each program far below the
+ * verifier's complexity limit even with the DWARF path. */
+#define PROFD_FRAMES_PER_STEP 20
+#define PROFD_MAX_STEPS 31
+_Static_assert((PROFD_MAX_USER_FRAMES + 1 + PROFD_FRAMES_PER_STEP - 1) / PROFD_FRAMES_PER_STEP <=
+                       PROFD_MAX_STEPS,
+               "too few frames per step to reach PROFD_MAX_USER_FRAMES within the tail-call limit");
+_Static_assert((PROFD_MAX_USER_FRAMES & (PROFD_MAX_USER_FRAMES - 1)) == 0, "frame index is masked");
+
+/* x86-64: user stacks are 8-byte aligned at every call boundary. */
+#define PROFD_FP_ALIGN 8
+/* Frames above this are kernel addresses; a user return address there means a corrupt frame. */
+#define PROFD_USER_ADDR_MAX 0x00007fffffffffffULL
+
+#define PF_KTHREAD_FLAG 0x00200000
+#define EEXIST 17
+/* Index of cs in x86-64 struct pt_regs viewed as __u64[]. */
+#define PROFD_PT_REGS_CS_SLOT 17
+
+/* Generation samples are counted in; written by the daemon (see daemon/sampler.c). */
+volatile __u32 profd_gen = 0;
+
+/* Per-CPU sample under construction: survives tail calls, never nests (the perf_event hook
+ * does not re-enter BPF on the same CPU). */
+struct sample_state {
+        __u64 ip, sp, bp; /* user registers of the frame being unwound */
+        __u32 gen;
+        __u32 steps;
+        __u32 stop; /* enum profd_stop_reason once done */
+        __u32 done;
+        struct profd_count_key key;
+        struct profd_stack user;
+        struct profd_kstack kernel;
+};
+
+struct {
+        __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+        __uint(max_entries, 1);
+        __type(key, __u32);
+        __type(value, struct sample_state);
+} state SEC(".maps");
+
+struct {
+        __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+        __uint(max_entries, PROFD_CNT__MAX);
+        __type(key, __u32);
+        __type(value, __u64);
+} counters SEC(".maps");
+
+struct {
+        __uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+        __uint(max_entries, PROFD_PROG__MAX);
+        __type(key, __u32);
+        __type(value, __u32);
+} progs SEC(".maps");
+
+/* Sizes are set by the daemon before load (frequency x CPUs x drain interval). Stack values are
+ * 4 KiB: run-time allocation keeps an idle host from pinning max_entries x 4 KiB. */
+#define PROFD_COUNTS_MAP(name)                                                                              \
+        struct {                                                                                            \
+                __uint(type, BPF_MAP_TYPE_HASH);                                                            \
+                __uint(max_entries, 4096);                                                                  \
+                __uint(map_flags, BPF_F_NO_PREALLOC);                                                       \
+                __type(key, struct profd_count_key);                                                        \
+                __type(value, __u64);                                                                       \
+        } name SEC(".maps")
+#define PROFD_STACKS_MAP(name, value_type)                                                                  \
+        struct {                                                                                            \
+                __uint(type, BPF_MAP_TYPE_HASH);                                                            \
+                __uint(max_entries, 4096);                                                                  \
+                __uint(map_flags, BPF_F_NO_PREALLOC);                                                       \
+                __type(key, __u64);                                                                         \
+                __type(value, value_type);                                                                  \
+        } name SEC(".maps")
+
+PROFD_COUNTS_MAP(counts_0);
+PROFD_COUNTS_MAP(counts_1);
+PROFD_STACKS_MAP(stacks_0, struct profd_stack);
+PROFD_STACKS_MAP(stacks_1, struct profd_stack);
+PROFD_STACKS_MAP(kstacks_0, struct profd_kstack);
+PROFD_STACKS_MAP(kstacks_1, struct profd_kstack);
+
+static __always_inline void count(__u32 idx)
+{
+        __u64 *v = bpf_map_lookup_elem(&counters, &idx);
+
+        if (v)
+                *v += 1;
+}
+
+static __always_inline struct sample_state *get_state(void)
+{
+        __u32 zero = 0;
+        struct sample_state *st = bpf_map_lookup_elem(&state, &zero);
+
+        if (!st)
+                count(PROFD_DROP_NO_SCRATCH);
+        return st;
+}
+
+static __always_inline void stop(struct sample_state *st, __u32 reason)
+{
+        st->stop = reason;
+        st->done = 1;
+}
+
+/* Frame-pointer step: [bp] = caller's bp, [bp + 8] = return address. Validated: bp must lie
+ * above sp and be aligned, and the chain must move up the stack (checked on the next call via
+ * bp >= sp). Returns true when unwinding ended. */
+static __always_inline bool step_frame_pointer(struct sample_state *st)
+{
+        __u64 frame[2];
+
+        if (st->bp == 0) {
+                stop(st, PROFD_STOP_OK);
+                return true;
+        }
+        if (st->bp < st->sp || (st->bp & (PROFD_FP_ALIGN - 1))) {
+                stop(st, PROFD_STOP_BAD_FRAME);
+                return true;
+        }
+        if (bpf_probe_read_user(frame, sizeof(frame), (void *)st->bp) < 0) {
+                stop(st, PROFD_STOP_BAD_READ);
+                return true;
+        }
+        if (frame[1] == 0) {
+                stop(st, PROFD_STOP_OK);
+                return true;
+        }
+        if (frame[1] > PROFD_USER_ADDR_MAX) {
+                stop(st, PROFD_STOP_BAD_FRAME);
+                return true;
+        }
+        st->sp = st->bp + 16;
+        st->bp = frame[0];
+        st->ip = frame[1];
+        return false;
+}
+
+/* Records st->ip, then finds its caller. Returns true when unwinding ended. */
+static __always_inline bool unwind_one(struct sample_state *st)
+{
+        __u32 len = st->user.len;
+
+        if (len >= PROFD_MAX_USER_FRAMES) {
+                /* A frame remains beyond the last slot: the stack is deeper than we record. */
+                st->user.flags |= PROFD_STACK_TRUNCATED;
+                stop(st, PROFD_STOP_DEPTH);
+                return true;
+        }
+        st->user.ips[len & (PROFD_MAX_USER_FRAMES - 1)] = st->ip;
+        st->user.len = len + 1;
+
+        return step_frame_pointer(st);
+}
+
+SEC("perf_event")
+int profd_sample(struct bpf_perf_event_data *ctx)
+{
+        struct task_struct *task;
+        struct sample_state *st;
+        __u64 pid_tgid;
+        bool in_kernel;
+        long n;
+
+        count(PROFD_CNT_SAMPLES);
+
+        pid_tgid = bpf_get_current_pid_tgid();
+        if ((__u32)pid_tgid == 0) {
+                count(PROFD_CNT_IDLE);
+                return 0;
+        }
+
+        task = bpf_get_current_task_btf();
+        if (!profd_sample_wanted(task)) {
+                count(PROFD_CNT_FILTERED);
+                return 0;
+        }
+
+        st = get_state();
+        if (!st)
+                return 0;
+
+        st->gen = profd_gen & 1;
+        st->steps = 0;
+        st->stop = PROFD_STOP_OK;
+        st->done = 0;
+        st->user.len = 0;
+        st->user.flags = 0;
+        st->kernel.len = 0;
+        st->kernel._pad = 0;
+
+        __builtin_memset(&st->key, 0, sizeof(st->key));
+        st->key.pid = pid_tgid >> 32;
+        st->key.tid = (__u32)pid_tgid;
+        st->key.cgroup_id = bpf_get_current_cgroup_id();
+        bpf_get_current_comm(st->key.thread_comm, sizeof(st->key.thread_comm));
+        BPF_CORE_READ_STR_INTO(&st->key.comm, task, group_leader, comm);
+
+        /* cs as the full 8-byte slot: the perf_event context only allows 8-byte loads there, and
+         * pt_regs is ABI (struct user_regs_struct), so slot 17 is cs on every kernel. */
+        in_kernel = (((const __u64 *)ctx)[PROFD_PT_REGS_CS_SLOT] & 3) == 0;
+        if (in_kernel) {
+                n = bpf_get_stack(ctx, st->kernel.ips, sizeof(st->kernel.ips), 0);
+                if (n < 0)
+                        count(PROFD_ERR_KERNEL_STACK);
+                else
+                        st->kernel.len = n / sizeof(__u64);
+        }
+
+        if ((task->flags & PF_KTHREAD_FLAG) || !task->mm) {
+                stop(st, PROFD_STOP_KERNEL_THREAD);
+        } else if (!in_kernel) {
+                st->ip = ctx->regs.ip;
+                st->sp = ctx->regs.sp;
+                st->bp = ctx->regs.bp;
+        } else {
+                /* The sample hit a syscall, fault or interrupt: the user state is what the
+                 * kernel saved on entry, at the top of the task's kernel stack. */
+                struct pt_regs *uregs = (struct pt_regs *)bpf_task_pt_regs(task);
+
+                if (!uregs || (uregs->cs & 3) != 3) {
+                        count(PROFD_ERR_USER_REGS);
+                        stop(st, PROFD_STOP_BAD_READ);
+                } else {
+                        st->ip = uregs->ip;
+                        st->sp = uregs->sp;
+                        st->bp = uregs->bp;
+                }
+        }
+
+        bpf_tail_call(ctx, &progs, st->done ? PROFD_PROG_FINALIZE : PROFD_PROG_STEP);
+        count(PROFD_DROP_TAIL_CALL);
+        return 0;
+}
+
+SEC("perf_event")
+int profd_step(struct bpf_perf_event_data *ctx)
+{
+        struct sample_state *st = get_state();
+
+        if (!st)
+                return 0;
+
+        for (int i = 0; i < PROFD_FRAMES_PER_STEP; i++) {
+                if (unwind_one(st))
+                        break;
+        }
+
+        st->steps++;
+        if (!st->done && st->steps >= PROFD_MAX_STEPS) {
+                /* Unreachable with the frame budget above; kept so the chain always ends. */
+                st->user.flags |= PROFD_STACK_TRUNCATED;
+                stop(st, PROFD_STOP_DEPTH);
+        }
+        bpf_tail_call(ctx, &progs, st->done ? PROFD_PROG_FINALIZE : PROFD_PROG_STEP);
+        count(PROFD_DROP_TAIL_CALL);
+        return 0;
+}
+
+/* murmur3-style mixing: frames are pointers with few distinct high bits, so each word is
+ * scrambled before it enters the state. */
+static __always_inline __u64 hash_mix(__u64 h, __u64 v)
+{
+        v *= 0x87c37b91114253d5ULL;
+        v = (v << 31) | (v >> 33);
+        v *= 0x4cf5ad432745937fULL;
+        h ^= v;
+        h = (h << 27) | (h >> 37);
+        return h * 5 + 0x52dce729;
+}
+
+static __always_inline __u64 hash_final(__u64 h)
+{
+        h ^= h >> 33;
+        h *= 0xff51afd7ed558ccdULL;
+        h ^= h >> 33;
+        h *= 0xc4ceb9fe1a85ec53ULL;
+        h ^= h >> 33;
+        return h ? h : 1; /* 0 means "no stack" */
+}
+
+static __always_inline __u64 hash_user(const struct profd_stack *s)
+{
+        __u64 h = hash_mix(0x9e3779b97f4a7c15ULL, ((__u64)s->flags << 32) | s->len);
+        __u32 len = s->len;
+
+        for (__u32 i = 0; i < PROFD_MAX_USER_FRAMES; i++) {
+                if (i >= len)
+                        break;
+                h = hash_mix(h, s->ips[i]);
+        }
+        return hash_final(h);
+}
+
+static __always_inline __u64 hash_kernel(const struct profd_kstack *s)
+{
+        __u64 h = hash_mix(0x7f4a7c159e3779b9ULL, s->len);
+        __u32 len = s->len;
+
+        for (__u32 i = 0; i < PROFD_MAX_KERNEL_FRAMES; i++) {
+                if (i >= len)
+                        break;
+                h = hash_mix(h, s->ips[i]);
+        }
+        return hash_final(h);
+}
+
+/* Stores value under hash unless present. -EEXIST is a concurrent insert of the same stack. */
+static __always_inline int store_stack(void *map, __u64 *hash, void *value)
+{
+        long r;
+
+        if (bpf_map_lookup_elem(map, hash))
+                return 0;
+        r = bpf_map_update_elem(map, hash, value, BPF_NOEXIST);
+        return r == -EEXIST ? 0 : r;
+}
+
+static __always_inline int count_key(void *map, struct profd_count_key *key)
+{
+        __u64 one = 1, *v;
+        long r;
+
+        v = bpf_map_lookup_elem(map, key);
+        if (v) {
+                __sync_fetch_and_add(v, 1);
+                return 0;
+        }
+        r = bpf_map_update_elem(map, key, &one, BPF_NOEXIST);
+        if (r == -EEXIST) {
+                v = bpf_map_lookup_elem(map, key);
+                if (v) {
+                        __sync_fetch_and_add(v, 1);
+                        return 0;
+                }
+        }
+        return r;
+}
+
+SEC("perf_event")
+int profd_finalize(struct bpf_perf_event_data *ctx)
+{
+        struct sample_state *st = get_state();
+        __u32 reason;
+        bool gen1;
+
+        if (!st)
+                return 0;
+
+        gen1 = st->gen != 0;
+        reason = st->stop;
+        st->user.flags |= reason & PROFD_STACK_REASON_MASK;
+        if (reason < PROFD_STOP__MAX)
+                count(PROFD_STOP_REASON_BASE + reason);
+
+        if (st->user.len > 0) {
+                st->key.user_hash = hash_user(&st->user);
+                if (store_stack(gen1 ? (void *)&stacks_1 : (void *)&stacks_0, &st->key.user_hash,
+                                &st->user) < 0) {
+                        count(PROFD_DROP_USER_STACKS_FULL);
+                        return 0;
+                }
+        }
+        if (st->kernel.len > 0) {
+                st->key.kernel_hash = hash_kernel(&st->kernel);
+                if (store_stack(gen1 ? (void *)&kstacks_1 : (void *)&kstacks_0, &st->key.kernel_hash,
+                                &st->kernel) < 0) {
+                        count(PROFD_DROP_KERNEL_STACKS_FULL);
+                        return 0;
+                }
+        }
+
+        if (count_key(gen1 ? (void *)&counts_1 : (void *)&counts_0, &st->key) < 0) {
+                count(PROFD_DROP_COUNTS_FULL);
+                return 0;
+        }
+        count(PROFD_CNT_RECORDED);
+        return 0;
+}
