@@ -21,3 +21,14 @@ struct profd_event {
         __u64 ktime_ns;
 };
 _Static_assert(sizeof(struct profd_event) == 40, "profd_event layout");
+
+/* Per-CPU counters of bpf/events.bpf.c (map "event_counters"), exported on /metrics:
+ * [PROFD_EVCNT_SENT + type] events delivered, [PROFD_EVCNT_DROPPED + type] lost because the ring
+ * buffer was full. Types are < 8 (enum profd_event_type). */
+#define PROFD_EVCNT_SENT 0
+#define PROFD_EVCNT_DROPPED 8
+#define PROFD_EVCNT__MAX 16
+
+/* MMAP_EXEC with addr 0: "some executable file mapping is being created, address not known yet"
+ * (fallback hooks that run before the mapping exists); the daemon re-reads maps a little later. */
+#define PROFD_EV_ADDR_UNKNOWN 0

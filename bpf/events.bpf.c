@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/* Process events for the daemon's process tracker: exec, exit of a whole process, fork of a new
+ * process, and new executable file mappings (dlopen, mmap PROT_EXEC, mprotect +X).
+ *
+ * Every hook here works without a tracefs/debugfs mount: tp_btf and fentry/fexit (BPF
+ * trampolines, 5.5+) first; raw_tp and kprobes (perf_event_open on the kprobe PMU) as fallbacks
+ * that the daemon attaches when a trampoline cannot be attached. All handlers read the kernel with
+ * BPF_CORE_READ so the same code serves the BTF-typed and the untyped (raw_tp/kprobe) variant.
+ *
+ * Events go over one ring buffer; when it is full the event is lost and counted per type. */
+#include "vmlinux.h"
+
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "profd-events.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define PROT_EXEC 0x4
+#define PF_KTHREAD 0x00200000
+/* Largest value an mmap-ish function returns as an error (see IS_ERR_VALUE). */
+#define MAX_ERRNO 4095
+
+/* pid of the daemon: its own mappings are not interesting and would feed back into it. */
+const volatile __u32 self_tgid = 0;
+
+/* 256 KiB holds ~5000 events: a burst of execs (a build, a container start) between two daemon
+ * wake-ups fits; the daemon drains the ring on every epoll wake-up. */
+struct {
+        __uint(type, BPF_MAP_TYPE_RINGBUF);
+        __uint(max_entries, 256 * 1024);
+} events SEC(".maps");
+
+struct {
+        __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+        __uint(max_entries, PROFD_EVCNT__MAX);
+        __type(key, __u32);
+        __type(value, __u64);
+} event_counters SEC(".maps");
+
+static __always_inline void count(__u32 idx)
+{
+        __u64 *c = bpf_map_lookup_elem(&event_counters, &idx);
+
+        if (c)
+                *c += 1;
+}
+
+static __always_inline void emit(__u32 type, __u32 pid, __u32 ppid, __u64 addr, __u64 len)
+{
+        struct profd_event *ev;
+
+        if (pid == 0 || (self_tgid && pid == self_tgid))
+                return;
+        ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+        if (!ev) {
+                count(PROFD_EVCNT_DROPPED + type);
+                return;
+        }
+        ev->type = type;
+        ev->pid = pid;
+        ev->ppid = ppid;
+        ev->_pad = 0;
+        ev->addr = addr;
+        ev->len = len;
+        ev->ktime_ns = bpf_ktime_get_ns();
+        bpf_ringbuf_submit(ev, 0);
+        count(PROFD_EVCNT_SENT + type);
+}
+
+static __always_inline bool is_kthread(struct task_struct *t)
+{
+        return BPF_CORE_READ(t, flags) & PF_KTHREAD;
+}
+
+static __always_inline int handle_exec(struct task_struct *t)
+{
+        if (!is_kthread(t))
+                emit(PROFD_EV_EXEC, BPF_CORE_READ(t, tgid), 0, 0, 0);
+        return 0;
+}
+
+/* sched_process_exit fires for every thread; the process is gone when the last one leaves, which
+ * do_exit() records by dropping signal->live to 0 before the tracepoint (true on 6.1 and 6.18).
+ * Using the leader's exit instead would be wrong: a leader can exit while other threads run. */
+static __always_inline int handle_exit(struct task_struct *t)
+{
+        if (is_kthread(t))
+                return 0;
+        if (BPF_CORE_READ(t, signal, live.counter) != 0)
+                return 0;
+        emit(PROFD_EV_EXIT, BPF_CORE_READ(t, tgid), 0, 0, 0);
+        return 0;
+}
+
+static __always_inline int handle_fork(struct task_struct *parent, struct task_struct *child)
+{
+        __u32 pid = BPF_CORE_READ(child, pid);
+
+        /* New threads share the mappings the daemon already knows; only new processes matter. */
+        if (pid != (__u32)BPF_CORE_READ(child, tgid) || is_kthread(child))
+                return 0;
+        emit(PROFD_EV_FORK, pid, BPF_CORE_READ(parent, tgid), 0, 0);
+        return 0;
+}
+
+static __always_inline __u32 current_tgid(void)
+{
+        return bpf_get_current_pid_tgid() >> 32;
+}
+
+/* Anonymous executable memory (JITs) has no unwind table; the daemon picks it up on the next
+ * refresh of the process, or when the unwinder reports a pc in no known mapping. Reporting it
+ * here would flood the ring with W^X toggles of JIT runtimes. */
+static __always_inline int on_mmap_done(struct file *file, __u64 len, __u64 prot, __u64 ret)
+{
+        if (!file || !(prot & PROT_EXEC) || ret >= (__u64)-MAX_ERRNO)
+                return 0;
+        emit(PROFD_EV_MMAP_EXEC, current_tgid(), 0, ret, len);
+        return 0;
+}
+
+static __always_inline int on_mprotect(struct vm_area_struct *vma, __u64 prot)
+{
+        __u64 start, end;
+
+        if (!(prot & PROT_EXEC) || !BPF_CORE_READ(vma, vm_file))
+                return 0;
+        start = BPF_CORE_READ(vma, vm_start);
+        end = BPF_CORE_READ(vma, vm_end);
+        emit(PROFD_EV_MMAP_EXEC, current_tgid(), 0, start, end - start);
+        return 0;
+}
+
+/* ---- primary hooks: BTF-typed tracepoints and trampolines ---- */
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(tp_exec, struct task_struct *p)
+{
+        return handle_exec(p);
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(tp_exit, struct task_struct *p)
+{
+        return handle_exit(p);
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(tp_fork, struct task_struct *parent, struct task_struct *child)
+{
+        return handle_fork(parent, child);
+}
+
+/* vm_mmap_pgoff() is where both mmap(2) (ksys_mmap_pgoff) and the ELF loader (vm_mmap) create
+ * mappings, with the same signature from 4.x to 6.18; do_mmap() gained a vm_flags argument in 6.3.
+ * fexit sees the address the mapping got. */
+SEC("fexit/vm_mmap_pgoff")
+int BPF_PROG(fexit_mmap, struct file *file, unsigned long addr, unsigned long len, unsigned long prot,
+             unsigned long flag, unsigned long pgoff, unsigned long ret)
+{
+        return on_mmap_done(file, len, prot, ret);
+}
+
+/* The LSM hook is called for every mprotect(2) of a vma with the final prot, and its signature is
+ * unchanged since 2.6; the vma's address range is already the one that will become executable. */
+SEC("fentry/security_file_mprotect")
+int BPF_PROG(fentry_mprotect, struct vm_area_struct *vma, unsigned long reqprot, unsigned long prot)
+{
+        return on_mprotect(vma, prot);
+}
+
+/* ---- fallbacks: attached only when the primary hook above cannot be ---- */
+
+SEC("raw_tp/sched_process_exec")
+int raw_exec(struct bpf_raw_tracepoint_args *ctx)
+{
+        return handle_exec((struct task_struct *)ctx->args[0]);
+}
+
+SEC("raw_tp/sched_process_exit")
+int raw_exit(struct bpf_raw_tracepoint_args *ctx)
+{
+        return handle_exit((struct task_struct *)ctx->args[0]);
+}
+
+SEC("raw_tp/sched_process_fork")
+int raw_fork(struct bpf_raw_tracepoint_args *ctx)
+{
+        return handle_fork((struct task_struct *)ctx->args[0], (struct task_struct *)ctx->args[1]);
+}
+
+/* A kprobe before the mapping exists: no address yet, the daemon re-reads maps a little later. */
+SEC("kprobe/security_mmap_file")
+int BPF_KPROBE(kp_mmap, struct file *file, unsigned long prot)
+{
+        if (file && (prot & PROT_EXEC))
+                emit(PROFD_EV_MMAP_EXEC, current_tgid(), 0, PROFD_EV_ADDR_UNKNOWN, 0);
+        return 0;
+}
+
+SEC("kprobe/security_file_mprotect")
+int BPF_KPROBE(kp_mprotect, struct vm_area_struct *vma, unsigned long reqprot, unsigned long prot)
+{
+        return on_mprotect(vma, prot);
+}

@@ -1,0 +1,462 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <search.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "exe-cache.h"
+#include "log.h"
+
+/* Builds waiting at most; each holds an open file. A burst beyond this (thousands of new
+ * executables at once) leaves entries unbuilt until a process maps them again. */
+#define EXE_CACHE_MAX_QUEUED 1024
+/* Unused entries kept at most (the grace period usually forgets them sooner). */
+#define EXE_CACHE_MAX_UNUSED 1024
+/* A table that did not fit the pool is tried again after this long. */
+#define EXE_CACHE_POOL_FULL_RETRY_NS (30 * NSEC_PER_SEC)
+
+enum {
+        ERR_MALFORMED,
+        ERR_NO_CFI,
+        ERR_POOL_FULL,
+        ERR_NO_MEMORY,
+        ERR_IO,
+        ERR_OTHER,
+        ERR_QUEUE_FULL,
+        _ERR_MAX,
+};
+static const char *const err_names[_ERR_MAX] = {
+        [ERR_MALFORMED] = "malformed_elf", [ERR_NO_CFI] = "no_cfi", [ERR_POOL_FULL] = "pool_full",
+        [ERR_NO_MEMORY] = "no_memory",     [ERR_IO] = "io",         [ERR_OTHER] = "other",
+        [ERR_QUEUE_FULL] = "queue_full",
+};
+
+typedef struct BuildJob {
+        ExeEntry *entry;
+        int fd;
+        char *debug_root;
+} BuildJob;
+
+struct ExeCache {
+        TablePool *pool;
+        uint64_t grace_ns;
+        exe_ready_fn ready;
+        void *userdata;
+        sd_event_source *builder;
+
+        void *by_id; /* tsearch root */
+        ExeEntry *head;
+        size_t n_entries, n_unused;
+
+        BuildJob *queue; /* ring of EXE_CACHE_MAX_QUEUED */
+        size_t q_head, q_len;
+
+        uint64_t n_builds, n_build_ns, n_rows_built, n_cache_hits, n_pool_hits, n_identity_mismatch;
+        uint64_t errors[_ERR_MAX];
+};
+
+static uint64_t now_mono_ns(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+}
+
+static int entry_cmp(const void *a, const void *b)
+{
+        const ExeEntry *x = a, *y = b;
+
+        if (x->id_size != y->id_size)
+                return x->id_size < y->id_size ? -1 : 1;
+        return memcmp(x->id, y->id, x->id_size);
+}
+
+static int run_one_build(ExeCache *c);
+
+static int on_build(sd_event_source *s, void *userdata)
+{
+        ExeCache *c = userdata;
+
+        (void)run_one_build(c);
+        if (c->q_len == 0)
+                (void)sd_event_source_set_enabled(s, SD_EVENT_OFF);
+        return 0;
+}
+
+int exe_cache_new(sd_event *e, TablePool *pool, uint64_t grace_ns, exe_ready_fn ready, void *userdata,
+                  ExeCache **ret)
+{
+        ExeCache *c;
+        int r;
+
+        c = calloc(1, sizeof(*c));
+        if (!c)
+                return -ENOMEM;
+        c->pool = pool;
+        c->grace_ns = grace_ns;
+        c->ready = ready;
+        c->userdata = userdata;
+        c->queue = calloc(EXE_CACHE_MAX_QUEUED, sizeof(*c->queue));
+        if (!c->queue) {
+                free(c);
+                return -ENOMEM;
+        }
+        if (e) {
+                /* Idle priority: sample drains, HTTP and process events always go first. */
+                r = sd_event_add_defer(e, &c->builder, on_build, c);
+                if (r < 0) {
+                        exe_cache_free(c);
+                        return r;
+                }
+                (void)sd_event_source_set_priority(c->builder, SD_EVENT_PRIORITY_IDLE);
+                (void)sd_event_source_set_enabled(c->builder, SD_EVENT_OFF);
+                (void)sd_event_source_set_description(c->builder, "unwind-table-builder");
+        }
+        *ret = c;
+        return 0;
+}
+
+static void entry_free(ExeCache *c, ExeEntry *e)
+{
+        tdelete(e, &c->by_id, entry_cmp);
+        if (e->prev)
+                e->prev->next = e->next;
+        else
+                c->head = e->next;
+        if (e->next)
+                e->next->prev = e->prev;
+        if (e->pool_table)
+                table_pool_release(c->pool, e->pool_table);
+        c->n_entries--;
+        if (e->users == 0)
+                c->n_unused--;
+        free(e->name);
+        free(e);
+}
+
+ExeCache *exe_cache_free(ExeCache *c)
+{
+        if (!c)
+                return NULL;
+        sd_event_source_disable_unref(c->builder);
+        for (size_t i = 0; i < c->q_len; i++) {
+                BuildJob *j = &c->queue[(c->q_head + i) % EXE_CACHE_MAX_QUEUED];
+                close(j->fd);
+                free(j->debug_root);
+        }
+        free(c->queue);
+        while (c->head)
+                entry_free(c, c->head);
+        return mfree(c);
+}
+
+int exe_cache_get(ExeCache *c, const uint8_t *id, size_t id_size, const char *name, ExeEntry **ret)
+{
+        ExeEntry key, *e;
+        void **found;
+
+        if (id_size == 0 || id_size > UNWIND_TABLE_ID_MAX)
+                return -EINVAL;
+        key.id_size = id_size;
+        memcpy(key.id, id, id_size);
+        found = tfind(&key, &c->by_id, entry_cmp);
+        if (found) {
+                *ret = *found;
+                return 0;
+        }
+
+        e = calloc(1, sizeof(*e));
+        if (!e)
+                return -ENOMEM;
+        memcpy(e->id, id, id_size);
+        e->id_size = id_size;
+        e->name = strdup(name ?: "?");
+        e->unused_ns = now_mono_ns();
+        if (!e->name || !tsearch(e, &c->by_id, entry_cmp)) {
+                free(e->name);
+                free(e);
+                return -ENOMEM;
+        }
+        e->next = c->head;
+        if (c->head)
+                c->head->prev = e;
+        c->head = e;
+        c->n_entries++;
+        c->n_unused++;
+        *ret = e;
+        return 0;
+}
+
+static void queue_build(ExeCache *c, ExeEntry *e, int fd, const char *debug_root)
+{
+        BuildJob *j;
+
+        if (fd < 0)
+                return;
+        if (c->q_len >= EXE_CACHE_MAX_QUEUED) {
+                c->errors[ERR_QUEUE_FULL]++;
+                return;
+        }
+        j = &c->queue[(c->q_head + c->q_len) % EXE_CACHE_MAX_QUEUED];
+        j->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (j->fd < 0) {
+                c->errors[ERR_IO]++;
+                return;
+        }
+        j->debug_root = debug_root ? strdup(debug_root) : NULL;
+        j->entry = e;
+        c->q_len++;
+        e->state = EXE_QUEUED;
+        if (c->builder)
+                (void)sd_event_source_set_enabled(c->builder, SD_EVENT_ON);
+}
+
+void exe_cache_use(ExeCache *c, ExeEntry *e, int fd, const char *debug_root)
+{
+        if (e->users++ == 0)
+                c->n_unused--;
+
+        switch (e->state) {
+        case EXE_READY: {
+                PoolTable *pt;
+
+                if (e->pool_table) {
+                        c->n_cache_hits++;
+                        return;
+                }
+                /* Released when its last user went away; the pool may still hold the rows. */
+                pt = table_pool_find(c->pool, e->id, e->id_size);
+                if (pt) {
+                        table_pool_ref(pt);
+                        e->pool_table = pt;
+                        c->n_pool_hits++;
+                        return;
+                }
+                e->state = EXE_NEW;
+                queue_build(c, e, fd, debug_root);
+                return;
+        }
+        case EXE_NEW:
+                queue_build(c, e, fd, debug_root);
+                return;
+        case EXE_FAILED:
+                if (e->error == -ENOSPC && e->failed_ns + EXE_CACHE_POOL_FULL_RETRY_NS <= now_mono_ns())
+                        queue_build(c, e, fd, debug_root);
+                return;
+        case EXE_QUEUED:
+                return;
+        }
+}
+
+/* True when exe_cache_use() would want a file to build from. */
+bool exe_cache_needs_file(const ExeEntry *e)
+{
+        return e->state == EXE_NEW || (e->state == EXE_READY && !e->pool_table) ||
+               (e->state == EXE_FAILED && e->error == -ENOSPC);
+}
+
+void exe_cache_unuse(ExeCache *c, ExeEntry *e)
+{
+        if (!e || e->users == 0)
+                return;
+        if (--e->users > 0)
+                return;
+        c->n_unused++;
+        e->unused_ns = now_mono_ns();
+        if (e->pool_table) {
+                table_pool_release(c->pool, e->pool_table);
+                e->pool_table = NULL;
+        }
+}
+
+static unsigned error_reason(int r)
+{
+        switch (-r) {
+        case EBADMSG:
+        case EINVAL:
+        case ENOEXEC:
+        case EOVERFLOW:
+        case E2BIG:
+                return ERR_MALFORMED;
+        case ENOENT:
+        case ENODATA:
+        case ENOMSG:
+                return ERR_NO_CFI;
+        case ENOSPC:
+                return ERR_POOL_FULL;
+        case ENOMEM:
+                return ERR_NO_MEMORY;
+        case EIO:
+        case EACCES:
+        case EPERM:
+        case ESTALE:
+                return ERR_IO;
+        default:
+                return ERR_OTHER;
+        }
+}
+
+static void entry_failed(ExeCache *c, ExeEntry *e, int r, const char *msg)
+{
+        unsigned reason = error_reason(r);
+
+        e->state = EXE_FAILED;
+        e->error = r;
+        e->failed_ns = now_mono_ns();
+        c->errors[reason]++;
+        log_debug_errno(r, "No unwind table for %s (%s): %s", e->name, err_names[reason],
+                        msg ?: strerror(-r));
+}
+
+static int run_one_build(ExeCache *c)
+{
+        UnwindTableOptions opts = {};
+        _cleanup_free_ char *error = NULL;
+        UnwindTable *t = NULL;
+        PoolTable *pt = NULL;
+        uint64_t t0;
+        BuildJob j;
+        ExeEntry *e;
+        int r;
+
+        if (c->q_len == 0)
+                return 0;
+        j = c->queue[c->q_head];
+        c->q_head = (c->q_head + 1) % EXE_CACHE_MAX_QUEUED;
+        c->q_len--;
+        e = j.entry;
+
+        opts.debug_root = j.debug_root;
+        t0 = now_mono_ns();
+        r = unwind_table_build_fd(j.fd, e->name, &opts, &t, &error);
+        c->n_build_ns += now_mono_ns() - t0;
+        close(j.fd);
+        free(j.debug_root);
+        if (r < 0) {
+                entry_failed(c, e, r, error);
+                goto done;
+        }
+        c->n_builds++;
+        c->n_rows_built += t->n_rows;
+        e->n_rows = t->n_rows;
+        if (t->id_size != e->id_size || memcmp(t->id, e->id, e->id_size) != 0) {
+                /* The pool keys by the table's identity; our key came from the mapping's build ID. */
+                c->n_identity_mismatch++;
+                log_debug("Unwind table of %s has another identity than its build ID", e->name);
+        }
+        r = table_pool_acquire(c->pool, t, &pt);
+        unwind_table_free(t);
+        if (r < 0) {
+                entry_failed(c, e, r, "does not fit the unwind table pool");
+                goto done;
+        }
+        e->state = EXE_READY;
+        /* Placed even when no process maps it any more: the pool keeps unreferenced rows until
+         * it needs the room, so the next exec of it is served without a build. */
+        if (e->users > 0)
+                e->pool_table = pt;
+        else
+                table_pool_release(c->pool, pt);
+done:
+        if (c->ready)
+                c->ready(e, c->userdata);
+        return 1;
+}
+
+void exe_cache_build_all(ExeCache *c)
+{
+        while (c->q_len > 0)
+                (void)run_one_build(c);
+        if (c->builder)
+                (void)sd_event_source_set_enabled(c->builder, SD_EVENT_OFF);
+}
+
+static bool entry_queued(const ExeCache *c, const ExeEntry *e)
+{
+        return e->state == EXE_QUEUED;
+}
+
+void exe_cache_gc(ExeCache *c, uint64_t now_ns)
+{
+        ExeEntry *e, *next;
+
+        for (e = c->head; e; e = next) {
+                next = e->next;
+                if (e->users > 0 || entry_queued(c, e))
+                        continue;
+                if (e->unused_ns + c->grace_ns <= now_ns)
+                        entry_free(c, e);
+        }
+        /* Over the bound: forget the longest unused first. */
+        while (c->n_unused > EXE_CACHE_MAX_UNUSED) {
+                ExeEntry *victim = NULL;
+                for (e = c->head; e; e = e->next)
+                        if (e->users == 0 && !entry_queued(c, e) &&
+                            (!victim || e->unused_ns < victim->unused_ns))
+                                victim = e;
+                if (!victim)
+                        break;
+                entry_free(c, victim);
+        }
+}
+
+size_t exe_cache_queued(const ExeCache *c)
+{
+        return c ? c->q_len : 0;
+}
+
+void exe_cache_write_metrics(const ExeCache *c, FILE *f)
+{
+        size_t by_state[4] = {}, with_table = 0;
+
+        if (!c)
+                return;
+        for (const ExeEntry *e = c->head; e; e = e->next) {
+                by_state[e->state]++;
+                with_table += e->pool_table != NULL;
+        }
+        fprintf(f,
+                "# HELP profd_exe_cache_entries Executables known to the unwind table cache, by state.\n"
+                "# TYPE profd_exe_cache_entries gauge\n"
+                "profd_exe_cache_entries{state=\"new\"} %zu\n"
+                "profd_exe_cache_entries{state=\"queued\"} %zu\n"
+                "profd_exe_cache_entries{state=\"ready\"} %zu\n"
+                "profd_exe_cache_entries{state=\"failed\"} %zu\n"
+                "# HELP profd_exe_cache_in_use Executables mapped by a live process with their table in the "
+                "pool.\n"
+                "# TYPE profd_exe_cache_in_use gauge\n"
+                "profd_exe_cache_in_use %zu\n"
+                "# HELP profd_exe_cache_unused Executables no process maps, kept for the grace period.\n"
+                "# TYPE profd_exe_cache_unused gauge\n"
+                "profd_exe_cache_unused %zu\n"
+                "# HELP profd_exe_cache_build_queue Unwind table builds waiting.\n"
+                "# TYPE profd_exe_cache_build_queue gauge\n"
+                "profd_exe_cache_build_queue %zu\n"
+                "# HELP profd_exe_cache_builds_total Unwind tables built.\n"
+                "# TYPE profd_exe_cache_builds_total counter\n"
+                "profd_exe_cache_builds_total %" PRIu64 "\n"
+                "# HELP profd_exe_cache_build_seconds_total Time spent building unwind tables.\n"
+                "# TYPE profd_exe_cache_build_seconds_total counter\n"
+                "profd_exe_cache_build_seconds_total %.6f\n"
+                "# HELP profd_exe_cache_rows_built_total Unwind rows produced by builds.\n"
+                "# TYPE profd_exe_cache_rows_built_total counter\n"
+                "profd_exe_cache_rows_built_total %" PRIu64 "\n"
+                "# HELP profd_exe_cache_hits_total Mappings served without a build: entry in use, or rows "
+                "still in the pool.\n"
+                "# TYPE profd_exe_cache_hits_total counter\n"
+                "profd_exe_cache_hits_total{where=\"cache\"} %" PRIu64 "\n"
+                "profd_exe_cache_hits_total{where=\"pool\"} %" PRIu64 "\n"
+                "profd_exe_cache_identity_mismatch_total %" PRIu64 "\n",
+                by_state[EXE_NEW], by_state[EXE_QUEUED], by_state[EXE_READY], by_state[EXE_FAILED],
+                with_table, c->n_unused, c->q_len, c->n_builds, (double)c->n_build_ns / NSEC_PER_SEC,
+                c->n_rows_built, c->n_cache_hits, c->n_pool_hits, c->n_identity_mismatch);
+        fputs("# HELP profd_exe_cache_errors_total Executables left without an unwind table, by reason.\n"
+              "# TYPE profd_exe_cache_errors_total counter\n",
+              f);
+        for (unsigned i = 0; i < _ERR_MAX; i++)
+                fprintf(f, "profd_exe_cache_errors_total{reason=\"%s\"} %" PRIu64 "\n", err_names[i],
+                        c->errors[i]);
+}

@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* Process events from the kernel (bpf/events.bpf.c: exec, exit, fork, new executable mappings)
+ * and from the unwinder (unknown pid / pc), read from BPF ring buffers in the sd-event loop. */
+#pragma once
+
+#include <stdio.h>
+#include <systemd/sd-event.h>
+
+#include "bpf/profd-events.h"
+#include "macro.h"
+
+typedef struct ProcEvents ProcEvents;
+typedef void (*proc_event_fn)(const struct profd_event *ev, void *userdata);
+
+/* Loads and attaches bpf/events.bpf.c (each hook falls back from tp_btf/fentry to raw_tp/kprobe
+ * when the trampoline cannot be attached) and watches its ring buffer from e. */
+int proc_events_new(sd_event *e, proc_event_fn fn, void *userdata, ProcEvents **ret);
+ProcEvents *proc_events_free(ProcEvents *pe);
+DEFINE_TRIVIAL_CLEANUP_FUNC(ProcEvents *, proc_events_free);
+
+/* Also deliver events from another ring buffer of struct profd_event (the unwinder's). */
+int proc_events_add_ringbuf(ProcEvents *pe, int map_fd);
+/* Drains what is queued now (tests, and before a reconcile sweep). */
+int proc_events_consume(ProcEvents *pe);
+void proc_events_write_metrics(const ProcEvents *pe, FILE *f);

@@ -1,0 +1,873 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <search.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "exe-cache.h"
+#include "log.h"
+#include "proc-events.h"
+#include "proc-tracker.h"
+
+/* Tracked processes refreshed per event-loop iteration: a burst of execs (or the start-up scan of
+ * thousands of processes) is spread over iterations so sample drains and HTTP go in between. */
+#define REFRESH_BATCH 32
+/* The unwinder re-reports an unknown pid/pc at most this often per process (it rate-limits in BPF
+ * too); a refresh that did not help is not repeated sooner. */
+#define UNKNOWN_REFRESH_INTERVAL_NS (1 * NSEC_PER_SEC)
+/* A new mapping reported before it exists (kprobe fallback), or racing with our read of
+ * /proc/PID/maps, is looked for again this much later, this many times. */
+#define RECHECK_DELAY_NS (10 * 1000 * 1000ULL)
+#define RECHECK_TRIES 3
+/* Executables no process maps are forgotten after this (the pool may keep their rows longer). */
+#define DEFAULT_EXE_GRACE_NS (30 * NSEC_PER_SEC)
+#define DEFAULT_SWEEP_INTERVAL_NS (60 * NSEC_PER_SEC)
+/* Housekeeping (cache grace) runs this often; the /proc reconcile every sweep_interval. */
+#define GC_INTERVAL_NS (10 * NSEC_PER_SEC)
+/* exec -> all mappings in the pool is recorded for this long after an exec: the dynamic loader
+ * maps libraries during the first milliseconds, a later dlopen is not part of start-up. */
+#define EXEC_READY_WINDOW_NS (2 * NSEC_PER_SEC)
+
+typedef struct TrackedMapping {
+        uint64_t start, end, offset, dev, inode;
+        uint64_t load_bias;
+        ExeEntry *exe; /* NULL: anonymous, or no usable file: frame-pointer steps there */
+} TrackedMapping;
+
+typedef struct Tracked {
+        pid_t pid;
+        TrackedMapping *maps;
+        size_t n_maps;
+        uint64_t refreshed_ns;
+        uint64_t exec_ns, ready_ns, pushed_ns;
+        uint64_t recheck_addr;
+        uint8_t recheck_tries;
+        bool dirty, push, queued, recheck, seen;
+        struct Tracked *prev, *next;
+        struct Tracked *queue_next;
+} Tracked;
+
+enum {
+        MAP_ERR_NO_FILE,
+        MAP_ERR_NO_LOAD_SEGMENT,
+        MAP_ERR_IDENTITY,
+        MAP_ERR_NO_MEMORY,
+        _MAP_ERR_MAX,
+};
+static const char *const map_err_names[_MAP_ERR_MAX] = {
+        [MAP_ERR_NO_FILE] = "file_unopenable",
+        [MAP_ERR_NO_LOAD_SEGMENT] = "no_load_segment",
+        [MAP_ERR_IDENTITY] = "identity_failed",
+        [MAP_ERR_NO_MEMORY] = "no_memory",
+};
+
+enum {
+        REFRESH_ERR_VANISHED,
+        REFRESH_ERR_PERMISSION,
+        REFRESH_ERR_OTHER,
+        REFRESH_ERR_POOL,
+        _REFRESH_ERR_MAX,
+};
+static const char *const refresh_err_names[_REFRESH_ERR_MAX] = {
+        [REFRESH_ERR_VANISHED] = "vanished",
+        [REFRESH_ERR_PERMISSION] = "permission",
+        [REFRESH_ERR_OTHER] = "read_failed",
+        [REFRESH_ERR_POOL] = "pool_update_failed",
+};
+
+/* exec -> ready histogram bucket bounds (ms); the last bucket is +Inf. */
+static const unsigned ready_buckets_ms[] = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000};
+#define N_READY_BUCKETS (ELEMENTSOF(ready_buckets_ms) + 1)
+
+struct ProcTracker {
+        sd_event *event;
+        ProcessTable *procs;
+        TablePool *pool;
+        ExeCache *cache;
+        ProcEvents *events;
+        ProcTrackerOptions opts;
+
+        void *by_pid; /* tsearch root of Tracked */
+        Tracked *head;
+        size_t n_tracked;
+        Tracked *q_head, *q_tail; /* refresh/push queue */
+        size_t n_recheck;
+
+        sd_event_source *worker, *gc_timer, *recheck_timer;
+        uint64_t last_sweep_ns;
+        uint64_t scan_start_ns, scan_ns;
+        bool scan_pending;
+        size_t scan_processes;
+
+        uint64_t n_refreshes, n_pushes, n_forks_copied, n_unknown_ratelimited, n_reconcile_new,
+                n_reconcile_gone, n_rechecks, n_exits;
+        uint64_t map_errors[_MAP_ERR_MAX];
+        uint64_t refresh_errors[_REFRESH_ERR_MAX];
+        uint64_t ready_hist[N_READY_BUCKETS];
+        uint64_t ready_count, ready_sum_ns;
+};
+
+static inline void closedirp(DIR **d)
+{
+        if (*d)
+                closedir(*d);
+}
+
+static uint64_t now_mono_ns(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t now_realtime_ns(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+}
+
+static int tracked_cmp(const void *a, const void *b)
+{
+        pid_t x = ((const Tracked *)a)->pid, y = ((const Tracked *)b)->pid;
+        return x < y ? -1 : x > y;
+}
+
+static Tracked *tracked_find(ProcTracker *t, pid_t pid)
+{
+        Tracked key = {.pid = pid};
+        void **found = tfind(&key, &t->by_pid, tracked_cmp);
+        return found ? *found : NULL;
+}
+
+static Tracked *tracked_get(ProcTracker *t, pid_t pid)
+{
+        Tracked *p = tracked_find(t, pid);
+
+        if (p)
+                return p;
+        p = calloc(1, sizeof(*p));
+        if (!p)
+                return NULL;
+        p->pid = pid;
+        if (!tsearch(p, &t->by_pid, tracked_cmp)) {
+                free(p);
+                return NULL;
+        }
+        p->next = t->head;
+        if (t->head)
+                t->head->prev = p;
+        t->head = p;
+        t->n_tracked++;
+        return p;
+}
+
+static void maps_release(ProcTracker *t, TrackedMapping *m, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                exe_cache_unuse(t->cache, m[i].exe);
+        free(m);
+}
+
+static void record_ready(ProcTracker *t, Tracked *p)
+{
+        uint64_t ns, ms;
+        size_t b = 0;
+
+        if (!p->exec_ns || !p->ready_ns)
+                goto out;
+        ns = p->ready_ns - p->exec_ns;
+        ms = ns / (NSEC_PER_SEC / 1000);
+        while (b < ELEMENTSOF(ready_buckets_ms) && ms >= ready_buckets_ms[b])
+                b++;
+        t->ready_hist[b]++;
+        t->ready_count++;
+        t->ready_sum_ns += ns;
+out:
+        p->exec_ns = p->ready_ns = 0;
+}
+
+static void queue_unlink(ProcTracker *t, Tracked *p)
+{
+        Tracked **pp;
+
+        if (!p->queued)
+                return;
+        for (pp = &t->q_head; *pp; pp = &(*pp)->queue_next)
+                if (*pp == p) {
+                        *pp = p->queue_next;
+                        break;
+                }
+        t->q_tail = NULL;
+        for (Tracked *q = t->q_head; q; q = q->queue_next)
+                t->q_tail = q;
+        p->queued = false;
+        p->queue_next = NULL;
+}
+
+/* Stops tracking pid: its pool entries go now (its symbolization snapshot stays in the process
+ * table for the grace period). */
+static void tracked_drop(ProcTracker *t, Tracked *p)
+{
+        int r;
+
+        record_ready(t, p);
+        queue_unlink(t, p);
+        if (p->recheck)
+                t->n_recheck--;
+        if (p->pushed_ns) {
+                r = table_pool_remove_process(t->pool, p->pid);
+                if (r < 0 && r != -ENOENT)
+                        log_debug_errno(r, "Removing pid %d from the unwind table pool failed: %m",
+                                        (int)p->pid);
+        }
+        maps_release(t, p->maps, p->n_maps);
+        tdelete(p, &t->by_pid, tracked_cmp);
+        if (p->prev)
+                p->prev->next = p->next;
+        else
+                t->head = p->next;
+        if (p->next)
+                p->next->prev = p->prev;
+        t->n_tracked--;
+        free(p);
+}
+
+static void enqueue(ProcTracker *t, Tracked *p)
+{
+        if (!p->queued) {
+                p->queued = true;
+                p->queue_next = NULL;
+                if (t->q_tail)
+                        t->q_tail->queue_next = p;
+                else
+                        t->q_head = p;
+                t->q_tail = p;
+        }
+        if (t->worker)
+                (void)sd_event_source_set_enabled(t->worker, SD_EVENT_ON);
+}
+
+static void mark_dirty(ProcTracker *t, Tracked *p)
+{
+        p->dirty = true;
+        enqueue(t, p);
+}
+
+static void mark_push(ProcTracker *t, Tracked *p)
+{
+        p->push = true;
+        enqueue(t, p);
+}
+
+static void schedule_recheck(ProcTracker *t, Tracked *p, uint64_t addr)
+{
+        if (p->recheck_tries >= RECHECK_TRIES)
+                return;
+        p->recheck_tries++;
+        p->recheck_addr = addr;
+        if (!p->recheck) {
+                p->recheck = true;
+                t->n_recheck++;
+        }
+        if (t->recheck_timer) {
+                uint64_t usec = (now_mono_ns() + RECHECK_DELAY_NS) / NSEC_PER_USEC;
+                (void)sd_event_source_set_time(t->recheck_timer, usec);
+                (void)sd_event_source_set_enabled(t->recheck_timer, SD_EVENT_ONESHOT);
+        }
+}
+
+static int push(ProcTracker *t, Tracked *p)
+{
+        _cleanup_free_ PoolMapping *pm = NULL;
+        bool ready = true;
+        int r;
+
+        p->push = false;
+        pm = calloc(p->n_maps ?: 1, sizeof(*pm));
+        if (!pm)
+                return -ENOMEM;
+        for (size_t i = 0; i < p->n_maps; i++) {
+                const TrackedMapping *m = &p->maps[i];
+                pm[i] = (PoolMapping){
+                        .start = m->start,
+                        .end = m->end,
+                        .load_bias = m->load_bias,
+                        .table = m->exe ? m->exe->pool_table : NULL,
+                };
+                if (m->exe && !m->exe->pool_table && m->exe->state != EXE_FAILED)
+                        ready = false;
+        }
+        r = table_pool_set_process(t->pool, p->pid, pm, p->n_maps);
+        if (r < 0) {
+                t->refresh_errors[REFRESH_ERR_POOL]++;
+                return log_debug_errno(r, "Updating unwind table pool entries of pid %d failed: %m",
+                                       (int)p->pid);
+        }
+        t->n_pushes++;
+        p->pushed_ns = now_mono_ns();
+        if (ready && p->exec_ns && p->pushed_ns - p->exec_ns <= EXEC_READY_WINDOW_NS)
+                p->ready_ns = p->pushed_ns;
+        return 0;
+}
+
+static const TrackedMapping *find_old(const TrackedMapping *old, size_t n, size_t *cursor,
+                                      const ProcMapping *m)
+{
+        while (*cursor < n && old[*cursor].start < m->start)
+                (*cursor)++;
+        if (*cursor < n) {
+                const TrackedMapping *o = &old[*cursor];
+                if (o->start == m->start && o->end == m->end && o->offset == m->offset && o->dev == m->dev &&
+                    o->inode == m->inode)
+                        return o;
+        }
+        return NULL;
+}
+
+/* The cache entry for one new mapping, with a user reference taken; NULL when there is no usable
+ * file (anonymous code, unopenable, not ELF): the unwinder steps by frame pointer there. */
+static ExeEntry *mapping_exe(ProcTracker *t, const Process *proc, const ProcMapping *m, const char *root)
+{
+        uint8_t id[UNWIND_TABLE_ID_MAX];
+        size_t id_size = 0;
+        bool is_hash;
+        _cleanup_close_ int fd = -1;
+        ExeEntry *e;
+        int r;
+
+        if (!m->file) {
+                if (m->inode != 0 && m->path[0] == '/')
+                        t->map_errors[MAP_ERR_NO_FILE]++;
+                return NULL;
+        }
+        if (!m->bias_known) {
+                t->map_errors[MAP_ERR_NO_LOAD_SEGMENT]++;
+                return NULL;
+        }
+        if (m->build_id_size > 0 && m->build_id_size <= UNWIND_TABLE_ID_MAX) {
+                memcpy(id, m->build_id, m->build_id_size);
+                id_size = m->build_id_size;
+        } else {
+                fd = process_open_mapping(proc, m);
+                if (fd < 0) {
+                        t->map_errors[MAP_ERR_NO_FILE]++;
+                        log_debug_errno(fd, "Cannot open %s of pid %d: %m", m->path, (int)proc->pid);
+                        return NULL;
+                }
+                r = unwind_table_identity(fd, id, &id_size, &is_hash);
+                if (r < 0 || id_size == 0) {
+                        t->map_errors[MAP_ERR_IDENTITY]++;
+                        log_debug_errno(r, "No identity for %s of pid %d: %m", m->path, (int)proc->pid);
+                        return NULL;
+                }
+        }
+        r = exe_cache_get(t->cache, id, id_size, m->path, &e);
+        if (r < 0) {
+                t->map_errors[MAP_ERR_NO_MEMORY]++;
+                return NULL;
+        }
+        if (fd < 0 && exe_cache_needs_file(e)) {
+                fd = process_open_mapping(proc, m);
+                if (fd < 0) {
+                        t->map_errors[MAP_ERR_NO_FILE]++;
+                        log_debug_errno(fd, "Cannot open %s of pid %d: %m", m->path, (int)proc->pid);
+                }
+        }
+        exe_cache_use(t->cache, e, fd, root);
+        return e;
+}
+
+static int refresh(ProcTracker *t, Tracked *p)
+{
+        TrackedMapping *maps = NULL, *old = p->maps;
+        size_t n_old = p->n_maps, cursor = 0;
+        char root[64];
+        Process *proc;
+        int r;
+
+        p->dirty = false;
+        p->refreshed_ns = now_mono_ns();
+        t->n_refreshes++;
+        r = process_table_refresh(t->procs, p->pid, &proc);
+        if (r >= 0 && proc->exited_ns)
+                r = -ESRCH;
+        if (r < 0) {
+                unsigned reason = r == -ESRCH || r == -ENOENT   ? REFRESH_ERR_VANISHED
+                                  : r == -EACCES || r == -EPERM ? REFRESH_ERR_PERMISSION
+                                                                : REFRESH_ERR_OTHER;
+                t->refresh_errors[reason]++;
+                log_debug_errno(r, "Reading mappings of pid %d failed (%s): %m", (int)p->pid,
+                                refresh_err_names[reason]);
+                tracked_drop(t, p);
+                return r;
+        }
+        if (proc->n_mappings == 0) {
+                /* Kernel thread or zombie: nothing the unwinder could use. */
+                tracked_drop(t, p);
+                return 0;
+        }
+
+        maps = calloc(proc->n_mappings, sizeof(*maps));
+        if (!maps) {
+                t->map_errors[MAP_ERR_NO_MEMORY]++;
+                return -ENOMEM;
+        }
+        snprintf(root, sizeof(root), "/proc/%d/root", (int)p->pid);
+        for (size_t i = 0; i < proc->n_mappings; i++) {
+                const ProcMapping *m = &proc->mappings[i];
+                TrackedMapping *nm = &maps[i];
+                const TrackedMapping *o = find_old(old, n_old, &cursor, m);
+
+                nm->start = m->start;
+                nm->end = m->end;
+                nm->offset = m->offset;
+                nm->dev = m->dev;
+                nm->inode = m->inode;
+                if (o) {
+                        /* Unchanged mapping: keep its entry (and the reference) without any I/O. */
+                        nm->load_bias = o->load_bias;
+                        nm->exe = o->exe;
+                        old[cursor].exe = NULL;
+                        continue;
+                }
+                nm->load_bias = m->bias_known ? m->load_bias : 0;
+                nm->exe = mapping_exe(t, proc, m, root);
+        }
+        p->maps = maps;
+        p->n_maps = proc->n_mappings;
+        maps_release(t, old, n_old);
+
+        if (p->recheck) {
+                bool found = p->recheck_addr == PROFD_EV_ADDR_UNKNOWN;
+                for (size_t i = 0; !found && i < p->n_maps; i++)
+                        found = p->maps[i].start <= p->recheck_addr && p->recheck_addr < p->maps[i].end;
+                if (found || p->recheck_tries >= RECHECK_TRIES) {
+                        p->recheck = false;
+                        p->recheck_tries = 0;
+                        t->n_recheck--;
+                }
+        }
+        return push(t, p);
+}
+
+static int on_worker(sd_event_source *s, void *userdata)
+{
+        ProcTracker *t = userdata;
+
+        for (unsigned i = 0; i < REFRESH_BATCH && t->q_head; i++) {
+                Tracked *p = t->q_head;
+
+                t->q_head = p->queue_next;
+                if (!t->q_head)
+                        t->q_tail = NULL;
+                p->queued = false;
+                p->queue_next = NULL;
+                if (p->dirty)
+                        (void)refresh(t, p); /* may free p */
+                else if (p->push)
+                        (void)push(t, p);
+        }
+        if (!t->q_head) {
+                (void)sd_event_source_set_enabled(s, SD_EVENT_OFF);
+                if (t->scan_pending) {
+                        t->scan_pending = false;
+                        t->scan_ns = now_mono_ns() - t->scan_start_ns;
+                        log_info("Process tracker: %zu processes read at start in %.1f ms; %zu unwind table "
+                                 "builds queued",
+                                 t->scan_processes, (double)t->scan_ns / 1e6, exe_cache_queued(t->cache));
+                }
+        }
+        return 0;
+}
+
+static void on_exe_ready(ExeEntry *e, void *userdata)
+{
+        ProcTracker *t = userdata;
+
+        if (e->users == 0)
+                return;
+        for (Tracked *p = t->head; p; p = p->next)
+                for (size_t i = 0; i < p->n_maps; i++)
+                        if (p->maps[i].exe == e) {
+                                mark_push(t, p);
+                                break;
+                        }
+}
+
+static void on_fork(ProcTracker *t, pid_t child, pid_t parent)
+{
+        Tracked *pp = tracked_find(t, parent), *c;
+
+        c = tracked_get(t, child);
+        if (!c)
+                return;
+        if (!pp || pp->dirty || c->n_maps > 0) {
+                mark_dirty(t, c);
+                return;
+        }
+        /* Until it execs or maps something (both reported), a child has its parent's mappings:
+         * copy them without touching /proc, the common fork+exec pattern never reads them. */
+        c->maps = calloc(pp->n_maps ?: 1, sizeof(*c->maps));
+        if (!c->maps) {
+                mark_dirty(t, c);
+                return;
+        }
+        memcpy(c->maps, pp->maps, pp->n_maps * sizeof(*c->maps));
+        c->n_maps = pp->n_maps;
+        for (size_t i = 0; i < c->n_maps; i++)
+                if (c->maps[i].exe)
+                        exe_cache_use(t->cache, c->maps[i].exe, -1, NULL);
+        t->n_forks_copied++;
+        mark_push(t, c);
+}
+
+static void on_event(const struct profd_event *ev, void *userdata)
+{
+        ProcTracker *t = userdata;
+        pid_t pid = (pid_t)ev->pid;
+        Tracked *p;
+
+        if (pid <= 0)
+                return;
+        switch (ev->type) {
+        case PROFD_EV_EXIT:
+                t->n_exits++;
+                p = tracked_find(t, pid);
+                if (p)
+                        tracked_drop(t, p);
+                process_table_mark_exited(t->procs, pid, now_realtime_ns());
+                return;
+        case PROFD_EV_FORK:
+                on_fork(t, pid, (pid_t)ev->ppid);
+                return;
+        case PROFD_EV_EXEC:
+                p = tracked_get(t, pid);
+                if (!p)
+                        return;
+                record_ready(t, p);
+                /* bpf_ktime_get_ns() is CLOCK_MONOTONIC. */
+                p->exec_ns = ev->ktime_ns;
+                mark_dirty(t, p);
+                return;
+        case PROFD_EV_MMAP_EXEC:
+                p = tracked_get(t, pid);
+                if (!p)
+                        return;
+                mark_dirty(t, p);
+                /* The fallback hook fires before the mapping exists, and the primary ones can race
+                 * with our read of /proc/PID/maps: look again shortly if it is not there. */
+                p->recheck_tries = 0;
+                schedule_recheck(t, p, ev->addr);
+                return;
+        case PROFD_EV_UNKNOWN_PID:
+        case PROFD_EV_UNKNOWN_PC:
+                p = tracked_find(t, pid);
+                if (p && (p->dirty || p->refreshed_ns + UNKNOWN_REFRESH_INTERVAL_NS > now_mono_ns())) {
+                        t->n_unknown_ratelimited++;
+                        return;
+                }
+                if (p && ev->type == PROFD_EV_UNKNOWN_PC) {
+                        for (size_t i = 0; i < p->n_maps; i++)
+                                if (p->maps[i].start <= ev->addr && ev->addr < p->maps[i].end) {
+                                        /* Known mapping: its table is being built or it has none. */
+                                        t->n_unknown_ratelimited++;
+                                        return;
+                                }
+                }
+                p = p ?: tracked_get(t, pid);
+                if (p)
+                        mark_dirty(t, p);
+                return;
+        }
+}
+
+static int on_recheck(sd_event_source *s, uint64_t usec, void *userdata)
+{
+        ProcTracker *t = userdata;
+
+        for (Tracked *p = t->head; p && t->n_recheck > 0; p = p->next)
+                if (p->recheck) {
+                        t->n_rechecks++;
+                        mark_dirty(t, p);
+                }
+        return 0;
+}
+
+/* Every process in /proc gets tracked (and refreshed from the worker); tracked processes that are
+ * no longer there missed their exit event. */
+static int scan_proc(ProcTracker *t, bool reconcile)
+{
+        _cleanup_(closedirp) DIR *d = NULL;
+        struct dirent *de;
+        size_t n = 0;
+
+        d = opendir("/proc");
+        if (!d)
+                return log_error_errno(-errno, "Cannot read /proc: %m");
+        for (Tracked *p = t->head; p; p = p->next)
+                p->seen = false;
+        while ((de = readdir(d))) {
+                char *end;
+                long pid;
+                Tracked *p;
+
+                if (!isdigit((unsigned char)de->d_name[0]))
+                        continue;
+                pid = strtol(de->d_name, &end, 10);
+                if (*end || pid <= 0 || pid > INT32_MAX)
+                        continue;
+                p = tracked_find(t, (pid_t)pid);
+                if (!p) {
+                        p = tracked_get(t, (pid_t)pid);
+                        if (!p)
+                                return -ENOMEM;
+                        mark_dirty(t, p);
+                        if (reconcile)
+                                t->n_reconcile_new++;
+                }
+                p->seen = true;
+                n++;
+        }
+        for (Tracked *p = t->head, *next; p; p = next) {
+                next = p->next;
+                if (!p->seen) {
+                        t->n_reconcile_gone += reconcile;
+                        process_table_mark_exited(t->procs, p->pid, now_realtime_ns());
+                        tracked_drop(t, p);
+                }
+        }
+        t->scan_processes = n;
+        return 0;
+}
+
+static int on_gc(sd_event_source *s, uint64_t usec, void *userdata)
+{
+        ProcTracker *t = userdata;
+        uint64_t now = now_mono_ns();
+
+        exe_cache_gc(t->cache, now);
+        if (now - t->last_sweep_ns >= t->opts.sweep_interval_ns) {
+                t->last_sweep_ns = now;
+                /* Events already queued are not "missed": handle them first. */
+                (void)proc_events_consume(t->events);
+                if (!t->opts.no_initial_scan)
+                        (void)scan_proc(t, true);
+        }
+        (void)sd_event_source_set_time(s, (now + GC_INTERVAL_NS) / NSEC_PER_USEC);
+        return 0;
+}
+
+int proc_tracker_new(sd_event *e, ProcessTable *procs, TablePool *pool, const ProcTrackerOptions *opts,
+                     ProcTracker **ret)
+{
+        _cleanup_(proc_tracker_freep) ProcTracker *t = NULL;
+        int r;
+
+        t = calloc(1, sizeof(*t));
+        if (!t)
+                return -ENOMEM;
+        t->event = sd_event_ref(e);
+        t->procs = procs;
+        t->pool = pool;
+        if (opts)
+                t->opts = *opts;
+        if (!t->opts.exe_grace_ns)
+                t->opts.exe_grace_ns = DEFAULT_EXE_GRACE_NS;
+        if (!t->opts.sweep_interval_ns)
+                t->opts.sweep_interval_ns = DEFAULT_SWEEP_INTERVAL_NS;
+
+        r = exe_cache_new(e, pool, t->opts.exe_grace_ns, on_exe_ready, t, &t->cache);
+        if (r < 0)
+                return r;
+
+        /* Below the sample drains and HTTP (priority 0), above table builds (idle). */
+        r = sd_event_add_defer(e, &t->worker, on_worker, t);
+        if (r < 0)
+                return r;
+        (void)sd_event_source_set_priority(t->worker, SD_EVENT_PRIORITY_NORMAL + 10);
+        (void)sd_event_source_set_enabled(t->worker, SD_EVENT_OFF);
+        (void)sd_event_source_set_description(t->worker, "process-tracker");
+
+        r = sd_event_add_time(e, &t->recheck_timer, CLOCK_MONOTONIC, 0, 1000, on_recheck, t);
+        if (r < 0)
+                return r;
+        (void)sd_event_source_set_enabled(t->recheck_timer, SD_EVENT_OFF);
+
+        t->last_sweep_ns = now_mono_ns();
+        r = sd_event_add_time(e, &t->gc_timer, CLOCK_MONOTONIC,
+                              (t->last_sweep_ns + GC_INTERVAL_NS) / NSEC_PER_USEC,
+                              NSEC_PER_SEC / NSEC_PER_USEC, on_gc, t);
+        if (r < 0)
+                return r;
+        (void)sd_event_source_set_enabled(t->gc_timer, SD_EVENT_ON);
+        (void)sd_event_source_set_priority(t->gc_timer, SD_EVENT_PRIORITY_IDLE);
+
+        /* Hooks first, then the scan: a process that starts in between is seen by one of them. */
+        r = proc_events_new(e, on_event, t, &t->events);
+        if (r < 0)
+                return r;
+
+        if (!t->opts.no_initial_scan) {
+                t->scan_start_ns = now_mono_ns();
+                t->scan_pending = true;
+                r = scan_proc(t, false);
+                if (r < 0)
+                        return r;
+        }
+        *ret = TAKE_PTR(t);
+        return 0;
+}
+
+ProcTracker *proc_tracker_free(ProcTracker *t)
+{
+        if (!t)
+                return NULL;
+        proc_events_free(t->events);
+        sd_event_source_disable_unref(t->worker);
+        sd_event_source_disable_unref(t->gc_timer);
+        sd_event_source_disable_unref(t->recheck_timer);
+        while (t->head)
+                tracked_drop(t, t->head);
+        exe_cache_free(t->cache);
+        sd_event_unref(t->event);
+        return mfree(t);
+}
+
+int proc_tracker_add_unwinder_events(ProcTracker *t, int ringbuf_map_fd)
+{
+        return proc_events_add_ringbuf(t->events, ringbuf_map_fd);
+}
+
+int proc_tracker_get_process(ProcTracker *t, pid_t pid, ProcTrackerProcess *ret)
+{
+        Tracked *p = tracked_find(t, pid);
+
+        if (!p || !p->pushed_ns)
+                return -ENOENT;
+        *ret = (ProcTrackerProcess){
+                .n_mappings = p->n_maps, .pushed_ns = p->pushed_ns, .exec_ns = p->exec_ns};
+        for (size_t i = 0; i < p->n_maps; i++) {
+                const ExeEntry *e = p->maps[i].exe;
+                if (e && e->pool_table)
+                        ret->n_with_table++;
+                else if (e && (e->state == EXE_QUEUED || e->state == EXE_NEW))
+                        ret->n_pending++;
+        }
+        return 0;
+}
+
+int proc_tracker_find_mapping(ProcTracker *t, pid_t pid, const char *path_suffix, bool *ret_has_table)
+{
+        Tracked *p = tracked_find(t, pid);
+        Process *proc;
+        size_t len = strlen(path_suffix);
+        int r;
+
+        if (!p)
+                return -ENOENT;
+        r = process_table_get(t->procs, pid, &proc);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < p->n_maps; i++) {
+                const ProcMapping *m = process_find_mapping(proc, p->maps[i].start);
+                size_t l;
+                if (!m)
+                        continue;
+                l = strlen(m->path);
+                if (l >= len && strcmp(m->path + l - len, path_suffix) == 0) {
+                        *ret_has_table = p->maps[i].exe && p->maps[i].exe->pool_table;
+                        return 0;
+                }
+        }
+        return -ENOENT;
+}
+
+size_t proc_tracker_n_processes(const ProcTracker *t)
+{
+        return t ? t->n_tracked : 0;
+}
+
+bool proc_tracker_busy(const ProcTracker *t)
+{
+        return t->q_head || exe_cache_queued(t->cache) > 0 || t->n_recheck > 0;
+}
+
+void proc_tracker_write_metrics(const ProcTracker *t, FILE *f)
+{
+        uint64_t cum = 0;
+
+        if (!t)
+                return;
+        proc_events_write_metrics(t->events, f);
+        exe_cache_write_metrics(t->cache, f);
+        fprintf(f,
+                "# HELP profd_proc_tracker_processes Processes whose mappings the unwinder has.\n"
+                "# TYPE profd_proc_tracker_processes gauge\n"
+                "profd_proc_tracker_processes %zu\n"
+                "# HELP profd_proc_tracker_initial_scan_seconds Time to read every process present at "
+                "start.\n"
+                "# TYPE profd_proc_tracker_initial_scan_seconds gauge\n"
+                "profd_proc_tracker_initial_scan_seconds %.6f\n"
+                "# HELP profd_proc_tracker_refreshes_total Reads of a process' mappings.\n"
+                "# TYPE profd_proc_tracker_refreshes_total counter\n"
+                "profd_proc_tracker_refreshes_total %" PRIu64 "\n"
+                "# HELP profd_proc_tracker_pushes_total Updates of a process' entries in the unwind table "
+                "pool.\n"
+                "# TYPE profd_proc_tracker_pushes_total counter\n"
+                "profd_proc_tracker_pushes_total %" PRIu64 "\n"
+                "# HELP profd_proc_tracker_forks_copied_total New processes given their parent's entries "
+                "without reading /proc.\n"
+                "# TYPE profd_proc_tracker_forks_copied_total counter\n"
+                "profd_proc_tracker_forks_copied_total %" PRIu64 "\n"
+                "# HELP profd_proc_tracker_exits_total Process exits handled.\n"
+                "# TYPE profd_proc_tracker_exits_total counter\n"
+                "profd_proc_tracker_exits_total %" PRIu64 "\n"
+                "# HELP profd_proc_tracker_rechecks_total Re-reads of maps for a mapping not yet visible.\n"
+                "# TYPE profd_proc_tracker_rechecks_total counter\n"
+                "profd_proc_tracker_rechecks_total %" PRIu64 "\n"
+                "# HELP profd_proc_tracker_unknown_ignored_total Unknown pid/pc reports not acted on "
+                "(refreshed recently, or a known mapping).\n"
+                "# TYPE profd_proc_tracker_unknown_ignored_total counter\n"
+                "profd_proc_tracker_unknown_ignored_total %" PRIu64 "\n"
+                "# HELP profd_proc_tracker_reconciled_total Processes the /proc sweep found that events "
+                "missed.\n"
+                "# TYPE profd_proc_tracker_reconciled_total counter\n"
+                "profd_proc_tracker_reconciled_total{what=\"new\"} %" PRIu64 "\n"
+                "profd_proc_tracker_reconciled_total{what=\"gone\"} %" PRIu64 "\n",
+                t->n_tracked, (double)t->scan_ns / 1e9, t->n_refreshes, t->n_pushes, t->n_forks_copied,
+                t->n_exits, t->n_rechecks, t->n_unknown_ratelimited, t->n_reconcile_new,
+                t->n_reconcile_gone);
+        fputs("# HELP profd_proc_tracker_errors_total Processes or mappings left without unwind entries, by "
+              "reason.\n"
+              "# TYPE profd_proc_tracker_errors_total counter\n",
+              f);
+        for (unsigned i = 0; i < _REFRESH_ERR_MAX; i++)
+                fprintf(f, "profd_proc_tracker_errors_total{reason=\"%s\"} %" PRIu64 "\n",
+                        refresh_err_names[i], t->refresh_errors[i]);
+        for (unsigned i = 0; i < _MAP_ERR_MAX; i++)
+                fprintf(f, "profd_proc_tracker_errors_total{reason=\"mapping_%s\"} %" PRIu64 "\n",
+                        map_err_names[i], t->map_errors[i]);
+        fputs("# HELP profd_proc_tracker_exec_ready_seconds From exec to every mapping of the new image "
+              "having its unwind table in the pool.\n"
+              "# TYPE profd_proc_tracker_exec_ready_seconds histogram\n",
+              f);
+        for (size_t b = 0; b < N_READY_BUCKETS; b++) {
+                cum += t->ready_hist[b];
+                if (b < ELEMENTSOF(ready_buckets_ms))
+                        fprintf(f, "profd_proc_tracker_exec_ready_seconds_bucket{le=\"%.3f\"} %" PRIu64 "\n",
+                                ready_buckets_ms[b] / 1000.0, cum);
+                else
+                        fprintf(f, "profd_proc_tracker_exec_ready_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n",
+                                cum);
+        }
+        fprintf(f,
+                "profd_proc_tracker_exec_ready_seconds_sum %.6f\n"
+                "profd_proc_tracker_exec_ready_seconds_count %" PRIu64 "\n",
+                (double)t->ready_sum_ns / 1e9, t->ready_count);
+}

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* Process tracker: keeps the BPF unwinder's per-process mapping entries (table pool) in step with
+ * the processes on the host. Learns of exec, exit, fork and new executable mappings from BPF
+ * hooks (proc-events.h), of processes the unwinder met but does not know from its unknown-pid /
+ * unknown-pc events, and of processes that predate the daemon from a scan of /proc at start; a
+ * slow sweep reconciles anything missed. Unwind tables come from the executable cache
+ * (exe-cache.h), built off the hot path. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+#include <systemd/sd-event.h>
+
+#include "macro.h"
+#include "process-table.h"
+#include "table-pool.h"
+
+typedef struct ProcTracker ProcTracker;
+
+typedef struct ProcTrackerOptions {
+        uint64_t exe_grace_ns;      /* unused executables are forgotten after this; 0: 30 s */
+        uint64_t sweep_interval_ns; /* reconcile with /proc this often; 0: 60 s */
+        bool no_initial_scan;       /* tests: track only processes that events name */
+} ProcTrackerOptions;
+
+/* Loads and attaches the process event hooks, scans /proc and starts tracking. opts may be NULL. */
+int proc_tracker_new(sd_event *e, ProcessTable *procs, TablePool *pool, const ProcTrackerOptions *opts,
+                     ProcTracker **ret);
+ProcTracker *proc_tracker_free(ProcTracker *t);
+DEFINE_TRIVIAL_CLEANUP_FUNC(ProcTracker *, proc_tracker_free);
+
+/* Also read the unwinder's ring buffer of struct profd_event (UNKNOWN_PID / UNKNOWN_PC). */
+int proc_tracker_add_unwinder_events(ProcTracker *t, int ringbuf_map_fd);
+
+typedef struct ProcTrackerProcess {
+        size_t n_mappings;   /* executable mappings pushed to the pool */
+        size_t n_with_table; /* ... whose unwind table is in the pool */
+        size_t n_pending;    /* ... whose table is still being built */
+        uint64_t pushed_ns;  /* CLOCK_MONOTONIC of the last push to the pool */
+        uint64_t exec_ns;    /* CLOCK_MONOTONIC of the last exec (0: none seen) */
+} ProcTrackerProcess;
+
+/* What the tracker has pushed to the pool for pid; -ENOENT when it does not track it. */
+int proc_tracker_get_process(ProcTracker *t, pid_t pid, ProcTrackerProcess *ret);
+/* Whether pid has a mapping of a file whose path ends in suffix, and whether its table is in the
+ * pool (tests). */
+int proc_tracker_find_mapping(ProcTracker *t, pid_t pid, const char *path_suffix, bool *ret_has_table);
+size_t proc_tracker_n_processes(const ProcTracker *t);
+/* True while processing is queued (events, refreshes, builds): tests run the loop until idle. */
+bool proc_tracker_busy(const ProcTracker *t);
+
+void proc_tracker_write_metrics(const ProcTracker *t, FILE *f);
