@@ -246,7 +246,8 @@ static void request_set_error(Request *req, unsigned status, const char *fmt, ..
 static int http_dispatch(HttpServer *s)
 {
         if (MHD_run(s->mhd) == MHD_NO)
-                log_warning("libmicrohttpd: MHD_run failed");
+                log_full_errno_ratelimited(LOG_RATELIMIT_INTERVAL_NS, LOG_RATELIMIT_BURST, LOG_WARNING, 0,
+                                           "libmicrohttpd: MHD_run failed");
 
         MHD_UNSIGNED_LONG_LONG timeout_ms;
         if (MHD_get_timeout(s->mhd, &timeout_ms) == MHD_NO)
@@ -359,7 +360,7 @@ static int on_profile_step(sd_event_source *es, void *userdata)
                 }
         }
         if (r < 0) {
-                log_warning_errno(r, "Building a %s profile failed: %m", rd->format);
+                log_warning_errno_ratelimited(r, "Building a %s profile failed: %m", rd->format);
                 request_set_error(req, 500, "building the profile failed: %s\n", strerror(-r));
         }
         profile_finish(req);
@@ -376,8 +377,8 @@ static void on_window_drained(void *userdata)
         req->wait = NULL;
         int r = aggregator_window(d->aggregator, req->t0, req->t1, &w);
         if (r < 0) {
-                log_warning_errno(r, "Profile window [%.3f, %.3f) is not available: %m", req->t0 / 1e9,
-                                  req->t1 / 1e9);
+                log_warning_errno_ratelimited(r, "Profile window [%.3f, %.3f) is not available: %m",
+                                              req->t0 / 1e9, req->t1 / 1e9);
                 request_set_error(req, r == -ENODATA ? 503 : 500,
                                   "the samples of this window are not available (%s)\n", strerror(-r));
                 profile_finish(req);
@@ -391,7 +392,7 @@ static void on_window_drained(void *userdata)
         r = req->query.renderer->start(d, w, &req->query, &req->job);
         if (r < 0) {
                 req->job = NULL;
-                log_warning_errno(r, "Starting a %s profile failed: %m", req->query.renderer->format);
+                log_warning_errno_ratelimited(r, "Starting a %s profile failed: %m", req->query.renderer->format);
                 request_set_error(req, 500, "building the profile failed: %s\n", strerror(-r));
                 profile_finish(req);
                 return;
@@ -403,7 +404,7 @@ static void on_window_drained(void *userdata)
         if (r >= 0)
                 r = sd_event_source_set_enabled(req->step, SD_EVENT_ON);
         if (r < 0) {
-                log_warning_errno(r, "Cannot schedule profile build: %m");
+                log_warning_errno_ratelimited(r, "Cannot schedule profile build: %m");
                 request_set_error(req, 500, "cannot schedule the profile build\n");
                 profile_finish(req);
         }
@@ -417,7 +418,7 @@ static int on_window_end(sd_event_source *es, uint64_t usec, void *userdata)
         req->timer = sd_event_source_disable_unref(req->timer);
         int r = sampler_cut(d->sampler, &req->t1);
         if (r < 0) {
-                log_warning_errno(r, "Cutting the sampler at the end of a profile window failed: %m");
+                log_warning_errno_ratelimited(r, "Cutting the sampler at the end of a profile window failed: %m");
                 request_set_error(req, 500, "cutting the sample stream failed: %s\n", strerror(-r));
                 profile_finish(req);
                 return 0;
@@ -559,7 +560,7 @@ static int route_profile(HttpServer *s, Request *req)
 
         int r = sampler_cut(d->sampler, &req->t0);
         if (r < 0) {
-                log_warning_errno(r, "Cutting the sampler at the start of a profile window failed: %m");
+                log_warning_errno_ratelimited(r, "Cutting the sampler at the start of a profile window failed: %m");
                 return queue_error(req, 500, "cutting the sample stream failed: %s\n", strerror(-r));
         }
         r = sd_event_add_time_relative(d->event, &req->timer, CLOCK_MONOTONIC,

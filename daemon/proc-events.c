@@ -71,7 +71,7 @@ static int on_ringbuf_io(sd_event_source *s, int fd, uint32_t revents, void *use
 
         r = ring_buffer__consume(pe->rb);
         if (r < 0)
-                log_warning_errno(r, "Reading process event ring buffer failed: %m");
+                log_warning_errno_ratelimited(r, "Reading process event ring buffer failed: %m");
         return 0;
 }
 

@@ -589,7 +589,7 @@ static int on_cut_timer(sd_event_source *src, uint64_t usec, void *userdata)
 
         r = sampler_cut(s, NULL);
         if (r < 0)
-                log_warning_errno(r, "Periodic cut failed: %m");
+                log_warning_errno_ratelimited(r, "Periodic cut failed: %m");
 
         r = sd_event_source_set_time_relative(src, s->opts.drain_interval_ns / NSEC_PER_USEC);
         if (r >= 0)
