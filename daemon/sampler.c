@@ -266,6 +266,9 @@ static int sampler_load(Sampler *s)
                         return log_error_errno(r, "Failed to size BPF map %s: %m", bpf_map__name(sized[i]));
         }
 
+        /* --pid/--comm and whether cgroups filter (the cgroup list is a map, see filter.bpf.h). */
+        memcpy((void *)&s->skel->rodata->profd_filter, &s->opts.filter, sizeof(s->opts.filter));
+
         r = profile_bpf__load(s->skel);
         if (r < 0)
                 return log_error_errno(r, "Failed to load BPF programs (root or CAP_BPF+CAP_PERFMON needed, "

@@ -12,6 +12,7 @@
 #include <systemd/sd-event.h>
 
 #include "bpf/profd-sample.h"
+#include "bpf/profd-filter.h"
 #include "macro.h"
 
 typedef struct Sampler Sampler;
@@ -19,6 +20,7 @@ typedef struct Sampler Sampler;
 typedef struct SamplerOptions {
         unsigned frequency_hz;
         uint64_t drain_interval_ns; /* periodic cut, ~1 s */
+        struct profd_filter_config filter; /* --pid/--comm/--unit/--cgroup for rodata; zeroes: none */
 } SamplerOptions;
 
 /* One (pid, tid, comm, cgroup, user stack, kernel stack) with its count in one interval.

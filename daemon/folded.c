@@ -1,0 +1,353 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "folded.h" /* via aggregator.h -> sampler.h: bpf/profd-sample.h */
+
+/* Samples symbolized per step: a few hundred addresses, well under a millisecond once the
+ * symbolizer's per-executable caches are warm, so requests and drains are not held up. */
+#define FOLDED_SAMPLES_PER_STEP 32
+/* Longest frame name kept; longer (template-heavy C++) names are cut with "...". */
+#define FOLDED_MAX_NAME 1024
+
+typedef struct Buf {
+        char *p;
+        size_t n, cap;
+} Buf;
+
+static int buf_reserve(Buf *b, size_t more)
+{
+        if (b->n + more + 1 <= b->cap)
+                return 0;
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + more + 1)
+                cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p)
+                return -ENOMEM;
+        b->p = p;
+        b->cap = cap;
+        return 0;
+}
+
+/* Appends a frame name made safe for the format: ';' separates frames and the last space comes
+ * before the count, so ';' and control characters become '_' (spaces inside names are fine). */
+static int buf_add_name(Buf *b, const char *s, const char *suffix)
+{
+        size_t n = strnlen(s, FOLDED_MAX_NAME), sl = suffix ? strlen(suffix) : 0;
+        bool cut = s[n] != 0;
+        int r = buf_reserve(b, n + sl + 4);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++) {
+                char c = s[i];
+                b->p[b->n++] = (c == ';' || (unsigned char)c < 0x20 || c == 0x7f) ? '_' : c;
+        }
+        if (cut) {
+                memcpy(b->p + b->n, "...", 3);
+                b->n += 3;
+        }
+        if (sl) {
+                memcpy(b->p + b->n, suffix, sl);
+                b->n += sl;
+        }
+        b->p[b->n] = 0;
+        return 0;
+}
+
+/* Frames of one sample collected leaf first, each a NUL-terminated name in `names`. */
+typedef struct Frames {
+        Buf names;
+        size_t *offs;
+        size_t n, cap;
+} Frames;
+
+static int frames_push(Frames *f, const char *name, const char *suffix)
+{
+        if (f->n == f->cap) {
+                size_t cap = f->cap ? f->cap * 2 : 64;
+                size_t *o = realloc(f->offs, cap * sizeof(size_t));
+                if (!o)
+                        return -ENOMEM;
+                f->offs = o;
+                f->cap = cap;
+        }
+        f->offs[f->n++] = f->names.n;
+        int r = buf_add_name(&f->names, name, suffix);
+        if (r < 0)
+                return r;
+        f->names.n++; /* keep the NUL as separator */
+        return 0;
+}
+
+typedef struct Slot {
+        char *line;
+        uint64_t hash;
+        uint64_t count;
+} Slot;
+
+struct FoldedJob {
+        ProfileWindow *w;
+        Symbolizer *sym;
+        ProcessTable *procs;
+        size_t next;
+        uint64_t total;
+
+        Slot *slots; /* open addressing */
+        size_t n_slots, n_used;
+        FoldedStack *sorted;
+        size_t n_sorted;
+
+        Frames frames;
+        Buf line;
+};
+
+static uint64_t fnv1a(const char *s, size_t n)
+{
+        uint64_t h = 0xcbf29ce484222325ULL;
+        for (size_t i = 0; i < n; i++) {
+                h ^= (unsigned char)s[i];
+                h *= 0x100000001b3ULL;
+        }
+        return h;
+}
+
+static int slots_grow(FoldedJob *j)
+{
+        size_t n = j->n_slots ? j->n_slots * 2 : 1024;
+        Slot *s = calloc(n, sizeof(Slot));
+        if (!s)
+                return -ENOMEM;
+        for (size_t i = 0; i < j->n_slots; i++) {
+                if (!j->slots[i].line)
+                        continue;
+                size_t k = j->slots[i].hash & (n - 1);
+                while (s[k].line)
+                        k = (k + 1) & (n - 1);
+                s[k] = j->slots[i];
+        }
+        free(j->slots);
+        j->slots = s;
+        j->n_slots = n;
+        return 0;
+}
+
+static int add_line(FoldedJob *j, const char *line, size_t len, uint64_t count)
+{
+        uint64_t h = fnv1a(line, len);
+        int r;
+
+        if ((j->n_used + 1) * 2 > j->n_slots && (r = slots_grow(j)) < 0)
+                return r;
+        size_t k = h & (j->n_slots - 1);
+        while (j->slots[k].line) {
+                if (j->slots[k].hash == h && strcmp(j->slots[k].line, line) == 0) {
+                        j->slots[k].count += count;
+                        return 0;
+                }
+                k = (k + 1) & (j->n_slots - 1);
+        }
+        char *copy = strndup(line, len);
+        if (!copy)
+                return -ENOMEM;
+        j->slots[k] = (Slot){.line = copy, .hash = h, .count = count};
+        j->n_used++;
+        return 0;
+}
+
+static const char *const stop_names[PROFD_STOP__MAX] = {
+        [PROFD_STOP_OK] = "ok",
+        [PROFD_STOP_DEPTH] = "depth limit",
+        [PROFD_STOP_BAD_READ] = "stack read failed",
+        [PROFD_STOP_NO_MAPPING] = "no mapping",
+        [PROFD_STOP_NO_ROW] = "no unwind row",
+        [PROFD_STOP_UNSUPPORTED] = "unsupported unwind rule",
+        [PROFD_STOP_UNKNOWN_PID] = "unknown process",
+        [PROFD_STOP_BAD_FRAME] = "bad frame",
+        [PROFD_STOP_KERNEL_THREAD] = "kernel thread",
+};
+
+/* addr is a return address except for the sample's own pc: step back into the call instruction
+ * so that calls at the very end of a function name the caller, not the next function. */
+static int push_user(FoldedJob *j, const Process *p, uint64_t addr, bool is_pc)
+{
+        const ProcMapping *m = p ? process_find_mapping(p, addr) : NULL;
+        SymResult res;
+
+        if (!m || symbolizer_user(j->sym, p, m, is_pc ? addr : addr - 1, &res) < 0 || res.n_frames == 0)
+                return frames_push(&j->frames, "[unknown]", NULL);
+        for (size_t i = 0; i < res.n_frames; i++) {
+                int r = frames_push(&j->frames, res.frames[i].name, NULL);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int push_kernel(FoldedJob *j, uint64_t addr, bool is_pc)
+{
+        SymResult res;
+
+        if (symbolizer_kernel(j->sym, is_pc ? addr : addr - 1, &res) < 0 || res.n_frames == 0)
+                return frames_push(&j->frames, "[unknown]", FOLDED_KERNEL_SUFFIX);
+        for (size_t i = 0; i < res.n_frames; i++) {
+                int r = frames_push(&j->frames, res.frames[i].name, FOLDED_KERNEL_SUFFIX);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int fold_sample(FoldedJob *j, const AggSample *s)
+{
+        Process *p = NULL;
+        int r = 0;
+
+        j->frames.n = 0;
+        j->frames.names.n = 0;
+
+        if (s->kernel)
+                for (uint32_t i = 0; i < s->kernel->n; i++)
+                        if ((r = push_kernel(j, s->kernel->frames[i], i == 0)) < 0)
+                                return r;
+        if (s->user) {
+                if (process_table_get(j->procs, (pid_t)s->pid, &p) < 0)
+                        p = NULL;
+                for (uint32_t i = 0; i < s->user->n; i++)
+                        if ((r = push_user(j, p, s->user->frames[i], i == 0 && !s->kernel)) < 0)
+                                return r;
+                /* A stack that did not reach the entry point says so with a root-side frame. */
+                unsigned reason = s->user->flags & PROFD_STACK_REASON_MASK;
+                if (s->user->flags & PROFD_STACK_TRUNCATED)
+                        r = frames_push(&j->frames, "[truncated]", NULL);
+                else if (reason != PROFD_STOP_OK && reason != PROFD_STOP_KERNEL_THREAD) {
+                        char why[64];
+                        snprintf(why, sizeof(why), "[incomplete: %s]",
+                                 reason < PROFD_STOP__MAX ? stop_names[reason] : "unknown");
+                        r = frames_push(&j->frames, why, NULL);
+                }
+                if (r < 0)
+                        return r;
+        }
+
+        j->line.n = 0;
+        if ((r = buf_add_name(&j->line, s->comm[0] ? s->comm : "[unknown]", NULL)) < 0)
+                return r;
+        for (size_t i = j->frames.n; i-- > 0;) {
+                if ((r = buf_reserve(&j->line, 1)) < 0)
+                        return r;
+                j->line.p[j->line.n++] = ';';
+                const char *name = j->frames.names.p + j->frames.offs[i];
+                size_t nl = strlen(name);
+                if ((r = buf_reserve(&j->line, nl)) < 0)
+                        return r;
+                memcpy(j->line.p + j->line.n, name, nl + 1);
+                j->line.n += nl;
+        }
+        return add_line(j, j->line.p, j->line.n, s->count);
+}
+
+int folded_job_new(ProfileWindow *w, Symbolizer *sym, ProcessTable *procs, FoldedJob **ret)
+{
+        FoldedJob *j = calloc(1, sizeof(*j));
+
+        if (!j) {
+                profile_window_free(w);
+                return -ENOMEM;
+        }
+        j->w = w;
+        j->sym = sym;
+        j->procs = procs;
+        *ret = j;
+        return 0;
+}
+
+static int cmp_stack(const void *a, const void *b)
+{
+        return strcmp(((const FoldedStack *)a)->line, ((const FoldedStack *)b)->line);
+}
+
+int folded_job_step(FoldedJob *j)
+{
+        if (j->sorted)
+                return 1;
+        for (unsigned k = 0; k < FOLDED_SAMPLES_PER_STEP && j->next < j->w->n_samples; k++, j->next++) {
+                const AggSample *s = &j->w->samples[j->next];
+                int r = fold_sample(j, s);
+                if (r < 0)
+                        return r;
+                j->total += s->count;
+        }
+        if (j->next < j->w->n_samples)
+                return 0;
+
+        j->sorted = calloc(j->n_used ? j->n_used : 1, sizeof(FoldedStack));
+        if (!j->sorted)
+                return -ENOMEM;
+        for (size_t i = 0; i < j->n_slots; i++)
+                if (j->slots[i].line) {
+                        j->sorted[j->n_sorted++] = (FoldedStack){.line = TAKE_PTR(j->slots[i].line),
+                                                                 .count = j->slots[i].count};
+                }
+        j->slots = mfree(j->slots);
+        j->n_slots = j->n_used = 0;
+        qsort(j->sorted, j->n_sorted, sizeof(FoldedStack), cmp_stack);
+        /* The window (and its stack references) is no longer needed. */
+        j->w = profile_window_free(j->w);
+        return 1;
+}
+
+size_t folded_job_stacks(FoldedJob *j, const FoldedStack **ret)
+{
+        *ret = j->sorted;
+        return j->n_sorted;
+}
+
+uint64_t folded_job_total(const FoldedJob *j)
+{
+        return j->total;
+}
+
+int folded_job_take_text(FoldedJob *j, void **ret_data, size_t *ret_size)
+{
+        Buf out = {};
+        int r;
+
+        if (!j->sorted)
+                return -EBUSY;
+        if ((r = buf_reserve(&out, 0)) < 0)
+                return r;
+        for (size_t i = 0; i < j->n_sorted; i++) {
+                size_t n = strlen(j->sorted[i].line);
+                if ((r = buf_reserve(&out, n + 24)) < 0) {
+                        free(out.p);
+                        return r;
+                }
+                memcpy(out.p + out.n, j->sorted[i].line, n);
+                out.n += n;
+                out.n += (size_t)snprintf(out.p + out.n, 24, " %" PRIu64 "\n", j->sorted[i].count);
+        }
+        *ret_data = out.p;
+        *ret_size = out.n;
+        return 0;
+}
+
+FoldedJob *folded_job_free(FoldedJob *j)
+{
+        if (!j)
+                return NULL;
+        profile_window_free(j->w);
+        for (size_t i = 0; i < j->n_slots; i++)
+                free(j->slots[i].line);
+        free(j->slots);
+        for (size_t i = 0; i < j->n_sorted; i++)
+                free(j->sorted[i].line);
+        free(j->sorted);
+        free(j->frames.names.p);
+        free(j->frames.offs);
+        free(j->line.p);
+        free(j);
+        return NULL;
+}
