@@ -197,14 +197,19 @@ def traces(profile_path, sample_index="samples"):
             continue
         labels, frames, value = {}, [], None
         for l in lines:
+            # Label lines precede the value line: "%10s:  %s" (values joined by spaces; go 1.19
+            # prints no brackets, older versions "[v1, v2]"). Kept whole: one value per key here.
+            lm = re.match(r"^\s*(\S+):  (.*)$", l) if value is None else None
+            if lm:
+                v = lm.group(2).strip()
+                if v.startswith("[") and v.endswith("]"):
+                    v = v[1:-1]
+                labels[lm.group(1)] = [v]
+                continue
             m = re.match(r"^\s*(\S+)\s{2,}(\S.*)$", l) if value is None else None
             if value is None and m and not l.startswith("           "):
                 value, first = m.group(1), m.group(2).strip()
                 frames.append(first)
-                continue
-            lm = re.match(r"^\s+(\S+):\s+\[(.*)\]\s*$", l)
-            if lm and value is None:
-                labels[lm.group(1)] = [v.strip() for v in lm.group(2).split(",")]
                 continue
             frames.append(l.strip())
         if value is None:
