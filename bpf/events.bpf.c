@@ -3,9 +3,11 @@
  * process, and new executable file mappings (dlopen, mmap PROT_EXEC, mprotect +X).
  *
  * Every hook here works without a tracefs/debugfs mount: tp_btf and fentry/fexit (BPF
- * trampolines, 5.5+) first; raw_tp and kprobes (perf_event_open on the kprobe PMU) as fallbacks
- * that the daemon attaches when a trampoline cannot be attached. All handlers read the kernel with
- * BPF_CORE_READ so the same code serves the BTF-typed and the untyped (raw_tp/kprobe) variant.
+ * trampolines, 5.5+) first; then kprobes (perf_event_open on the kprobe PMU), the raw syscall exit
+ * tracepoint (for mmap/mprotect) and raw_tp, which the daemon attaches when the better hook cannot
+ * be loaded or attached (some kernels forbid trampolines, some are built without kprobes). All handlers read
+ * the kernel with BPF_CORE_READ so the same code serves the BTF-typed and the untyped (raw_tp/kprobe)
+ * variant.
  *
  * Events go over one ring buffer; when it is full the event is lost and counted per type. */
 #include "vmlinux.h"
@@ -122,6 +124,34 @@ static __always_inline int on_mmap_done(struct file *file, __u64 len, __u64 prot
         return 0;
 }
 
+/* JIT runtimes flip code pages between writable and executable (W^X) thousands of times a
+ * second; one event per process per this interval is enough for the daemon, which re-reads all
+ * of /proc/PID/maps anyway. Only mprotect events are limited: mmap of files is rare. */
+#define MPROTECT_EVENT_INTERVAL_NS (100 * 1000 * 1000ULL)
+/* Processes remembered for that limit; LRU, so the oldest are forgotten first. */
+#define MPROTECT_RATELIMIT_PIDS 4096
+
+struct {
+        __uint(type, BPF_MAP_TYPE_LRU_HASH);
+        __uint(max_entries, MPROTECT_RATELIMIT_PIDS);
+        __type(key, __u32);
+        __type(value, __u64);
+} mprotect_last SEC(".maps");
+
+static __always_inline void emit_mprotect(__u64 start, __u64 len)
+{
+        __u32 tgid = current_tgid();
+        __u64 now = bpf_ktime_get_ns(), *last;
+
+        last = bpf_map_lookup_elem(&mprotect_last, &tgid);
+        if (last && now - *last < MPROTECT_EVENT_INTERVAL_NS) {
+                count(PROFD_EVCNT_RATELIMITED);
+                return;
+        }
+        bpf_map_update_elem(&mprotect_last, &tgid, &now, BPF_ANY);
+        emit(PROFD_EV_MMAP_EXEC, tgid, 0, start, len);
+}
+
 static __always_inline int on_mprotect(struct vm_area_struct *vma, __u64 prot)
 {
         __u64 start, end;
@@ -130,7 +160,35 @@ static __always_inline int on_mprotect(struct vm_area_struct *vma, __u64 prot)
                 return 0;
         start = BPF_CORE_READ(vma, vm_start);
         end = BPF_CORE_READ(vma, vm_end);
-        emit(PROFD_EV_MMAP_EXEC, current_tgid(), 0, start, end - start);
+        emit_mprotect(start, end - start);
+        return 0;
+}
+
+/* x86-64 syscall numbers and mmap flags (uapi, stable). */
+#define NR_MMAP 9
+#define NR_MPROTECT 10
+#define NR_PKEY_MPROTECT 329
+#define MAP_ANONYMOUS 0x20
+
+/* Where no trampoline and no kprobe can be attached: the raw syscall exit tracepoint sees every
+ * syscall (a few ns each), keeps mmap/mprotect that made something executable. The arguments are
+ * still in the saved user registers (rdi, rsi, rdx, r10). */
+static __always_inline int on_sys_exit(struct pt_regs *regs, long ret)
+{
+        long nr = BPF_CORE_READ(regs, orig_ax);
+        __u64 prot;
+
+        if (nr != NR_MMAP && nr != NR_MPROTECT && nr != NR_PKEY_MPROTECT)
+                return 0;
+        prot = BPF_CORE_READ(regs, dx);
+        if (!(prot & PROT_EXEC) || (unsigned long)ret >= (unsigned long)-MAX_ERRNO)
+                return 0;
+        if (nr == NR_MMAP) {
+                if (BPF_CORE_READ(regs, r10) & MAP_ANONYMOUS)
+                        return 0;
+                emit(PROFD_EV_MMAP_EXEC, current_tgid(), 0, ret, BPF_CORE_READ(regs, si));
+        } else
+                emit_mprotect(BPF_CORE_READ(regs, di), BPF_CORE_READ(regs, si));
         return 0;
 }
 
@@ -199,6 +257,18 @@ int BPF_KPROBE(kp_mmap, struct file *file, unsigned long prot)
         if (file && (prot & PROT_EXEC))
                 emit(PROFD_EV_MMAP_EXEC, current_tgid(), 0, PROFD_EV_ADDR_UNKNOWN, 0);
         return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(tp_sys_exit, struct pt_regs *regs, long ret)
+{
+        return on_sys_exit(regs, ret);
+}
+
+SEC("raw_tp/sys_exit")
+int raw_sys_exit(struct bpf_raw_tracepoint_args *ctx)
+{
+        return on_sys_exit((struct pt_regs *)ctx->args[0], (long)ctx->args[1]);
 }
 
 SEC("kprobe/security_file_mprotect")

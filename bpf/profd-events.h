@@ -27,7 +27,8 @@ _Static_assert(sizeof(struct profd_event) == 40, "profd_event layout");
  * buffer was full. Types are < 8 (enum profd_event_type). */
 #define PROFD_EVCNT_SENT 0
 #define PROFD_EVCNT_DROPPED 8
-#define PROFD_EVCNT__MAX 16
+#define PROFD_EVCNT_RATELIMITED 16 /* mprotect +X events not sent: same process < 100 ms ago */
+#define PROFD_EVCNT__MAX 17
 
 /* MMAP_EXEC with addr 0: "some executable file mapping is being created, address not known yet"
  * (fallback hooks that run before the mapping exists); the daemon re-reads maps a little later. */

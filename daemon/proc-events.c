@@ -13,14 +13,23 @@
 #include "log.h"
 #include "proc-events.h"
 
-/* One hook: the BTF-typed program, and the one attached when that cannot be. */
-typedef struct Hook {
-        const char *name;     /* metrics label */
-        const char *btf_name; /* what must exist in vmlinux BTF for the primary to load */
+/* Ways to attach one hook, best first. */
+#define HOOK_MAX_WAYS 4
+
+typedef struct HookWay {
+        struct bpf_program *prog;
+        const char *via;      /* metrics label: "tp_btf", "fexit", "kprobe", "sys_exit", ... */
+        const char *btf_name; /* must exist in vmlinux BTF for prog to load (NULL: no need) */
         int btf_kind;
-        struct bpf_program *primary, *fallback;
-        struct bpf_link *link;
-        const char *attached; /* "tp_btf", "fentry", "raw_tp", "kprobe", or NULL: not attached */
+        bool trampoline; /* fentry/fexit: some kernels refuse to load these at all */
+} HookWay;
+
+typedef struct Hook {
+        const char *name; /* metrics label */
+        HookWay ways[HOOK_MAX_WAYS];
+        struct bpf_link *link; /* NULL when attached through another hook's program */
+        const char *attached;  /* via of the way in use, or NULL */
+        struct bpf_program *attached_prog;
 } Hook;
 
 enum { HOOK_EXEC, HOOK_EXIT, HOOK_FORK, HOOK_MMAP, HOOK_MPROTECT, _HOOK_MAX };
@@ -85,47 +94,79 @@ static bool btf_has(const struct btf *btf, const char *name, int kind)
         return btf && btf__find_by_name_kind(btf, name, kind) > 0;
 }
 
+/* The first way of each hook that attaches wins; a program that serves two hooks (the syscall
+ * exit tracepoint sees mmap and mprotect) is attached once. */
 static int hooks_attach(ProcEvents *pe)
 {
         unsigned n_attached = 0;
 
         for (size_t i = 0; i < _HOOK_MAX; i++) {
                 Hook *h = &pe->hooks[i];
-                struct bpf_link *l = NULL;
-                int r = -ENOENT;
 
-                if (bpf_program__autoload(h->primary)) {
-                        l = bpf_program__attach(h->primary);
-                        if (l) {
-                                h->attached = i <= HOOK_FORK   ? "tp_btf"
-                                              : i == HOOK_MMAP ? "fexit"
-                                                               : "fentry";
-                        } else {
-                                r = -errno;
-                                log_debug_errno(r, "Attaching %s hook %s failed, trying fallback: %m",
-                                                h->name, bpf_program__section_name(h->primary));
+                for (size_t w = 0; w < HOOK_MAX_WAYS && h->ways[w].prog && !h->attached; w++) {
+                        HookWay *way = &h->ways[w];
+                        struct bpf_link *l;
+
+                        if (!bpf_program__autoload(way->prog))
+                                continue;
+                        for (size_t k = 0; k < i; k++)
+                                if (pe->hooks[k].attached_prog == way->prog) {
+                                        h->attached = way->via;
+                                        h->attached_prog = way->prog;
+                                }
+                        if (h->attached)
+                                break;
+                        l = bpf_program__attach(way->prog);
+                        if (!l) {
+                                log_debug_errno(-errno, "Attaching %s hook as %s failed: %m", h->name,
+                                                bpf_program__section_name(way->prog));
+                                continue;
                         }
+                        h->link = l;
+                        h->attached = way->via;
+                        h->attached_prog = way->prog;
                 }
-                if (!l) {
-                        l = bpf_program__attach(h->fallback);
-                        if (l)
-                                h->attached = i <= HOOK_FORK ? "raw_tp" : "kprobe";
-                        else {
-                                r = -errno;
-                                log_warning_errno(r,
-                                                  "Cannot attach %s hook (%s): %m; %s events come only from "
-                                                  "the reconcile sweep",
-                                                  h->name, bpf_program__section_name(h->fallback), h->name);
-                        }
-                }
-                h->link = l;
-                if (l)
+                if (h->attached)
                         n_attached++;
+                else
+                        log_warning("Cannot attach the %s hook in any way; the reconcile sweep and the "
+                                    "unwinder's unknown-pid/pc reports stand in for its events",
+                                    h->name);
         }
         return n_attached > 0 ? 0 : -ENOENT;
 }
 
-static int events_load(ProcEvents *pe, bool primaries)
+static void hooks_init(ProcEvents *pe)
+{
+        struct events_bpf *s = pe->skel;
+        Hook *h = pe->hooks;
+
+        h[HOOK_EXEC] =
+                (Hook){"exec",
+                       {{s->progs.tp_exec, "tp_btf", "btf_trace_sched_process_exec", BTF_KIND_TYPEDEF},
+                        {s->progs.raw_exec, "raw_tp"}}};
+        h[HOOK_EXIT] =
+                (Hook){"exit",
+                       {{s->progs.tp_exit, "tp_btf", "btf_trace_sched_process_exit", BTF_KIND_TYPEDEF},
+                        {s->progs.raw_exit, "raw_tp"}}};
+        h[HOOK_FORK] =
+                (Hook){"fork",
+                       {{s->progs.tp_fork, "tp_btf", "btf_trace_sched_process_fork", BTF_KIND_TYPEDEF},
+                        {s->progs.raw_fork, "raw_tp"}}};
+        h[HOOK_MMAP] = (Hook){"mmap",
+                              {{s->progs.fexit_mmap, "fexit", "vm_mmap_pgoff", BTF_KIND_FUNC, true},
+                               {s->progs.kp_mmap, "kprobe"},
+                               {s->progs.tp_sys_exit, "sys_exit", "btf_trace_sys_exit", BTF_KIND_TYPEDEF},
+                               {s->progs.raw_sys_exit, "raw_sys_exit"}}};
+        h[HOOK_MPROTECT] =
+                (Hook){"mprotect",
+                       {{s->progs.fentry_mprotect, "fentry", "security_file_mprotect", BTF_KIND_FUNC, true},
+                        {s->progs.kp_mprotect, "kprobe"},
+                        {s->progs.tp_sys_exit, "sys_exit", "btf_trace_sys_exit", BTF_KIND_TYPEDEF},
+                        {s->progs.raw_sys_exit, "raw_sys_exit"}}};
+}
+
+static int events_load(ProcEvents *pe, bool trampolines)
 {
         struct btf *vmlinux = NULL;
         int r;
@@ -134,34 +175,25 @@ static int events_load(ProcEvents *pe, bool primaries)
         if (!pe->skel)
                 return log_error_errno(-errno, "Opening process events BPF object failed: %m");
         pe->skel->rodata->self_tgid = getpid();
+        hooks_init(pe);
 
-        pe->hooks[HOOK_EXEC] = (Hook){"exec", "btf_trace_sched_process_exec", BTF_KIND_TYPEDEF,
-                                      pe->skel->progs.tp_exec, pe->skel->progs.raw_exec};
-        pe->hooks[HOOK_EXIT] = (Hook){"exit", "btf_trace_sched_process_exit", BTF_KIND_TYPEDEF,
-                                      pe->skel->progs.tp_exit, pe->skel->progs.raw_exit};
-        pe->hooks[HOOK_FORK] = (Hook){"fork", "btf_trace_sched_process_fork", BTF_KIND_TYPEDEF,
-                                      pe->skel->progs.tp_fork, pe->skel->progs.raw_fork};
-        pe->hooks[HOOK_MMAP] = (Hook){"mmap", "vm_mmap_pgoff", BTF_KIND_FUNC, pe->skel->progs.fexit_mmap,
-                                      pe->skel->progs.kp_mmap};
-        pe->hooks[HOOK_MPROTECT] = (Hook){"mprotect", "security_file_mprotect", BTF_KIND_FUNC,
-                                          pe->skel->progs.fentry_mprotect, pe->skel->progs.kp_mprotect};
-
-        /* A trampoline whose target is missing from BTF fails the whole object's load: leave
-         * those out up front rather than learn it from the verifier. */
+        /* A program whose target is missing from BTF fails the whole object's load: leave those
+         * out up front rather than learn it from the verifier. */
         vmlinux = btf__load_vmlinux_btf();
-        for (size_t i = 0; i < _HOOK_MAX; i++) {
-                Hook *h = &pe->hooks[i];
-                bool ok = primaries && btf_has(vmlinux, h->btf_name, h->btf_kind);
-
-                bpf_program__set_autoload(h->primary, ok);
-        }
+        for (size_t i = 0; i < _HOOK_MAX; i++)
+                for (size_t w = 0; w < HOOK_MAX_WAYS && pe->hooks[i].ways[w].prog; w++) {
+                        const HookWay *way = &pe->hooks[i].ways[w];
+                        bool ok = (!way->btf_name || btf_has(vmlinux, way->btf_name, way->btf_kind)) &&
+                                  (trampolines || !way->trampoline);
+                        bpf_program__set_autoload(way->prog, ok);
+                }
         btf__free(vmlinux);
 
         r = events_bpf__load(pe->skel);
         if (r < 0)
-                return log_full_errno(primaries ? LOG_DEBUG : LOG_ERR, r,
+                return log_full_errno(trampolines ? LOG_DEBUG : LOG_ERR, r,
                                       "Loading process events BPF programs%s failed: %m",
-                                      primaries ? "" : " (fallback hooks only)");
+                                      trampolines ? "" : " (without trampolines)");
         return 0;
 }
 
@@ -181,6 +213,8 @@ int proc_events_new(sd_event *e, proc_event_fn fn, void *userdata, ProcEvents **
                 events_bpf__destroy(pe->skel);
                 pe->skel = NULL;
                 memset(pe->hooks, 0, sizeof(pe->hooks));
+                /* Kernels that refuse trampolines (EPERM under some BPF policies, ENOTSUPP without
+                 * ftrace) fail the whole load: do without them. */
                 r = events_load(pe, false);
                 if (r < 0)
                         goto fail;
@@ -294,4 +328,9 @@ void proc_events_write_metrics(const ProcEvents *pe, FILE *f)
         for (size_t i = 0; i < _HOOK_MAX; i++)
                 fprintf(f, "profd_process_event_hook{hook=\"%s\",via=\"%s\"} 1\n", pe->hooks[i].name,
                         pe->hooks[i].attached ?: "none");
+        fputs("# HELP profd_process_events_ratelimited_total mprotect +X events not sent: same process "
+              "within 100 ms.\n"
+              "# TYPE profd_process_events_ratelimited_total counter\n",
+              f);
+        fprintf(f, "profd_process_events_ratelimited_total %" PRIu64 "\n", c[PROFD_EVCNT_RATELIMITED]);
 }

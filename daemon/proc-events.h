@@ -3,6 +3,7 @@
  * and from the unwinder (unknown pid / pc), read from BPF ring buffers in the sd-event loop. */
 #pragma once
 
+#include <linux/types.h>
 #include <stdio.h>
 #include <systemd/sd-event.h>
 

@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* Loads the real process event hooks (bpf/events.bpf.c) and checks that exec, dlopen (new
+ * executable mapping), fork and exit of a real child arrive over the ring buffer, with the right
+ * pids and the address of the library's mapping. Needs root; SKIPs (77) otherwise. */
+#include <inttypes.h>
+#include <systemd/sd-event.h>
+
+#include "driver.h"
+#include "log.h"
+#include "proc-events.h"
+
+#define MAX_EVENTS 4096
+
+static struct profd_event events[MAX_EVENTS];
+static size_t n_events;
+
+static void on_event(const struct profd_event *ev, void *userdata)
+{
+        if (n_events < MAX_EVENTS)
+                events[n_events++] = *ev;
+}
+
+static const struct profd_event *find(uint32_t type, uint32_t pid, uint64_t addr_in_lo, uint64_t addr_in_hi)
+{
+        for (size_t i = 0; i < n_events; i++)
+                if (events[i].type == type && events[i].pid == pid &&
+                    (addr_in_hi == 0 ||
+                     (events[i].addr <= addr_in_lo && addr_in_lo < events[i].addr + events[i].len)))
+                        return &events[i];
+        return NULL;
+}
+
+/* Runs the loop until the event shows up or 5 s pass. */
+static const struct profd_event *wait_for(sd_event *e, uint32_t type, uint32_t pid, uint64_t addr)
+{
+        uint64_t deadline = mono_ns() + 5000000000ULL;
+        const struct profd_event *ev;
+
+        while (!(ev = find(type, pid, addr, addr ? 1 : 0)) && mono_ns() < deadline)
+                (void)sd_event_run(e, 100 * 1000);
+        return ev;
+}
+
+int main(int argc, char **argv)
+{
+        _cleanup_(proc_events_freep) ProcEvents *pe = NULL;
+        sd_event *e = NULL;
+        Helper h = {};
+        char line[256], metrics[8192];
+        const struct profd_event *ev;
+        unsigned long fn_addr = 0;
+        int fork_pid = 0, r;
+        FILE *mf;
+
+        if (argc < 3) {
+                fprintf(stderr, "usage: %s HELPER LIB\n", argv[0]);
+                return 2;
+        }
+        if (geteuid() != 0) {
+                printf("======================================================================\n"
+                       "SKIP: loading BPF needs root\n"
+                       "======================================================================\n");
+                return 77;
+        }
+        log_set_max_level(LOG_DEBUG);
+        r = sd_event_default(&e);
+        if (r < 0)
+                return 1;
+        r = proc_events_new(e, on_event, NULL, &pe);
+        if (r < 0) {
+                printf("FAIL loading process event hooks: %s\n", strerror(-r));
+                return 1;
+        }
+
+        r = helper_start(&h, argv[1], argv[2]);
+        CHECK(r >= 0 && helper_cmd(&h, NULL, line, sizeof(line)) >= 0 && strcmp(line, "ready") == 0,
+              "helper started (pid %d)", (int)h.pid);
+        ev = wait_for(e, PROFD_EV_FORK, h.pid, 0);
+        CHECK(ev && ev->ppid == (uint32_t)getpid(), "fork event for the helper with our pid as parent");
+        ev = wait_for(e, PROFD_EV_EXEC, h.pid, 0);
+        CHECK(ev, "exec event for the helper");
+        if (ev)
+                printf("     exec event delivered %.3f ms after fork()\n",
+                       (double)(ev->ktime_ns - h.spawned_ns) / 1e6);
+
+        CHECK(helper_cmd(&h, "dlopen", line, sizeof(line)) >= 0 && sscanf(line, "dlopen %lx", &fn_addr) == 1,
+              "helper dlopen()ed the library: %s", line);
+        ev = wait_for(e, PROFD_EV_MMAP_EXEC, h.pid, fn_addr);
+        CHECK(ev, "mmap_exec event whose range holds the library function at %#lx", fn_addr);
+        if (ev)
+                printf("     mapping %#llx+%#llx\n", (unsigned long long)ev->addr,
+                       (unsigned long long)ev->len);
+
+        CHECK(helper_cmd(&h, "fork", line, sizeof(line)) >= 0 && sscanf(line, "fork %d", &fork_pid) == 1,
+              "helper forked: %s", line);
+        ev = wait_for(e, PROFD_EV_FORK, fork_pid, 0);
+        CHECK(ev && ev->ppid == (uint32_t)h.pid, "fork event for the grandchild, parent = helper");
+        CHECK(wait_for(e, PROFD_EV_EXIT, fork_pid, 0), "exit event for the grandchild");
+
+        CHECK(helper_finish(&h) == 0, "helper exited cleanly");
+        CHECK(wait_for(e, PROFD_EV_EXIT, h.pid, 0), "exit event for the helper");
+
+        /* Threads are not processes: a multi-threaded exit must give one exit event. */
+        size_t exits = 0;
+        for (size_t i = 0; i < n_events; i++)
+                exits += events[i].type == PROFD_EV_EXIT && events[i].pid == (uint32_t)h.pid;
+        CHECK(exits == 1, "exactly one exit event for the helper (got %zu)", exits);
+
+        mf = fmemopen(metrics, sizeof(metrics), "w");
+        proc_events_write_metrics(pe, mf);
+        fclose(mf);
+        CHECK(strstr(metrics, "profd_process_events_dropped_total{type=\"exec\",reason=\"ringbuf_full\"} 0"),
+              "no exec event dropped");
+        CHECK(!strstr(metrics, "via=\"none\""), "every hook attached");
+        printf("%s", metrics);
+
+        sd_event_unref(e);
+        printf("%s\n", failures ? "FAILED" : "all checks passed");
+        return failures ? 1 : 0;
+}
