@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* profd: wiring only. Every component lives in its own file; this creates them in dependency order,
+ * connects the sampler's intervals to the aggregator and the process table, and runs the loop. */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <systemd/sd-event.h>
+#include <time.h>
+
+#include "daemon.h"
+#include "http-server.h"
+#include "log.h"
+
+/* Drain period: the granularity of the history (requests cut exactly on their own anyway). */
+#define DRAIN_INTERVAL_NS (1 * NSEC_PER_SEC)
+/* Exited processes stay symbolizable this long: a window can be at most --max-seconds old when it
+ * is rendered, plus the drain and build time. */
+#define EXIT_GRACE_EXTRA_NS (60 * NSEC_PER_SEC)
+#define PROCESS_GC_INTERVAL_USEC (10 * USEC_PER_SEC)
+/* cgroup ids remembered (unit / container_id labels); a host rarely has more live cgroups. */
+#define CGROUP_CACHE_MAX 16384
+
+static uint64_t now_realtime_ns(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+}
+
+static void on_interval(void *userdata, uint64_t start_ns, uint64_t end_ns, const SampleRecord *records,
+                        size_t n)
+{
+        Daemon *d = userdata;
+
+        aggregator_add_interval(d->aggregator, start_ns, end_ns, records, n);
+
+        /* Resolve new cgroup ids now, while the cgroups exist (cached for the history). */
+        if (d->cgroups)
+                for (size_t i = 0; i < n; i++)
+                        cgroup_resolver_note(d->cgroups, records[i].cgroup_id, end_ns);
+
+        /* Read the maps of newly sampled processes now, while they still exist, so that a process
+         * that exits before its window is rendered can still be symbolized. */
+        _cleanup_free_ uint32_t *pids = NULL;
+        size_t n_pids = aggregator_take_pids(d->aggregator, &pids);
+        for (size_t i = 0; i < n_pids; i++) {
+                Process *p;
+                if (pids[i] != 0)
+                        (void)process_table_get(d->processes, (pid_t)pids[i], &p);
+        }
+}
+
+static int on_process_gc(sd_event_source *s, uint64_t usec, void *userdata)
+{
+        Daemon *d = userdata;
+        process_table_gc(d->processes, now_realtime_ns());
+        if (d->cgroups)
+                cgroup_resolver_gc(d->cgroups, now_realtime_ns());
+        int r = sd_event_source_set_time_relative(s, PROCESS_GC_INTERVAL_USEC);
+        if (r < 0)
+                return r;
+        return sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+}
+
+static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata)
+{
+        Daemon *d = userdata;
+        log_info("Received %s, shutting down", strsignal((int)si->ssi_signo));
+        /* systemd integration: STOPPING=1 goes here. */
+        return sd_event_exit(d->event, 0);
+}
+
+static void daemon_done(Daemon *d)
+{
+        /* HTTP first (answers waiting requests), then the sampler (detaches every BPF link and perf
+         * event), then what they used. */
+        d->http = http_server_free(d->http);
+        d->cgroup_filter = cgroup_filter_free(d->cgroup_filter);
+        d->sampler = sampler_free(d->sampler);
+        d->cgroups = cgroup_resolver_free(d->cgroups);
+        d->aggregator = aggregator_free(d->aggregator);
+        d->symbolizer = symbolizer_free(d->symbolizer);
+        d->processes = process_table_free(d->processes);
+        d->event = sd_event_unref(d->event);
+        options_done(&d->options);
+}
+
+static int run(int argc, char **argv)
+{
+        _cleanup_(daemon_done) Daemon d = {};
+        int r;
+
+        r = options_parse(argc, argv, &d.options);
+        if (r == -EINVAL)
+                return 2;
+        if (r < 0)
+                return 1;
+        if (r > 0)
+                return 0;
+
+        log_open();
+        log_set_max_level(d.options.log_level);
+        d.start_ns = now_realtime_ns();
+
+        r = sd_event_default(&d.event);
+        if (r < 0)
+                return log_error_errno(r, "Cannot create the event loop: %m"), 1;
+
+        sigset_t mask;
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+                return log_error_errno(errno, "Cannot block signals: %m"), 1;
+        signal(SIGPIPE, SIG_IGN);
+        r = sd_event_add_signal(d.event, NULL, SIGTERM, on_signal, &d);
+        if (r >= 0)
+                r = sd_event_add_signal(d.event, NULL, SIGINT, on_signal, &d);
+        if (r < 0)
+                return log_error_errno(r, "Cannot watch SIGTERM/SIGINT: %m"), 1;
+
+        /* systemd integration: sd-event's watchdog (sd_event_set_watchdog) goes here. */
+
+        uint64_t history_ns = (uint64_t)d.options.max_seconds * NSEC_PER_SEC + EXIT_GRACE_EXTRA_NS;
+        r = aggregator_new(history_ns, d.options.frequency_hz, &d.aggregator);
+        if (r < 0)
+                return log_error_errno(r, "Cannot create the aggregator: %m"), 1;
+        r = process_table_new(history_ns, &d.processes);
+        if (r < 0)
+                return log_error_errno(r, "Cannot create the process table: %m"), 1;
+        r = cgroup_resolver_new(NULL, CGROUP_CACHE_MAX, history_ns, &d.cgroups);
+        if (r < 0) {
+                if (d.options.filter.n_units > 0 || d.options.filter.n_cgroups > 0)
+                        return log_error_errno(r, "--unit/--cgroup need a cgroup v2 hierarchy: %m"), 1;
+                log_warning_errno(r, "No cgroup v2 hierarchy, samples get no unit/container_id labels: %m");
+        }
+        r = symbolizer_new(&d.symbolizer);
+        if (r < 0)
+                return log_error_errno(r, "Cannot create the symbolizer: %m"), 1;
+
+        SamplerOptions so = {.frequency_hz = d.options.frequency_hz, .drain_interval_ns = DRAIN_INTERVAL_NS};
+        sample_filter_to_bpf(&d.options.filter, &so.filter);
+        r = sampler_new(d.event, &so, on_interval, &d, &d.sampler);
+        if (r < 0)
+                return log_error_errno(r, "Cannot create the sampler: %m"), 1;
+
+        /* Listen before loading BPF so a port conflict fails fast; /healthz says 503 until live. */
+        r = http_server_new(&d, &d.http);
+        if (r < 0)
+                return 1; /* logged */
+
+        r = sampler_start(d.sampler);
+        if (r < 0)
+                return log_error_errno(r, "Cannot start sampling: %m"), 1;
+
+        r = cgroup_filter_new(d.event, &d.options.filter, d.cgroups, sampler_bpf_object(d.sampler),
+                              &d.cgroup_filter);
+        if (r < 0)
+                return 1; /* logged */
+        if (!sample_filter_is_empty(&d.options.filter)) {
+                char desc[1024];
+                sample_filter_describe(&d.options.filter, desc, sizeof(desc));
+                log_info("Sampling only: %s", desc);
+        }
+
+        r = sd_event_add_time_relative(d.event, NULL, CLOCK_MONOTONIC, PROCESS_GC_INTERVAL_USEC,
+                                       USEC_PER_SEC, on_process_gc, &d);
+        if (r < 0)
+                return log_error_errno(r, "Cannot add the process table timer: %m"), 1;
+
+        log_info("profd %s sampling at %u Hz, serving on %s", PROFD_VERSION, d.options.frequency_hz,
+                 http_server_address(d.http));
+        /* systemd integration: READY=1 and STATUS= go here (BPF attached, HTTP listening). */
+
+        r = sd_event_loop(d.event);
+        if (r < 0)
+                return log_error_errno(r, "Event loop failed: %m"), 1;
+        return 0;
+}
+
+int main(int argc, char **argv)
+{
+        return run(argc, argv);
+}
