@@ -376,9 +376,16 @@ static int parse_cie(CfiParser *p, uint32_t si, uint64_t offset, Cie *cie)
                 if (a.overrun)
                         return cfi_fail(p->err, -EBADMSG, "%s+%#llx: truncated CIE augmentation data",
                                         s->name, (unsigned long long)offset);
-        } else if (aug[0] != 0)
-                return cfi_fail(p->err, -EOPNOTSUPP, "%s+%#llx: unsupported CIE augmentation '%s'", s->name,
-                                (unsigned long long)offset, (const char *)aug);
+        } else {
+                /* Without 'z' only flags without data can be skipped safely (.debug_frame "S"). */
+                for (const uint8_t *q = aug; *q; q++) {
+                        if (*q != 'S')
+                                return cfi_fail(p->err, -EOPNOTSUPP,
+                                                "%s+%#llx: unsupported CIE augmentation '%s'", s->name,
+                                                (unsigned long long)offset, (const char *)aug);
+                        cie->signal = true;
+                }
+        }
         if (c.overrun)
                 return cfi_fail(p->err, -EBADMSG, "%s+%#llx: truncated CIE", s->name,
                                 (unsigned long long)offset);

@@ -33,7 +33,6 @@ struct TableBuilder {
         uint32_t *hash; /* rule index + 1, 0 = empty */
         size_t hash_size;
 
-        uint64_t end_rule_valid;
         size_t cur_bytes, peak_bytes;
 };
 
@@ -240,6 +239,7 @@ int builder_interval(TableBuilder *b, uint64_t a, uint64_t e, const struct profd
         }
 
         if (b->have_rows && a > b->cov_end) {
+                b->stats->rows_raw++;
                 r = end_index(b, &idx);
                 if (r < 0)
                         return r;
@@ -268,6 +268,7 @@ int builder_finish(TableBuilder *b, UnwindTable *t)
 
         if (!b->have_rows)
                 return cfi_fail(b->err, -ENODATA, "no FDE covers any executable address");
+        b->stats->rows_raw++;
         r = end_index(b, &idx);
         if (r < 0)
                 return r;

@@ -360,6 +360,11 @@ static int build(Elf *elf, const UnwindTableOptions *opts, UnwindTable *t, CfiEr
         r = text_ranges(elf, &text, err);
         if (r < 0)
                 return r;
+        size_t shnum;
+        if (elf_getshdrnum(elf, &shnum) < 0)
+                return cfi_fail(err, -EBADMSG, "bad section headers: %s", elf_errmsg(-1));
+        if (shnum == 0)
+                return cfi_fail(err, -ENODATA, "no section headers (truncated or stripped of them?)");
 
         /* Order = precedence where FDEs overlap: .eh_frame is what the runtime itself uses. */
         r = load_section(elf, ".eh_frame", ".eh_frame", true, &sections[n_sections], err);
@@ -502,6 +507,15 @@ int unwind_table_build_path(const char *path, const UnwindTableOptions *opts, Un
                         *ret_error = error_string(path, &err);
                 return r;
         }
+        struct stat st;
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+                r = -EBADF;
+                cfi_fail(&err, r, "not a regular file");
+                if (ret_error)
+                        *ret_error = error_string(path, &err);
+                close(fd);
+                return r;
+        }
         r = unwind_table_build_fd(fd, path, opts, ret, ret_error);
         close(fd);
         return r;
@@ -527,6 +541,34 @@ int unwind_table_lookup(const UnwindTable *t, uint64_t pc, struct profd_unwind_r
                         hi = mid;
         }
         *ret_rule = t->rules[t->rows[lo].rule];
+        return 0;
+}
+
+int unwind_table_validate(const UnwindTable *t)
+{
+        if (!t || t->n_pages == 0 || !t->page_index || !t->rows || !t->rules)
+                return -EUCLEAN;
+        if (t->page_index[0] != 0 || t->page_index[t->n_pages] != t->n_rows ||
+            t->n_rules > PROFD_UT_MAX_RULES)
+                return -EUCLEAN;
+        if (t->base & (PROFD_UT_PAGE_SIZE - 1))
+                return -EUCLEAN;
+        for (uint32_t p = 0; p < t->n_pages; p++) {
+                uint32_t lo = t->page_index[p], hi = t->page_index[p + 1];
+                if (lo >= hi || hi > t->n_rows)
+                        return -EUCLEAN;
+                if (p > 0 && t->rows[lo].pc_low != 0)
+                        return -EUCLEAN;
+                for (uint32_t i = lo; i < hi; i++) {
+                        if (t->rows[i].rule >= t->n_rules)
+                                return -EUCLEAN;
+                        if (i > lo && t->rows[i].pc_low <= t->rows[i - 1].pc_low)
+                                return -EUCLEAN;
+                }
+        }
+        /* the last row ends the table */
+        if (t->rules[t->rows[t->n_rows - 1].rule].cfa_kind != PROFD_CFA_END)
+                return -EUCLEAN;
         return 0;
 }
 

@@ -73,5 +73,10 @@ int unwind_table_lookup(const UnwindTable *t, uint64_t pc, struct profd_unwind_r
 /* Identity only (GNU build ID or content hash), cheap: no CFI parsing. */
 int unwind_table_identity(int fd, uint8_t ret_id[UNWIND_TABLE_ID_MAX], size_t *ret_size, bool *ret_is_hash);
 
+/* Checks the invariants the BPF unwinder relies on (page index monotonic and complete, rows
+ * sorted within a page, every page after the first starting at offset 0, rule indices in range).
+ * Returns 0 or -EUCLEAN. */
+int unwind_table_validate(const UnwindTable *t);
+
 /* Bytes of the compact form, all-in (page index + rows + rules). */
 size_t unwind_table_bytes(const UnwindTable *t);
