@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cgroup-resolver.h"
@@ -538,6 +539,26 @@ void cgroup_resolver_note(CgroupResolver *r, uint64_t id, uint64_t now_ns)
 {
         if (id != 0)
                 (void)cgroup_resolver_get(r, id, now_ns);
+}
+
+const char *cgroup_resolver_label(void *userdata, Label label, uint64_t cgroup_id)
+{
+        CgroupResolver *r = userdata;
+        struct timespec ts;
+
+        if (!r || cgroup_id == 0)
+                return NULL;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        const CgroupInfo *i =
+                cgroup_resolver_get(r, cgroup_id, (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec);
+        switch (label) {
+        case LABEL_UNIT:
+                return i->unit;
+        case LABEL_CONTAINER_ID:
+                return i->container_id;
+        default:
+                return NULL;
+        }
 }
 
 void cgroup_resolver_gc(CgroupResolver *r, uint64_t now_ns)

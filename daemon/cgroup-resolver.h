@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "labels.h"
 #include "macro.h"
 
 typedef struct CgroupResolver CgroupResolver;
@@ -40,6 +41,10 @@ void cgroup_resolver_note(CgroupResolver *r, uint64_t id, uint64_t now_ns);
 /* Forget ids unused for keep_ns. */
 void cgroup_resolver_gc(CgroupResolver *r, uint64_t now_ns);
 void cgroup_resolver_write_metrics(const CgroupResolver *r, FILE *f);
+
+/* For PprofOptions.cgroup_label (userdata: the resolver): the sample's unit or container id, or
+ * NULL when it has none. */
+const char *cgroup_resolver_label(void *userdata, Label label, uint64_t cgroup_id);
 
 /* A cgroup directory found by name or path, for filters. level: depth below the v2 root (root 0),
  * as bpf_get_current_ancestor_cgroup_id() counts it. */

@@ -5,8 +5,10 @@
 #include <systemd/sd-event.h>
 
 #include "aggregator.h"
+#include "cgroup-resolver.h"
 #include "options.h"
 #include "process-table.h"
+#include "sample-filter.h"
 #include "sampler.h"
 #include "symbolizer.h"
 
@@ -20,5 +22,7 @@ typedef struct Daemon {
         ProcessTable *processes;
         Symbolizer *symbolizer;
         HttpServer *http;
+        CgroupResolver *cgroups;     /* NULL without a cgroup2 mount */
+        CgroupFilter *cgroup_filter; /* NULL without --unit/--cgroup */
         uint64_t start_ns;
 } Daemon;

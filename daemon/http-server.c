@@ -28,6 +28,8 @@
 #include "log.h"
 #include "metrics.h"
 #include "pprof-encode.h"
+#include "flamegraph.h"
+#include "folded.h"
 
 /* Each connection costs a little memory; scrapers use one or two. */
 #define HTTP_CONNECTION_LIMIT 64
@@ -144,15 +146,84 @@ static const ProfileRenderer pprof_renderer = {
         .free = pprof_free,
 };
 
+static int folded_start(Daemon *d, ProfileWindow *w, const ProfileQuery *q, void **ret_job)
+{
+        return folded_job_new(w, d->symbolizer, d->processes, (FoldedJob **)ret_job);
+}
+static int folded_step(void *job)
+{
+        return folded_job_step(job);
+}
+static int folded_take(void *job, void **ret_data, size_t *ret_size)
+{
+        return folded_job_take_text(job, ret_data, ret_size);
+}
+static void folded_free(void *job)
+{
+        folded_job_free(job);
+}
+
+static const ProfileRenderer folded_renderer = {
+        .format = "folded",
+        .content_type = "text/plain; charset=utf-8",
+        .start = folded_start,
+        .step = folded_step,
+        .take_result = folded_take,
+        .free = folded_free,
+};
+
+static int flamegraph_start(Daemon *d, ProfileWindow *w, const ProfileQuery *q, void **ret_job)
+{
+        char host[256] = "", filters[1024], title[400], subtitle[1400], when[64];
+        time_t t0 = (time_t)(w->start_ns / NSEC_PER_SEC);
+        struct tm tm;
+
+        (void)gethostname(host, sizeof(host) - 1);
+        sample_filter_describe(&q->filter, filters, sizeof(filters));
+        strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", gmtime_r(&t0, &tm));
+        snprintf(title, sizeof(title), "CPU flame graph of %s", host[0] ? host : "this host");
+        snprintf(subtitle, sizeof(subtitle), "%u s from %s at %u Hz per CPU, %" PRIu64 " samples%s%s",
+                 q->seconds, when, w->frequency_hz, w->total, filters[0] ? "; filters: " : "", filters);
+        FlamegraphInfo info = {.title = title, .subtitle = subtitle};
+        return flamegraph_job_new(w, d->symbolizer, d->processes, &info, (FlamegraphJob **)ret_job);
+}
+static int flamegraph_step(void *job)
+{
+        return flamegraph_job_step(job);
+}
+static int flamegraph_take(void *job, void **ret_data, size_t *ret_size)
+{
+        return flamegraph_job_take_result(job, ret_data, ret_size);
+}
+static void flamegraph_free(void *job)
+{
+        flamegraph_job_free(job);
+}
+
+static const ProfileRenderer flamegraph_renderer = {
+        .format = "flamegraph",
+        .content_type = "text/html; charset=utf-8",
+        .start = flamegraph_start,
+        .step = flamegraph_step,
+        .take_result = flamegraph_take,
+        .free = flamegraph_free,
+};
+
 /* ?format= values. */
 static const ProfileRenderer *const renderers[] = {
         &pprof_renderer,
+        &folded_renderer,
+        &flamegraph_renderer,
 };
 
 static const Route routes[] = {
         {"/debug/pprof/profile",
-         "CPU profile of the next N seconds, gzipped pprof (seconds=N, default 30; labels=LIST)",
+         "CPU profile of the next N seconds, gzipped pprof (seconds=N, default 30; labels=LIST; "
+         "filters pid=, comm=, unit=; format=folded for folded stacks)",
          "/debug/pprof/profile?seconds=30", route_profile, &pprof_renderer},
+        {"/debug/pprof/flamegraph",
+         "Interactive flame graph page of the next N seconds (same parameters as profile)",
+         "/debug/pprof/flamegraph?seconds=30", route_profile, &flamegraph_renderer},
         {"/debug/pprof/", NULL, NULL, route_index, NULL},
         {"/debug/pprof", NULL, NULL, route_index, NULL},
         {"/metrics", "Prometheus metrics of the daemon (samples, drops by reason, maps, requests)", NULL,
@@ -385,7 +456,14 @@ static void on_window_drained(void *userdata)
                 return;
         }
         s->profile_samples_total += w->total;
-        /* Per-request filters (?pid=, ?comm=, ...) go here, before rendering. */
+        /* Per-request filters (?pid=, ?comm=, ?unit=), before rendering. */
+        r = profile_window_filter(w, &req->query.filter, d->cgroups, req->t1);
+        if (r < 0) {
+                profile_window_free(w);
+                request_set_error(req, 500, "filtering the profile failed: %s\n", strerror(-r));
+                profile_finish(req);
+                return;
+        }
 
         req->state = REQUEST_RENDER;
         clock_gettime(CLOCK_MONOTONIC, &req->render_start);
@@ -493,10 +571,30 @@ static int param_format(HttpServer *s, const char *v, ProfileQuery *q, char *err
         return -EINVAL;
 }
 
+static int param_filter(const char *kind, const char *v, ProfileQuery *q, char *err, size_t errlen)
+{
+        return sample_filter_add(&q->filter, kind, v, err, errlen);
+}
+static int param_pid(HttpServer *s, const char *v, ProfileQuery *q, char *err, size_t errlen)
+{
+        return param_filter("pid", v, q, err, errlen);
+}
+static int param_comm(HttpServer *s, const char *v, ProfileQuery *q, char *err, size_t errlen)
+{
+        return param_filter("comm", v, q, err, errlen);
+}
+static int param_unit(HttpServer *s, const char *v, ProfileQuery *q, char *err, size_t errlen)
+{
+        return param_filter("unit", v, q, err, errlen);
+}
+
 static const QueryParam profile_params[] = {
         {"seconds", param_seconds},
         {"labels", param_labels},
         {"format", param_format},
+        {"pid", param_pid},
+        {"comm", param_comm},
+        {"unit", param_unit},
 };
 
 typedef struct ParseState {
@@ -516,7 +614,7 @@ static enum MHD_Result parse_one(void *cls, enum MHD_ValueKind kind, const char 
                         return st->r < 0 ? MHD_NO : MHD_YES;
                 }
         /* Rejected rather than ignored: a misspelt filter would otherwise silently profile everything. */
-        snprintf(st->err, sizeof(st->err), "unknown parameter '%.64s' (known: seconds, labels, format)",
+        snprintf(st->err, sizeof(st->err), "unknown parameter '%.64s' (known: seconds, labels, format, pid, comm, unit)",
                  key);
         st->r = -EINVAL;
         return MHD_NO;

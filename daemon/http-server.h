@@ -12,6 +12,7 @@
 #include "aggregator.h"
 #include "labels.h"
 #include "macro.h"
+#include "sample-filter.h"
 
 typedef struct Daemon Daemon;
 typedef struct HttpServer HttpServer;
@@ -38,6 +39,7 @@ struct ProfileQuery {
         unsigned seconds;
         LabelSet labels;
         const ProfileRenderer *renderer;
+        SampleFilter filter; /* ?pid= ?comm= ?unit= */
 };
 
 /* Listens on the socket passed by systemd (sd_listen_fds) if there is one, else on

@@ -74,6 +74,8 @@ int metrics_render(Daemon *d, char **ret_text, size_t *ret_size)
                 symbolizer_write_metrics(d->symbolizer, f);
         if (d->http)
                 http_server_write_metrics(d->http, f);
+        if (d->cgroups)
+                cgroup_resolver_write_metrics(d->cgroups, f);
 
         if (ferror(f)) {
                 fclose(f);

@@ -34,6 +34,10 @@ enum {
         ARG_MAX_CONCURRENT_PROFILES,
         ARG_UNWIND_TABLE_MEMORY,
         ARG_LOG_LEVEL,
+        ARG_PID,
+        ARG_COMM,
+        ARG_UNIT,
+        ARG_CGROUP,
         ARG_VERSION,
 };
 
@@ -45,6 +49,10 @@ static const struct option long_options[] = {
         {"max-concurrent-profiles", required_argument, NULL, ARG_MAX_CONCURRENT_PROFILES},
         {"unwind-table-memory", required_argument, NULL, ARG_UNWIND_TABLE_MEMORY},
         {"log-level", required_argument, NULL, ARG_LOG_LEVEL},
+        {"pid", required_argument, NULL, ARG_PID},
+        {"comm", required_argument, NULL, ARG_COMM},
+        {"unit", required_argument, NULL, ARG_UNIT},
+        {"cgroup", required_argument, NULL, ARG_CGROUP},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, ARG_VERSION},
         {}};
@@ -67,6 +75,12 @@ static void help(void)
                "  --max-concurrent-profiles N profile requests served at once; more get 503 (default %u)\n"
                "  --unwind-table-memory SIZE  memory for DWARF unwind tables, suffix K, M or G\n"
                "                              (default 256M)\n"
+               "  --pid PID                   sample only this process (repeatable)\n"
+               "  --comm NAME                 sample only processes or threads of this name (repeatable)\n"
+               "  --unit UNIT                 sample only this systemd unit's cgroup and below, e.g.\n"
+               "                              nginx.service (repeatable; follows restarts)\n"
+               "  --cgroup PATH               sample only this cgroup v2 path and below (repeatable)\n"
+               "                              Filters act in BPF; different kinds combine with AND.\n"
                "  --log-level LEVEL           err, warning, notice, info or debug (default info)\n"
                "  -h --help                   show this help\n"
                "     --version                show the version\n"
@@ -237,6 +251,19 @@ int options_parse(int argc, char **argv, Options *ret)
                                 goto fail;
                         }
                         break;
+                case ARG_PID:
+                case ARG_COMM:
+                case ARG_UNIT:
+                case ARG_CGROUP: {
+                        static const char *const kinds[] = {"pid", "comm", "unit", "cgroup"};
+                        const char *kind = kinds[c - ARG_PID];
+                        char why[160];
+                        if (sample_filter_add(&o.filter, kind, optarg, why, sizeof(why)) < 0) {
+                                r = bad_value(kind, optarg, why);
+                                goto fail;
+                        }
+                        break;
+                }
                 case ARG_LOG_LEVEL:
                         r = log_level_from_string(optarg);
                         if (r < 0) {

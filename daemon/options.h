@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 #include "labels.h"
+#include "sample-filter.h"
 
 typedef struct Options {
         char *http_address;   /* "[host]:port"; default ":7071" */
@@ -14,6 +15,7 @@ typedef struct Options {
         unsigned max_concurrent_profiles; /* default 8: more get 503 */
         uint64_t unwind_table_memory;     /* bytes; default 256M */
         int log_level;
+        SampleFilter filter;              /* --pid/--comm/--unit/--cgroup, applied in BPF */
 } Options;
 
 /* Parses argv. Returns 0 to run, 1 when --help/--version was handled (exit 0), -EINVAL after
