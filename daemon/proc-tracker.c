@@ -36,7 +36,8 @@
 typedef struct TrackedMapping {
         uint64_t start, end, offset, dev, inode;
         uint64_t load_bias;
-        ExeEntry *exe; /* NULL: anonymous, or no usable file: frame-pointer steps there */
+        ExeEntry *exe;     /* NULL: anonymous, or no usable file: frame-pointer steps there */
+        bool pushed_table; /* the last push gave the pool this mapping's table */
 } TrackedMapping;
 
 typedef struct Tracked {
@@ -293,7 +294,7 @@ static int push(ProcTracker *t, Tracked *p)
         if (!pm)
                 return -ENOMEM;
         for (size_t i = 0; i < p->n_maps; i++) {
-                const TrackedMapping *m = &p->maps[i];
+                TrackedMapping *m = &p->maps[i];
                 pm[i] = (PoolMapping){
                         .start = m->start,
                         .end = m->end,
@@ -304,6 +305,8 @@ static int push(ProcTracker *t, Tracked *p)
                         ready = false;
         }
         r = table_pool_set_process(t->pool, p->pid, pm, p->n_maps);
+        for (size_t i = 0; i < p->n_maps; i++)
+                p->maps[i].pushed_table = r >= 0 && pm[i].table;
         if (r < 0) {
                 t->refresh_errors[REFRESH_ERR_POOL]++;
                 return log_debug_errno(r, "Updating unwind table pool entries of pid %d failed: %m",
@@ -433,6 +436,7 @@ static int refresh(ProcTracker *t, Tracked *p)
                         /* Unchanged mapping: keep its entry (and the reference) without any I/O. */
                         nm->load_bias = o->load_bias;
                         nm->exe = o->exe;
+                        nm->pushed_table = o->pushed_table;
                         old[cursor].exe = NULL;
                         continue;
                 }
@@ -752,11 +756,12 @@ int proc_tracker_get_process(ProcTracker *t, pid_t pid, ProcTrackerProcess *ret)
                 return -ENOENT;
         *ret = (ProcTrackerProcess){
                 .n_mappings = p->n_maps, .pushed_ns = p->pushed_ns, .exec_ns = p->exec_ns};
+        /* As last pushed: what the unwinder sees, not what the cache has ready. */
         for (size_t i = 0; i < p->n_maps; i++) {
                 const ExeEntry *e = p->maps[i].exe;
-                if (e && e->pool_table)
+                if (p->maps[i].pushed_table)
                         ret->n_with_table++;
-                else if (e && (e->state == EXE_QUEUED || e->state == EXE_NEW))
+                else if (e && e->state != EXE_FAILED)
                         ret->n_pending++;
         }
         return 0;
@@ -781,7 +786,7 @@ int proc_tracker_find_mapping(ProcTracker *t, pid_t pid, const char *path_suffix
                         continue;
                 l = strlen(m->path);
                 if (l >= len && strcmp(m->path + l - len, path_suffix) == 0) {
-                        *ret_has_table = p->maps[i].exe && p->maps[i].exe->pool_table;
+                        *ret_has_table = p->maps[i].pushed_table;
                         return 0;
                 }
         }

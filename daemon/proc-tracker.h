@@ -44,8 +44,8 @@ typedef struct ProcTrackerProcess {
 
 /* What the tracker has pushed to the pool for pid; -ENOENT when it does not track it. */
 int proc_tracker_get_process(ProcTracker *t, pid_t pid, ProcTrackerProcess *ret);
-/* Whether pid has a mapping of a file whose path ends in suffix, and whether its table is in the
- * pool (tests). */
+/* Whether pid has a mapping of a file whose path ends in suffix, and whether it was pushed to the
+ * pool with its table (tests). */
 int proc_tracker_find_mapping(ProcTracker *t, pid_t pid, const char *path_suffix, bool *ret_has_table);
 size_t proc_tracker_n_processes(const ProcTracker *t);
 /* True while processing is queued (events, refreshes, builds): tests run the loop until idle. */

@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* The process tracker end to end with the real BPF programs: sampler (profile.bpf.c, whose maps
+ * hold the table pool), process event hooks (events.bpf.c), process table, table pool. A real
+ * child execs, dlopen()s a library built by the test, forks and exits; the test checks that the
+ * pool entries follow, and measures the start-up scan and exec-to-ready for a cached executable.
+ * Figures are printed, not asserted (timing depends on the machine). Needs root; SKIPs (77). */
+#include <bpf/libbpf.h>
+#include <inttypes.h>
+#include <systemd/sd-event.h>
+
+#include "driver.h"
+#include "log.h"
+#include "proc-tracker.h"
+#include "process-table.h"
+#include "sampler.h"
+#include "table-pool.h"
+
+static sd_event *event;
+static ProcTracker *tracker;
+
+static void on_interval(void *userdata, uint64_t start_ns, uint64_t end_ns, const SampleRecord *records,
+                        size_t n)
+{
+}
+
+/* Runs the loop until cond() holds or timeout_ms pass; returns whether it holds. */
+typedef bool (*cond_fn)(void *arg);
+static bool run_until(cond_fn cond, void *arg, unsigned timeout_ms)
+{
+        uint64_t deadline = mono_ns() + (uint64_t)timeout_ms * 1000000ULL;
+
+        while (!cond(arg)) {
+                if (mono_ns() >= deadline)
+                        return false;
+                (void)sd_event_run(event, 1000);
+        }
+        return true;
+}
+
+static bool idle(void *arg)
+{
+        return !proc_tracker_busy(tracker);
+}
+
+typedef struct Want {
+        pid_t pid;
+        const char *suffix, *suffix2; /* mappings whose path ends so, pushed with their table */
+} Want;
+
+static bool has(pid_t pid, const char *suffix)
+{
+        bool has_table = false;
+        return !suffix || (proc_tracker_find_mapping(tracker, pid, suffix, &has_table) >= 0 && has_table);
+}
+
+/* pid was pushed to the pool with every file mapping's table, including the wanted ones. */
+static bool ready(void *arg)
+{
+        const Want *w = arg;
+        ProcTrackerProcess p;
+
+        if (proc_tracker_get_process(tracker, w->pid, &p) < 0 || p.n_pending > 0)
+                return false;
+        return has(w->pid, w->suffix) && has(w->pid, w->suffix2);
+}
+
+static bool gone(void *arg)
+{
+        ProcTrackerProcess p;
+        return proc_tracker_get_process(tracker, *(pid_t *)arg, &p) == -ENOENT;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+        return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+        _cleanup_(sampler_freep) Sampler *sampler = NULL;
+        _cleanup_(table_pool_freep) TablePool *pool = NULL;
+        _cleanup_(process_table_freep) ProcessTable *procs = NULL;
+        SamplerOptions so = {.frequency_hz = 19, .drain_interval_ns = 1000000000ULL};
+        const char *helper, *lib;
+        char line[256];
+        Helper h = {};
+        uint64_t t0, lat[8];
+        int r, grandchild = 0;
+        struct bpf_map *rb;
+        char *metrics = NULL;
+        size_t metrics_size = 0;
+        FILE *mf;
+
+        if (argc < 3) {
+                fprintf(stderr, "usage: %s HELPER LIB\n", argv[0]);
+                return 2;
+        }
+        helper = argv[1];
+        lib = argv[2];
+        if (geteuid() != 0) {
+                printf("======================================================================\n"
+                       "SKIP: loading BPF needs root\n"
+                       "======================================================================\n");
+                return 77;
+        }
+        log_set_max_level(getenv("PROFD_TEST_DEBUG") ? LOG_DEBUG : LOG_INFO);
+        if (sd_event_default(&event) < 0)
+                return 1;
+
+        r = sampler_new(event, &so, on_interval, NULL, &sampler);
+        if (r >= 0)
+                r = sampler_start(sampler);
+        if (r < 0) {
+                printf("FAIL starting the sampler: %s\n", strerror(-r));
+                return 1;
+        }
+        r = table_pool_new(sampler_bpf_object(sampler), 64ull << 20, &pool);
+        if (r < 0) {
+                printf("FAIL creating the table pool: %s\n", strerror(-r));
+                return 1;
+        }
+        r = process_table_new(60 * 1000000000ULL, &procs);
+        if (r < 0)
+                return 1;
+
+        /* Start-up: every process on the host is read, then every executable's table built. */
+        t0 = mono_ns();
+        r = proc_tracker_new(event, procs, pool, NULL, &tracker);
+        if (r < 0) {
+                printf("FAIL starting the tracker: %s\n", strerror(-r));
+                return 1;
+        }
+        rb = bpf_object__find_map_by_name(sampler_bpf_object(sampler), "unwinder_events");
+        CHECK(rb && proc_tracker_add_unwinder_events(tracker, bpf_map__fd(rb)) >= 0,
+              "reading the unwinder's unknown pid/pc ring buffer");
+        CHECK(run_until(idle, NULL, 60000), "start-up scan and table builds finished");
+        printf("     start-up: %zu processes tracked, scan + all table builds in %.1f ms\n",
+               proc_tracker_n_processes(tracker), (double)(mono_ns() - t0) / 1e6);
+        {
+                ProcTrackerProcess self;
+                bool libc = false;
+                CHECK(proc_tracker_get_process(tracker, getpid(), &self) >= 0 && self.n_with_table > 0,
+                      "this test process (present at start) is in the pool: %zu of %zu mappings with tables",
+                      self.n_with_table, self.n_mappings);
+                CHECK(proc_tracker_find_mapping(tracker, getpid(), "libc.so.6", &libc) >= 0 && libc,
+                      "... including libc");
+                CHECK(proc_tracker_find_mapping(tracker, getpid(), "[vdso]", &libc) >= 0 && libc,
+                      "... and the vDSO");
+        }
+
+        /* A new executable: exec, then its table gets built. */
+        r = helper_start(&h, helper, lib);
+        CHECK(r >= 0 && helper_cmd(&h, NULL, line, sizeof(line)) >= 0 && strcmp(line, "ready") == 0,
+              "helper started (pid %d)", (int)h.pid);
+        {
+                Want w = {h.pid, "proc-helper", NULL};
+                CHECK(run_until(ready, &w, 10000),
+                      "helper executable in the pool %.1f ms after fork (table built)",
+                      (double)(mono_ns() - h.spawned_ns) / 1e6);
+                w.suffix = "libc.so.6";
+                CHECK(ready(&w), "helper's libc in the pool");
+        }
+
+        /* dlopen after start: the mmap event brings the library in. */
+        CHECK(helper_cmd(&h, "dlopen", line, sizeof(line)) >= 0 && strncmp(line, "dlopen ", 7) == 0,
+              "helper dlopen()ed the library: %s", line);
+        {
+                Want w = {h.pid, "libproc-helper-lib.so", NULL};
+                t0 = mono_ns();
+                CHECK(run_until(ready, &w, 10000), "dlopen()ed library in the pool after %.1f ms",
+                      (double)(mono_ns() - t0) / 1e6);
+        }
+
+        /* fork: the child gets the parent's entries; its exit removes them. */
+        CHECK(helper_cmd(&h, "fork", line, sizeof(line)) >= 0 && sscanf(line, "fork %d", &grandchild) == 1,
+              "helper forked: %s", line);
+        CHECK(run_until(gone, &grandchild, 5000), "exited grandchild %d no longer in the pool", grandchild);
+
+        CHECK(helper_finish(&h) == 0, "helper exited cleanly");
+        CHECK(run_until(gone, &h.pid, 5000), "exited helper no longer in the pool");
+        {
+                Process *p = NULL;
+                CHECK(process_table_get(procs, h.pid, &p) >= 0 && p->exited_ns != 0,
+                      "exited helper still in the process table (for symbolization), marked exited");
+        }
+
+        /* Cached executable: exec -> every mapping of the new image (exe, ld.so, libc, vdso)
+         * pushed with its table. Measured from the kernel's exec event to the push. */
+        for (size_t i = 0; i < ELEMENTSOF(lat); i++) {
+                ProcTrackerProcess p = {};
+                Helper c = {};
+                Want w;
+                r = helper_start(&c, helper, lib);
+                w = (Want){c.pid, "proc-helper", "libc.so.6"};
+                if (r < 0 || !run_until(ready, &w, 5000) ||
+                    proc_tracker_get_process(tracker, c.pid, &p) < 0 || !p.exec_ns) {
+                        CHECK(false, "cached helper run %zu ready", i);
+                        lat[i] = UINT64_MAX;
+                } else
+                        lat[i] = p.pushed_ns - p.exec_ns;
+                (void)helper_cmd(&c, NULL, line, sizeof(line));
+                (void)helper_finish(&c);
+        }
+        qsort(lat, ELEMENTSOF(lat), sizeof(lat[0]), cmp_u64);
+        printf("     cached executable, exec -> all mappings pushed with tables: median %.2f ms, max %.2f "
+               "ms (%zu runs)\n",
+               lat[ELEMENTSOF(lat) / 2] / 1e6, lat[ELEMENTSOF(lat) - 1] / 1e6, ELEMENTSOF(lat));
+
+        mf = open_memstream(&metrics, &metrics_size);
+        proc_tracker_write_metrics(tracker, mf);
+        fclose(mf);
+        CHECK(strstr(metrics, "profd_proc_tracker_exec_ready_seconds_count ") &&
+                      !strstr(metrics, "profd_proc_tracker_exec_ready_seconds_count 0\n"),
+              "exec-to-ready histogram has observations");
+        CHECK(strstr(metrics, "profd_exe_cache_builds_total ") != NULL, "exe cache metrics present");
+        if (getenv("PROFD_TEST_METRICS"))
+                printf("%s", metrics);
+        else
+                for (char *l = strtok(metrics, "\n"); l; l = strtok(NULL, "\n"))
+                        if (strncmp(l, "profd_proc_tracker_exec_ready", 29) == 0 ||
+                            strncmp(l, "profd_proc_tracker_initial", 26) == 0 ||
+                            strncmp(l, "profd_exe_cache_builds", 22) == 0 ||
+                            strncmp(l, "profd_exe_cache_build_seconds", 29) == 0 ||
+                            strncmp(l, "profd_process_event_hook", 24) == 0)
+                                printf("     %s\n", l);
+        free(metrics);
+
+        tracker = proc_tracker_free(tracker);
+        sd_event_unref(event);
+        printf("%s\n", failures ? "FAILED" : "all checks passed");
+        return failures ? 1 : 0;
+}
