@@ -820,7 +820,19 @@ int cfi_run_fde(CfiParser *p, const FdeRef *f, TableBuilder *b)
                 return r;
         if (r == 0)
                 return cfi_fail(p->err, -EBADMSG, "%s+%#x: expected an FDE", s->name, f->offset);
+        if (h.start != f->start)
+                return cfi_fail(p->err, -EBADMSG, "%s+%#x: FDE starts at %#llx, .eh_frame_hdr says %#llx",
+                                s->name, f->offset, (unsigned long long)h.start,
+                                (unsigned long long)f->start);
         uint64_t text_end = text_end_for(p->text, h.start);
+        if (p->count_in_run) {
+                if (h.end > h.start && text_end == 0)
+                        p->stats->fdes_outside_text++;
+                else if (h.end > h.start)
+                        p->stats->fdes++;
+        }
+        if (h.end <= h.start || text_end == 0)
+                return 0;
         if (h.end > text_end)
                 h.end = text_end;
 
@@ -835,4 +847,73 @@ int cfi_run_fde(CfiParser *p, const FdeRef *f, TableBuilder *b)
                         return r;
         }
         return 0;
+}
+
+int cfi_count_records(CfiParser *p, uint32_t si, size_t *ret_fdes)
+{
+        const CfiSection *s = &p->sections[si];
+        size_t off = 0, n = 0;
+        int r;
+
+        if (s->size > UINT32_MAX)
+                return cfi_fail(p->err, -EFBIG, "%s: section larger than 4 GiB", s->name);
+        while (off < s->size) {
+                Record rec;
+                r = read_record(p, s, off, &rec);
+                if (r < 0)
+                        return r;
+                if (rec.terminator)
+                        break;
+                if (rec.end) {
+                        p->stats->cies += rec.is_cie;
+                        n += !rec.is_cie;
+                }
+                off = rec.next;
+        }
+        *ret_fdes = n;
+        return 0;
+}
+
+int cfi_eh_frame_hdr(CfiParser *p, const CfiSection *hdr, uint32_t eh_si, EhFrameHdr *ret)
+{
+        const CfiSection *eh = &p->sections[eh_si];
+        Cursor c = {hdr->data, hdr->data + hdr->size, false};
+        uint64_t eh_ptr, count;
+
+        *ret = (EhFrameHdr){};
+        uint8_t version = rd_u8(&c), ptr_enc = rd_u8(&c), count_enc = rd_u8(&c), table_enc = rd_u8(&c);
+        /* Only the form every linker writes; anything else falls back to sorting the FDEs. */
+        if (c.overrun || version != 1 || count_enc != DW_EH_PE_udata4 ||
+            table_enc != 0x3b /* datarel|sdata4 */)
+                return 0;
+        if (rd_encoded(&c, ptr_enc, 8, vaddr_of(hdr, c.p), &eh_ptr) < 0 || eh_ptr != eh->vaddr)
+                return 0;
+        count = rd_u32(&c);
+        if (c.overrun || count > (uint64_t)(c.end - c.p) / 8)
+                return 0;
+        ret->table = c.p;
+        ret->count = count;
+        ret->vaddr = hdr->vaddr;
+        /* sorted, and every entry inside .eh_frame: checked here so the caller can fall back */
+        int64_t prev = INT64_MIN;
+        for (size_t i = 0; i < count; i++) {
+                int32_t loc, fde;
+                memcpy(&loc, c.p + i * 8, 4);
+                memcpy(&fde, c.p + i * 8 + 4, 4);
+                uint64_t fde_addr = hdr->vaddr + (uint64_t)(int64_t)fde;
+                if (loc < prev || fde_addr < eh->vaddr || fde_addr - eh->vaddr >= eh->size)
+                        return 0;
+                prev = loc;
+        }
+        return 1;
+}
+
+void cfi_eh_frame_hdr_entry(const EhFrameHdr *h, const CfiSection *eh, size_t i, FdeRef *ret)
+{
+        int32_t loc, fde;
+        memcpy(&loc, h->table + i * 8, 4);
+        memcpy(&fde, h->table + i * 8 + 4, 4);
+        ret->start = h->vaddr + (uint64_t)(int64_t)loc;
+        ret->offset = (uint32_t)(h->vaddr + (uint64_t)(int64_t)fde - eh->vaddr);
+        ret->section = 0;
 }

@@ -49,12 +49,28 @@ typedef struct CfiParser {
         CfiError *err;
         UnwindTableStats *stats;
         struct CieCacheEntry *cie_cache; /* CIE_CACHE_SIZE entries */
+        bool count_in_run;               /* FDEs are counted by cfi_run_fde (.eh_frame_hdr path) */
 } CfiParser;
+
+/* The binary search table of .eh_frame_hdr: (initial location, FDE address) pairs sorted by
+ * location, both relative to the header's address. */
+typedef struct EhFrameHdr {
+        const uint8_t *table;
+        size_t count;
+        uint64_t vaddr;
+} EhFrameHdr;
+
+/* Returns 1 when hdr has the usual layout, points at section eh_si, is sorted and stays inside it;
+ * 0 when it cannot be used (then the FDEs are collected and sorted instead). */
+int cfi_eh_frame_hdr(CfiParser *p, const CfiSection *hdr, uint32_t eh_si, EhFrameHdr *ret);
+void cfi_eh_frame_hdr_entry(const EhFrameHdr *h, const CfiSection *eh, size_t i, FdeRef *ret);
+/* Walks the records of section si (structure only), counting CIEs into stats and FDEs. */
+int cfi_count_records(CfiParser *p, uint32_t si, size_t *ret_fdes);
 
 struct CieCacheEntry *cfi_cie_cache_new(void); /* free() it */
 /* Appends the FDEs of section s that start inside text to *fdes (grown with realloc). */
 int cfi_collect_fdes(CfiParser *p, uint32_t s, FdeRef **fdes, size_t *n, size_t *cap);
-/* Interprets one FDE and feeds its rows to b. */
+/* Interprets one FDE and feeds its rows to b; FDEs outside text or empty are skipped. */
 int cfi_run_fde(CfiParser *p, const FdeRef *f, TableBuilder *b);
 
 enum {

@@ -53,6 +53,7 @@ static int dump_stats(const UnwindTable *t)
                 printf("%02x", t->id[i]);
         printf("\nid_kind: %s\n", t->id_is_hash ? "xxh64+size" : "gnu-build-id");
         printf("debug_file: %s\n", t->debug_file ? t->debug_file : "-");
+        printf("eh_frame_hdr_used: %s\n", t->stats.eh_frame_hdr_used ? "yes" : "no");
         printf("cies: %llu\n", (unsigned long long)t->stats.cies);
         printf("fdes: %llu\n", (unsigned long long)t->stats.fdes);
         printf("fdes_outside_text: %llu\n", (unsigned long long)t->stats.fdes_outside_text);

@@ -401,14 +401,38 @@ static int build(Elf *elf, const UnwindTableOptions *opts, UnwindTable *t, CfiEr
                        .stats = &t->stats,
                        .cie_cache = cache};
         size_t cfi_bytes = 0;
-        for (uint32_t i = 0; i < n_sections; i++) {
+        for (uint32_t i = 0; i < n_sections; i++)
                 cfi_bytes += sections[i].size;
-                r = cfi_collect_fdes(&p, i, &fdes, &n_fdes, &cap_fdes);
+
+        /* With .eh_frame alone and a sound .eh_frame_hdr, its table is the sorted FDE list: no
+         * list to allocate and sort. It must list every FDE record, or it is not used. */
+        EhFrameHdr hdr = {};
+        bool use_hdr = false;
+        if (n_sections == 1 && sections[0].is_eh) {
+                CfiSection hdr_section;
+                size_t n_records = 0;
+                r = load_section(elf, ".eh_frame_hdr", ".eh_frame_hdr", true, &hdr_section, err);
                 if (r < 0)
                         goto out_cache;
+                if (r > 0 && cfi_eh_frame_hdr(&p, &hdr_section, 0, &hdr) > 0) {
+                        r = cfi_count_records(&p, 0, &n_records);
+                        if (r < 0)
+                                goto out_cache;
+                        use_hdr = n_records == hdr.count;
+                        if (!use_hdr)
+                                t->stats.cies = 0; /* counted again below */
+                }
         }
-        if (!fdes_sorted(fdes, n_fdes))
-                qsort(fdes, n_fdes, sizeof(*fdes), cmp_fde);
+        if (!use_hdr) {
+                for (uint32_t i = 0; i < n_sections; i++) {
+                        r = cfi_collect_fdes(&p, i, &fdes, &n_fdes, &cap_fdes);
+                        if (r < 0)
+                                goto out_cache;
+                }
+                if (!fdes_sorted(fdes, n_fdes))
+                        qsort(fdes, n_fdes, sizeof(*fdes), cmp_fde);
+        }
+        t->stats.eh_frame_hdr_used = use_hdr;
 
         /* ~5 bytes of CFI per row in GCC/Clang output; a good first guess avoids most regrowth */
         b = builder_new(&t->stats, err, cfi_bytes / 5);
@@ -416,11 +440,21 @@ static int build(Elf *elf, const UnwindTableOptions *opts, UnwindTable *t, CfiEr
                 r = cfi_fail(err, -ENOMEM, "out of memory");
                 goto out_cache;
         }
-        for (size_t i = 0; i < n_fdes; i++) {
-                r = cfi_run_fde(&p, &fdes[i], b);
-                if (r < 0)
-                        goto out_cache;
-        }
+        if (use_hdr) {
+                p.count_in_run = true;
+                for (size_t i = 0; i < hdr.count; i++) {
+                        FdeRef f;
+                        cfi_eh_frame_hdr_entry(&hdr, &sections[0], i, &f);
+                        r = cfi_run_fde(&p, &f, b);
+                        if (r < 0)
+                                goto out_cache;
+                }
+        } else
+                for (size_t i = 0; i < n_fdes; i++) {
+                        r = cfi_run_fde(&p, &fdes[i], b);
+                        if (r < 0)
+                                goto out_cache;
+                }
         r = builder_finish(b, t);
         t->stats.peak_bytes = builder_peak_bytes(b) + cap_fdes * sizeof(FdeRef);
 out_cache:

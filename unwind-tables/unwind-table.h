@@ -32,6 +32,7 @@ typedef struct UnwindTableStats {
         uint64_t fdes_outside_text; /* FDEs starting outside every executable PT_LOAD: dropped */
         uint64_t page_fill_rows;    /* rows copied to offset 0 of a page (see profd-unwind-table.h) */
         uint64_t peak_bytes;        /* the builder's own peak heap use (FDE list, rows, rules) */
+        bool eh_frame_hdr_used;     /* FDE order taken from .eh_frame_hdr (else collected, sorted) */
 } UnwindTableStats;
 
 typedef struct UnwindTable {
