@@ -157,14 +157,15 @@ static int add_line(FoldedJob *j, const char *line, size_t len, uint64_t count)
         return 0;
 }
 
+/* Same words as the pprof encoder's markers, so both outputs read alike. */
 static const char *const stop_names[PROFD_STOP__MAX] = {
         [PROFD_STOP_OK] = "ok",
         [PROFD_STOP_DEPTH] = "depth limit",
         [PROFD_STOP_BAD_READ] = "stack read failed",
-        [PROFD_STOP_NO_MAPPING] = "no mapping",
-        [PROFD_STOP_NO_ROW] = "no unwind row",
+        [PROFD_STOP_NO_MAPPING] = "pc outside any mapping",
+        [PROFD_STOP_NO_ROW] = "no unwind info",
         [PROFD_STOP_UNSUPPORTED] = "unsupported unwind rule",
-        [PROFD_STOP_UNKNOWN_PID] = "unknown process",
+        [PROFD_STOP_UNKNOWN_PID] = "process not yet known",
         [PROFD_STOP_BAD_FRAME] = "bad frame",
         [PROFD_STOP_KERNEL_THREAD] = "kernel thread",
 };
@@ -216,16 +217,21 @@ static int fold_sample(FoldedJob *j, const AggSample *s)
                 if (process_table_get(j->procs, (pid_t)s->pid, &p) < 0)
                         p = NULL;
                 for (uint32_t i = 0; i < s->user->n; i++)
-                        if ((r = push_user(j, p, s->user->frames[i], i == 0 && !s->kernel)) < 0)
+                        /* With kernel frames on top, the user leaf is where the thread entered
+                         * the kernel: an exact pc too (as the pprof encoder treats it). */
+                        if ((r = push_user(j, p, s->user->frames[i], i == 0)) < 0)
                                 return r;
                 /* A stack that did not reach the entry point says so with a root-side frame. */
                 unsigned reason = s->user->flags & PROFD_STACK_REASON_MASK;
-                if (s->user->flags & PROFD_STACK_TRUNCATED)
-                        r = frames_push(&j->frames, "[truncated]", NULL);
-                else if (reason != PROFD_STOP_OK && reason != PROFD_STOP_KERNEL_THREAD) {
-                        char why[64];
-                        snprintf(why, sizeof(why), "[incomplete: %s]",
-                                 reason < PROFD_STOP__MAX ? stop_names[reason] : "unknown");
+                char why[96];
+                if (s->user->flags & PROFD_STACK_TRUNCATED || reason == PROFD_STOP_DEPTH) {
+                        snprintf(why, sizeof(why), "[truncated: %u+ frames]", s->user->n);
+                        r = frames_push(&j->frames, why, NULL);
+                } else if (reason != PROFD_STOP_OK && reason != PROFD_STOP_KERNEL_THREAD) {
+                        if (reason < PROFD_STOP__MAX && stop_names[reason])
+                                snprintf(why, sizeof(why), "[unwind stopped: %s]", stop_names[reason]);
+                        else
+                                snprintf(why, sizeof(why), "[unwind stopped: reason %u]", reason);
                         r = frames_push(&j->frames, why, NULL);
                 }
                 if (r < 0)

@@ -120,7 +120,9 @@ def main():
                   "docker-like samples carry container_id (got %s)" % sorted({str(labels_of(t, 'container_id')) for t in ctr_t}))
             check(ctr_t and all(labels_of(t, "unit") == ["docker-%s.scope" % cid] for t in ctr_t),
                   "docker-like samples carry the scope as unit")
-            chain = ["demo_leaf", "demo_middle", "demo_outer", "main"]
+            # demo_middle is not required: whether a frame-pointer walk from a leaf sees it
+            # depends on the unwinder, not on attribution.
+            chain = ["demo_leaf", "demo_outer", "main"]
             check(any([f for f in t.frames if f in chain] == chain for t in demo_t), "demo chain leaf first in pprof")
 
             # Per-request cuts.
@@ -142,8 +144,8 @@ def main():
             ok = all(re.match(r"^\S.* \d+$", l) for l in lines)
             check(lines and ok, "every folded line ends in a count (%d lines)" % len(lines))
             want = "attrdemo;"
-            chain_line = [l for l in lines if l.startswith(want) and re.search(r";main;demo_outer;demo_middle;demo_leaf( |;)", l)]
-            check(chain_line, "folded has attrdemo;...;main;demo_outer;demo_middle;demo_leaf root first")
+            chain_line = [l for l in lines if l.startswith(want) and re.search(r";main;demo_outer;(demo_middle;)?demo_leaf \d+$", l)]
+            check(chain_line, "folded has attrdemo;...;main;demo_outer;...;demo_leaf root first (%s)" % lines[:4])
             total = sum(int(l.rsplit(" ", 1)[1]) for l in lines)
             check(total > 0, "folded counts sum to %d" % total)
 
