@@ -13,6 +13,7 @@
 #include "symbolizer.h"
 
 typedef struct HttpServer HttpServer;
+typedef struct Notifier Notifier;
 
 typedef struct Daemon {
         sd_event *event;
@@ -25,4 +26,5 @@ typedef struct Daemon {
         CgroupResolver *cgroups;     /* NULL without a cgroup2 mount */
         CgroupFilter *cgroup_filter; /* NULL without --unit/--cgroup */
         uint64_t start_ns;
+        Notifier *notifier; /* sd_notify: READY/STATUS/WATCHDOG/STOPPING */
 } Daemon;

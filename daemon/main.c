@@ -8,9 +8,11 @@
 #include <systemd/sd-event.h>
 #include <time.h>
 
+#include "capabilities.h"
 #include "daemon.h"
 #include "http-server.h"
 #include "log.h"
+#include "notify.h"
 
 /* Drain period: the granularity of the history (requests cut exactly on their own anyway). */
 #define DRAIN_INTERVAL_NS (1 * NSEC_PER_SEC)
@@ -67,8 +69,15 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
 {
         Daemon *d = userdata;
         log_info("Received %s, shutting down", strsignal((int)si->ssi_signo));
-        /* systemd integration: STOPPING=1 goes here. */
+        (void)notifier_stopping(d->notifier);
         return sd_event_exit(d->event, 0);
+}
+
+/* The STATUS= line systemctl status shows. */
+static void notify_stats(void *userdata, NotifyStats *ret)
+{
+        Daemon *d = userdata;
+        ret->samples_per_sec = d->sampler ? sampler_rate(d->sampler) : 0;
 }
 
 static void daemon_done(Daemon *d)
@@ -82,6 +91,7 @@ static void daemon_done(Daemon *d)
         d->aggregator = aggregator_free(d->aggregator);
         d->symbolizer = symbolizer_free(d->symbolizer);
         d->processes = process_table_free(d->processes);
+        d->notifier = notifier_free(d->notifier);
         d->event = sd_event_unref(d->event);
         options_done(&d->options);
 }
@@ -103,6 +113,10 @@ static int run(int argc, char **argv)
         log_set_max_level(d.options.log_level);
         d.start_ns = now_realtime_ns();
 
+        /* One clear line and exit 1 before anything is loaded (systemctl status shows it). */
+        if (kernel_check_supported() < 0 || capabilities_check(NULL) < 0)
+                return 1;
+
         r = sd_event_default(&d.event);
         if (r < 0)
                 return log_error_errno(r, "Cannot create the event loop: %m"), 1;
@@ -120,7 +134,10 @@ static int run(int argc, char **argv)
         if (r < 0)
                 return log_error_errno(r, "Cannot watch SIGTERM/SIGINT: %m"), 1;
 
-        /* systemd integration: sd-event's watchdog (sd_event_set_watchdog) goes here. */
+        /* sd-event sends WATCHDOG=1 from the loop itself when systemd asked for it. */
+        r = notifier_new(d.event, notify_stats, &d, &d.notifier);
+        if (r < 0)
+                return log_error_errno(r, "Cannot set up service notifications: %m"), 1;
 
         uint64_t history_ns = (uint64_t)d.options.max_seconds * NSEC_PER_SEC + EXIT_GRACE_EXTRA_NS;
         r = aggregator_new(history_ns, d.options.frequency_hz, &d.aggregator);
@@ -171,7 +188,10 @@ static int run(int argc, char **argv)
 
         log_info("profd %s sampling at %u Hz, serving on %s", PROFD_VERSION, d.options.frequency_hz,
                  http_server_address(d.http));
-        /* systemd integration: READY=1 and STATUS= go here (BPF attached, HTTP listening). */
+        /* BPF attached on every CPU and HTTP listening: ready. */
+        r = notifier_ready(d.notifier);
+        if (r < 0)
+                log_warning_errno(r, "Cannot notify the service manager: %m");
 
         r = sd_event_loop(d.event);
         if (r < 0)

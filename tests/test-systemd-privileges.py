@@ -14,6 +14,7 @@ from profdtest import (BUILD, PROFD, Daemon, cc, check, fetch_profile, finish, f
 PROFD_UID = 61234   # stands in for the unit's DynamicUser
 VICTIM_UID = 61235  # some other user
 
+# -O0: every function, the leaf too, keeps a frame pointer (gcc omits it in leaves otherwise).
 VICTIM = r"""
 #include <stdlib.h>
 #include <time.h>
@@ -95,8 +96,7 @@ def main():
     # CAP_DAC_READ_SEARCH for its symbols and CAP_SYS_PTRACE for its maps.
     vdir = os.path.join(d, "victim")
     os.mkdir(vdir)
-    victim = cc(VICTIM, os.path.join(vdir, "lp-victim"), flags=("-O1", "-g", "-fno-omit-frame-pointer",
-                                                                  "-fno-inline"))
+    victim = cc(VICTIM, os.path.join(vdir, "lp-victim"), flags=("-O0", "-g", "-fno-omit-frame-pointer"))
     os.remove(victim + ".c")
     os.chown(vdir, VICTIM_UID, VICTIM_UID)
     os.chmod(vdir, 0o700)
