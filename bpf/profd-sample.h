@@ -68,6 +68,8 @@ enum profd_counter {
         PROFD_ERR_KERNEL_STACK,         /* bpf_get_stack failed: sample kept without kernel frames */
         PROFD_ERR_USER_REGS,            /* no user registers: sample kept without user frames */
         PROFD_DROP_EVENTS_RINGBUF_FULL, /* process events lost: ring buffer full */
+        PROFD_CNT_UNKNOWN_PID_FP,       /* pid's mappings not loaded yet: walked with frame pointers */
+        PROFD_ERR_UNWIND_POOL,          /* mapping names a shard or rule that is not there */
         PROFD_STOP_REASON_BASE,         /* + enum profd_stop_reason: how user stacks ended */
         PROFD_CNT__MAX = PROFD_STOP_REASON_BASE + PROFD_STOP__MAX,
 };

@@ -2,7 +2,9 @@
 /* The sampler: a cpu-clock perf_event program on every CPU.
  *
  *   profd_sample (entry)   pid/tid, comms, cgroup, kernel stack, user registers -> per-CPU state
- *   profd_step   (slot 0)  unwinds PROFD_FRAMES_PER_STEP user frames, tail-calls itself
+ *   profd_step   (slot 0)  unwinds PROFD_FRAMES_PER_STEP user frames, tail-calls itself:
+ *                          DWARF rows from the table pool (profd-unwind-pool.h), frame pointers
+ *                          where a mapping has no table or the pid is not loaded yet
  *   profd_finalize (slot 1) hashes both stacks, stores each once, counts[key] += 1
  *
  * Stacks and counts live in two generations of maps; .bss profd_gen says which one samples go to.
@@ -13,7 +15,10 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+#include "profd-events.h"
 #include "profd-sample.h"
+#include "profd-unwind-pool.h"
+#include "profd-unwind-table.h"
 #include "filter.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -48,6 +53,17 @@ _Static_assert((PROFD_MAX_USER_FRAMES & (PROFD_MAX_USER_FRAMES - 1)) == 0, "fram
 /* Index of cs in x86-64 struct pt_regs viewed as __u64[]. */
 #define PROFD_PT_REGS_CS_SLOT 17
 
+/* Binary search over one 64 KiB text page: at most 65536 rows, so 17 halvings. */
+#define PROFD_BSEARCH_STEPS 17
+_Static_assert((1u << (PROFD_BSEARCH_STEPS - 1)) >= PROFD_UT_PAGE_SIZE, "bsearch bound");
+/* Offsets of rbp, rsp, rip in the ucontext that rsp points at inside __restore_rt
+ * (uc_flags, uc_link, uc_stack = 40 bytes, then mcontext gregs r8..r15, rdi, rsi, rbp, ..). */
+#define PROFD_UC_RBP 120
+#define PROFD_UC_RSP 160
+#define PROFD_UC_RIP 168
+/* At most one unknown-pid/unknown-pc report per pid per second. */
+#define PROFD_REPORT_INTERVAL_NS 1000000000ULL
+
 /* Generation samples are counted in; written by the daemon (see daemon/sampler.c). */
 volatile __u32 profd_gen = 0;
 
@@ -59,6 +75,11 @@ struct sample_state {
         __u32 steps;
         __u32 stop; /* enum profd_stop_reason once done */
         __u32 done;
+        __u32 exact;   /* ip is the interrupted pc (leaf, after a signal frame), not a return address */
+        __u32 fp_only; /* pid not in the pool: frame pointers all the way */
+        __u32 cache_valid;
+        __u32 _pad2;
+        struct profd_unwind_mapping cache; /* entry of the previous frame's mapping */
         struct profd_count_key key;
         struct profd_stack user;
         struct profd_kstack kernel;
@@ -103,6 +124,67 @@ struct {
                 __type(key, __u64);                                                                         \
                 __type(value, value_type);                                                                  \
         } name SEC(".maps")
+
+struct profd_shard_map {
+        __uint(type, BPF_MAP_TYPE_ARRAY);
+        __uint(max_entries, 1);
+        __uint(map_flags, BPF_F_MMAPABLE);
+        __uint(key_size, sizeof(__u32));
+        __uint(value_size, sizeof(struct profd_shard)); /* no BTF: clang emits the struct as FWD */
+};
+
+/* Shards are created at run time by daemon/table-pool.c; the template above only fixes the
+ * inner map's shape. */
+struct {
+        __uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+        __uint(max_entries, PROFD_POOL_MAX_SHARDS);
+        __type(key, __u32);
+        __array(values, struct profd_shard_map);
+} unwind_shards SEC(".maps");
+
+struct {
+        __uint(type, BPF_MAP_TYPE_ARRAY);
+        __uint(max_entries, PROFD_POOL_MAX_RULES);
+        __type(key, __u32);
+        __type(value, struct profd_unwind_rule);
+} unwind_rules SEC(".maps");
+
+struct {
+        __uint(type, BPF_MAP_TYPE_LPM_TRIE);
+        __uint(max_entries, PROFD_POOL_MAX_MAPPING_ENTRIES);
+        __uint(map_flags, BPF_F_NO_PREALLOC); /* required by LPM tries */
+        __type(key, struct profd_unwind_mapping_key);
+        __type(value, struct profd_unwind_mapping);
+} unwind_mappings SEC(".maps");
+
+struct {
+        __uint(type, BPF_MAP_TYPE_HASH);
+        __uint(max_entries, PROFD_POOL_MAX_PROCS);
+        __type(key, __u32);
+        __type(value, struct profd_unwind_proc);
+} unwind_procs SEC(".maps");
+
+/* [0] = 1 once daemon/table-pool.c exists; before that every stack is walked with frame
+ * pointers and no pid is reported as unknown (nobody would read the reports). */
+struct {
+        __uint(type, BPF_MAP_TYPE_ARRAY);
+        __uint(max_entries, 1);
+        __type(key, __u32);
+        __type(value, __u32);
+} unwind_config SEC(".maps");
+
+/* Unknown pid / pc reports for the process tracker (struct profd_event). */
+struct {
+        __uint(type, BPF_MAP_TYPE_RINGBUF);
+        __uint(max_entries, 64 * 1024);
+} unwinder_events SEC(".maps");
+
+struct {
+        __uint(type, BPF_MAP_TYPE_LRU_HASH);
+        __uint(max_entries, 8192);
+        __type(key, __u32);
+        __type(value, __u64);
+} unwind_reported SEC(".maps");
 
 PROFD_COUNTS_MAP(counts_0);
 PROFD_COUNTS_MAP(counts_1);
@@ -168,10 +250,179 @@ static __always_inline bool step_frame_pointer(struct sample_state *st)
         return false;
 }
 
+static __always_inline void report(struct sample_state *st, __u32 type, __u64 addr)
+{
+        __u32 pid = st->key.pid;
+        __u64 now = bpf_ktime_get_ns(), *last;
+        struct profd_event *ev;
+
+        last = bpf_map_lookup_elem(&unwind_reported, &pid);
+        if (last && now - *last < PROFD_REPORT_INTERVAL_NS)
+                return;
+        bpf_map_update_elem(&unwind_reported, &pid, &now, BPF_ANY);
+
+        ev = bpf_ringbuf_reserve(&unwinder_events, sizeof(*ev), 0);
+        if (!ev) {
+                count(PROFD_DROP_EVENTS_RINGBUF_FULL);
+                return;
+        }
+        ev->type = type;
+        ev->pid = pid;
+        ev->ppid = 0;
+        ev->_pad = 0;
+        ev->addr = addr;
+        ev->len = 0;
+        ev->ktime_ns = now;
+        bpf_ringbuf_submit(ev, 0);
+}
+
+/* __restore_rt: rsp points at the ucontext the kernel saved when delivering the signal; the
+ * interrupted frame continues from its registers, with an exact pc. */
+static __always_inline bool step_signal(struct sample_state *st)
+{
+        __u64 uc = st->sp, regs[3];
+
+        if (bpf_probe_read_user(&regs[0], 8, (void *)(uc + PROFD_UC_RBP)) < 0 ||
+            bpf_probe_read_user(&regs[1], 16, (void *)(uc + PROFD_UC_RSP)) < 0) {
+                stop(st, PROFD_STOP_BAD_READ);
+                return true;
+        }
+        st->bp = regs[0];
+        st->sp = regs[1];
+        st->ip = regs[2];
+        st->exact = 1;
+        if (st->ip == 0 || st->ip > PROFD_USER_ADDR_MAX) {
+                stop(st, PROFD_STOP_BAD_FRAME);
+                return true;
+        }
+        return false;
+}
+
+/* One DWARF step: page index, binary search for the row in force at pc, then the rule:
+ * CFA = rsp|rbp + offset (or the PLT forms), return address at CFA - 8, rbp restored from
+ * CFA + offset when saved. Returns true when unwinding ended. */
+static __always_inline bool step_dwarf(struct sample_state *st, const struct profd_unwind_mapping *m,
+                                       __u64 lookup_pc)
+{
+        __u64 elf_pc = lookup_pc - m->load_bias, cfa, ra, bp;
+        __u32 page, slot, zero = 0, lo, hi, l, r, rows, w, rule_idx;
+        struct profd_unwind_rule *rule;
+        struct profd_shard *sh;
+        __u16 target;
+        void *inner;
+
+        if (elf_pc < m->base || ((elf_pc - m->base) >> PROFD_UT_PAGE_SHIFT) >= m->n_pages) {
+                stop(st, PROFD_STOP_NO_ROW);
+                return true;
+        }
+        page = (elf_pc - m->base) >> PROFD_UT_PAGE_SHIFT;
+        target = elf_pc & (PROFD_UT_PAGE_SIZE - 1);
+
+        slot = m->shard;
+        inner = bpf_map_lookup_elem(&unwind_shards, &slot);
+        sh = inner ? bpf_map_lookup_elem(inner, &zero) : NULL;
+        if (!sh) {
+                count(PROFD_ERR_UNWIND_POOL);
+                stop(st, PROFD_STOP_NO_ROW);
+                return true;
+        }
+
+        lo = sh->words[(m->offset + page) & (PROFD_SHARD_WORDS - 1)];
+        hi = sh->words[(m->offset + page + 1) & (PROFD_SHARD_WORDS - 1)];
+        rows = m->offset + m->n_pages + 1;
+
+        /* First row of [lo, hi) whose pc_low is above target; the row in force is the one before. */
+        l = lo;
+        r = hi;
+        for (int i = 0; i < PROFD_BSEARCH_STEPS; i++) {
+                __u32 mid;
+
+                if (l >= r)
+                        break;
+                mid = l + (r - l) / 2;
+                w = sh->words[(rows + mid) & (PROFD_SHARD_WORDS - 1)];
+                if ((w & 0xffff) <= target)
+                        l = mid + 1;
+                else
+                        r = mid;
+        }
+        if (l <= lo || l > hi) {
+                stop(st, PROFD_STOP_NO_ROW);
+                return true;
+        }
+        w = sh->words[(rows + l - 1) & (PROFD_SHARD_WORDS - 1)];
+        rule_idx = w >> 16;
+        rule = bpf_map_lookup_elem(&unwind_rules, &rule_idx);
+        if (!rule) {
+                count(PROFD_ERR_UNWIND_POOL);
+                stop(st, PROFD_STOP_NO_ROW);
+                return true;
+        }
+
+        switch (rule->cfa_kind) {
+        case PROFD_CFA_RSP:
+                cfa = st->sp + rule->cfa_offset;
+                break;
+        case PROFD_CFA_RBP:
+                cfa = st->bp + rule->cfa_offset;
+                break;
+        case PROFD_CFA_PLT1:
+                cfa = st->sp + 8 + ((lookup_pc & 15) >= 11 ? 8 : 0);
+                break;
+        case PROFD_CFA_PLT2:
+                cfa = st->sp + 8 + ((lookup_pc & 15) >= 10 ? 8 : 0);
+                break;
+        case PROFD_CFA_SIGNAL:
+                return step_signal(st);
+        case PROFD_CFA_UNDEF:
+                stop(st, PROFD_STOP_OK);
+                return true;
+        case PROFD_CFA_END:
+                stop(st, PROFD_STOP_NO_ROW);
+                return true;
+        default:
+                stop(st, PROFD_STOP_UNSUPPORTED);
+                return true;
+        }
+
+        /* The caller's frame lies above ours: a CFA at or below sp is a wrong row or a corrupt
+         * register, and following it could loop. */
+        if (cfa <= st->sp || (cfa & 7)) {
+                stop(st, PROFD_STOP_BAD_FRAME);
+                return true;
+        }
+        if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8)) < 0) {
+                stop(st, PROFD_STOP_BAD_READ);
+                return true;
+        }
+        if (rule->rbp_kind == PROFD_RBP_CFA_OFFSET) {
+                if (bpf_probe_read_user(&bp, sizeof(bp), (void *)(cfa + rule->rbp_offset)) < 0) {
+                        stop(st, PROFD_STOP_BAD_READ);
+                        return true;
+                }
+                st->bp = bp;
+        }
+        if (ra == 0) {
+                stop(st, PROFD_STOP_OK);
+                return true;
+        }
+        if (ra > PROFD_USER_ADDR_MAX) {
+                stop(st, PROFD_STOP_BAD_FRAME);
+                return true;
+        }
+        st->sp = cfa;
+        st->ip = ra;
+        st->exact = 0;
+        return false;
+}
+
 /* Records st->ip, then finds its caller. Returns true when unwinding ended. */
 static __always_inline bool unwind_one(struct sample_state *st)
 {
+        struct profd_unwind_mapping_key key;
+        struct profd_unwind_mapping *m;
         __u32 len = st->user.len;
+        __u64 lookup_pc;
 
         if (len >= PROFD_MAX_USER_FRAMES) {
                 /* A frame remains beyond the last slot: the stack is deeper than we record. */
@@ -182,7 +433,33 @@ static __always_inline bool unwind_one(struct sample_state *st)
         st->user.ips[len & (PROFD_MAX_USER_FRAMES - 1)] = st->ip;
         st->user.len = len + 1;
 
-        return step_frame_pointer(st);
+        if (st->fp_only)
+                return step_frame_pointer(st);
+
+        /* A return address may lie just past its call's function (a noreturn call at the end):
+         * look up the call instruction instead. */
+        lookup_pc = st->exact ? st->ip : st->ip - 1;
+        m = &st->cache;
+        if (!st->cache_valid || lookup_pc < m->start || lookup_pc >= m->end) {
+                key.prefixlen = 32 + 64;
+                key.pid_be = __builtin_bswap32(st->key.pid);
+                key.addr_be = __builtin_bswap64(lookup_pc);
+                m = bpf_map_lookup_elem(&unwind_mappings, &key);
+                if (!m) {
+                        report(st, PROFD_EV_UNKNOWN_PC, st->ip);
+                        stop(st, PROFD_STOP_NO_MAPPING);
+                        return true;
+                }
+                st->cache = *m;
+                st->cache_valid = 1;
+                m = &st->cache;
+        }
+        if (m->flags & PROFD_MAPPING_NO_TABLE) {
+                st->exact = 0;
+                return step_frame_pointer(st);
+        }
+        st->user.flags |= PROFD_STACK_DWARF;
+        return step_dwarf(st, m, lookup_pc);
 }
 
 SEC("perf_event")
@@ -216,6 +493,9 @@ int profd_sample(struct bpf_perf_event_data *ctx)
         st->steps = 0;
         st->stop = PROFD_STOP_OK;
         st->done = 0;
+        st->exact = 1;
+        st->fp_only = 1;
+        st->cache_valid = 0;
         st->user.len = 0;
         st->user.flags = 0;
         st->kernel.len = 0;
@@ -257,6 +537,19 @@ int profd_sample(struct bpf_perf_event_data *ctx)
                         st->ip = uregs->ip;
                         st->sp = uregs->sp;
                         st->bp = uregs->bp;
+                }
+        }
+
+        __u32 zero = 0, *active = bpf_map_lookup_elem(&unwind_config, &zero);
+
+        if (!st->done && active && *active) {
+                __u32 pid = st->key.pid;
+
+                if (bpf_map_lookup_elem(&unwind_procs, &pid)) {
+                        st->fp_only = 0;
+                } else {
+                        count(PROFD_CNT_UNKNOWN_PID_FP);
+                        report(st, PROFD_EV_UNKNOWN_PID, 0);
                 }
         }
 

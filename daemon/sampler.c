@@ -40,6 +40,8 @@ static const char *const counter_names[PROFD_CNT__MAX] = {
         [PROFD_DROP_EVENTS_RINGBUF_FULL] = "events_ringbuf_full",
         [PROFD_ERR_KERNEL_STACK] = "kernel_stack",
         [PROFD_ERR_USER_REGS] = "user_regs",
+        [PROFD_CNT_UNKNOWN_PID_FP] = "unknown_pid_fp",
+        [PROFD_ERR_UNWIND_POOL] = "unwind_pool",
 };
 
 static const char *const stop_names[PROFD_STOP__MAX] = {
@@ -442,12 +444,19 @@ static int sampler_drain(Sampler *s)
         r = map_drain_all(d, counts_fd, sizeof(struct profd_count_key), sizeof(uint64_t), &n);
         if (r < 0)
                 return log_error_errno(r, "Failed to drain counts map: %m");
-        r = grow((void **)&d->keys, &d->cap_counts, n, sizeof(*d->keys));
-        if (r < 0)
-                return r;
-        d->counts = reallocarray(d->counts, d->cap_counts, sizeof(uint64_t));
-        if (!d->counts)
-                return -ENOMEM;
+        if (n > d->cap_counts) {
+                size_t cap = d->cap_counts;
+                void *c;
+
+                r = grow((void **)&d->keys, &cap, n, sizeof(*d->keys));
+                if (r < 0)
+                        return r;
+                c = reallocarray(d->counts, cap, sizeof(uint64_t));
+                if (!c)
+                        return -ENOMEM;
+                d->counts = c;
+                d->cap_counts = cap;
+        }
         memcpy(d->keys, d->batch_keys, n * sizeof(*d->keys));
         memcpy(d->counts, d->batch_values, n * sizeof(uint64_t));
         d->n_counts = n;
@@ -659,6 +668,11 @@ struct bpf_object *sampler_bpf_object(Sampler *s)
         return s && s->skel ? s->skel->obj : NULL;
 }
 
+int sampler_unwinder_events_fd(Sampler *s)
+{
+        return s && s->skel ? bpf_map__fd(s->skel->maps.unwinder_events) : -EBADF;
+}
+
 static int read_counters(const Sampler *s, uint64_t ret[PROFD_CNT__MAX])
 {
         _cleanup_free_ uint64_t *v = NULL;
@@ -722,7 +736,8 @@ void sampler_write_metrics(const Sampler *s, FILE *f)
                       "# TYPE profd_bpf_drops_total counter\n",
                       f);
                 for (unsigned i = 0; i < PROFD_STOP_REASON_BASE; i++)
-                        if (counter_names[i] && i != PROFD_ERR_KERNEL_STACK && i != PROFD_ERR_USER_REGS)
+                        if (counter_names[i] && i != PROFD_ERR_KERNEL_STACK && i != PROFD_ERR_USER_REGS &&
+                            i != PROFD_CNT_UNKNOWN_PID_FP && i != PROFD_ERR_UNWIND_POOL)
                                 fprintf(f, "profd_bpf_drops_total{reason=\"%s\"} %" PRIu64 "\n",
                                         counter_names[i], c[i]);
                 fprintf(f,
@@ -730,8 +745,15 @@ void sampler_write_metrics(const Sampler *s, FILE *f)
                         "reason.\n"
                         "# TYPE profd_bpf_errors_total counter\n"
                         "profd_bpf_errors_total{reason=\"kernel_stack\"} %" PRIu64 "\n"
-                        "profd_bpf_errors_total{reason=\"user_regs\"} %" PRIu64 "\n",
-                        c[PROFD_ERR_KERNEL_STACK], c[PROFD_ERR_USER_REGS]);
+                        "profd_bpf_errors_total{reason=\"user_regs\"} %" PRIu64 "\n"
+                        "profd_bpf_errors_total{reason=\"unwind_pool\"} %" PRIu64 "\n"
+                        "# HELP profd_bpf_unknown_pid_fp_total Stacks walked with frame pointers because "
+                        "the "
+                        "pid's mappings were not loaded yet.\n"
+                        "# TYPE profd_bpf_unknown_pid_fp_total counter\n"
+                        "profd_bpf_unknown_pid_fp_total %" PRIu64 "\n",
+                        c[PROFD_ERR_KERNEL_STACK], c[PROFD_ERR_USER_REGS], c[PROFD_ERR_UNWIND_POOL],
+                        c[PROFD_CNT_UNKNOWN_PID_FP]);
                 fputs("# HELP profd_bpf_unwind_stops_total How user stack unwinding ended, by reason.\n"
                       "# TYPE profd_bpf_unwind_stops_total counter\n",
                       f);

@@ -58,3 +58,7 @@ double sampler_rate(const Sampler *s);
 /* The loaded BPF object (maps for the process tracker and table pool); NULL before start. */
 struct bpf_object *sampler_bpf_object(Sampler *s);
 void sampler_write_metrics(const Sampler *s, FILE *f);
+/* Ring buffer of struct profd_event (bpf/profd-events.h) where the unwinder reports pids and pcs
+ * it has no mappings for (rate-limited per pid); -EBADF before start. Only written once a
+ * table pool exists on the object (table_pool_new). */
+int sampler_unwinder_events_fd(Sampler *s);

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* The unwind-table pool as the BPF unwinder sees it (daemon/table-pool.c fills it).
+ * Includes nothing (see profd-sample.h).
+ *
+ *   unwind_shards   ARRAY_OF_MAPS, slot -> inner ARRAY with one 4 MiB value of __u32 words.
+ *                   A placed table segment is [page index: n_pages + 1 words][rows: 1 word each],
+ *                   rows' rule fields already remapped to the global rule list.
+ *   unwind_rules    ARRAY of struct profd_unwind_rule, deduplicated across all tables.
+ *   unwind_mappings LPM_TRIE {pid, address} -> struct profd_unwind_mapping.
+ *   unwind_procs    HASH pid -> struct profd_unwind_proc: the pid's mappings are loaded. */
+#pragma once
+
+#define PROFD_SHARD_SHIFT 20
+#define PROFD_SHARD_WORDS (1u << PROFD_SHARD_SHIFT) /* 4 MiB of __u32 per shard */
+#define PROFD_SHARD_BYTES (4ull * PROFD_SHARD_WORDS)
+#define PROFD_POOL_MAX_SHARDS 1024 /* 4 GiB of tables */
+#define PROFD_POOL_MAX_RULES 65536 /* global rule indices are the rows' 16-bit rule field */
+#define PROFD_POOL_MAX_MAPPING_ENTRIES (1u << 20)
+#define PROFD_POOL_MAX_PROCS 65536
+
+struct profd_shard {
+        __u32 words[PROFD_SHARD_WORDS];
+};
+
+/* LPM key: prefixlen counts bits of pid (always all 32) plus the leading bits of addr. Both are
+ * big-endian so that prefix bits are the high bits. */
+struct profd_unwind_mapping_key {
+        __u32 prefixlen;
+        __u32 pid_be;
+        __u64 addr_be;
+};
+_Static_assert(sizeof(struct profd_unwind_mapping_key) == 16, "profd_unwind_mapping_key layout");
+
+#define PROFD_MAPPING_NO_TABLE 1u /* JIT/anonymous code or no table: frame-pointer step */
+
+struct profd_unwind_mapping {
+        __u64 start, end; /* the process mapping: consecutive frames in it skip the trie */
+        __u64 load_bias;  /* runtime address - ELF vaddr */
+        __u64 base;       /* ELF vaddr of the table segment's page 0 */
+        __u32 shard;      /* slot in unwind_shards */
+        __u32 offset;     /* word offset of the segment's page index in the shard */
+        __u32 n_pages;
+        __u32 flags;
+};
+_Static_assert(sizeof(struct profd_unwind_mapping) == 48, "profd_unwind_mapping layout");
+
+struct profd_unwind_proc {
+        __u32 n_mappings;
+        __u32 _pad;
+};
+_Static_assert(sizeof(struct profd_unwind_proc) == 8, "profd_unwind_proc layout");

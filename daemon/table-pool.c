@@ -1,0 +1,728 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* The unwind-table pool (see table-pool.h and bpf/profd-unwind-pool.h).
+ *
+ * Memory: shards are 4 MiB BPF arrays created on demand, at most limit / 4 MiB of them, one of
+ * which is held back so that a shard can always be compacted. A table segment is bump-allocated
+ * inside one shard and never moves except by compaction, which copies a shard's live tables into
+ * a fresh shard, repoints every process mapping entry, and only then drops the old shard: BPF
+ * never sees a half-moved table. Tables no process uses stay cached until space is needed. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "bpf/profd-unwind-pool.h"
+#include "log.h"
+#include "table-pool.h"
+
+#define RULE_HASH_SIZE (2 * PROFD_POOL_MAX_RULES) /* open addressing, load <= 1/2 */
+
+struct PoolTable {
+        uint8_t id[UNWIND_TABLE_ID_MAX];
+        size_t id_size;
+        unsigned refs;
+        uint32_t shard, offset, words;
+        uint32_t n_pages, n_rows;
+        uint64_t base;
+        uint64_t released_ns; /* when refs dropped to 0: eviction order */
+};
+
+typedef struct Shard {
+        int fd; /* -1: slot free */
+        uint32_t *mem;
+        uint32_t used; /* bump pointer, words */
+        uint32_t live; /* words of tables placed here */
+} Shard;
+
+typedef struct Proc {
+        pid_t pid;
+        PoolMapping *maps;
+        size_t n_maps;
+        struct profd_unwind_mapping_key *keys;
+        size_t n_keys;
+} Proc;
+
+struct TablePool {
+        int shards_fd, rules_fd, mappings_fd, procs_fd, config_fd;
+        uint64_t limit;
+        unsigned max_shards; /* including the one kept for compaction */
+        unsigned n_shards;
+        Shard shards[PROFD_POOL_MAX_SHARDS];
+
+        PoolTable **tables;
+        size_t n_tables, cap_tables;
+
+        struct profd_unwind_rule *rules;
+        uint32_t n_rules;
+        int32_t *rule_hash;
+
+        Proc **procs; /* sorted by pid */
+        size_t n_procs, cap_procs;
+        uint64_t n_mapping_entries;
+
+        uint64_t placed, evicted, compactions, place_failures, entry_errors;
+};
+
+static uint64_t now_ns(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+}
+
+static int find_map_fd(struct bpf_object *obj, const char *name)
+{
+        struct bpf_map *m = bpf_object__find_map_by_name(obj, name);
+
+        return m ? bpf_map__fd(m) : -ENOENT;
+}
+
+static int pool_set_active(TablePool *p, uint32_t active)
+{
+        uint32_t zero = 0;
+
+        return bpf_map_update_elem(p->config_fd, &zero, &active, BPF_ANY) < 0 ? -errno : 0;
+}
+
+int table_pool_new(struct bpf_object *obj, uint64_t memory_limit, TablePool **ret)
+{
+        _cleanup_(table_pool_freep) TablePool *p = NULL;
+        int r;
+
+        if (!obj || !ret)
+                return -EINVAL;
+        if (memory_limit < 2 * PROFD_SHARD_BYTES)
+                return -ERANGE; /* one shard to fill, one to compact into */
+
+        p = calloc(1, sizeof(*p));
+        if (!p)
+                return -ENOMEM;
+        for (unsigned i = 0; i < PROFD_POOL_MAX_SHARDS; i++)
+                p->shards[i].fd = -1;
+        p->limit = memory_limit;
+        p->max_shards = memory_limit / PROFD_SHARD_BYTES;
+        if (p->max_shards > PROFD_POOL_MAX_SHARDS)
+                p->max_shards = PROFD_POOL_MAX_SHARDS;
+
+        p->shards_fd = find_map_fd(obj, "unwind_shards");
+        p->rules_fd = find_map_fd(obj, "unwind_rules");
+        p->mappings_fd = find_map_fd(obj, "unwind_mappings");
+        p->procs_fd = find_map_fd(obj, "unwind_procs");
+        p->config_fd = find_map_fd(obj, "unwind_config");
+        if (p->shards_fd < 0 || p->rules_fd < 0 || p->mappings_fd < 0 || p->procs_fd < 0 || p->config_fd < 0)
+                return -ENOENT;
+
+        p->rules = calloc(PROFD_POOL_MAX_RULES, sizeof(*p->rules));
+        p->rule_hash = malloc(RULE_HASH_SIZE * sizeof(int32_t));
+        if (!p->rules || !p->rule_hash)
+                return -ENOMEM;
+        memset(p->rule_hash, 0xff, RULE_HASH_SIZE * sizeof(int32_t));
+
+        r = pool_set_active(p, 1);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(p);
+        return 0;
+}
+
+static void shard_drop(TablePool *p, uint32_t slot)
+{
+        Shard *s = &p->shards[slot];
+
+        if (s->fd < 0)
+                return;
+        (void)bpf_map_delete_elem(p->shards_fd, &slot);
+        if (s->mem)
+                munmap(s->mem, PROFD_SHARD_BYTES);
+        close(s->fd);
+        *s = (Shard){.fd = -1};
+        p->n_shards--;
+}
+
+static void proc_free(Proc *pr)
+{
+        if (!pr)
+                return;
+        free(pr->maps);
+        free(pr->keys);
+        free(pr);
+}
+
+TablePool *table_pool_free(TablePool *p)
+{
+        if (!p)
+                return NULL;
+        if (p->config_fd >= 0)
+                (void)pool_set_active(p, 0);
+        for (size_t i = 0; i < p->n_procs; i++) {
+                for (size_t k = 0; k < p->procs[i]->n_keys; k++)
+                        (void)bpf_map_delete_elem(p->mappings_fd, &p->procs[i]->keys[k]);
+                uint32_t pid = p->procs[i]->pid;
+                (void)bpf_map_delete_elem(p->procs_fd, &pid);
+                proc_free(p->procs[i]);
+        }
+        free(p->procs);
+        for (uint32_t i = 0; i < PROFD_POOL_MAX_SHARDS; i++)
+                shard_drop(p, i);
+        for (size_t i = 0; i < p->n_tables; i++)
+                free(p->tables[i]);
+        free(p->tables);
+        free(p->rules);
+        free(p->rule_hash);
+        free(p);
+        return NULL;
+}
+
+PoolTable *table_pool_find(TablePool *p, const uint8_t *id, size_t id_size)
+{
+        if (!p || !id)
+                return NULL;
+        for (size_t i = 0; i < p->n_tables; i++) {
+                PoolTable *t = p->tables[i];
+
+                if (t->id_size == id_size && memcmp(t->id, id, id_size) == 0)
+                        return t;
+        }
+        return NULL;
+}
+
+void table_pool_ref(PoolTable *t)
+{
+        if (t)
+                t->refs++;
+}
+
+void table_pool_release(TablePool *p, PoolTable *t)
+{
+        if (!t || t->refs == 0)
+                return;
+        if (--t->refs == 0)
+                t->released_ns = now_ns();
+}
+
+static uint64_t rule_key(const struct profd_unwind_rule *r)
+{
+        uint64_t k;
+
+        memcpy(&k, r, sizeof(k));
+        return k;
+}
+
+/* Global index of rule r, adding it to the BPF rule list if new. */
+static int rule_intern(TablePool *p, const struct profd_unwind_rule *r, uint16_t *ret)
+{
+        uint64_t k = rule_key(r), h = k * 0x9e3779b97f4a7c15ULL;
+
+        for (uint32_t i = (h >> 40) % RULE_HASH_SIZE;; i = (i + 1) % RULE_HASH_SIZE) {
+                int32_t idx = p->rule_hash[i];
+
+                if (idx >= 0 && rule_key(&p->rules[idx]) == k) {
+                        *ret = idx;
+                        return 0;
+                }
+                if (idx < 0) {
+                        uint32_t n = p->n_rules;
+
+                        if (n >= PROFD_POOL_MAX_RULES)
+                                return -ENOSPC;
+                        if (bpf_map_update_elem(p->rules_fd, &n, r, BPF_ANY) < 0)
+                                return -errno;
+                        p->rules[n] = *r;
+                        p->rule_hash[i] = n;
+                        p->n_rules++;
+                        *ret = n;
+                        return 0;
+                }
+        }
+}
+
+static int shard_create(TablePool *p, uint32_t *ret_slot)
+{
+        LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_MMAPABLE);
+        uint32_t slot;
+        Shard *s;
+        int r;
+
+        for (slot = 0; slot < PROFD_POOL_MAX_SHARDS; slot++)
+                if (p->shards[slot].fd < 0)
+                        break;
+        if (slot >= PROFD_POOL_MAX_SHARDS || p->n_shards >= p->max_shards)
+                return -ENOSPC;
+
+        s = &p->shards[slot];
+        s->fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "profd_shard", sizeof(uint32_t), PROFD_SHARD_BYTES, 1,
+                               &opts);
+        if (s->fd < 0) {
+                r = -errno;
+                s->fd = -1;
+                return r;
+        }
+        s->mem = mmap(NULL, PROFD_SHARD_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
+        if (s->mem == MAP_FAILED) {
+                r = -errno;
+                close(s->fd);
+                *s = (Shard){.fd = -1};
+                return r;
+        }
+        p->n_shards++;
+        /* Visible to BPF only once it is in the outer map; nothing points into it yet. */
+        if (bpf_map_update_elem(p->shards_fd, &slot, &s->fd, BPF_ANY) < 0) {
+                r = -errno;
+                shard_drop(p, slot);
+                return r;
+        }
+        *ret_slot = slot;
+        return 0;
+}
+
+/* A shard with room for words at its bump pointer; creates one while under the limit, keeping
+ * one shard's worth for compaction. */
+static int shard_find_space(TablePool *p, uint32_t words, uint32_t *ret_slot)
+{
+        for (uint32_t i = 0; i < PROFD_POOL_MAX_SHARDS; i++) {
+                Shard *s = &p->shards[i];
+
+                if (s->fd >= 0 && PROFD_SHARD_WORDS - s->used >= words) {
+                        *ret_slot = i;
+                        return 0;
+                }
+        }
+        if (p->n_shards + 1 < p->max_shards)
+                return shard_create(p, ret_slot);
+        return -ENOSPC;
+}
+
+static void table_remove(TablePool *p, size_t i)
+{
+        PoolTable *t = p->tables[i];
+        Shard *s = &p->shards[t->shard];
+
+        s->live -= t->words;
+        if (s->live == 0)
+                s->used = 0; /* nothing references the shard: start it over */
+        free(t);
+        p->tables[i] = p->tables[--p->n_tables];
+        p->evicted++;
+}
+
+/* Evicts the least recently released unreferenced table. Returns false when there is none. */
+static bool evict_one(TablePool *p)
+{
+        size_t best = SIZE_MAX;
+
+        for (size_t i = 0; i < p->n_tables; i++) {
+                PoolTable *t = p->tables[i];
+
+                if (t->refs == 0 && (best == SIZE_MAX || t->released_ns < p->tables[best]->released_ns))
+                        best = i;
+        }
+        if (best == SIZE_MAX)
+                return false;
+        table_remove(p, best);
+        return true;
+}
+
+static int proc_write_entries(TablePool *p, Proc *pr, const PoolMapping *m, size_t n);
+
+/* Moves the live tables of the shard with the most dead space into a fresh shard, repoints all
+ * mapping entries, then drops the old shard. */
+static int compact_one(TablePool *p)
+{
+        uint32_t victim = UINT32_MAX, dead_best = 0, fresh, off = 0;
+        int r;
+
+        for (uint32_t i = 0; i < PROFD_POOL_MAX_SHARDS; i++) {
+                Shard *s = &p->shards[i];
+
+                if (s->fd >= 0 && s->used - s->live > dead_best) {
+                        dead_best = s->used - s->live;
+                        victim = i;
+                }
+        }
+        if (victim == UINT32_MAX)
+                return -ENOSPC;
+
+        if (p->n_shards >= p->max_shards)
+                return -ENOSPC;
+        r = shard_create(p, &fresh);
+        if (r < 0)
+                return r;
+
+        for (size_t i = 0; i < p->n_tables; i++) {
+                PoolTable *t = p->tables[i];
+
+                if (t->shard != victim)
+                        continue;
+                memcpy(p->shards[fresh].mem + off, p->shards[victim].mem + t->offset,
+                       t->words * sizeof(uint32_t));
+                t->shard = fresh;
+                t->offset = off;
+                off += t->words;
+        }
+        p->shards[fresh].used = p->shards[fresh].live = off;
+
+        for (size_t i = 0; i < p->n_procs; i++) {
+                Proc *pr = p->procs[i];
+
+                r = proc_write_entries(p, pr, pr->maps, pr->n_maps);
+                if (r < 0)
+                        p->entry_errors++;
+        }
+        shard_drop(p, victim);
+        p->compactions++;
+        return 0;
+}
+
+int table_pool_acquire(TablePool *p, const UnwindTable *t, PoolTable **ret)
+{
+        _cleanup_free_ uint16_t *remap = NULL;
+        PoolTable *pt;
+        uint32_t slot, words;
+        uint64_t total;
+        uint32_t *dst;
+        int r;
+
+        if (!p || !t || !ret)
+                return -EINVAL;
+
+        pt = table_pool_find(p, t->id, t->id_size);
+        if (pt) {
+                pt->refs++;
+                *ret = pt;
+                return 0;
+        }
+
+        total = (uint64_t)t->n_pages + 1 + t->n_rows;
+        if (total > PROFD_SHARD_WORDS || t->n_pages == 0) {
+                p->place_failures++;
+                return -EFBIG;
+        }
+        words = total;
+
+        remap = calloc(t->n_rules ? t->n_rules : 1, sizeof(uint16_t));
+        if (!remap)
+                return -ENOMEM;
+        for (uint32_t i = 0; i < t->n_rules; i++) {
+                r = rule_intern(p, &t->rules[i], &remap[i]);
+                if (r < 0) {
+                        p->place_failures++;
+                        return r;
+                }
+        }
+
+        for (;;) {
+                r = shard_find_space(p, words, &slot);
+                if (r != -ENOSPC)
+                        break;
+                if (evict_one(p))
+                        continue;
+                r = compact_one(p);
+                if (r < 0)
+                        break;
+        }
+        if (r < 0) {
+                p->place_failures++;
+                return r;
+        }
+
+        if (p->n_tables >= p->cap_tables) {
+                size_t n = p->cap_tables ? 2 * p->cap_tables : 64;
+                PoolTable **v = reallocarray(p->tables, n, sizeof(*v));
+
+                if (!v)
+                        return -ENOMEM;
+                p->tables = v;
+                p->cap_tables = n;
+        }
+        pt = calloc(1, sizeof(*pt));
+        if (!pt)
+                return -ENOMEM;
+
+        /* Written before any mapping entry can point here. */
+        dst = p->shards[slot].mem + p->shards[slot].used;
+        memcpy(dst, t->page_index, ((size_t)t->n_pages + 1) * sizeof(uint32_t));
+        for (uint32_t i = 0; i < t->n_rows; i++) {
+                uint16_t rule = t->rows[i].rule < t->n_rules ? remap[t->rows[i].rule] : 0;
+
+                dst[t->n_pages + 1 + i] = (uint32_t)t->rows[i].pc_low | ((uint32_t)rule << 16);
+        }
+
+        memcpy(pt->id, t->id, t->id_size);
+        pt->id_size = t->id_size;
+        pt->refs = 1;
+        pt->shard = slot;
+        pt->offset = p->shards[slot].used;
+        pt->words = words;
+        pt->n_pages = t->n_pages;
+        pt->n_rows = t->n_rows;
+        pt->base = t->base;
+        p->shards[slot].used += words;
+        p->shards[slot].live += words;
+        p->tables[p->n_tables++] = pt;
+        p->placed++;
+        *ret = pt;
+        return 0;
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+        return memcmp(a, b, sizeof(struct profd_unwind_mapping_key));
+}
+
+/* Covers [start, end) with aligned power-of-two blocks, each one LPM entry. */
+static int add_range_keys(pid_t pid, uint64_t start, uint64_t end, struct profd_unwind_mapping_key **keys,
+                          size_t *n, size_t *cap)
+{
+        while (start < end) {
+                unsigned bits = start ? __builtin_ctzll(start) : 63;
+                struct profd_unwind_mapping_key *k;
+
+                while (bits > 0 &&
+                       (bits >= 64 || start + (1ULL << bits) > end || start + (1ULL << bits) < start))
+                        bits--;
+                if (*n >= *cap) {
+                        size_t c = *cap ? 2 * *cap : 32;
+                        void *v = reallocarray(*keys, c, sizeof(**keys));
+
+                        if (!v)
+                                return -ENOMEM;
+                        *keys = v;
+                        *cap = c;
+                }
+                k = &(*keys)[(*n)++];
+                k->prefixlen = 32 + 64 - bits;
+                k->pid_be = __builtin_bswap32((uint32_t)pid);
+                k->addr_be = __builtin_bswap64(start);
+                start += 1ULL << bits;
+        }
+        return 0;
+}
+
+static void mapping_value(const PoolMapping *m, struct profd_unwind_mapping *v)
+{
+        *v = (struct profd_unwind_mapping){.start = m->start, .end = m->end, .load_bias = m->load_bias};
+        if (!m->table) {
+                v->flags = PROFD_MAPPING_NO_TABLE;
+                return;
+        }
+        v->base = m->table->base;
+        v->shard = m->table->shard;
+        v->offset = m->table->offset;
+        v->n_pages = m->table->n_pages;
+}
+
+/* Writes pr's entries for m (new ones first, then deletes the keys no longer used, so a pc
+ * never goes missing during the update). */
+static int proc_write_entries(TablePool *p, Proc *pr, const PoolMapping *m, size_t n)
+{
+        _cleanup_free_ struct profd_unwind_mapping_key *keys = NULL;
+        size_t n_keys = 0, cap = 0, j = 0;
+        int r = 0;
+
+        for (size_t i = 0; i < n; i++) {
+                struct profd_unwind_mapping v;
+                size_t first = n_keys;
+
+                if (m[i].end <= m[i].start)
+                        continue;
+                r = add_range_keys(pr->pid, m[i].start, m[i].end, &keys, &n_keys, &cap);
+                if (r < 0)
+                        return r;
+                mapping_value(&m[i], &v);
+                for (size_t k = first; k < n_keys; k++)
+                        if (bpf_map_update_elem(p->mappings_fd, &keys[k], &v, BPF_ANY) < 0) {
+                                r = -errno;
+                                p->entry_errors++;
+                        }
+        }
+        if (n_keys > 1)
+                qsort(keys, n_keys, sizeof(*keys), cmp_key);
+
+        /* pr->keys is sorted too: delete what the new set lacks. */
+        for (size_t i = 0; i < pr->n_keys; i++) {
+                while (j < n_keys && cmp_key(&keys[j], &pr->keys[i]) < 0)
+                        j++;
+                if (j < n_keys && cmp_key(&keys[j], &pr->keys[i]) == 0)
+                        continue;
+                (void)bpf_map_delete_elem(p->mappings_fd, &pr->keys[i]);
+        }
+        p->n_mapping_entries = p->n_mapping_entries - pr->n_keys + n_keys;
+        free(pr->keys);
+        pr->keys = TAKE_PTR(keys);
+        pr->n_keys = n_keys;
+        return r;
+}
+
+static ssize_t proc_index(TablePool *p, pid_t pid, bool *found)
+{
+        size_t lo = 0, hi = p->n_procs;
+
+        while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+
+                if (p->procs[mid]->pid < pid)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        *found = lo < p->n_procs && p->procs[lo]->pid == pid;
+        return lo;
+}
+
+int table_pool_set_process(TablePool *p, pid_t pid, const PoolMapping *m, size_t n)
+{
+        _cleanup_free_ PoolMapping *copy = NULL;
+        struct profd_unwind_proc info = {};
+        uint32_t key = pid;
+        bool found;
+        size_t i;
+        Proc *pr;
+        int r;
+
+        if (!p || pid <= 0 || (n && !m))
+                return -EINVAL;
+
+        if (n) {
+                copy = calloc(n, sizeof(*copy));
+                if (!copy)
+                        return -ENOMEM;
+                memcpy(copy, m, n * sizeof(*copy));
+        }
+
+        i = proc_index(p, pid, &found);
+        if (found) {
+                pr = p->procs[i];
+        } else {
+                if (p->n_procs >= PROFD_POOL_MAX_PROCS)
+                        return -ENOSPC;
+                if (p->n_procs >= p->cap_procs) {
+                        size_t c = p->cap_procs ? 2 * p->cap_procs : 64;
+                        Proc **v = reallocarray(p->procs, c, sizeof(*v));
+
+                        if (!v)
+                                return -ENOMEM;
+                        p->procs = v;
+                        p->cap_procs = c;
+                }
+                pr = calloc(1, sizeof(*pr));
+                if (!pr)
+                        return -ENOMEM;
+                pr->pid = pid;
+                memmove(p->procs + i + 1, p->procs + i, (p->n_procs - i) * sizeof(*p->procs));
+                p->procs[i] = pr;
+                p->n_procs++;
+        }
+
+        for (size_t k = 0; k < n; k++)
+                table_pool_ref(copy[k].table);
+        r = proc_write_entries(p, pr, copy, n);
+        for (size_t k = 0; k < pr->n_maps; k++)
+                table_pool_release(p, pr->maps[k].table);
+        free(pr->maps);
+        pr->maps = TAKE_PTR(copy);
+        pr->n_maps = n;
+
+        info.n_mappings = n;
+        if (bpf_map_update_elem(p->procs_fd, &key, &info, BPF_ANY) < 0 && r >= 0)
+                r = -errno;
+        return r;
+}
+
+int table_pool_remove_process(TablePool *p, pid_t pid)
+{
+        uint32_t key = pid;
+        bool found;
+        size_t i;
+        Proc *pr;
+
+        if (!p)
+                return -EINVAL;
+        i = proc_index(p, pid, &found);
+        if (!found)
+                return -ENOENT;
+        pr = p->procs[i];
+        (void)bpf_map_delete_elem(p->procs_fd, &key);
+        for (size_t k = 0; k < pr->n_keys; k++)
+                (void)bpf_map_delete_elem(p->mappings_fd, &pr->keys[k]);
+        p->n_mapping_entries -= pr->n_keys;
+        for (size_t k = 0; k < pr->n_maps; k++)
+                table_pool_release(p, pr->maps[k].table);
+        memmove(p->procs + i, p->procs + i + 1, (p->n_procs - i - 1) * sizeof(*p->procs));
+        p->n_procs--;
+        proc_free(pr);
+        return 0;
+}
+
+void table_pool_write_metrics(const TablePool *p, FILE *f)
+{
+        uint64_t live = 0, rows = 0, referenced = 0;
+
+        if (!p || !f)
+                return;
+        for (size_t i = 0; i < p->n_tables; i++) {
+                rows += p->tables[i]->n_rows;
+                referenced += p->tables[i]->refs > 0;
+        }
+        for (unsigned i = 0; i < PROFD_POOL_MAX_SHARDS; i++)
+                if (p->shards[i].fd >= 0)
+                        live += p->shards[i].live;
+
+        fprintf(f,
+                "# HELP profd_unwind_pool_limit_bytes --unwind-table-memory.\n"
+                "# TYPE profd_unwind_pool_limit_bytes gauge\n"
+                "profd_unwind_pool_limit_bytes %" PRIu64 "\n"
+                "# HELP profd_unwind_pool_allocated_bytes BPF memory of the allocated shards.\n"
+                "# TYPE profd_unwind_pool_allocated_bytes gauge\n"
+                "profd_unwind_pool_allocated_bytes %" PRIu64 "\n"
+                "# HELP profd_unwind_pool_used_bytes Bytes of placed tables (page indexes and rows).\n"
+                "# TYPE profd_unwind_pool_used_bytes gauge\n"
+                "profd_unwind_pool_used_bytes %" PRIu64 "\n"
+                "# HELP profd_unwind_pool_shards Allocated 4 MiB shards.\n"
+                "# TYPE profd_unwind_pool_shards gauge\n"
+                "profd_unwind_pool_shards %u\n"
+                "# HELP profd_unwind_pool_tables Placed unwind tables.\n"
+                "# TYPE profd_unwind_pool_tables gauge\n"
+                "profd_unwind_pool_tables{state=\"referenced\"} %" PRIu64 "\n"
+                "profd_unwind_pool_tables{state=\"unreferenced\"} %" PRIu64 "\n"
+                "# HELP profd_unwind_pool_rows Rows of the placed tables.\n"
+                "# TYPE profd_unwind_pool_rows gauge\n"
+                "profd_unwind_pool_rows %" PRIu64 "\n"
+                "# HELP profd_unwind_pool_bytes_per_row Used bytes divided by rows, page indexes included.\n"
+                "# TYPE profd_unwind_pool_bytes_per_row gauge\n"
+                "profd_unwind_pool_bytes_per_row %.3f\n"
+                "# HELP profd_unwind_pool_rules Distinct unwind rules shared by all tables.\n"
+                "# TYPE profd_unwind_pool_rules gauge\n"
+                "profd_unwind_pool_rules %" PRIu32 "\n"
+                "# HELP profd_unwind_pool_processes Processes with mapping entries.\n"
+                "# TYPE profd_unwind_pool_processes gauge\n"
+                "profd_unwind_pool_processes %zu\n"
+                "# HELP profd_unwind_pool_mapping_entries LPM entries covering process mappings.\n"
+                "# TYPE profd_unwind_pool_mapping_entries gauge\n"
+                "profd_unwind_pool_mapping_entries %" PRIu64 "\n"
+                "# HELP profd_unwind_pool_placed_total Tables placed.\n"
+                "# TYPE profd_unwind_pool_placed_total counter\n"
+                "profd_unwind_pool_placed_total %" PRIu64 "\n"
+                "# HELP profd_unwind_pool_evictions_total Unreferenced tables evicted for space.\n"
+                "# TYPE profd_unwind_pool_evictions_total counter\n"
+                "profd_unwind_pool_evictions_total %" PRIu64 "\n"
+                "# HELP profd_unwind_pool_compactions_total Shards compacted.\n"
+                "# TYPE profd_unwind_pool_compactions_total counter\n"
+                "profd_unwind_pool_compactions_total %" PRIu64 "\n"
+                "# HELP profd_unwind_pool_place_failures_total Tables that did not fit.\n"
+                "# TYPE profd_unwind_pool_place_failures_total counter\n"
+                "profd_unwind_pool_place_failures_total %" PRIu64 "\n"
+                "# HELP profd_unwind_pool_entry_errors_total Mapping entries that could not be written.\n"
+                "# TYPE profd_unwind_pool_entry_errors_total counter\n"
+                "profd_unwind_pool_entry_errors_total %" PRIu64 "\n",
+                p->limit, (uint64_t)(p->n_shards * PROFD_SHARD_BYTES), live * 4, p->n_shards, referenced,
+                (uint64_t)p->n_tables - referenced, rows, rows ? (double)live * 4 / (double)rows : 0.0,
+                p->n_rules, p->n_procs, p->n_mapping_entries, p->placed, p->evicted, p->compactions,
+                p->place_failures, p->entry_errors);
+}

@@ -1,0 +1,459 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* The DWARF unwinder on real processes: this program is built -O2 -fomit-frame-pointer, so only
+ * .eh_frame can unwind it. Children recurse 20, 300 and 600 deep and burn CPU in a leaf; the
+ * parent builds the unwind tables of every executable mapping (this program, libc, ld.so),
+ * places them in the BPF table pool, registers the children's mappings, and checks the sampled
+ * stacks: complete down to _start with the exact recursion depth, or for 600 (deeper than
+ * PROFD_MAX_USER_FRAMES) truncated and flagged as such. Also prints BPF ns per sample per
+ * depth (kernel.bpf_stats_enabled through BPF_ENABLE_STATS). */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <inttypes.h>
+#include <libelf.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "sampler.h"
+#include "table-pool.h"
+#include "unwind-tables/unwind-table.h"
+
+#define FREQ_HZ 499
+#define PHASE_USEC (1500 * 1000)
+
+static volatile uint64_t sink;
+static volatile bool leaf_stop;
+
+/* Returns in theory (leaf_stop), so gcc keeps it a real call with a frame of recurse(0) above. */
+__attribute__((noinline)) static void leaf(void)
+{
+        while (!leaf_stop)
+                for (int i = 0; i < 1000; i++)
+                        sink = sink * 31 + i;
+}
+
+/* The volatile local and the use of the result keep gcc from turning this into a loop. */
+__attribute__((noinline)) static int recurse(int n)
+{
+        volatile int x = n;
+        int r;
+
+        if (n == 0) {
+                leaf();
+                return 0;
+        }
+        r = recurse(n - 1);
+        return r + x;
+}
+
+typedef struct Range {
+        uint64_t lo, hi;
+} Range;
+
+static bool in_range(const Range *r, uint64_t pc)
+{
+        return pc >= r->lo && pc < r->hi;
+}
+
+/* Runtime address range of a symbol of this executable. */
+static int symbol_range(const char *name, uint64_t bias, Range *ret)
+{
+        Elf_Scn *scn = NULL;
+        int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC), r = -ENOENT;
+        Elf *e;
+
+        if (fd < 0)
+                return -errno;
+        e = elf_begin(fd, ELF_C_READ, NULL);
+        while (e && (scn = elf_nextscn(e, scn))) {
+                GElf_Shdr sh;
+                Elf_Data *d;
+
+                if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB || !(d = elf_getdata(scn, NULL)))
+                        continue;
+                for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
+                        GElf_Sym sym;
+                        const char *n;
+
+                        if (!gelf_getsym(d, i, &sym) || !(n = elf_strptr(e, sh.sh_link, sym.st_name)))
+                                continue;
+                        if (strcmp(n, name) == 0 && sym.st_size > 0) {
+                                ret->lo = bias + sym.st_value;
+                                ret->hi = ret->lo + sym.st_size;
+                                r = 0;
+                        }
+                }
+        }
+        elf_end(e);
+        close(fd);
+        return r;
+}
+
+/* runtime - ELF vaddr for the file mapping [start, ...) at file offset off. */
+static int elf_load_bias(const char *path, uint64_t start, uint64_t off, uint64_t *ret)
+{
+        int fd = open(path, O_RDONLY | O_CLOEXEC), r = -ENOENT;
+        size_t n;
+        Elf *e;
+
+        if (fd < 0)
+                return -errno;
+        e = elf_begin(fd, ELF_C_READ, NULL);
+        if (e && elf_getphdrnum(e, &n) == 0)
+                for (size_t i = 0; i < n; i++) {
+                        GElf_Phdr ph;
+
+                        if (!gelf_getphdr(e, i, &ph) || ph.p_type != PT_LOAD)
+                                continue;
+                        if ((ph.p_offset & ~0xfffULL) <= off && off < ph.p_offset + ph.p_filesz) {
+                                *ret = start - (ph.p_vaddr + off - ph.p_offset);
+                                r = 0;
+                                break;
+                        }
+                }
+        elf_end(e);
+        close(fd);
+        return r;
+}
+
+typedef struct Exe {
+        char path[512];
+        PoolTable *table;
+} Exe;
+
+static Exe exes[32];
+static size_t n_exes;
+
+static PoolTable *table_for(TablePool *pool, const char *path)
+{
+        UnwindTable *t = NULL;
+        char *err = NULL;
+        int r;
+
+        for (size_t i = 0; i < n_exes; i++)
+                if (strcmp(exes[i].path, path) == 0)
+                        return exes[i].table;
+        if (n_exes >= ELEMENTSOF(exes))
+                return NULL;
+        snprintf(exes[n_exes].path, sizeof(exes[n_exes].path), "%s", path);
+        r = unwind_table_build_path(path, NULL, &t, &err);
+        if (r < 0) {
+                fprintf(stderr, "no unwind table for %s: %s\n", path, err ? err : strerror(-r));
+                free(err);
+        } else {
+                r = table_pool_acquire(pool, t, &exes[n_exes].table);
+                if (r < 0)
+                        fprintf(stderr, "table_pool_acquire %s: %s\n", path, strerror(-r));
+                else
+                        printf("table %s: %" PRIu32 " rows, %" PRIu32 " pages, %zu bytes\n", path, t->n_rows,
+                               t->n_pages, unwind_table_bytes(t));
+                unwind_table_free(t);
+        }
+        return exes[n_exes++].table;
+}
+
+/* Registers the executable mappings of pid with the pool, the way the process tracker does. */
+static int register_process(TablePool *pool, pid_t pid)
+{
+        PoolMapping m[64];
+        size_t n = 0;
+        char fn[64], line[1024];
+        FILE *f;
+
+        snprintf(fn, sizeof(fn), "/proc/%d/maps", pid);
+        f = fopen(fn, "re");
+        if (!f)
+                return -errno;
+        while (fgets(line, sizeof(line), f) && n < ELEMENTSOF(m)) {
+                uint64_t a, b, off, bias = 0;
+                char perms[8], *path = strchr(line, '/');
+
+                if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64, &a, &b, perms, &off) != 4 ||
+                    perms[2] != 'x')
+                        continue;
+                m[n] = (PoolMapping){.start = a, .end = b};
+                if (path) {
+                        path[strcspn(path, "\n")] = 0;
+                        if (elf_load_bias(path, a, off, &bias) == 0) {
+                                m[n].load_bias = bias;
+                                m[n].table = table_for(pool, path);
+                        }
+                }
+                n++;
+        }
+        fclose(f);
+        return table_pool_set_process(pool, pid, m, n);
+}
+
+typedef struct Child {
+        int depth;
+        pid_t pid;
+        int go_fd;
+        uint64_t samples, in_leaf, complete, truncated, dwarf, wrong;
+        uint64_t stops[PROFD_STOP__MAX];
+        bool printed;
+} Child;
+
+static Child children[] = {{.depth = 20}, {.depth = 300}, {.depth = 600}};
+static Range r_leaf, r_recurse, r_start;
+
+static void check_record(Child *c, const SampleRecord *r)
+{
+        uint32_t n_rec = 0, stop = r->user_flags & PROFD_STACK_REASON_MASK;
+        bool truncated = r->user_flags & PROFD_STACK_TRUNCATED;
+
+        c->samples += r->count;
+        if (r->n_user == 0 || !in_range(&r_leaf, r->user_frames[0]))
+                return; /* not yet burning: startup, pipe read */
+        c->in_leaf += r->count;
+        if (stop < PROFD_STOP__MAX)
+                c->stops[stop] += r->count;
+        if (r->user_flags & PROFD_STACK_DWARF)
+                c->dwarf += r->count;
+        for (uint32_t i = 1; i < r->n_user; i++)
+                if (in_range(&r_recurse, r->user_frames[i]))
+                        n_rec++;
+        if (c->depth + 1 + 8 > PROFD_MAX_USER_FRAMES) {
+                if (truncated && r->n_user == PROFD_MAX_USER_FRAMES && stop == PROFD_STOP_DEPTH &&
+                    n_rec == PROFD_MAX_USER_FRAMES - 1)
+                        c->truncated += r->count;
+                else
+                        c->wrong += r->count;
+        } else if (stop == PROFD_STOP_OK && !truncated && n_rec == (uint32_t)c->depth + 1 &&
+                   in_range(&r_start, r->user_frames[r->n_user - 1])) {
+                c->complete += r->count;
+        } else {
+                c->wrong += r->count;
+        }
+        if (!c->printed && (c->depth < 100 || c->wrong)) {
+                c->printed = true;
+                printf("depth %d: %u frames, flags %#x, recurse frames %u, last %#" PRIx64 "\n", c->depth,
+                       r->n_user, r->user_flags, n_rec, r->user_frames[r->n_user - 1]);
+        }
+}
+
+static void on_interval(void *userdata, uint64_t start_ns, uint64_t end_ns, const SampleRecord *records,
+                        size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                for (size_t k = 0; k < ELEMENTSOF(children); k++)
+                        if ((pid_t)records[i].pid == children[k].pid)
+                                check_record(&children[k], &records[i]);
+}
+
+static pid_t spawn(Child *c)
+{
+        int p[2];
+        pid_t pid;
+
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return -1;
+        pid = fork();
+        if (pid == 0) {
+                char b;
+
+                close(p[1]);
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
+                if (read(p[0], &b, 1) != 1)
+                        _exit(2);
+                recurse(c->depth);
+                _exit(0);
+        }
+        close(p[0]);
+        c->go_fd = p[1];
+        return pid;
+}
+
+static int on_phase_end(sd_event_source *s, uint64_t usec, void *userdata)
+{
+        *(bool *)userdata = true;
+        return 0;
+}
+
+/* sd_event_exit() would end the loop for good: phases use a flag instead. */
+static void run_loop(sd_event *e, uint64_t usec)
+{
+        bool done = false;
+
+        sd_event_add_time_relative(e, NULL, CLOCK_MONOTONIC, usec, 0, on_phase_end, &done);
+        while (!done)
+                if (sd_event_run(e, UINT64_MAX) < 0)
+                        break;
+}
+
+typedef struct ProgStats {
+        uint64_t run_time_ns, run_cnt;
+} ProgStats;
+
+static void prog_stats(Sampler *s, ProgStats *ret)
+{
+        struct bpf_program *prog = bpf_object__find_program_by_name(sampler_bpf_object(s), "profd_sample");
+        struct bpf_prog_info info = {};
+        uint32_t len = sizeof(info);
+
+        *ret = (ProgStats){};
+        if (prog && bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len) == 0) {
+                ret->run_time_ns = info.run_time_ns;
+                ret->run_cnt = info.run_cnt;
+        }
+}
+
+static uint64_t counter(Sampler *s, unsigned idx)
+{
+        struct bpf_map *m = bpf_object__find_map_by_name(sampler_bpf_object(s), "counters");
+        int n = libbpf_num_possible_cpus();
+        uint64_t v[n > 0 ? n : 1], sum = 0;
+
+        if (!m || n <= 0 || bpf_map_lookup_elem(bpf_map__fd(m), &idx, v) < 0)
+                return 0;
+        for (int i = 0; i < n; i++)
+                sum += v[i];
+        return sum;
+}
+
+int main(void)
+{
+        _cleanup_(sampler_freep) Sampler *s = NULL;
+        _cleanup_(table_pool_freep) TablePool *pool = NULL;
+        SamplerOptions o = {.frequency_hz = FREQ_HZ, .drain_interval_ns = 250 * 1000 * 1000ULL};
+        sd_event *e = NULL;
+        int r, failures = 0, stats_fd;
+        uint64_t bias = 0;
+
+        if (geteuid() != 0) {
+                fprintf(stderr, "SKIP: test-unwinder needs root to load BPF programs\n");
+                return 77;
+        }
+        elf_version(EV_CURRENT);
+        if (symbol_range("recurse", 0, &r_recurse) < 0) {
+                fprintf(stderr, "FAIL: symbol recurse not found in the test executable\n");
+                return 1;
+        }
+        bias = (uint64_t)(uintptr_t)recurse - r_recurse.lo; /* PIE or not */
+        if (symbol_range("leaf", bias, &r_leaf) < 0 || symbol_range("recurse", bias, &r_recurse) < 0 ||
+            symbol_range("_start", bias, &r_start) < 0) {
+                fprintf(stderr, "FAIL: symbols leaf/recurse/_start not found in the test executable\n");
+                return 1;
+        }
+
+        /* Children first, so the BPF filter can name them: other work on the machine stays out of
+         * the ns-per-sample figures. */
+        for (size_t k = 0; k < ELEMENTSOF(children); k++) {
+                children[k].pid = spawn(&children[k]);
+                if (children[k].pid < 0)
+                        return 1;
+                o.filter.pids[o.filter.n_pids++] = children[k].pid;
+        }
+
+        if (sd_event_new(&e) < 0)
+                return 1;
+        r = sampler_new(e, &o, on_interval, NULL, &s);
+        if (r >= 0)
+                r = sampler_start(s);
+        if (r < 0) {
+                fprintf(stderr, "FAIL: sampler: %s\n", strerror(-r));
+                return 1;
+        }
+        r = table_pool_new(sampler_bpf_object(s), 64ULL << 20, &pool);
+        if (r < 0) {
+                fprintf(stderr, "FAIL: table_pool_new: %s\n", strerror(-r));
+                return 1;
+        }
+        stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+        if (stats_fd < 0)
+                fprintf(stderr, "bpf_enable_stats: %s (no ns/sample figures)\n", strerror(errno));
+
+        for (size_t k = 0; k < ELEMENTSOF(children); k++) {
+                r = register_process(pool, children[k].pid);
+                if (r < 0) {
+                        fprintf(stderr, "FAIL: registering pid %d: %s\n", children[k].pid, strerror(-r));
+                        return 1;
+                }
+        }
+
+        /* Baseline: no child runs, every sample is another process's and filtered out. */
+        double filtered_ns = 0;
+        {
+                ProgStats a, b;
+
+                prog_stats(s, &a);
+                run_loop(e, 500 * 1000);
+                prog_stats(s, &b);
+                if (b.run_cnt > a.run_cnt)
+                        filtered_ns =
+                                (double)(b.run_time_ns - a.run_time_ns) / (double)(b.run_cnt - a.run_cnt);
+                printf("BENCH filtered-out sample: %.0f ns (%" PRIu64 " runs)\n", filtered_ns,
+                       b.run_cnt - a.run_cnt);
+        }
+
+        /* One child at a time, so each phase's BPF time belongs to one depth. The filtered-out
+         * samples of other processes in the phase are priced at the baseline and taken out. */
+        for (size_t k = 0; k < ELEMENTSOF(children); k++) {
+                ProgStats a, b;
+                uint64_t rec0 = counter(s, PROFD_CNT_RECORDED), rec1;
+
+                prog_stats(s, &a);
+                if (write(children[k].go_fd, "x", 1) != 1)
+                        return 1;
+                run_loop(e, PHASE_USEC);
+                kill(children[k].pid, SIGSTOP);
+                run_loop(e, 300 * 1000); /* drain what the phase recorded */
+                prog_stats(s, &b);
+                rec1 = counter(s, PROFD_CNT_RECORDED);
+                if (rec1 > rec0 && b.run_cnt >= a.run_cnt + (rec1 - rec0)) {
+                        uint64_t others = b.run_cnt - a.run_cnt - (rec1 - rec0);
+                        double t = (double)(b.run_time_ns - a.run_time_ns) - filtered_ns * (double)others;
+
+                        printf("BENCH depth %d: %.0f ns per recorded sample (%" PRIu64 " recorded, %" PRIu64
+                               " filtered runs)\n",
+                               children[k].depth, t / (double)(rec1 - rec0), rec1 - rec0, others);
+                }
+        }
+        for (size_t k = 0; k < ELEMENTSOF(children); k++) {
+                kill(children[k].pid, SIGKILL);
+                waitpid(children[k].pid, NULL, 0);
+        }
+        if (stats_fd >= 0)
+                close(stats_fd);
+
+        table_pool_write_metrics(pool, stdout);
+        for (size_t k = 0; k < ELEMENTSOF(children); k++) {
+                Child *c = &children[k];
+
+                printf("depth %d: samples %" PRIu64 " in leaf %" PRIu64 " complete %" PRIu64
+                       " truncated %" PRIu64 " dwarf %" PRIu64 " wrong %" PRIu64 " stops:",
+                       c->depth, c->samples, c->in_leaf, c->complete, c->truncated, c->dwarf, c->wrong);
+                for (unsigned i = 0; i < PROFD_STOP__MAX; i++)
+                        printf(" %" PRIu64, c->stops[i]);
+                printf("\n");
+                if (c->in_leaf < 50) {
+                        fprintf(stderr, "FAIL: depth %d: only %" PRIu64 " samples in the leaf\n", c->depth,
+                                c->in_leaf);
+                        failures++;
+                } else if ((c->complete + c->truncated) * 100 < c->in_leaf * 99) {
+                        fprintf(stderr,
+                                "FAIL: depth %d: %" PRIu64 " of %" PRIu64
+                                " leaf samples correct, want 99%%\n",
+                                c->depth, c->complete + c->truncated, c->in_leaf);
+                        failures++;
+                }
+        }
+        pool = table_pool_free(pool); /* its maps belong to the sampler's object */
+        s = sampler_free(s);
+        sd_event_unref(e);
+        if (failures)
+                return 1;
+        printf("PASS\n");
+        return 0;
+}
