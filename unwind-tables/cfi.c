@@ -395,6 +395,9 @@ static int parse_cie(CfiParser *p, uint32_t si, uint64_t offset, Cie *cie)
                                 s->name, (unsigned long long)offset, cie->fde_enc);
         cie->insns = c.p;
         cie->insns_end = rec.end;
+        p->work += (uint64_t)(cie->insns_end - cie->insns);
+        if (p->work > p->work_limit)
+                return cfi_fail(p->err, -E2BIG, "%s: CFI too costly to interpret (re-run CIEs)", s->name);
 
         cie->initial = (CfaState){};
         uint64_t loc = 0;
@@ -836,6 +839,9 @@ int cfi_run_fde(CfiParser *p, const FdeRef *f, TableBuilder *b)
         if (h.end > text_end)
                 h.end = text_end;
 
+        p->work += (uint64_t)(h.insns_end - h.insns);
+        if (p->work > p->work_limit)
+                return cfi_fail(p->err, -E2BIG, "%s: CFI too costly to interpret (re-run CIEs)", s->name);
         CfaState st = h.cie->initial;
         uint64_t loc = h.start;
         r = execute(p, s, h.cie, h.insns, h.insns_end, &st, &h.cie->initial, &loc, h.end, b);

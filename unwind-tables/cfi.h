@@ -50,6 +50,9 @@ typedef struct CfiParser {
         UnwindTableStats *stats;
         struct CieCacheEntry *cie_cache; /* CIE_CACHE_SIZE entries */
         bool count_in_run;               /* FDEs are counted by cfi_run_fde (.eh_frame_hdr path) */
+        /* CFA instruction bytes interpreted so far, and the budget: CIEs evicted from the cache are
+         * re-run, so crafted input could otherwise cost (CIE size x FDE count). */
+        uint64_t work, work_limit;
 } CfiParser;
 
 /* The binary search table of .eh_frame_hdr: (initial location, FDE address) pairs sorted by
@@ -80,7 +83,8 @@ enum {
         UNSUP_RBP,
 };
 
-TableBuilder *builder_new(UnwindTableStats *stats, CfiError *err, size_t rows_hint);
+/* Fails with -E2BIG once the table would exceed max_bytes. */
+TableBuilder *builder_new(UnwindTableStats *stats, CfiError *err, size_t rows_hint, size_t max_bytes);
 TableBuilder *builder_free(TableBuilder *b);
 /* Rule r applies to [a, e). Intervals arrive sorted by a; parts below what is already covered
  * are dropped (first FDE wins on overlap). */

@@ -16,6 +16,7 @@
 struct TableBuilder {
         UnwindTableStats *stats;
         CfiError *err;
+        size_t max_bytes;
 
         bool have_rows;
         uint64_t base;
@@ -45,6 +46,11 @@ static void account(TableBuilder *b, size_t old_bytes, size_t new_bytes)
 
 static int grow(TableBuilder *b, void **p, size_t *cap, size_t elem, size_t min_cap)
 {
+        size_t table_bytes = b->n_rows * sizeof(*b->rows) + b->n_pages * sizeof(*b->pages) +
+                             b->n_rules * sizeof(*b->rules);
+        if (table_bytes + elem > b->max_bytes)
+                return cfi_fail(b->err, -E2BIG, "unwind table larger than the limit of %zu bytes",
+                                b->max_bytes);
         /* 1.5x growth: the transient waste stays well below the final size */
         size_t nc = *cap < 64 ? 64 : *cap + *cap / 2;
         if (nc < min_cap)
@@ -58,13 +64,16 @@ static int grow(TableBuilder *b, void **p, size_t *cap, size_t elem, size_t min_
         return 0;
 }
 
-TableBuilder *builder_new(UnwindTableStats *stats, CfiError *err, size_t rows_hint)
+TableBuilder *builder_new(UnwindTableStats *stats, CfiError *err, size_t rows_hint, size_t max_bytes)
 {
         TableBuilder *b = calloc(1, sizeof(*b));
         if (!b)
                 return NULL;
         b->stats = stats;
         b->err = err;
+        b->max_bytes = max_bytes;
+        if (rows_hint > max_bytes / sizeof(*b->rows))
+                rows_hint = max_bytes / sizeof(*b->rows);
         if (rows_hint > 0 && grow(b, (void **)&b->rows, &b->cap_rows, sizeof(*b->rows), rows_hint) < 0)
                 return builder_free(b);
         return b;
@@ -96,8 +105,8 @@ static inline uint64_t rule_key(const struct profd_unwind_rule *r)
 
 static inline size_t hash_slot(uint64_t k, size_t size)
 {
-        k *= 0x9e3779b97f4a7c15ull;
-        return (size_t)(k >> 32) & (size - 1);
+        /* Fibonacci hashing: the top bits of the product depend on every bit of the rule */
+        return (size_t)((k * 0x9e3779b97f4a7c15ull) >> (64 - __builtin_ctzll(size)));
 }
 
 static int rule_index(TableBuilder *b, const struct profd_unwind_rule *r, uint32_t *ret)
@@ -280,6 +289,12 @@ int builder_finish(TableBuilder *b, UnwindTable *t)
         r = push_page(b); /* sentinel: page_index[n_pages] == n_rows */
         if (r < 0)
                 return r;
+        size_t table_bytes = b->n_rows * sizeof(*b->rows) + b->n_pages * sizeof(*b->pages) +
+                             b->n_rules * sizeof(*b->rules);
+        if (table_bytes > b->max_bytes)
+                return cfi_fail(b->err, -E2BIG,
+                                "unwind table of %zu bytes larger than the limit of %zu bytes", table_bytes,
+                                b->max_bytes);
 
         /* shrink to fit; realloc to a smaller size cannot fail in a way that loses data */
         struct profd_unwind_row *rows = realloc(b->rows, b->n_rows * sizeof(*rows));

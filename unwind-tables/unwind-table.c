@@ -403,6 +403,8 @@ static int build(Elf *elf, const UnwindTableOptions *opts, UnwindTable *t, CfiEr
         size_t cfi_bytes = 0;
         for (uint32_t i = 0; i < n_sections; i++)
                 cfi_bytes += sections[i].size;
+        /* every byte once, plus CIE initial instructions re-run on cache misses */
+        p.work_limit = 4 * (uint64_t)cfi_bytes + (1u << 20);
 
         /* With .eh_frame alone and a sound .eh_frame_hdr, its table is the sorted FDE list: no
          * list to allocate and sort. It must list every FDE record, or it is not used. */
@@ -435,7 +437,8 @@ static int build(Elf *elf, const UnwindTableOptions *opts, UnwindTable *t, CfiEr
         t->stats.eh_frame_hdr_used = use_hdr;
 
         /* ~5 bytes of CFI per row in GCC/Clang output; a good first guess avoids most regrowth */
-        b = builder_new(&t->stats, err, cfi_bytes / 5);
+        b = builder_new(&t->stats, err, cfi_bytes / 5,
+                        opts->max_table_bytes ? opts->max_table_bytes : UNWIND_TABLE_MAX_BYTES_DEFAULT);
         if (!b) {
                 r = cfi_fail(err, -ENOMEM, "out of memory");
                 goto out_cache;

@@ -20,7 +20,11 @@ typedef struct UnwindTableOptions {
         /* Path of the file as seen under debug_root, for .gnu_debuglink lookups next to it; NULL:
          * only the build-id path is tried. */
         const char *file_path;
+        /* The build fails with -E2BIG rather than produce a larger table; 0: the default. */
+        size_t max_table_bytes;
 } UnwindTableOptions;
+
+#define UNWIND_TABLE_MAX_BYTES_DEFAULT (256u << 20)
 
 typedef struct UnwindTableStats {
         uint64_t fdes, cies;

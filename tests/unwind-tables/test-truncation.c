@@ -3,6 +3,7 @@
  * file cut while being read), and each FILE with every byte of its CFI sections flipped in turn,
  * must either build a valid table or fail with a one-line error naming the file. Also runs the
  * committed malformed inputs (regression cases) given with --expect-error. */
+#include <errno.h>
 #include <libelf.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,6 +99,23 @@ out:
                 elf_end(elf);
 }
 
+/* The size limit is honoured: a tiny one makes the build fail cleanly with -E2BIG. */
+static int check_limit(const char *path)
+{
+        UnwindTableOptions opts = {.max_table_bytes = 64};
+        UnwindTable *t = NULL;
+        char *error = NULL;
+        int r = unwind_table_build_path(path, &opts, &t, &error);
+        if (r != -E2BIG || !error || !strstr(error, "limit")) {
+                fprintf(stderr, "FAIL %s: 64-byte limit: r=%d %s\n", path, r, error ? error : "");
+                n_bad++;
+        } else
+                printf("limit: %s\n", error);
+        free(error);
+        unwind_table_free(t);
+        return 0;
+}
+
 int main(int argc, char **argv)
 {
         bool expect_error = false;
@@ -115,6 +133,8 @@ int main(int argc, char **argv)
                         fprintf(stderr, "FAIL cannot read %s\n", argv[i]);
                         return 1;
                 }
+                if (!expect_error)
+                        check_limit(argv[i]);
                 if (expect_error) {
                         try_image(argv[i], image, size, true);
                         free(image);
