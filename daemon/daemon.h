@@ -13,6 +13,8 @@
 #include "symbolizer.h"
 
 typedef struct HttpServer HttpServer;
+typedef struct TablePool TablePool;
+typedef struct ProcTracker ProcTracker;
 typedef struct Notifier Notifier;
 
 typedef struct Daemon {
@@ -23,6 +25,8 @@ typedef struct Daemon {
         ProcessTable *processes;
         Symbolizer *symbolizer;
         HttpServer *http;
+        TablePool *pool;      /* BPF unwind tables; NULL: frame-pointer unwinding only */
+        ProcTracker *tracker; /* keeps the pool's per-process entries current */
         CgroupResolver *cgroups;     /* NULL without a cgroup2 mount */
         CgroupFilter *cgroup_filter; /* NULL without --unit/--cgroup */
         uint64_t start_ns;

@@ -12,6 +12,8 @@
 #include "daemon.h"
 #include "http-server.h"
 #include "log.h"
+#include "proc-tracker.h"
+#include "table-pool.h"
 #include "notify.h"
 
 /* Drain period: the granularity of the history (requests cut exactly on their own anyway). */
@@ -86,6 +88,8 @@ static void daemon_done(Daemon *d)
          * event), then what they used. */
         d->http = http_server_free(d->http);
         d->cgroup_filter = cgroup_filter_free(d->cgroup_filter);
+        d->tracker = proc_tracker_free(d->tracker);
+        d->pool = table_pool_free(d->pool);
         d->sampler = sampler_free(d->sampler);
         d->cgroups = cgroup_resolver_free(d->cgroups);
         d->aggregator = aggregator_free(d->aggregator);
@@ -179,6 +183,24 @@ static int run(int argc, char **argv)
                 char desc[1024];
                 sample_filter_describe(&d.options.filter, desc, sizeof(desc));
                 log_info("Sampling only: %s", desc);
+        }
+
+        /* DWARF unwinding: the pool lives in the sampler's BPF maps, the tracker keeps it current.
+         * Without them profd still runs, with frame-pointer stacks. */
+        r = table_pool_new(sampler_bpf_object(d.sampler), d.options.unwind_table_memory, &d.pool);
+        if (r < 0)
+                log_warning_errno(r, "Cannot create the unwind table pool, DWARF unwinding disabled: %m");
+        else {
+                r = proc_tracker_new(d.event, d.processes, d.pool, NULL, &d.tracker);
+                if (r < 0)
+                        log_warning_errno(r, "Cannot track processes, DWARF unwinding disabled: %m");
+                else {
+                        r = sampler_unwinder_events_fd(d.sampler);
+                        if (r >= 0)
+                                r = proc_tracker_add_unwinder_events(d.tracker, r);
+                        if (r < 0)
+                                log_warning_errno(r, "No unknown-pid/pc reports from the unwinder: %m");
+                }
         }
 
         r = sd_event_add_time_relative(d.event, NULL, CLOCK_MONOTONIC, PROCESS_GC_INTERVAL_USEC,

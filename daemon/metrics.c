@@ -10,6 +10,8 @@
 #include "http-server.h"
 #include "log.h"
 #include "metrics.h"
+#include "proc-tracker.h"
+#include "table-pool.h"
 
 /* The daemon's own footprint, so "near-zero overhead" can be watched from the same scrape. */
 static void write_self(FILE *f)
@@ -76,6 +78,10 @@ int metrics_render(Daemon *d, char **ret_text, size_t *ret_size)
                 http_server_write_metrics(d->http, f);
         if (d->cgroups)
                 cgroup_resolver_write_metrics(d->cgroups, f);
+        if (d->pool)
+                table_pool_write_metrics(d->pool, f);
+        if (d->tracker)
+                proc_tracker_write_metrics(d->tracker, f);
 
         if (ferror(f)) {
                 fclose(f);

@@ -3,6 +3,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,20 @@ static int on_ringbuf_io(sd_event_source *s, int fd, uint32_t revents, void *use
 int proc_events_consume(ProcEvents *pe)
 {
         return pe ? ring_buffer__consume(pe->rb) : 0;
+}
+
+/* Expected failures while finding the best hook (a kernel refusing trampolines, no kprobe PMU)
+ * would print libbpf warnings that look like errors: while probing, libbpf speaks at debug level. */
+static int libbpf_print_debug(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+        char buf[512];
+
+        if (log_get_max_level() < LOG_DEBUG)
+                return 0;
+        vsnprintf(buf, sizeof(buf), fmt, ap);
+        buf[strcspn(buf, "\n")] = 0;
+        log_debug("libbpf: %s", buf);
+        return 0;
 }
 
 static bool btf_has(const struct btf *btf, const char *name, int kind)
@@ -208,6 +223,7 @@ int proc_events_new(sd_event *e, proc_event_fn fn, void *userdata, ProcEvents **
         pe->fn = fn;
         pe->userdata = userdata;
 
+        libbpf_print_fn_t old_print = libbpf_set_print(libbpf_print_debug);
         r = events_load(pe, true);
         if (r < 0) {
                 events_bpf__destroy(pe->skel);
@@ -216,10 +232,13 @@ int proc_events_new(sd_event *e, proc_event_fn fn, void *userdata, ProcEvents **
                 /* Kernels that refuse trampolines (EPERM under some BPF policies, ENOTSUPP without
                  * ftrace) fail the whole load: do without them. */
                 r = events_load(pe, false);
-                if (r < 0)
+                if (r < 0) {
+                        libbpf_set_print(old_print);
                         goto fail;
+                }
         }
         r = hooks_attach(pe);
+        libbpf_set_print(old_print);
         if (r < 0) {
                 log_error_errno(r, "No process event hook could be attached");
                 goto fail;
@@ -237,9 +256,10 @@ int proc_events_new(sd_event *e, proc_event_fn fn, void *userdata, ProcEvents **
         }
         (void)sd_event_source_set_description(pe->io, "process-events");
 
-        for (size_t i = 0; i < _HOOK_MAX; i++)
-                log_debug("Process event hook %s: %s", pe->hooks[i].name,
-                          pe->hooks[i].attached ?: "not attached");
+        log_info("Process events via: exec %s, exit %s, fork %s, mmap %s, mprotect %s",
+                 pe->hooks[HOOK_EXEC].attached ?: "-", pe->hooks[HOOK_EXIT].attached ?: "-",
+                 pe->hooks[HOOK_FORK].attached ?: "-", pe->hooks[HOOK_MMAP].attached ?: "-",
+                 pe->hooks[HOOK_MPROTECT].attached ?: "-");
         *ret = pe;
         return 0;
 fail:
