@@ -2,12 +2,16 @@
 /* Child process for the process tracking tests, driven one step per line read from stdin:
  *   "dlopen"  dlopen argv[1], call into it, print "dlopen ADDR" (the function's address)
  *   "fork"    fork a child that exits at once, reap it, print "fork PID"
+ *   "mmapx PATH"  map PATH readable+executable (any file, e.g. a malformed ELF), print "mmapx ADDR"
  *   "exit"    exit 0
  * It prints "ready" once started. */
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,6 +37,21 @@ int main(int argc, char **argv)
                                 _exit(0);
                         waitpid(p, NULL, 0);
                         printf("fork %d\n", (int)p);
+                } else if (strncmp(line, "mmapx ", 6) == 0) {
+                        struct stat st;
+                        void *p = MAP_FAILED;
+                        int fd;
+
+                        line[strcspn(line, "\n")] = 0;
+                        fd = open(line + 6, O_RDONLY | O_CLOEXEC);
+                        if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0)
+                                p = mmap(NULL, st.st_size, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+                        if (fd >= 0)
+                                close(fd);
+                        if (p == MAP_FAILED)
+                                printf("error mmap %s\n", line + 6);
+                        else
+                                printf("mmapx %lx\n", (unsigned long)p);
                 } else if (strncmp(line, "exit", 4) == 0)
                         return 0;
         }

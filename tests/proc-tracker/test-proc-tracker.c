@@ -6,6 +6,8 @@
  * Figures are printed, not asserted (timing depends on the machine). Needs root; SKIPs (77). */
 #include <bpf/libbpf.h>
 #include <inttypes.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <systemd/sd-event.h>
 
 #include "driver.h"
@@ -64,10 +66,50 @@ static bool ready(void *arg)
         return has(w->pid, w->suffix) && has(w->pid, w->suffix2);
 }
 
+/* The wanted mapping was pushed (with or without a table). */
+static bool known(void *arg)
+{
+        const Want *w = arg;
+        bool has_table;
+        return proc_tracker_find_mapping(tracker, w->pid, w->suffix, &has_table) >= 0;
+}
+
 static bool gone(void *arg)
 {
         ProcTrackerProcess p;
         return proc_tracker_get_process(tracker, *(pid_t *)arg, &p) == -ENOENT;
+}
+
+/* The helper binary with another GNU build ID: a new executable identity whose table has to be
+ * built from the file the test then makes hard to reach (deleted, memfd). */
+static int helper_variant(const char *path, uint8_t salt, char **ret_buf, size_t *ret_size)
+{
+        static const uint8_t note[] = {4, 0, 0, 0, 20, 0, 0, 0, 3, 0, 0, 0, 'G', 'N', 'U', 0};
+        FILE *f = fopen(path, "re");
+        char *buf;
+        long size;
+
+        if (!f)
+                return -errno;
+        fseek(f, 0, SEEK_END);
+        size = ftell(f);
+        rewind(f);
+        buf = malloc(size);
+        if (!buf || fread(buf, 1, size, f) != (size_t)size) {
+                fclose(f);
+                free(buf);
+                return -EIO;
+        }
+        fclose(f);
+        for (long i = 0; i + (long)sizeof(note) + 20 <= size; i++)
+                if (memcmp(buf + i, note, sizeof(note)) == 0) {
+                        buf[i + sizeof(note)] ^= salt;
+                        *ret_buf = buf;
+                        *ret_size = size;
+                        return 0;
+                }
+        free(buf);
+        return -ENOENT;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -172,6 +214,48 @@ int main(int argc, char **argv)
                       (double)(mono_ns() - t0) / 1e6);
         }
 
+        /* Hostile mappings: a file that is not ELF and an ELF cut short after its headers, mapped
+         * executable. They get no table (counted), and the process keeps being tracked. */
+        {
+                char junk[] = "/tmp/proc-junk-XXXXXX", cut[] = "/tmp/proc-cut-XXXXXX", *buf = NULL;
+                size_t size = 0;
+                int fd;
+
+                fd = mkstemp(junk);
+                if (fd >= 0) {
+                        for (int i = 0; i < 512; i++)
+                                (void)!write(fd, "not an ELF file\n", 16);
+                        close(fd);
+                }
+                r = helper_variant(lib, 0x33, &buf, &size);
+                fd = r >= 0 ? mkstemp(cut) : -1;
+                if (fd >= 0) {
+                        /* Headers and program headers intact, section data gone. */
+                        (void)!write(fd, buf, size > 8192 ? 8192 : size / 2);
+                        close(fd);
+                }
+                free(buf);
+                snprintf(line, sizeof(line), "mmapx %s", junk);
+                CHECK(helper_cmd(&h, line, line, sizeof(line)) >= 0 && strncmp(line, "mmapx ", 6) == 0,
+                      "helper mapped a non-ELF file executable");
+                snprintf(line, sizeof(line), "mmapx %s", cut);
+                CHECK(helper_cmd(&h, line, line, sizeof(line)) >= 0 && strncmp(line, "mmapx ", 6) == 0,
+                      "helper mapped a truncated ELF executable");
+                Want w = {h.pid, strrchr(cut, '/') + 1, NULL};
+                bool has_table = true;
+                CHECK(run_until(known, &w, 5000) && run_until(idle, NULL, 5000) &&
+                              proc_tracker_find_mapping(tracker, h.pid, w.suffix, &has_table) >= 0 &&
+                              !has_table,
+                      "truncated ELF mapping pushed without a table");
+                w.suffix = strrchr(junk, '/') + 1;
+                CHECK(proc_tracker_find_mapping(tracker, h.pid, w.suffix, &has_table) >= 0 && !has_table,
+                      "non-ELF mapping pushed without a table");
+                w.suffix = "libproc-helper-lib.so";
+                CHECK(ready(&w), "helper still tracked with its good mappings");
+                unlink(junk);
+                unlink(cut);
+        }
+
         /* fork: the child gets the parent's entries; its exit removes them. */
         CHECK(helper_cmd(&h, "fork", line, sizeof(line)) >= 0 && sscanf(line, "fork %d", &grandchild) == 1,
               "helper forked: %s", line);
@@ -183,6 +267,59 @@ int main(int argc, char **argv)
                 Process *p = NULL;
                 CHECK(process_table_get(procs, h.pid, &p) >= 0 && p->exited_ns != 0,
                       "exited helper still in the process table (for symbolization), marked exited");
+        }
+
+        /* A deleted executable: the tracker first hears of the process after the file is gone, so
+         * the table must come from /proc/PID/map_files. */
+        {
+                char tmp[] = "/tmp/proc-helper-deleted-XXXXXX", *buf = NULL;
+                size_t size = 0;
+                int fd;
+                Helper d = {};
+                Want w;
+
+                r = helper_variant(helper, 0x5a, &buf, &size);
+                fd = r >= 0 ? mkstemp(tmp) : -1;
+                if (fd >= 0) {
+                        r = write(fd, buf, size) == (ssize_t)size && fchmod(fd, 0755) == 0 ? 0 : -errno;
+                        close(fd);
+                }
+                free(buf);
+                CHECK(fd >= 0 && r >= 0, "wrote a copy of the helper with another build ID to %s", tmp);
+                r = helper_start(&d, tmp, lib);
+                CHECK(r >= 0 && helper_cmd(&d, NULL, line, sizeof(line)) >= 0 && strcmp(line, "ready") == 0,
+                      "deleted-binary helper started (pid %d)", (int)d.pid);
+                unlink(tmp); /* before the loop runs: the tracker has not read the process yet */
+                w = (Want){d.pid, "proc-helper-deleted-", NULL};
+                w.suffix = strrchr(tmp, '/') + 1;
+                CHECK(run_until(ready, &w, 10000), "deleted executable %s in the pool with its table", tmp);
+                (void)helper_finish(&d);
+        }
+
+        /* Code in a memfd (exec of /proc/self/fd/N): maps shows "/memfd:NAME (deleted)". */
+        {
+                char *buf = NULL, path[64];
+                size_t size = 0;
+                int fd = -1;
+                Helper m = {};
+                Want w;
+
+                r = helper_variant(helper, 0xa5, &buf, &size);
+                if (r >= 0)
+                        fd = memfd_create("proc-helper-memfd", 0);
+                if (fd >= 0 && write(fd, buf, size) != (ssize_t)size)
+                        r = -EIO;
+                free(buf);
+                CHECK(fd >= 0 && r >= 0, "helper copy with another build ID in a memfd");
+                snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+                r = helper_start(&m, path, lib);
+                CHECK(r >= 0 && helper_cmd(&m, NULL, line, sizeof(line)) >= 0 && strcmp(line, "ready") == 0,
+                      "memfd helper started (pid %d)", (int)m.pid);
+                if (fd >= 0)
+                        close(fd);
+                w = (Want){m.pid, "memfd:proc-helper-memfd", NULL};
+                CHECK(run_until(ready, &w, 10000), "memfd executable in the pool with its table");
+                (void)helper_finish(&m);
         }
 
         /* Cached executable: exec -> every mapping of the new image (exe, ld.so, libc, vdso)
