@@ -705,11 +705,10 @@ static int execute(CfiParser *p, const CfiSection *s, const Cie *cie, const uint
                         st->cfa_expr = NULL;
                         break;
                 case 0x0d: /* def_cfa_register */
+                        /* After a CFA expression this is strictly invalid, but hand-written asm
+                         * (libgcrypt) relies on libgcc's reading: register + the last offset. */
                         st->cfa_reg = rd_uleb(&c);
-                        if (st->cfa_expr)
-                                return cfi_fail(p->err, -EBADMSG,
-                                                "%s+%#zx: DW_CFA_def_cfa_register after a CFA expression",
-                                                s->name, (size_t)(op_pos - s->data));
+                        st->cfa_expr = NULL;
                         break;
                 case 0x0e: /* def_cfa_offset */
                         st->cfa_off = (int64_t)rd_uleb(&c);
@@ -781,10 +780,7 @@ static int execute(CfiParser *p, const CfiSection *s, const Cie *cie, const uint
                 continue;
 
         check_not_expr:
-                if (st->cfa_expr)
-                        return cfi_fail(p->err, -EBADMSG,
-                                        "%s+%#zx: CFA offset change after a CFA expression", s->name,
-                                        (size_t)(op_pos - s->data));
+                /* libgcc keeps a CFA expression in force here and only records the offset */
                 if (c.overrun)
                         goto truncated;
                 continue;

@@ -276,7 +276,11 @@ int builder_finish(TableBuilder *b, UnwindTable *t)
         int r;
 
         if (!b->have_rows)
-                return cfi_fail(b->err, -ENODATA, "no FDE covers any executable address");
+                return b->stats->fdes_outside_text > 0
+                               ? cfi_fail(b->err, -ENODATA,
+                                          "no FDE covers an executable segment (%llu outside)",
+                                          (unsigned long long)b->stats->fdes_outside_text)
+                               : cfi_fail(b->err, -ENODATA, "no FDEs");
         b->stats->rows_raw++;
         r = end_index(b, &idx);
         if (r < 0)
