@@ -4,6 +4,8 @@ X-Go-Pprof (and go tool pprof shows it), too many concurrent profiles get 503, t
 /healthz answer, /metrics carries the promised families in valid Prometheus text, and the daemon
 keeps serving throughout."""
 import re
+import signal
+import subprocess
 import threading
 import time
 
@@ -132,6 +134,27 @@ def main():
               "unknown paths are counted under one endpoint label")
         m = re.search(r"^profd_bpf_samples_total (\d+)", text, re.M)
         check(m is not None and int(m.group(1)) > 0, "samples are being counted")
+
+        # SIGTERM with a profile waiting: the client is told why, the daemon exits 0 within 5 s.
+        waiting = {}
+
+        def wait_profile():
+            waiting["r"] = d.get("/debug/pprof/profile?seconds=8", timeout=30)
+        t = threading.Thread(target=wait_profile)
+        t.start()
+        time.sleep(1)
+        t0 = time.time()
+        d.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = d.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            rc = None
+        took = time.time() - t0
+        t.join()
+        check(rc == 0, "SIGTERM: exit status 0 within 5 s (got %s after %.2f s)" % (rc, took))
+        st, hdr, body = waiting.get("r", (None, {}, b""))
+        check(st == 503 and b"shutting down" in body and hdr.get("x-go-pprof") == "1",
+              "a profile still waiting at shutdown gets 503 'profd is shutting down' (got %s %r)" % (st, body[:80]))
     finish()
 
 
