@@ -117,9 +117,15 @@ static int run(int argc, char **argv)
         log_set_max_level(d.options.log_level);
         d.start_ns = now_realtime_ns();
 
-        /* One clear line and exit 1 before anything is loaded (systemctl status shows it). */
-        if (kernel_check_supported() < 0 || capabilities_check(NULL) < 0)
-                return 1;
+        /* One clear line and exit 1 before anything is loaded; STATUS= repeats it for systemctl
+         * status even when the journal is not there. */
+        const CapabilityNeed *missing = NULL;
+        if (kernel_check_supported() < 0)
+                return (void)notifier_status(NULL, EOPNOTSUPP, "Unsupported kernel (see the log)"), 1;
+        if (capabilities_check(&missing) < 0)
+                return (void)notifier_status(NULL, EPERM, "Missing capability %s",
+                                             missing ? missing->name : "?"),
+                       1;
 
         r = sd_event_default(&d.event);
         if (r < 0)
