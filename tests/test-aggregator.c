@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* The aggregator on its own: windows are exact runs of whole intervals with identical keys merged,
+ * stacks are shared and freed with their last reference (also when a window outlives the history
+ * or the aggregator), waiters fire once, history is bounded. */
+#include <assert.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aggregator.h"
+
+static int failures;
+#define CHECK(cond)                                                                                         \
+        do {                                                                                                \
+                if (!(cond)) {                                                                              \
+                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);            \
+                        failures++;                                                                         \
+                }                                                                                           \
+        } while (0)
+
+#define S(x) ((uint64_t)(x)*1000000000ULL)
+
+static const uint64_t frames_a[] = {0x1000, 0x2000, 0x3000};
+static const uint64_t frames_b[] = {0x1100, 0x2000, 0x3000};
+static const uint64_t kframes[] = {0xffffffff81000000ULL, 0xffffffff81000100ULL};
+
+static SampleRecord rec(uint32_t pid, uint32_t tid, const char *comm, uint64_t uhash, const uint64_t *uf,
+                        uint32_t nu, uint64_t khash, uint64_t count)
+{
+        SampleRecord r = {.pid = pid,
+                          .tid = tid,
+                          .user_hash = uhash,
+                          .user_frames = uf,
+                          .n_user = nu,
+                          .kernel_hash = khash,
+                          .kernel_frames = khash ? kframes : NULL,
+                          .n_kernel = khash ? 2 : 0,
+                          .count = count};
+        snprintf(r.comm, sizeof(r.comm), "%s", comm);
+        snprintf(r.thread_comm, sizeof(r.thread_comm), "%s", comm);
+        return r;
+}
+
+static uint64_t metric(Aggregator *a, const char *name)
+{
+        char *buf = NULL;
+        size_t size = 0;
+        FILE *f = open_memstream(&buf, &size);
+        aggregator_write_metrics(a, f);
+        fclose(f);
+        uint64_t v = UINT64_MAX;
+        char key[128];
+        snprintf(key, sizeof(key), "\n%s ", name);
+        char *p = strstr(buf, key);
+        if (p)
+                v = strtoull(p + strlen(key), NULL, 10);
+        free(buf);
+        return v;
+}
+
+static const AggSample *find(const ProfileWindow *w, uint32_t pid, uint64_t uhash)
+{
+        for (size_t i = 0; i < w->n_samples; i++)
+                if (w->samples[i].pid == pid && (w->samples[i].user ? w->samples[i].user->hash : 0) == uhash)
+                        return &w->samples[i];
+        return NULL;
+}
+
+static int fired;
+static void on_fire(void *userdata)
+{
+        fired++;
+        (*(int *)userdata)++;
+}
+
+int main(void)
+{
+        Aggregator *a = NULL;
+        ProfileWindow *w = NULL;
+        int r;
+
+        r = aggregator_new(S(10), 19, &a);
+        assert(r == 0);
+
+        SampleRecord i1[] = {
+                rec(10, 10, "alpha", 0xa, frames_a, 3, 0, 3),
+                rec(20, 21, "beta", 0xa, frames_a, 3, 0, 2),
+                rec(10, 10, "alpha", 0xb, frames_b, 3, 0x77, 1),
+        };
+        aggregator_add_interval(a, S(100), S(101), i1, 3);
+        SampleRecord i2[] = {rec(10, 10, "alpha", 0xa, frames_a, 3, 0, 4)};
+        aggregator_add_interval(a, S(101), S(102), i2, 1);
+        CHECK(aggregator_latest_end(a) == S(102));
+
+        /* Identical stacks are stored once; kernel and user stacks are separate. */
+        CHECK(metric(a, "profd_aggregator_stacks") == 3);
+        CHECK(metric(a, "profd_aggregator_buckets") == 2);
+
+        /* The whole history: keys merged across intervals. */
+        r = aggregator_window(a, S(100), S(102), &w);
+        CHECK(r == 0);
+        if (r == 0) {
+                CHECK(w->total == 10);
+                CHECK(w->n_samples == 3);
+                const AggSample *s = find(w, 10, 0xa);
+                CHECK(s && s->count == 7 && s->user->n == 3 && s->user->frames[0] == 0x1000 && !s->kernel);
+                s = find(w, 20, 0xa);
+                CHECK(s && s->count == 2 && s->tid == 21 && strcmp(s->comm, "beta") == 0);
+                s = find(w, 10, 0xb);
+                CHECK(s && s->count == 1 && s->kernel && s->kernel->n == 2 &&
+                      s->kernel->frames[1] == kframes[1]);
+                /* One stack object shared by both pids. */
+                CHECK(find(w, 10, 0xa)->user == find(w, 20, 0xa)->user);
+                w = profile_window_free(w);
+        }
+
+        /* Exactly one interval. */
+        r = aggregator_window(a, S(101), S(102), &w);
+        CHECK(r == 0 && w->total == 4 && w->n_samples == 1);
+        w = profile_window_free(w);
+
+        /* A start that is no interval boundary, or before the history: not silently approximated. */
+        CHECK(aggregator_window(a, S(100) + 5, S(102), &w) == -ENODATA);
+        CHECK(aggregator_window(a, S(99), S(102), &w) == -ENODATA);
+        /* An end not drained yet. */
+        CHECK(aggregator_window(a, S(100), S(103), &w) == -EAGAIN);
+
+        /* Waiters: fire once when an interval reaching t arrives; cancelled ones never. */
+        int n1 = 0, n2 = 0, n3 = 0;
+        void *h1 = NULL, *h2 = NULL, *h3 = (void *)1;
+        CHECK(aggregator_wait_for(a, S(104), on_fire, &n1, &h1) == 0 && h1 && n1 == 0);
+        CHECK(aggregator_wait_for(a, S(105), on_fire, &n2, &h2) == 0 && h2);
+        aggregator_cancel_wait(a, h2);
+        CHECK(aggregator_wait_for(a, S(101), on_fire, &n3, &h3) == 0 && n3 == 1 && h3 == NULL);
+        aggregator_add_interval(a, S(102), S(103), NULL, 0);
+        CHECK(n1 == 0);
+        aggregator_add_interval(a, S(103), S(106), NULL, 0);
+        CHECK(n1 == 1 && n2 == 0 && fired == 2);
+        aggregator_add_interval(a, S(106), S(107), NULL, 0);
+        CHECK(n1 == 1 && fired == 2);
+
+        /* pids seen since the last take, unique. */
+        uint32_t *pids = NULL;
+        size_t n = aggregator_take_pids(a, &pids);
+        CHECK(n == 2);
+        free(pids);
+        CHECK(aggregator_take_pids(a, &pids) == 0);
+        free(pids);
+
+        /* A window keeps its stacks alive after the history let go of them... */
+        r = aggregator_window(a, S(100), S(102), &w);
+        CHECK(r == 0);
+        SampleRecord i3[] = {rec(30, 30, "gamma", 0xc, frames_b, 2, 0, 1)};
+        aggregator_add_interval(a, S(200), S(201), i3, 1); /* 100 s later: older intervals evicted */
+        CHECK(metric(a, "profd_aggregator_buckets") == 1);
+        CHECK(metric(a, "profd_aggregator_interval_gaps_total") == 1);
+        CHECK(metric(a, "profd_aggregator_stacks") == 4); /* 3 held by the window + the new one */
+        CHECK(aggregator_window(a, S(100), S(102), &(ProfileWindow *){NULL}) == -ENODATA);
+        /* ...and they go with the window. */
+        w = profile_window_free(w);
+        CHECK(metric(a, "profd_aggregator_stacks") == 1);
+        CHECK(metric(a, "profd_aggregator_stacks_freed_total") == 3);
+
+        /* A window may outlive the aggregator (shutdown order): its stacks stay valid. */
+        r = aggregator_window(a, S(200), S(201), &w);
+        CHECK(r == 0);
+        a = aggregator_free(a);
+        if (w) {
+                CHECK(w->n_samples == 1 && w->samples[0].user->frames[1] == frames_b[1]);
+                w = profile_window_free(w);
+        }
+
+        if (failures) {
+                fprintf(stderr, "%d check(s) failed\n", failures);
+                return 1;
+        }
+        printf("all aggregator checks passed\n");
+        return 0;
+}
