@@ -93,4 +93,13 @@ int builder_interval(TableBuilder *b, uint64_t a, uint64_t e, const struct profd
 int builder_finish(TableBuilder *b, UnwindTable *t);
 size_t builder_peak_bytes(const TableBuilder *b);
 
+typedef struct Xxh64 {
+        uint64_t v[4];
+        uint8_t buf[32];
+        size_t buf_len;
+        uint64_t total, seed;
+} Xxh64;
+void xxh64_init(Xxh64 *x, uint64_t seed);
+void xxh64_update(Xxh64 *x, const void *data, size_t len);
+uint64_t xxh64_digest(const Xxh64 *x);
 uint64_t xxh64(const void *data, size_t len, uint64_t seed);

@@ -108,8 +108,43 @@ static size_t find_build_id(Elf *elf, uint8_t id[UNWIND_TABLE_ID_MAX])
         return 0;
 }
 
-/* Identity: the GNU build ID, else XXH64 of the whole file followed by its size (16 bytes). */
-static int elf_identity(Elf *elf, uint8_t id[UNWIND_TABLE_ID_MAX], size_t *ret_size, bool *ret_is_hash)
+/* Streams the file through fn in 1 MiB reads (pread: a file truncated meanwhile is an error,
+ * not a SIGBUS as it would be through a mapping). */
+static int read_whole_fd(int fd, void (*fn)(void *ctx, const void *data, size_t len), void *ctx)
+{
+        const size_t chunk = 1u << 20;
+        uint8_t *buf = malloc(chunk);
+        off_t off = 0;
+
+        if (!buf)
+                return -ENOMEM;
+        for (;;) {
+                ssize_t n = pread(fd, buf, chunk, off);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        int r = -errno;
+                        free(buf);
+                        return r;
+                }
+                if (n == 0)
+                        break;
+                fn(ctx, buf, (size_t)n);
+                off += n;
+        }
+        free(buf);
+        return 0;
+}
+
+static void xxh64_update_cb(void *ctx, const void *data, size_t len)
+{
+        xxh64_update(ctx, data, len);
+}
+
+/* Identity: the GNU build ID, else XXH64 of the whole file followed by its size (16 bytes). The
+ * file is read from fd when there is one, else from the in-memory image. */
+static int elf_identity(Elf *elf, int fd, uint8_t id[UNWIND_TABLE_ID_MAX], size_t *ret_size,
+                        bool *ret_is_hash)
 {
         size_t n = find_build_id(elf, id);
         if (n > 0) {
@@ -117,11 +152,20 @@ static int elf_identity(Elf *elf, uint8_t id[UNWIND_TABLE_ID_MAX], size_t *ret_s
                 *ret_is_hash = false;
                 return 0;
         }
-        size_t size = 0;
-        const char *raw = elf_rawfile(elf, &size);
-        if (!raw)
-                return -EIO;
-        uint64_t h = xxh64(raw, size, 0), sz = size;
+        Xxh64 x;
+        xxh64_init(&x, 0);
+        if (fd >= 0) {
+                int r = read_whole_fd(fd, xxh64_update_cb, &x);
+                if (r < 0)
+                        return r;
+        } else {
+                size_t size = 0;
+                const char *raw = elf_rawfile(elf, &size);
+                if (!raw)
+                        return -EIO;
+                xxh64_update(&x, raw, size);
+        }
+        uint64_t h = xxh64_digest(&x), sz = x.total;
         memcpy(id, &h, 8);
         memcpy(id + 8, &sz, 8);
         *ret_size = 16;
@@ -135,12 +179,12 @@ int unwind_table_identity(int fd, uint8_t ret_id[UNWIND_TABLE_ID_MAX], size_t *r
         int r;
 
         elf_version(EV_CURRENT);
-        Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+        Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
         if (!elf)
                 return -EBADMSG;
         r = check_elf(elf, &err);
         if (r >= 0)
-                r = elf_identity(elf, ret_id, ret_size, ret_is_hash);
+                r = elf_identity(elf, fd, ret_id, ret_size, ret_is_hash);
         elf_end(elf);
         return r;
 }
@@ -228,7 +272,7 @@ static int open_elf(const char *path, ElfInput *in)
                 elf_input_close(in);
                 return -ENOENT;
         }
-        in->elf = elf_begin(in->fd, ELF_C_READ_MMAP, NULL);
+        in->elf = elf_begin(in->fd, ELF_C_READ, NULL);
         if (!in->elf || elf_kind(in->elf) != ELF_K_ELF) {
                 elf_input_close(in);
                 return -EBADMSG;
@@ -236,20 +280,16 @@ static int open_elf(const char *path, ElfInput *in)
         return 0;
 }
 
-static bool debuglink_crc_matches(Elf *elf, uint32_t want)
+static void crc32_update_cb(void *ctx, const void *data, size_t len)
 {
-        size_t size = 0;
-        const char *raw = elf_rawfile(elf, &size);
-        if (!raw)
-                return false;
+        uLong *crc = ctx;
+        *crc = crc32(*crc, data, (uInt)len); /* len <= 1 MiB */
+}
+
+static bool debuglink_crc_matches(int fd, uint32_t want)
+{
         uLong crc = crc32(0, Z_NULL, 0);
-        /* zlib's crc32 takes uInt lengths */
-        for (size_t off = 0; off < size;) {
-                size_t n = size - off > (1u << 30) ? (1u << 30) : size - off;
-                crc = crc32(crc, (const Bytef *)raw + off, (uInt)n);
-                off += n;
-        }
-        return (uint32_t)crc == want;
+        return read_whole_fd(fd, crc32_update_cb, &crc) >= 0 && (uint32_t)crc == want;
 }
 
 /* Opens the separate debug file: build-id path first, then .gnu_debuglink next to the file, in
@@ -309,7 +349,7 @@ static int find_debug_file(Elf *elf, const uint8_t *id, size_t id_size, bool id_
                 uint8_t did[UNWIND_TABLE_ID_MAX];
                 size_t dn = find_build_id(ret->elf, did);
                 bool ok = !id_is_hash ? dn == id_size && memcmp(did, id, id_size) == 0
-                                      : debuglink_crc_matches(ret->elf, crc);
+                                      : debuglink_crc_matches(ret->fd, crc);
                 if (ok) {
                         *ret_path = strdup(path);
                         return 1;
@@ -337,7 +377,7 @@ static bool fdes_sorted(const FdeRef *f, size_t n)
         return true;
 }
 
-static int build(Elf *elf, const UnwindTableOptions *opts, UnwindTable *t, CfiError *err)
+static int build(Elf *elf, int fd, const UnwindTableOptions *opts, UnwindTable *t, CfiError *err)
 {
         static const UnwindTableOptions default_opts = {};
         CfiSection sections[CFI_MAX_SECTIONS];
@@ -354,7 +394,7 @@ static int build(Elf *elf, const UnwindTableOptions *opts, UnwindTable *t, CfiEr
         r = check_elf(elf, err);
         if (r < 0)
                 return r;
-        r = elf_identity(elf, t->id, &t->id_size, &t->id_is_hash);
+        r = elf_identity(elf, fd, t->id, &t->id_size, &t->id_is_hash);
         if (r < 0)
                 return cfi_fail(err, r, "cannot read file contents");
         r = text_ranges(elf, &text, err);
@@ -481,19 +521,16 @@ UnwindTable *unwind_table_free(UnwindTable *t)
         return NULL;
 }
 
-int unwind_table_build_elf(Elf *elf, const char *name, const UnwindTableOptions *opts, UnwindTable **ret,
-                           char **ret_error)
+static int build_table(Elf *elf, int fd, uint64_t t0, const char *name, const UnwindTableOptions *opts,
+                       UnwindTable **ret, char **ret_error)
 {
         CfiError err = {};
-        uint64_t t0 = now_ns();
         int r;
 
-        if (ret_error)
-                *ret_error = NULL;
         UnwindTable *t = calloc(1, sizeof(*t));
         if (!t)
                 return -ENOMEM;
-        r = build(elf, opts, t, &err);
+        r = build(elf, fd, opts, t, &err);
         if (r < 0) {
                 if (err.r == 0)
                         cfi_fail(&err, r, "%s", strerror(-r));
@@ -507,23 +544,34 @@ int unwind_table_build_elf(Elf *elf, const char *name, const UnwindTableOptions 
         return 0;
 }
 
+int unwind_table_build_elf(Elf *elf, const char *name, const UnwindTableOptions *opts, UnwindTable **ret,
+                           char **ret_error)
+{
+        if (ret_error)
+                *ret_error = NULL;
+        return build_table(elf, -1, now_ns(), name, opts, ret, ret_error);
+}
+
 int unwind_table_build_fd(int fd, const char *name, const UnwindTableOptions *opts, UnwindTable **ret,
                           char **ret_error)
 {
         CfiError err = {};
+        uint64_t t0 = now_ns();
         int r;
 
         if (ret_error)
                 *ret_error = NULL;
         elf_version(EV_CURRENT);
-        Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+        /* ELF_C_READ, not a mapping: sections are pread into memory, so a file truncated while it
+         * is read (another process can do that to a library it maps) is an error, not a SIGBUS. */
+        Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
         if (!elf) {
                 cfi_fail(&err, -EBADMSG, "cannot read ELF: %s", elf_errmsg(-1));
                 if (ret_error)
                         *ret_error = error_string(name, &err);
                 return -EBADMSG;
         }
-        r = unwind_table_build_elf(elf, name, opts, ret, ret_error);
+        r = build_table(elf, fd, t0, name, opts, ret, ret_error);
         elf_end(elf);
         return r;
 }
@@ -650,29 +698,54 @@ static inline uint64_t rd64(const uint8_t *p)
         return v;
 }
 
-uint64_t xxh64(const void *data, size_t len, uint64_t seed)
+void xxh64_init(Xxh64 *x, uint64_t seed)
+{
+        *x = (Xxh64){.v = {seed + P1 + P2, seed + P2, seed, seed - P1}, .seed = seed};
+}
+
+static inline void xxh_stripe(Xxh64 *x, const uint8_t *p)
+{
+        x->v[0] = xxh_round(x->v[0], rd64(p));
+        x->v[1] = xxh_round(x->v[1], rd64(p + 8));
+        x->v[2] = xxh_round(x->v[2], rd64(p + 16));
+        x->v[3] = xxh_round(x->v[3], rd64(p + 24));
+}
+
+void xxh64_update(Xxh64 *x, const void *data, size_t len)
 {
         const uint8_t *p = data, *end = p + len;
+
+        x->total += len;
+        if (x->buf_len > 0) {
+                size_t n = 32 - x->buf_len < len ? 32 - x->buf_len : len;
+                memcpy(x->buf + x->buf_len, p, n);
+                x->buf_len += n;
+                p += n;
+                if (x->buf_len < 32)
+                        return;
+                xxh_stripe(x, x->buf);
+                x->buf_len = 0;
+        }
+        while (end - p >= 32) {
+                xxh_stripe(x, p);
+                p += 32;
+        }
+        memcpy(x->buf, p, (size_t)(end - p));
+        x->buf_len = (size_t)(end - p);
+}
+
+uint64_t xxh64_digest(const Xxh64 *x)
+{
+        const uint8_t *p = x->buf, *end = p + x->buf_len;
         uint64_t h;
 
-        if (len >= 32) {
-                uint64_t v1 = seed + P1 + P2, v2 = seed + P2, v3 = seed, v4 = seed - P1;
-                const uint8_t *limit = end - 32;
-                do {
-                        v1 = xxh_round(v1, rd64(p));
-                        v2 = xxh_round(v2, rd64(p + 8));
-                        v3 = xxh_round(v3, rd64(p + 16));
-                        v4 = xxh_round(v4, rd64(p + 24));
-                        p += 32;
-                } while (p <= limit);
-                h = rotl64(v1, 1) + rotl64(v2, 7) + rotl64(v3, 12) + rotl64(v4, 18);
-                h = xxh_merge(h, v1);
-                h = xxh_merge(h, v2);
-                h = xxh_merge(h, v3);
-                h = xxh_merge(h, v4);
+        if (x->total >= 32) {
+                h = rotl64(x->v[0], 1) + rotl64(x->v[1], 7) + rotl64(x->v[2], 12) + rotl64(x->v[3], 18);
+                for (int i = 0; i < 4; i++)
+                        h = xxh_merge(h, x->v[i]);
         } else
-                h = seed + P5;
-        h += (uint64_t)len;
+                h = x->seed + P5;
+        h += x->total;
         while (p + 8 <= end) {
                 h ^= xxh_round(0, rd64(p));
                 h = rotl64(h, 27) * P1 + P4;
@@ -695,4 +768,12 @@ uint64_t xxh64(const void *data, size_t len, uint64_t seed)
         h *= P3;
         h ^= h >> 32;
         return h;
+}
+
+uint64_t xxh64(const void *data, size_t len, uint64_t seed)
+{
+        Xxh64 x;
+        xxh64_init(&x, seed);
+        xxh64_update(&x, data, len);
+        return xxh64_digest(&x);
 }
