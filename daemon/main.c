@@ -79,6 +79,8 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
 static void notify_stats(void *userdata, NotifyStats *ret)
 {
         Daemon *d = userdata;
+        ret->processes = proc_tracker_n_processes(d->tracker);
+        ret->tables = table_pool_n_tables(d->pool);
         ret->samples_per_sec = d->sampler ? sampler_rate(d->sampler) : 0;
 }
 

@@ -726,3 +726,8 @@ void table_pool_write_metrics(const TablePool *p, FILE *f)
                 p->n_rules, p->n_procs, p->n_mapping_entries, p->placed, p->evicted, p->compactions,
                 p->place_failures, p->entry_errors);
 }
+
+size_t table_pool_n_tables(const TablePool *p)
+{
+        return p ? p->n_tables : 0;
+}

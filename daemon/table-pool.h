@@ -39,4 +39,6 @@ typedef struct PoolMapping {
 /* Replaces pid's mapping entries (sorted by start) in the BPF maps. */
 int table_pool_set_process(TablePool *p, pid_t pid, const PoolMapping *m, size_t n);
 int table_pool_remove_process(TablePool *p, pid_t pid);
+/* Tables placed in the pool (for the service STATUS= line). */
+size_t table_pool_n_tables(const TablePool *p);
 void table_pool_write_metrics(const TablePool *p, FILE *f);
