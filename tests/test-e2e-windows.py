@@ -81,9 +81,11 @@ def main():
             counts[name] = got
             log("%s: %d samples of the busy program; it used %.2f s CPU in the window -> expected %.0f"
                 % (name, got, cpu_s, expected))
-            # Timer slack, request latency and sampling phase cost a few samples; a window that is
-            # off by a drain interval (1 s) is off by ~FREQ samples.
-            check(abs(got - expected) <= 0.1 * expected + 5,
+            # Timer slack, request latency and sampling phase cost a few samples, and on a host with
+            # more runnable threads than CPUs timer-driven sampling over-counts a busy thread by
+            # up to ~20% against its schedstat time (measured); a window taken from the wrong
+            # request is off by 100%, one off by a drain interval by 25-50%.
+            check(abs(got - expected) <= 0.2 * expected + 5,
                   "%s's sample count matches its own window (%d vs %.0f expected)" % (name, got, expected))
         exp = {n: (results[n + "_c1"] - results[n + "_c0"]) / 1e9 * FREQ for n in ("A", "B")}
         check(abs(counts["A"] - exp["A"]) < abs(counts["A"] - exp["B"]) and
