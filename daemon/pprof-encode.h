@@ -13,11 +13,19 @@
 
 typedef struct PprofJob PprofJob;
 
+/* Value of a cgroup-derived label (LABEL_UNIT, LABEL_CONTAINER_ID) for a sample's cgroup, or
+ * NULL to omit it. The string only needs to live until the call returns. */
+typedef const char *(*pprof_cgroup_label_t)(void *userdata, Label label, uint64_t cgroup_id);
+
 typedef struct PprofOptions {
         LabelSet labels; /* which labels each sample carries */
+        pprof_cgroup_label_t cgroup_label; /* NULL: unit/container_id labels are left out */
+        void *cgroup_userdata;
 } PprofOptions;
 
-/* Takes ownership of w. */
+/* Takes ownership of w (also on failure). Symbolizer and process table must outlive the job;
+ * the process table may change between steps (gc, refresh): the job keeps no pointers into it
+ * across steps. */
 int pprof_job_new(ProfileWindow *w, Symbolizer *sym, ProcessTable *procs, const PprofOptions *o, PprofJob **ret);
 /* Does a bounded amount of work. Returns 0 when more remains, 1 when done, <0 on error. */
 int pprof_job_step(PprofJob *j);

@@ -12,6 +12,9 @@
 
 typedef struct ProcessTable ProcessTable;
 
+/* One mapped file, shared by every mapping of it in every process (key: device + inode). */
+typedef struct ProcFile ProcFile;
+
 typedef struct ProcMapping {
         uint64_t start, end, offset; /* runtime addresses, file offset */
         uint64_t dev, inode;
@@ -22,6 +25,7 @@ typedef struct ProcMapping {
         size_t build_id_size; /* 0: unknown / none */
         uint64_t load_bias;   /* runtime address - ELF vaddr; valid when bias_known */
         bool bias_known;
+        ProcFile *file;       /* NULL for anonymous mappings and when the file could not be opened */
 } ProcMapping;
 
 typedef struct Process {
@@ -32,7 +36,18 @@ typedef struct Process {
         ProcMapping *mappings;    /* sorted by start */
         size_t n_mappings;
         unsigned generation;      /* bumped whenever mappings change */
+        uint64_t checked_ns;      /* CLOCK_REALTIME of the last read or liveness check */
+        unsigned bad_lines;       /* malformed /proc/PID/maps lines skipped at the last read */
+        bool mappings_truncated;  /* more executable mappings than PROCESS_MAX_MAPPINGS */
 } Process;
+
+/* Bounds: beyond these, the oldest exited processes are forgotten first; a process with more
+ * executable mappings keeps the first PROCESS_MAX_MAPPINGS (counted on /metrics). */
+#define PROCESS_TABLE_MAX_PROCESSES 32768
+#define PROCESS_MAX_MAPPINGS 8192
+/* Mapped files are kept open (so that exited processes, deleted files and other mount
+ * namespaces can still be read) up to this many descriptors. */
+#define PROCESS_TABLE_MAX_OPEN_FILES 4096
 
 int process_table_new(uint64_t exit_grace_ns, ProcessTable **ret);
 ProcessTable *process_table_free(ProcessTable *t);
@@ -49,4 +64,7 @@ const ProcMapping *process_find_mapping(const Process *p, uint64_t addr);
 /* Opens the mapping's file the way that works across mount namespaces and deleted files:
  * /proc/PID/map_files/START-END, else /proc/PID/root/PATH. */
 int process_open_mapping(const Process *p, const ProcMapping *m);
+/* Identity of the mapped file for caches: its GNU build ID if known, else device + inode + path.
+ * Writes at most size bytes (NUL-terminated); returns the length. */
+size_t process_mapping_identity(const ProcMapping *m, char *buf, size_t size);
 void process_table_write_metrics(const ProcessTable *t, FILE *f);

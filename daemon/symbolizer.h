@@ -17,10 +17,12 @@ typedef struct SymFrame {
         const char *system_name; /* mangled, or same as name */
         const char *file;        /* NULL if unknown */
         int line;                /* 0 if unknown */
+        int start_line;          /* line of the function's declaration; 0 if unknown */
 } SymFrame;
 
-/* Innermost (inlined) first. Pointers are owned by the symbolizer and stay valid until
- * symbolizer_free(). */
+/* Innermost (inlined) first. Pointers are owned by the symbolizer and stay valid until the next
+ * symbolizer_user()/symbolizer_kernel() call (callers copy what they keep): this keeps the
+ * symbolizer's memory bounded however many addresses it resolves. */
 typedef struct SymResult {
         const SymFrame *frames;
         size_t n_frames;
@@ -31,7 +33,12 @@ int symbolizer_new(Symbolizer **ret);
 Symbolizer *symbolizer_free(Symbolizer *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Symbolizer *, symbolizer_free);
 
-/* addr is a runtime address in mapping m of process p. */
+/* addr is a runtime address in mapping m of process p. For return addresses (every frame but
+ * the leaf) pass address - 1 so the call, not the instruction after it, is named. */
 int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint64_t addr, SymResult *ret);
 int symbolizer_kernel(Symbolizer *s, uint64_t addr, SymResult *ret);
 void symbolizer_write_metrics(const Symbolizer *s, FILE *f);
+/* Where separate debuginfo is searched (libdwfl syntax, default ":.debug:/usr/lib/debug"). */
+int symbolizer_set_debuginfo_path(Symbolizer *s, const char *path);
+/* Kernel symbols from another file in /proc/kallsyms format (tests); normally read lazily. */
+int symbolizer_load_kallsyms(Symbolizer *s, const char *path);

@@ -1,0 +1,1010 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* The profile is built in three phases, each split into bounded steps:
+ *   SAMPLES: every sample's frames become locations (symbolized once per distinct
+ *            mapping+address), functions and strings, interned in open-addressing indexes;
+ *   PACK:    protobuf-c serializes the message (one step; linear in the output size);
+ *   GZIP:    zlib compresses DEFLATE_CHUNK bytes per step.
+ * Stacks go out leaf first: kernel frames (leaf first), then user frames, then the markers that
+ * say why a user stack ends early ("[truncated: N+ frames]", "[unwind stopped: reason]"). */
+#include <errno.h>
+#include <inttypes.h>
+#include <linux/types.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "bpf/profd-sample.h"
+#include "log.h"
+#include "pprof-encode.h"
+#include "profile.pb-c.h"
+
+/* Work units per step: one per frame, LOOKUP_COST per symbolizer call. Sized so a step takes
+ * on the order of a millisecond or two. */
+#define STEP_BUDGET 20000
+#define LOOKUP_COST 20
+/* Bytes of serialized profile compressed per step. */
+#define DEFLATE_CHUNK (256 * 1024)
+/* Processes whose /proc/PID/maps a single job may re-read after a miss (dlopen, exec). */
+#define MAX_REFRESHES_PER_JOB 256
+
+typedef enum Phase {
+        PHASE_SAMPLES,
+        PHASE_PACK,
+        PHASE_GZIP,
+        PHASE_DONE,
+} Phase;
+
+/* hash -> id (1-based; 0 = empty slot), linear probing. Equality is checked by the caller
+ * against its own tables, so the index stores nothing else. */
+typedef struct Index {
+        uint64_t *hashes;
+        uint32_t *ids;
+        size_t cap, n;
+} Index;
+
+typedef struct MapKey {
+        uint64_t start, end, offset, dev, inode;
+} MapKey;
+
+typedef struct LocKey {
+        uint64_t mapping_id, address, kind;
+} LocKey;
+
+enum {
+        LOC_LEAF = 0,
+        LOC_RETURN = 1,
+        LOC_MARKER = 2,
+};
+
+typedef struct FuncKey {
+        int64_t name, system_name, filename, start_line;
+} FuncKey;
+
+struct PprofJob {
+        ProfileWindow *window;
+        Symbolizer *sym;
+        ProcessTable *procs;
+        PprofOptions options;
+        Phase phase;
+        size_t next_sample;
+
+        char **strings;
+        size_t n_strings, cap_strings;
+        Index string_index;
+
+        Perftools__Profiles__Mapping **mappings;
+        MapKey *map_keys;
+        size_t n_mappings, cap_mappings;
+        Index mapping_index;
+        uint64_t kernel_mapping_id;
+
+        Perftools__Profiles__Location **locations;
+        LocKey *loc_keys;
+        size_t n_locations, cap_locations;
+        Index location_index;
+
+        Perftools__Profiles__Function **functions;
+        FuncKey *func_keys;
+        size_t n_functions, cap_functions;
+        Index function_index;
+
+        Perftools__Profiles__Sample **samples;
+        size_t n_samples;
+
+        Perftools__Profiles__Label **labels; /* interned (key, str) pairs shared by samples */
+        size_t n_labels, cap_labels;
+        Index label_index;
+
+        uint64_t *loc_scratch;
+        size_t cap_loc_scratch;
+
+        pid_t *refreshed;
+        size_t n_refreshed;
+
+        int64_t period;
+        int64_t str_samples, str_count, str_cpu, str_nanoseconds;
+        int64_t label_keys[_LABEL_MAX];
+
+        uint8_t *packed;
+        size_t packed_size;
+        z_stream z;
+        bool z_init;
+        uint8_t *out;
+        size_t out_size, out_cap;
+
+        uint64_t n_frames, n_unsymbolized;
+};
+
+static uint64_t mix64(uint64_t h)
+{
+        h ^= h >> 33;
+        h *= 0xff51afd7ed558ccdULL;
+        h ^= h >> 33;
+        h *= 0xc4ceb9fe1a85ec53ULL;
+        h ^= h >> 33;
+        return h;
+}
+
+static uint64_t hash_bytes(const void *p, size_t n)
+{
+        const unsigned char *s = p;
+        uint64_t h = 1469598103934665603ULL;
+        for (size_t i = 0; i < n; i++)
+                h = (h ^ s[i]) * 1099511628211ULL;
+        return mix64(h);
+}
+
+static uint64_t hash_u64s(const uint64_t *v, size_t n)
+{
+        uint64_t h = 0x9e3779b97f4a7c15ULL;
+        for (size_t i = 0; i < n; i++)
+                h = mix64(h ^ v[i]) + i;
+        return h;
+}
+
+static void index_done(Index *ix)
+{
+        free(ix->hashes);
+        free(ix->ids);
+        *ix = (Index){};
+}
+
+static int index_insert(Index *ix, uint64_t h, uint32_t id);
+
+static int index_grow(Index *ix)
+{
+        Index n = {};
+        n.cap = ix->cap ? ix->cap * 2 : 1024;
+        n.hashes = calloc(n.cap, sizeof(*n.hashes));
+        n.ids = calloc(n.cap, sizeof(*n.ids));
+        if (!n.hashes || !n.ids) {
+                index_done(&n);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < ix->cap; i++)
+                if (ix->ids[i])
+                        (void)index_insert(&n, ix->hashes[i], ix->ids[i]);
+        index_done(ix);
+        *ix = n;
+        return 0;
+}
+
+static int index_insert(Index *ix, uint64_t h, uint32_t id)
+{
+        size_t i;
+        int r;
+
+        if ((ix->n + 1) * 2 > ix->cap) {
+                r = index_grow(ix);
+                if (r < 0)
+                        return r;
+        }
+        for (i = h & (ix->cap - 1); ix->ids[i]; i = (i + 1) & (ix->cap - 1))
+                ;
+        ix->hashes[i] = h;
+        ix->ids[i] = id;
+        ix->n++;
+        return 0;
+}
+
+/* Iterates candidate ids for hash h: `for (size_t s = INDEX_START; (id = index_next(...));)`. */
+static uint32_t index_next(const Index *ix, uint64_t h, size_t *slot)
+{
+        if (ix->cap == 0)
+                return 0;
+        for (;;) {
+                size_t i = *slot & (ix->cap - 1);
+                uint32_t id = ix->ids[i];
+                (*slot)++;
+                if (!id)
+                        return 0;
+                if (ix->hashes[i] == h)
+                        return id;
+        }
+}
+
+static bool grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+        size_t n;
+        void *q;
+        if (need <= *cap)
+                return true;
+        n = *cap ? *cap * 2 : 256;
+        while (n < need)
+                n *= 2;
+        q = reallocarray(*p, n, elem);
+        if (!q)
+                return false;
+        *p = q;
+        *cap = n;
+        return true;
+}
+
+/* Grows two parallel arrays (objects and their keys) to the same capacity. */
+static bool grow2(void **a, size_t ea, void **b, size_t eb, size_t *cap, size_t need)
+{
+        size_t n;
+        void *q;
+        if (need <= *cap)
+                return true;
+        n = *cap ? *cap * 2 : 256;
+        while (n < need)
+                n *= 2;
+        q = reallocarray(*a, n, ea);
+        if (!q)
+                return false;
+        *a = q;
+        q = reallocarray(*b, n, eb);
+        if (!q)
+                return false; /* *a is larger than *cap says: harmless, retried next time */
+        *b = q;
+        *cap = n;
+        return true;
+}
+
+/* pprof strings must be valid UTF-8; comm, paths and symbol names are arbitrary bytes. Bad
+ * bytes and control characters become \xNN. Returns NULL if s is fine as it is. */
+static char *utf8_escape(const char *s)
+{
+        const unsigned char *p = (const unsigned char *)s;
+        bool clean = true;
+        size_t len = strlen(s);
+        char *out, *w;
+
+        for (size_t i = 0; i < len && clean;) {
+                unsigned char c = p[i];
+                size_t n = c < 0x80             ? 1
+                           : (c & 0xe0) == 0xc0 ? 2
+                           : (c & 0xf0) == 0xe0 ? 3
+                           : (c & 0xf8) == 0xf0 ? 4
+                                                : 0;
+                if (n == 0 || i + n > len || c < 0x20 || c == 0x7f || (n == 2 && c < 0xc2) ||
+                    (n == 4 && c > 0xf4)) {
+                        clean = false;
+                        break;
+                }
+                for (size_t k = 1; k < n; k++)
+                        if ((p[i + k] & 0xc0) != 0x80)
+                                clean = false;
+                /* Overlong 3/4-byte forms and UTF-16 surrogates are invalid too. */
+                if (clean && n == 3 && ((c == 0xe0 && p[i + 1] < 0xa0) || (c == 0xed && p[i + 1] >= 0xa0)))
+                        clean = false;
+                if (clean && n == 4 && ((c == 0xf0 && p[i + 1] < 0x90) || (c == 0xf4 && p[i + 1] >= 0x90)))
+                        clean = false;
+                i += n;
+        }
+        if (clean)
+                return NULL;
+
+        w = out = malloc(len * 4 + 1);
+        if (!out)
+                return NULL;
+        for (size_t i = 0; i < len;) {
+                unsigned char c = p[i];
+                size_t n = c < 0x80             ? 1
+                           : (c & 0xe0) == 0xc0 ? 2
+                           : (c & 0xf0) == 0xe0 ? 3
+                           : (c & 0xf8) == 0xf0 ? 4
+                                                : 0;
+                bool ok = n > 0 && i + n <= len && c >= 0x20 && c != 0x7f && !(n == 2 && c < 0xc2) &&
+                          !(n == 4 && c > 0xf4);
+                for (size_t k = 1; ok && k < n; k++)
+                        ok = (p[i + k] & 0xc0) == 0x80;
+                if (ok && n == 3 && ((c == 0xe0 && p[i + 1] < 0xa0) || (c == 0xed && p[i + 1] >= 0xa0)))
+                        ok = false;
+                if (ok && n == 4 && ((c == 0xf0 && p[i + 1] < 0x90) || (c == 0xf4 && p[i + 1] >= 0x90)))
+                        ok = false;
+                if (ok) {
+                        memcpy(w, p + i, n);
+                        w += n;
+                        i += n;
+                } else {
+                        w += sprintf(w, "\\x%02x", c);
+                        i++;
+                }
+        }
+        *w = 0;
+        return out;
+}
+
+/* Index of s in the string table, adding it if new; <0 on allocation failure. */
+static int64_t intern(PprofJob *j, const char *s)
+{
+        _cleanup_free_ char *escaped = NULL;
+        uint64_t h;
+        size_t slot;
+        uint32_t id;
+        char *copy;
+
+        if (!s)
+                return 0;
+        escaped = utf8_escape(s);
+        if (escaped)
+                s = escaped;
+        h = hash_bytes(s, strlen(s));
+        slot = h;
+        while ((id = index_next(&j->string_index, h, &slot)))
+                if (strcmp(j->strings[id - 1], s) == 0)
+                        return id - 1;
+        if (!grow((void **)&j->strings, &j->cap_strings, j->n_strings + 1, sizeof(char *)))
+                return -ENOMEM;
+        copy = escaped ? TAKE_PTR(escaped) : strdup(s);
+        if (!copy)
+                return -ENOMEM;
+        j->strings[j->n_strings++] = copy;
+        if (index_insert(&j->string_index, h, (uint32_t)j->n_strings) < 0)
+                return -ENOMEM;
+        return (int64_t)j->n_strings - 1;
+}
+
+static int64_t function_id(PprofJob *j, const SymFrame *f)
+{
+        FuncKey k;
+        Perftools__Profiles__Function *fn;
+        uint64_t h;
+        size_t slot;
+        uint32_t id;
+
+        k.name = intern(j, f->name);
+        k.system_name = intern(j, f->system_name ?: f->name);
+        k.filename = intern(j, f->file);
+        k.start_line = f->start_line;
+        if (k.name < 0 || k.system_name < 0 || k.filename < 0)
+                return -ENOMEM;
+        h = hash_u64s((const uint64_t *)&k, 4);
+        slot = h;
+        while ((id = index_next(&j->function_index, h, &slot)))
+                if (memcmp(&j->func_keys[id - 1], &k, sizeof(k)) == 0)
+                        return id;
+
+        if (!grow2((void **)&j->functions, sizeof(*j->functions), (void **)&j->func_keys,
+                   sizeof(*j->func_keys), &j->cap_functions, j->n_functions + 1))
+                return -ENOMEM;
+        fn = malloc(sizeof(*fn));
+        if (!fn)
+                return -ENOMEM;
+        perftools__profiles__function__init(fn);
+        fn->id = j->n_functions + 1;
+        fn->name = k.name;
+        fn->system_name = k.system_name;
+        fn->filename = k.filename;
+        fn->start_line = k.start_line;
+        j->functions[j->n_functions] = fn;
+        j->func_keys[j->n_functions] = k;
+        j->n_functions++;
+        if (index_insert(&j->function_index, h, (uint32_t)j->n_functions) < 0)
+                return -ENOMEM;
+        return (int64_t)fn->id;
+}
+
+static int add_mapping(PprofJob *j, const MapKey *k, uint64_t h, const char *path, const uint8_t *build_id,
+                       size_t build_id_size, uint64_t *ret_id)
+{
+        Perftools__Profiles__Mapping *m;
+        char hex[2 * 64 + 1];
+        int64_t path_idx, bid_idx = 0;
+
+        for (size_t i = 0; i < build_id_size && i < 64; i++)
+                sprintf(hex + 2 * i, "%02x", build_id[i]);
+        path_idx = intern(j, path);
+        if (build_id_size > 0)
+                bid_idx = intern(j, hex);
+        if (path_idx < 0 || bid_idx < 0)
+                return -ENOMEM;
+
+        if (!grow2((void **)&j->mappings, sizeof(*j->mappings), (void **)&j->map_keys, sizeof(*j->map_keys),
+                   &j->cap_mappings, j->n_mappings + 1))
+                return -ENOMEM;
+        m = malloc(sizeof(*m));
+        if (!m)
+                return -ENOMEM;
+        perftools__profiles__mapping__init(m);
+        m->id = j->n_mappings + 1;
+        m->memory_start = k->start;
+        m->memory_limit = k->end;
+        m->file_offset = k->offset;
+        m->filename = path_idx;
+        m->build_id = bid_idx;
+        j->mappings[j->n_mappings] = m;
+        j->map_keys[j->n_mappings] = *k;
+        j->n_mappings++;
+        if (index_insert(&j->mapping_index, h, (uint32_t)j->n_mappings) < 0)
+                return -ENOMEM;
+        *ret_id = m->id;
+        return 0;
+}
+
+static int user_mapping_id(PprofJob *j, const ProcMapping *pm, uint64_t *ret)
+{
+        MapKey k = {pm->start, pm->end, pm->offset, pm->dev, pm->inode};
+        uint64_t h = hash_u64s((const uint64_t *)&k, 5);
+        size_t slot = h;
+        uint32_t id;
+
+        while ((id = index_next(&j->mapping_index, h, &slot)))
+                if (memcmp(&j->map_keys[id - 1], &k, sizeof(k)) == 0) {
+                        *ret = id;
+                        return 0;
+                }
+        return add_mapping(j, &k, h, pm->path[0] ? pm->path : "[anon]", pm->build_id, pm->build_id_size,
+                           ret);
+}
+
+static int kernel_mapping_id(PprofJob *j, uint64_t addr, uint64_t *ret)
+{
+        /* One mapping for the whole kernel (vmlinux and modules); its range grows to cover
+         * every kernel address seen. */
+        if (!j->kernel_mapping_id) {
+                MapKey k = {addr, addr + 1, 0, UINT64_MAX, UINT64_MAX};
+                int r = add_mapping(j, &k, hash_u64s((const uint64_t *)&k, 5), "[kernel.kallsyms]", NULL, 0,
+                                    &j->kernel_mapping_id);
+                if (r < 0)
+                        return r;
+        }
+        Perftools__Profiles__Mapping *m = j->mappings[j->kernel_mapping_id - 1];
+        if (addr < m->memory_start)
+                m->memory_start = addr;
+        if (addr >= m->memory_limit)
+                m->memory_limit = addr + 1;
+        *ret = j->kernel_mapping_id;
+        return 0;
+}
+
+static uint32_t location_find(PprofJob *j, const LocKey *k, uint64_t h)
+{
+        size_t slot = h;
+        uint32_t id;
+        while ((id = index_next(&j->location_index, h, &slot)))
+                if (memcmp(&j->loc_keys[id - 1], k, sizeof(*k)) == 0)
+                        return id;
+        return 0;
+}
+
+/* Adds a location whose lines are res's frames (innermost first). */
+static int location_add(PprofJob *j, const LocKey *k, uint64_t h, uint64_t address, const SymResult *res,
+                        uint64_t *ret)
+{
+        Perftools__Profiles__Location *loc;
+        Perftools__Profiles__Line **ptrs, *lines;
+        Perftools__Profiles__Mapping *m = k->mapping_id ? j->mappings[k->mapping_id - 1] : NULL;
+
+        if (!grow2((void **)&j->locations, sizeof(*j->locations), (void **)&j->loc_keys,
+                   sizeof(*j->loc_keys), &j->cap_locations, j->n_locations + 1))
+                return -ENOMEM;
+        /* One block: the location, its line pointers and its lines. */
+        loc = malloc(sizeof(*loc) + res->n_frames * (sizeof(*ptrs) + sizeof(*lines)));
+        if (!loc)
+                return -ENOMEM;
+        perftools__profiles__location__init(loc);
+        ptrs = (Perftools__Profiles__Line **)(loc + 1);
+        lines = (Perftools__Profiles__Line *)(ptrs + res->n_frames);
+        for (size_t i = 0; i < res->n_frames; i++) {
+                int64_t fid = function_id(j, &res->frames[i]);
+                if (fid < 0) {
+                        free(loc);
+                        return (int)fid;
+                }
+                perftools__profiles__line__init(&lines[i]);
+                lines[i].function_id = (uint64_t)fid;
+                lines[i].line = res->frames[i].line;
+                ptrs[i] = &lines[i];
+                if (m) {
+                        if (res->frames[i].file && k->mapping_id != j->kernel_mapping_id)
+                                m->has_filenames = true;
+                        if (res->frames[i].line > 0)
+                                m->has_line_numbers = true;
+                }
+        }
+        if (m) {
+                /* Every location gets a function from profd (a placeholder when nothing better
+                 * is known), so pprof must never try to symbolize on its own. */
+                m->has_functions = true;
+                if (res->n_frames > 1)
+                        m->has_inline_frames = true;
+        }
+        loc->id = j->n_locations + 1;
+        loc->mapping_id = k->mapping_id;
+        loc->address = address;
+        loc->n_line = res->n_frames;
+        loc->line = ptrs;
+        j->locations[j->n_locations] = loc;
+        j->loc_keys[j->n_locations] = *k;
+        j->n_locations++;
+        if (index_insert(&j->location_index, h, (uint32_t)j->n_locations) < 0)
+                return -ENOMEM;
+        *ret = loc->id;
+        return 0;
+}
+
+static int marker_location(PprofJob *j, const char *name, uint64_t *ret)
+{
+        SymFrame f = {.name = name, .system_name = name};
+        SymResult res = {.frames = &f, .n_frames = 1};
+        int64_t name_idx = intern(j, name);
+        LocKey k;
+        uint64_t h;
+        uint32_t id;
+
+        if (name_idx < 0)
+                return -ENOMEM;
+        k = (LocKey){0, (uint64_t)name_idx, LOC_MARKER};
+        h = hash_u64s((const uint64_t *)&k, 3);
+        id = location_find(j, &k, h);
+        if (id) {
+                *ret = id;
+                return 0;
+        }
+        return location_add(j, &k, h, 0, &res, ret);
+}
+
+static int kernel_location(PprofJob *j, uint64_t addr, bool leaf, unsigned *budget, uint64_t *ret)
+{
+        LocKey k;
+        uint64_t h, mid;
+        uint32_t id;
+        SymResult res;
+        int r;
+
+        r = kernel_mapping_id(j, addr, &mid);
+        if (r < 0)
+                return r;
+        k = (LocKey){mid, addr, leaf ? LOC_LEAF : LOC_RETURN};
+        h = hash_u64s((const uint64_t *)&k, 3);
+        id = location_find(j, &k, h);
+        if (id) {
+                *ret = id;
+                return 0;
+        }
+        *budget += LOOKUP_COST;
+        r = symbolizer_kernel(j->sym, leaf ? addr : addr - 1, &res);
+        if (r < 0)
+                return r;
+        j->n_unsymbolized += !res.symbolized;
+        return location_add(j, &k, h, addr, &res, ret);
+}
+
+static bool refreshed_before(PprofJob *j, pid_t pid)
+{
+        for (size_t i = 0; i < j->n_refreshed; i++)
+                if (j->refreshed[i] == pid)
+                        return true;
+        return false;
+}
+
+static int user_location(PprofJob *j, Process **pp, pid_t pid, uint64_t addr, bool leaf, unsigned *budget,
+                         uint64_t *ret)
+{
+        uint64_t lookup = leaf ? addr : addr - 1, mid = 0, h;
+        const ProcMapping *m = NULL;
+        SymResult res;
+        LocKey k;
+        uint32_t id;
+        int r;
+
+        if (*pp)
+                m = process_find_mapping(*pp, lookup);
+        /* Not in the snapshot: the process may have mapped something since (dlopen, exec). */
+        if (!m && *pp && !(*pp)->exited_ns && !refreshed_before(j, pid) &&
+            j->n_refreshed < MAX_REFRESHES_PER_JOB) {
+                j->refreshed[j->n_refreshed++] = pid;
+                *budget += LOOKUP_COST;
+                if (process_table_refresh(j->procs, pid, pp) >= 0)
+                        m = process_find_mapping(*pp, lookup);
+        }
+        if (!m) {
+                /* No mapping known: keep the address visible rather than dropping the frame. */
+                char name[64];
+                SymFrame f;
+                k = (LocKey){0, addr, leaf ? LOC_LEAF : LOC_RETURN};
+                h = hash_u64s((const uint64_t *)&k, 3);
+                id = location_find(j, &k, h);
+                if (id) {
+                        *ret = id;
+                        return 0;
+                }
+                snprintf(name, sizeof(name), "[unknown] 0x%" PRIx64, addr);
+                f = (SymFrame){.name = name, .system_name = name};
+                res = (SymResult){.frames = &f, .n_frames = 1};
+                j->n_unsymbolized++;
+                return location_add(j, &k, h, addr, &res, ret);
+        }
+
+        r = user_mapping_id(j, m, &mid);
+        if (r < 0)
+                return r;
+        k = (LocKey){mid, addr, leaf ? LOC_LEAF : LOC_RETURN};
+        h = hash_u64s((const uint64_t *)&k, 3);
+        id = location_find(j, &k, h);
+        if (id) {
+                *ret = id;
+                return 0;
+        }
+        *budget += LOOKUP_COST;
+        r = symbolizer_user(j->sym, *pp, m, lookup, &res);
+        if (r < 0)
+                return r;
+        j->n_unsymbolized += !res.symbolized;
+        return location_add(j, &k, h, addr, &res, ret);
+}
+
+static const char *stop_reason_string(unsigned reason)
+{
+        static const char *const names[PROFD_STOP__MAX] = {
+                [PROFD_STOP_OK] = "ok",
+                [PROFD_STOP_DEPTH] = "depth limit",
+                [PROFD_STOP_BAD_READ] = "stack read failed",
+                [PROFD_STOP_NO_MAPPING] = "pc outside any mapping",
+                [PROFD_STOP_NO_ROW] = "no unwind info",
+                [PROFD_STOP_UNSUPPORTED] = "unsupported unwind rule",
+                [PROFD_STOP_UNKNOWN_PID] = "process not yet known",
+                [PROFD_STOP_BAD_FRAME] = "bad frame",
+                [PROFD_STOP_KERNEL_THREAD] = "kernel thread",
+        };
+        return reason < PROFD_STOP__MAX ? names[reason] : NULL;
+}
+
+static int64_t label_ref(PprofJob *j, Label key, const char *value)
+{
+        Perftools__Profiles__Label *l;
+        uint64_t kv[2];
+        int64_t v = intern(j, value);
+        uint64_t h;
+        size_t slot;
+        uint32_t id;
+
+        if (v < 0)
+                return v;
+        kv[0] = (uint64_t)j->label_keys[key];
+        kv[1] = (uint64_t)v;
+        h = hash_u64s(kv, 2);
+        slot = h;
+        while ((id = index_next(&j->label_index, h, &slot)))
+                if (j->labels[id - 1]->key == (int64_t)kv[0] && j->labels[id - 1]->str == v)
+                        return id - 1;
+        if (!grow((void **)&j->labels, &j->cap_labels, j->n_labels + 1, sizeof(*j->labels)))
+                return -ENOMEM;
+        l = malloc(sizeof(*l));
+        if (!l)
+                return -ENOMEM;
+        perftools__profiles__label__init(l);
+        l->key = (int64_t)kv[0];
+        l->str = v;
+        j->labels[j->n_labels++] = l;
+        if (index_insert(&j->label_index, h, (uint32_t)j->n_labels) < 0)
+                return -ENOMEM;
+        return (int64_t)j->n_labels - 1;
+}
+
+static int add_sample(PprofJob *j, const AggSample *s, unsigned *budget)
+{
+        Perftools__Profiles__Sample *out;
+        size_t n = 0, need, n_labels = 0;
+        int64_t label_idx[_LABEL_MAX];
+        Process *p = NULL;
+        uint64_t id;
+        int r;
+
+        need = (s->kernel ? s->kernel->n : 0) + (s->user ? s->user->n : 0) + 2;
+        if (!grow((void **)&j->loc_scratch, &j->cap_loc_scratch, need, sizeof(uint64_t)))
+                return -ENOMEM;
+
+        if (s->kernel)
+                for (uint32_t i = 0; i < s->kernel->n; i++) {
+                        r = kernel_location(j, s->kernel->frames[i], i == 0, budget, &id);
+                        if (r < 0)
+                                return r;
+                        j->loc_scratch[n++] = id;
+                }
+        if (s->user) {
+                unsigned reason = s->user->flags & PROFD_STACK_REASON_MASK;
+                char marker[96];
+
+                if (s->user->n > 0 && process_table_get(j->procs, (pid_t)s->pid, &p) < 0)
+                        p = NULL;
+                for (uint32_t i = 0; i < s->user->n; i++) {
+                        /* With kernel frames on top, the user "leaf" is where the thread entered
+                         * the kernel: an exact pc, not a return address. */
+                        r = user_location(j, &p, (pid_t)s->pid, s->user->frames[i], i == 0, budget, &id);
+                        if (r < 0)
+                                return r;
+                        j->loc_scratch[n++] = id;
+                }
+                if (s->user->flags & PROFD_STACK_TRUNCATED || reason == PROFD_STOP_DEPTH) {
+                        snprintf(marker, sizeof(marker), "[truncated: %u+ frames]", s->user->n);
+                        r = marker_location(j, marker, &id);
+                        if (r < 0)
+                                return r;
+                        j->loc_scratch[n++] = id;
+                } else if (reason != PROFD_STOP_OK && reason != PROFD_STOP_KERNEL_THREAD) {
+                        const char *why = stop_reason_string(reason);
+                        if (why)
+                                snprintf(marker, sizeof(marker), "[unwind stopped: %s]", why);
+                        else
+                                snprintf(marker, sizeof(marker), "[unwind stopped: reason %u]", reason);
+                        r = marker_location(j, marker, &id);
+                        if (r < 0)
+                                return r;
+                        j->loc_scratch[n++] = id;
+                }
+        }
+        *budget += n;
+        j->n_frames += n;
+
+        for (Label l = 0; l < _LABEL_MAX; l++) {
+                char buf[32];
+                const char *v = NULL;
+                if (!j->options.labels.enabled[l])
+                        continue;
+                switch (l) {
+                case LABEL_COMM:
+                        v = s->comm;
+                        break;
+                case LABEL_PID:
+                        snprintf(buf, sizeof(buf), "%" PRIu32, s->pid);
+                        v = buf;
+                        break;
+                case LABEL_THREAD_ID:
+                        snprintf(buf, sizeof(buf), "%" PRIu32, s->tid);
+                        v = buf;
+                        break;
+                case LABEL_THREAD_NAME:
+                        v = s->thread_comm;
+                        break;
+                case LABEL_UNIT:
+                case LABEL_CONTAINER_ID:
+                        /* Hook for the cgroup resolver; without one these labels are omitted. */
+                        if (j->options.cgroup_label)
+                                v = j->options.cgroup_label(j->options.cgroup_userdata, l, s->cgroup_id);
+                        break;
+                default:
+                        break;
+                }
+                if (!v || !*v)
+                        continue;
+                int64_t idx = label_ref(j, l, v);
+                if (idx < 0)
+                        return (int)idx;
+                label_idx[n_labels++] = idx;
+        }
+
+        /* One block: the sample, its location ids, its two values, its label pointers. */
+        out = malloc(sizeof(*out) + n * sizeof(uint64_t) + 2 * sizeof(int64_t) +
+                     n_labels * sizeof(Perftools__Profiles__Label *));
+        if (!out)
+                return -ENOMEM;
+        perftools__profiles__sample__init(out);
+        out->location_id = (uint64_t *)(out + 1);
+        memcpy(out->location_id, j->loc_scratch, n * sizeof(uint64_t));
+        out->n_location_id = n;
+        out->value = (int64_t *)(out->location_id + n);
+        out->value[0] = (int64_t)s->count;
+        out->value[1] = (int64_t)s->count * j->period;
+        out->n_value = 2;
+        out->label = (Perftools__Profiles__Label **)(out->value + 2);
+        for (size_t i = 0; i < n_labels; i++)
+                out->label[i] = j->labels[label_idx[i]];
+        out->n_label = n_labels;
+        j->samples[j->n_samples++] = out;
+        return 0;
+}
+
+int pprof_job_new(ProfileWindow *w, Symbolizer *sym, ProcessTable *procs, const PprofOptions *o,
+                  PprofJob **ret)
+{
+        _cleanup_(pprof_job_freep) PprofJob *j = NULL;
+
+        j = calloc(1, sizeof(*j));
+        if (!j) {
+                profile_window_free(w);
+                return -ENOMEM;
+        }
+        j->window = w;
+        j->sym = sym;
+        j->procs = procs;
+        if (o)
+                j->options = *o;
+        j->period = w->frequency_hz > 0 ? (int64_t)(NSEC_PER_SEC / w->frequency_hz) : 0;
+        j->samples = calloc(w->n_samples ? w->n_samples : 1, sizeof(*j->samples));
+        j->refreshed = calloc(MAX_REFRESHES_PER_JOB, sizeof(*j->refreshed));
+        if (!j->samples || !j->refreshed)
+                return -ENOMEM;
+        if (intern(j, "") != 0)
+                return -ENOMEM;
+        j->str_samples = intern(j, "samples");
+        j->str_count = intern(j, "count");
+        j->str_cpu = intern(j, "cpu");
+        j->str_nanoseconds = intern(j, "nanoseconds");
+        for (Label l = 0; l < _LABEL_MAX; l++)
+                j->label_keys[l] = intern(j, label_to_string(l));
+        if (j->str_samples < 0 || j->str_count < 0 || j->str_cpu < 0 || j->str_nanoseconds < 0)
+                return -ENOMEM;
+        for (Label l = 0; l < _LABEL_MAX; l++)
+                if (j->label_keys[l] < 0)
+                        return -ENOMEM;
+        *ret = TAKE_PTR(j);
+        return 0;
+}
+
+static int pack(PprofJob *j)
+{
+        Perftools__Profiles__Profile p = PERFTOOLS__PROFILES__PROFILE__INIT;
+        Perftools__Profiles__ValueType vt_samples = PERFTOOLS__PROFILES__VALUE_TYPE__INIT,
+                                       vt_cpu = PERFTOOLS__PROFILES__VALUE_TYPE__INIT,
+                                       period_type = PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
+        Perftools__Profiles__ValueType *sample_types[2] = {&vt_samples, &vt_cpu};
+        size_t size;
+
+        vt_samples.type = j->str_samples;
+        vt_samples.unit = j->str_count;
+        vt_cpu.type = j->str_cpu;
+        vt_cpu.unit = j->str_nanoseconds;
+        period_type = vt_cpu;
+
+        p.n_sample_type = 2;
+        p.sample_type = sample_types;
+        p.n_sample = j->n_samples;
+        p.sample = j->samples;
+        p.n_mapping = j->n_mappings;
+        p.mapping = j->mappings;
+        p.n_location = j->n_locations;
+        p.location = j->locations;
+        p.n_function = j->n_functions;
+        p.function = j->functions;
+        p.n_string_table = j->n_strings;
+        p.string_table = j->strings;
+        p.time_nanos = (int64_t)j->window->start_ns;
+        p.duration_nanos = (int64_t)(j->window->end_ns - j->window->start_ns);
+        p.period_type = &period_type;
+        p.period = j->period;
+
+        size = perftools__profiles__profile__get_packed_size(&p);
+        j->packed = malloc(size ? size : 1);
+        if (!j->packed)
+                return -ENOMEM;
+        j->packed_size = perftools__profiles__profile__pack(&p, j->packed);
+        if (j->packed_size != size)
+                return -EIO;
+        return 0;
+}
+
+static int gzip_step(PprofJob *j)
+{
+        int r;
+
+        if (!j->z_init) {
+                /* windowBits 15 + 16: gzip framing, which is what pprof readers expect. */
+                if (deflateInit2(&j->z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
+                    Z_OK)
+                        return -ENOMEM;
+                j->z_init = true;
+                j->out_cap = deflateBound(&j->z, j->packed_size);
+                j->out = malloc(j->out_cap);
+                if (!j->out)
+                        return -ENOMEM;
+                j->z.next_in = j->packed;
+                j->z.next_out = j->out;
+                j->z.avail_out = (uInt)j->out_cap;
+        }
+        size_t left = j->packed_size - (size_t)(j->z.next_in - j->packed);
+        size_t chunk = left < DEFLATE_CHUNK ? left : DEFLATE_CHUNK;
+        bool last = chunk == left;
+        j->z.avail_in = (uInt)chunk;
+        r = deflate(&j->z, last ? Z_FINISH : Z_NO_FLUSH);
+        if (r == Z_STREAM_ERROR || (last && r != Z_STREAM_END))
+                return -EIO;
+        if (!last)
+                return 0;
+        j->out_size = j->out_cap - j->z.avail_out;
+        return 1;
+}
+
+int pprof_job_step(PprofJob *j)
+{
+        unsigned budget = 0;
+        int r;
+
+        switch (j->phase) {
+        case PHASE_SAMPLES:
+                while (j->next_sample < j->window->n_samples && budget < STEP_BUDGET) {
+                        r = add_sample(j, &j->window->samples[j->next_sample], &budget);
+                        if (r < 0)
+                                return r;
+                        j->next_sample++;
+                }
+                if (j->next_sample == j->window->n_samples) {
+                        j->phase = PHASE_PACK;
+                        log_debug("pprof: %zu samples, %zu locations, %zu functions, %zu mappings, %zu "
+                                  "strings, "
+                                  "%" PRIu64 " frames (%" PRIu64 " unsymbolized)",
+                                  j->n_samples, j->n_locations, j->n_functions, j->n_mappings, j->n_strings,
+                                  j->n_frames, j->n_unsymbolized);
+                }
+                return 0;
+        case PHASE_PACK:
+                r = pack(j);
+                if (r < 0)
+                        return r;
+                j->phase = PHASE_GZIP;
+                return 0;
+        case PHASE_GZIP:
+                r = gzip_step(j);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        return 0;
+                free(j->packed);
+                j->packed = NULL;
+                j->phase = PHASE_DONE;
+                return 1;
+        case PHASE_DONE:
+                return 1;
+        }
+        return -EINVAL;
+}
+
+int pprof_job_take_result(PprofJob *j, void **ret_data, size_t *ret_size)
+{
+        if (j->phase != PHASE_DONE || !j->out)
+                return -EBUSY;
+        *ret_data = TAKE_PTR(j->out);
+        *ret_size = j->out_size;
+        return 0;
+}
+
+PprofJob *pprof_job_free(PprofJob *j)
+{
+        if (!j)
+                return NULL;
+        profile_window_free(j->window);
+        for (size_t i = 0; i < j->n_strings; i++)
+                free(j->strings[i]);
+        free(j->strings);
+        index_done(&j->string_index);
+        for (size_t i = 0; i < j->n_mappings; i++)
+                free(j->mappings[i]);
+        free(j->mappings);
+        free(j->map_keys);
+        index_done(&j->mapping_index);
+        for (size_t i = 0; i < j->n_locations; i++)
+                free(j->locations[i]);
+        free(j->locations);
+        free(j->loc_keys);
+        index_done(&j->location_index);
+        for (size_t i = 0; i < j->n_functions; i++)
+                free(j->functions[i]);
+        free(j->functions);
+        free(j->func_keys);
+        index_done(&j->function_index);
+        for (size_t i = 0; i < j->n_samples; i++)
+                free(j->samples[i]);
+        free(j->samples);
+        for (size_t i = 0; i < j->n_labels; i++)
+                free(j->labels[i]);
+        free(j->labels);
+        index_done(&j->label_index);
+        free(j->loc_scratch);
+        free(j->refreshed);
+        free(j->packed);
+        if (j->z_init)
+                deflateEnd(&j->z);
+        free(j->out);
+        return mfree(j);
+}
+
+int pprof_encode_window(ProfileWindow *w, Symbolizer *sym, ProcessTable *procs, const PprofOptions *o,
+                        void **ret_data, size_t *ret_size)
+{
+        _cleanup_(pprof_job_freep) PprofJob *j = NULL;
+        int r;
+
+        r = pprof_job_new(w, sym, procs, o, &j);
+        if (r < 0)
+                return r;
+        do
+                r = pprof_job_step(j);
+        while (r == 0);
+        if (r < 0)
+                return r;
+        return pprof_job_take_result(j, ret_data, ret_size);
+}

@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "macro.h"
+#include "proc-maps.h"
+
+static int parse_hex(const char **p, char terminator, uint64_t *ret)
+{
+        const char *s = *p;
+        uint64_t v = 0;
+        unsigned digits = 0;
+
+        for (; isxdigit((unsigned char)*s); s++, digits++) {
+                if (digits >= 16)
+                        return -EBADMSG;
+                v = v << 4 | (uint64_t)(isdigit((unsigned char)*s) ? *s - '0' : (tolower(*s) - 'a' + 10));
+        }
+        if (digits == 0 || *s != terminator)
+                return -EBADMSG;
+        *p = s + 1;
+        *ret = v;
+        return 0;
+}
+
+int proc_maps_parse_line(char *line, ProcMapsLine *ret)
+{
+        const char *p = line;
+        uint64_t start, end, offset, major, minor, inode = 0;
+        ProcMapsLine l = {};
+        size_t len;
+        int r;
+
+        len = strlen(line);
+        if (len > 0 && line[len - 1] == '\n')
+                line[--len] = 0;
+
+        r = parse_hex(&p, '-', &start);
+        if (r < 0)
+                return r;
+        r = parse_hex(&p, ' ', &end);
+        if (r < 0)
+                return r;
+        if (end < start)
+                return -EBADMSG;
+
+        if (strlen(p) < 5 || p[4] != ' ')
+                return -EBADMSG;
+        if ((p[0] != 'r' && p[0] != '-') || (p[1] != 'w' && p[1] != '-') || (p[2] != 'x' && p[2] != '-') ||
+            (p[3] != 'p' && p[3] != 's'))
+                return -EBADMSG;
+        l.readable = p[0] == 'r';
+        l.writable = p[1] == 'w';
+        l.executable = p[2] == 'x';
+        l.shared = p[3] == 's';
+        p += 5;
+
+        r = parse_hex(&p, ' ', &offset);
+        if (r < 0)
+                return r;
+        r = parse_hex(&p, ':', &major);
+        if (r < 0)
+                return r;
+        r = parse_hex(&p, ' ', &minor);
+        if (r < 0)
+                return r;
+
+        if (!isdigit((unsigned char)*p))
+                return -EBADMSG;
+        for (unsigned digits = 0; isdigit((unsigned char)*p); p++, digits++) {
+                if (digits >= 20)
+                        return -EBADMSG;
+                inode = inode * 10 + (uint64_t)(*p - '0');
+        }
+        if (*p != ' ' && *p != 0)
+                return -EBADMSG;
+        /* The kernel pads with spaces up to a column before the path; the path itself may start
+         * with a space only in theory (a file named " x" shows as "/dir/ x"), so skipping
+         * leading blanks loses nothing real. */
+        while (*p == ' ')
+                p++;
+
+        static const char deleted[] = " (deleted)";
+        len = strlen(p);
+        if (len >= sizeof(deleted) - 1 && strcmp(p + len - (sizeof(deleted) - 1), deleted) == 0) {
+                line[(p - line) + len - (sizeof(deleted) - 1)] = 0;
+                l.deleted = true;
+        }
+
+        l.start = start;
+        l.end = end;
+        l.offset = offset;
+        l.dev_major = (unsigned)major;
+        l.dev_minor = (unsigned)minor;
+        l.inode = inode;
+        l.path = p;
+        *ret = l;
+        return 0;
+}
+
+int proc_maps_read(FILE *f, proc_maps_cb_t cb, void *userdata, unsigned *ret_bad)
+{
+        _cleanup_free_ char *line = NULL;
+        size_t size = 0;
+        unsigned bad = 0;
+        ssize_t n;
+        int r = 0;
+
+        while ((n = getline(&line, &size, f)) >= 0) {
+                ProcMapsLine l;
+
+                /* A NUL inside a line cannot come from the kernel's format: reject it. */
+                if ((size_t)n != strlen(line)) {
+                        bad++;
+                        continue;
+                }
+                if (proc_maps_parse_line(line, &l) < 0) {
+                        bad++;
+                        continue;
+                }
+                r = cb(&l, userdata);
+                if (r < 0)
+                        break;
+        }
+        if (r >= 0 && ferror(f))
+                r = -EIO;
+        if (ret_bad)
+                *ret_bad = bad;
+        return r < 0 ? r : 0;
+}

@@ -1,0 +1,738 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+
+#include "log.h"
+#include "proc-maps.h"
+#include "process-table.h"
+
+/* PT_LOAD segments remembered per file; real ELF files have 2-5, more is hostile input. */
+#define PROC_FILE_MAX_LOADS 16
+/* Liveness checks (/proc/PID/stat) per gc call: bounds the work of one call. */
+#define GC_CHECKS_PER_CALL 256
+/* A live process is re-checked for exit / pid reuse this often. */
+#define GC_CHECK_INTERVAL_NS (5 * NSEC_PER_SEC)
+
+struct ProcFile {
+        dev_t dev; /* as /proc/PID/maps prints it */
+        uint64_t inode;
+        int fd; /* -1 when over PROCESS_TABLE_MAX_OPEN_FILES */
+        unsigned refs;
+        bool elf_ok;
+        uint16_t e_type;
+        uint8_t build_id[64];
+        size_t build_id_size;
+        size_t n_loads;
+        struct {
+                uint64_t vaddr, offset, filesz;
+                uint32_t flags;
+        } loads[PROC_FILE_MAX_LOADS];
+};
+
+struct ProcessTable {
+        uint64_t exit_grace_ns;
+        Process **procs; /* sorted by pid */
+        size_t n_procs, cap_procs;
+        ProcFile **files;
+        size_t n_files, cap_files;
+        unsigned n_open_fds;
+        ProcFile *vdso;
+        bool vdso_tried;
+        size_t gc_cursor;
+
+        uint64_t n_reads, n_read_errors, n_bad_lines, n_pid_reuse, n_exited_total, n_forgotten, n_evicted,
+                n_table_full, n_truncated, n_no_file, n_not_elf;
+};
+
+static uint64_t now_realtime_ns(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+}
+
+static void proc_file_unref(ProcessTable *t, ProcFile *f)
+{
+        if (!f || --f->refs > 0)
+                return;
+        for (size_t i = 0; i < t->n_files; i++)
+                if (t->files[i] == f) {
+                        t->files[i] = t->files[--t->n_files];
+                        break;
+                }
+        if (f->fd >= 0) {
+                close(f->fd);
+                t->n_open_fds--;
+        }
+        free(f);
+}
+
+static void process_free(ProcessTable *t, Process *p)
+{
+        if (!p)
+                return;
+        for (size_t i = 0; i < p->n_mappings; i++) {
+                free(p->mappings[i].path);
+                proc_file_unref(t, p->mappings[i].file);
+        }
+        free(p->mappings);
+        free(p);
+}
+
+int process_table_new(uint64_t exit_grace_ns, ProcessTable **ret)
+{
+        ProcessTable *t = calloc(1, sizeof(*t));
+        if (!t)
+                return -ENOMEM;
+        (void)elf_version(EV_CURRENT);
+        t->exit_grace_ns = exit_grace_ns;
+        *ret = t;
+        return 0;
+}
+
+ProcessTable *process_table_free(ProcessTable *t)
+{
+        if (!t)
+                return NULL;
+        for (size_t i = 0; i < t->n_procs; i++)
+                process_free(t, t->procs[i]);
+        free(t->procs);
+        proc_file_unref(t, t->vdso);
+        free(t->files);
+        return mfree(t);
+}
+
+/* Reads the NT_GNU_BUILD_ID note and the PT_LOAD segments: build IDs name the executable in
+ * the profile and for debuginfo lookup; segments turn runtime addresses into ELF addresses. */
+static void proc_file_read_elf(ProcFile *f, int fd)
+{
+        Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+        GElf_Ehdr ehdr;
+        size_t phnum;
+
+        if (!elf)
+                return;
+        if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &ehdr) || elf_getphdrnum(elf, &phnum) < 0)
+                goto out;
+        f->e_type = ehdr.e_type;
+        for (size_t i = 0; i < phnum; i++) {
+                GElf_Phdr ph;
+                if (!gelf_getphdr(elf, (int)i, &ph))
+                        continue;
+                if (ph.p_type == PT_LOAD && f->n_loads < PROC_FILE_MAX_LOADS) {
+                        f->loads[f->n_loads].vaddr = ph.p_vaddr;
+                        f->loads[f->n_loads].offset = ph.p_offset;
+                        f->loads[f->n_loads].filesz = ph.p_filesz;
+                        f->loads[f->n_loads].flags = ph.p_flags;
+                        f->n_loads++;
+                } else if (ph.p_type == PT_NOTE && f->build_id_size == 0) {
+                        Elf_Data *d = elf_getdata_rawchunk(elf, ph.p_offset, ph.p_filesz,
+                                                           ph.p_align == 8 ? ELF_T_NHDR8 : ELF_T_NHDR);
+                        size_t off = 0, name_off, desc_off;
+                        GElf_Nhdr nh;
+                        if (!d)
+                                continue;
+                        while ((off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
+                                if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+                                    memcmp((char *)d->d_buf + name_off, "GNU", 4) == 0 && nh.n_descsz > 0 &&
+                                    nh.n_descsz <= sizeof(f->build_id)) {
+                                        memcpy(f->build_id, (char *)d->d_buf + desc_off, nh.n_descsz);
+                                        f->build_id_size = nh.n_descsz;
+                                        break;
+                                }
+                        }
+                }
+        }
+        f->elf_ok = f->n_loads > 0;
+out:
+        elf_end(elf);
+}
+
+static ProcFile *proc_file_new(ProcessTable *t, int fd, dev_t dev, uint64_t inode)
+{
+        ProcFile *f = calloc(1, sizeof(*f));
+        if (!f)
+                return NULL;
+        if (t->n_files == t->cap_files) {
+                size_t cap = t->cap_files ? t->cap_files * 2 : 64;
+                ProcFile **n = reallocarray(t->files, cap, sizeof(*n));
+                if (!n) {
+                        free(f);
+                        return NULL;
+                }
+                t->files = n;
+                t->cap_files = cap;
+        }
+        f->dev = dev;
+        f->inode = inode;
+        f->fd = -1;
+        f->refs = 1;
+        proc_file_read_elf(f, fd);
+        if (!f->elf_ok)
+                t->n_not_elf++;
+        if (t->n_open_fds < PROCESS_TABLE_MAX_OPEN_FILES) {
+                f->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+                if (f->fd >= 0)
+                        t->n_open_fds++;
+        }
+        t->files[t->n_files++] = f;
+        return f;
+}
+
+static ProcFile *proc_file_find(ProcessTable *t, dev_t dev, uint64_t inode)
+{
+        for (size_t i = 0; i < t->n_files; i++)
+                if (t->files[i]->dev == dev && t->files[i]->inode == inode)
+                        return t->files[i];
+        return NULL;
+}
+
+/* The vDSO is the same image in every process of this kernel (64-bit): a copy of ours in a memfd
+ * gives it a file descriptor like any other mapped file. */
+static ProcFile *vdso_file(ProcessTable *t)
+{
+        _cleanup_close_ int fd = -1;
+        unsigned long base;
+        _cleanup_fclose_ FILE *maps = NULL;
+        char line[512];
+        uint64_t size = 0;
+
+        if (t->vdso_tried)
+                return t->vdso;
+        t->vdso_tried = true;
+
+        base = getauxval(AT_SYSINFO_EHDR);
+        if (!base)
+                return NULL;
+        maps = fopen("/proc/self/maps", "re");
+        if (!maps)
+                return NULL;
+        while (fgets(line, sizeof(line), maps)) {
+                ProcMapsLine l;
+                if (proc_maps_parse_line(line, &l) >= 0 && l.start == base) {
+                        size = l.end - l.start;
+                        break;
+                }
+        }
+        if (size == 0 || size > 64 * 1024 * 1024)
+                return NULL;
+        fd = memfd_create("profd-vdso", MFD_CLOEXEC);
+        if (fd < 0)
+                return NULL;
+        if (write(fd, (const void *)base, size) != (ssize_t)size)
+                return NULL;
+        t->vdso = calloc(1, sizeof(ProcFile));
+        if (!t->vdso)
+                return NULL;
+        t->vdso->fd = TAKE_FD(fd);
+        t->vdso->refs = 1;
+        t->n_open_fds++;
+        proc_file_read_elf(t->vdso, t->vdso->fd);
+        return t->vdso;
+}
+
+static void mapping_set_bias(ProcMapping *m)
+{
+        const ProcFile *f = m->file;
+        int best = -1;
+
+        if (!f || !f->elf_ok)
+                return;
+        /* The PT_LOAD holding the mapped file offset; executable segments first since the
+         * same page can start both a read-only and an executable segment. */
+        for (size_t i = 0; i < f->n_loads; i++) {
+                uint64_t page_off = f->loads[i].offset & ~(uint64_t)0xfff;
+                if (m->offset < page_off || m->offset >= f->loads[i].offset + f->loads[i].filesz)
+                        continue;
+                if (best < 0 || ((f->loads[i].flags & PF_X) && !(f->loads[best].flags & PF_X)))
+                        best = (int)i;
+        }
+        if (best < 0)
+                return;
+        m->load_bias = m->start - (f->loads[best].vaddr + m->offset - f->loads[best].offset);
+        m->bias_known = true;
+}
+
+typedef struct ReadCtx {
+        ProcessTable *t;
+        pid_t pid;
+        ProcMapping *mappings;
+        size_t n, cap;
+        bool truncated;
+        unsigned no_file;
+} ReadCtx;
+
+static int open_mapped_file(pid_t pid, uint64_t start, uint64_t end, const char *path, bool deleted)
+{
+        char p[PATH_MAX + 64];
+        int fd;
+
+        snprintf(p, sizeof(p), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, start, end);
+        fd = open(p, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0 || deleted || path[0] != '/')
+                return fd >= 0 ? fd : -errno;
+        snprintf(p, sizeof(p), "/proc/%d/root%s", (int)pid, path);
+        fd = open(p, O_RDONLY | O_CLOEXEC);
+        return fd >= 0 ? fd : -errno;
+}
+
+static int read_cb(const ProcMapsLine *l, void *userdata)
+{
+        ReadCtx *c = userdata;
+        ProcMapping m = {};
+
+        if (!l->executable)
+                return 0;
+        if (c->n >= PROCESS_MAX_MAPPINGS) {
+                c->truncated = true;
+                return 0;
+        }
+        if (c->n == c->cap) {
+                size_t cap = c->cap ? c->cap * 2 : 32;
+                ProcMapping *n = reallocarray(c->mappings, cap, sizeof(*n));
+                if (!n)
+                        return -ENOMEM;
+                c->mappings = n;
+                c->cap = cap;
+        }
+        m.start = l->start;
+        m.end = l->end;
+        m.offset = l->offset;
+        m.dev = makedev(l->dev_major, l->dev_minor);
+        m.inode = l->inode;
+        m.executable = true;
+        m.deleted = l->deleted;
+        m.path = strdup(l->path);
+        if (!m.path)
+                return -ENOMEM;
+
+        if (strcmp(l->path, "[vdso]") == 0) {
+                m.file = vdso_file(c->t);
+                if (m.file)
+                        m.file->refs++;
+        } else if (l->inode != 0 && !proc_maps_path_is_pseudo(l->path)) {
+                ProcFile *f = proc_file_find(c->t, m.dev, m.inode);
+                if (f)
+                        f->refs++;
+                else {
+                        _cleanup_close_ int fd =
+                                open_mapped_file(c->pid, l->start, l->end, l->path, l->deleted);
+                        if (fd >= 0)
+                                f = proc_file_new(c->t, fd, m.dev, m.inode);
+                        else
+                                c->no_file++;
+                }
+                m.file = f;
+        }
+        if (m.file) {
+                memcpy(m.build_id, m.file->build_id, m.file->build_id_size);
+                m.build_id_size = m.file->build_id_size;
+                mapping_set_bias(&m);
+        }
+        c->mappings[c->n++] = m;
+        return 0;
+}
+
+/* starttime (field 22) and comm of /proc/PID/stat. comm may hold spaces and ')', so fields are
+ * counted from the last ')'. */
+static int read_stat(pid_t pid, uint64_t *ret_start, char comm[17])
+{
+        char path[64], buf[1024];
+        _cleanup_close_ int fd = -1;
+        ssize_t n;
+        char *open_paren, *close_paren, *p;
+
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return errno == ENOENT ? -ESRCH : -errno;
+        n = read(fd, buf, sizeof(buf) - 1);
+        if (n < 0)
+                return errno == ESRCH ? -ESRCH : -errno;
+        buf[n] = 0;
+        open_paren = strchr(buf, '(');
+        close_paren = strrchr(buf, ')');
+        if (!open_paren || !close_paren || close_paren < open_paren)
+                return -EBADMSG;
+        if (comm) {
+                size_t len = (size_t)(close_paren - open_paren - 1);
+                if (len > 16)
+                        len = 16;
+                memcpy(comm, open_paren + 1, len);
+                comm[len] = 0;
+        }
+        /* After ") ": field 3 (state) ... field 22 (starttime) = 19 separators later. */
+        p = close_paren + 1;
+        for (int field = 3; field < 22; field++) {
+                p = strchr(p + 1, ' ');
+                if (!p)
+                        return -EBADMSG;
+        }
+        errno = 0;
+        *ret_start = strtoull(p + 1, NULL, 10);
+        return errno ? -errno : 0;
+}
+
+static void mappings_free(ProcessTable *t, ProcMapping *m, size_t n)
+{
+        for (size_t i = 0; i < n; i++) {
+                free(m[i].path);
+                proc_file_unref(t, m[i].file);
+        }
+        free(m);
+}
+
+/* Reads /proc/PID/{stat,maps} into p (which keeps its old mappings on failure). */
+static int process_read(ProcessTable *t, Process *p)
+{
+        char path[64];
+        _cleanup_fclose_ FILE *f = NULL;
+        ReadCtx c = {.t = t, .pid = p->pid};
+        uint64_t start, start_after;
+        char comm[17];
+        unsigned bad = 0;
+        int r;
+
+        t->n_reads++;
+        r = read_stat(p->pid, &start, comm);
+        if (r < 0)
+                goto fail;
+        snprintf(path, sizeof(path), "/proc/%d/maps", (int)p->pid);
+        f = fopen(path, "re");
+        if (!f) {
+                r = errno == ENOENT ? -ESRCH : -errno;
+                goto fail;
+        }
+        r = proc_maps_read(f, read_cb, &c, &bad);
+        if (r < 0) {
+                mappings_free(t, c.mappings, c.n);
+                goto fail;
+        }
+        /* The pid may have been reused while we read: then the maps belong to someone else. */
+        r = read_stat(p->pid, &start_after, NULL);
+        if (r >= 0 && start_after != start)
+                r = -ESRCH;
+        if (r < 0) {
+                mappings_free(t, c.mappings, c.n);
+                goto fail;
+        }
+
+        mappings_free(t, p->mappings, p->n_mappings);
+        p->mappings = c.mappings;
+        p->n_mappings = c.n;
+        p->start_time = start;
+        memcpy(p->comm, comm, sizeof(comm));
+        p->generation++;
+        p->bad_lines = bad;
+        p->mappings_truncated = c.truncated;
+        p->checked_ns = now_realtime_ns();
+        t->n_bad_lines += bad;
+        t->n_truncated += c.truncated;
+        t->n_no_file += c.no_file;
+        return 0;
+fail:
+        t->n_read_errors += r != -ESRCH;
+        return r;
+}
+
+static size_t find_index(const ProcessTable *t, pid_t pid, bool *found)
+{
+        size_t lo = 0, hi = t->n_procs;
+        while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (t->procs[mid]->pid < pid)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        *found = lo < t->n_procs && t->procs[lo]->pid == pid;
+        return lo;
+}
+
+static void remove_at(ProcessTable *t, size_t i)
+{
+        process_free(t, t->procs[i]);
+        memmove(t->procs + i, t->procs + i + 1, (t->n_procs - i - 1) * sizeof(*t->procs));
+        t->n_procs--;
+}
+
+/* Makes room by forgetting the process that exited longest ago. */
+static int evict_one(ProcessTable *t)
+{
+        size_t victim = SIZE_MAX;
+        for (size_t i = 0; i < t->n_procs; i++)
+                if (t->procs[i]->exited_ns &&
+                    (victim == SIZE_MAX || t->procs[i]->exited_ns < t->procs[victim]->exited_ns))
+                        victim = i;
+        if (victim == SIZE_MAX)
+                return -ENOSPC;
+        remove_at(t, victim);
+        t->n_evicted++;
+        return 0;
+}
+
+static int insert_new(ProcessTable *t, pid_t pid, Process **ret)
+{
+        Process *p;
+        bool found;
+        size_t i;
+        int r;
+
+        if (t->n_procs >= PROCESS_TABLE_MAX_PROCESSES) {
+                r = evict_one(t);
+                if (r < 0) {
+                        t->n_table_full++;
+                        return r;
+                }
+        }
+        p = calloc(1, sizeof(*p));
+        if (!p)
+                return -ENOMEM;
+        p->pid = pid;
+        r = process_read(t, p);
+        if (r < 0) {
+                free(p);
+                return r;
+        }
+        if (t->n_procs == t->cap_procs) {
+                size_t cap = t->cap_procs ? t->cap_procs * 2 : 256;
+                Process **n = reallocarray(t->procs, cap, sizeof(*n));
+                if (!n) {
+                        process_free(t, p);
+                        return -ENOMEM;
+                }
+                t->procs = n;
+                t->cap_procs = cap;
+        }
+        i = find_index(t, pid, &found);
+        memmove(t->procs + i + 1, t->procs + i, (t->n_procs - i) * sizeof(*t->procs));
+        t->procs[i] = p;
+        t->n_procs++;
+        *ret = p;
+        return 0;
+}
+
+int process_table_get(ProcessTable *t, pid_t pid, Process **ret)
+{
+        bool found;
+        size_t i;
+
+        if (pid <= 0)
+                return -EINVAL;
+        i = find_index(t, pid, &found);
+        if (found) {
+                Process *p = t->procs[i];
+                uint64_t start;
+                /* An exited entry whose pid is alive again with another start time was reused:
+                 * new samples of this pid belong to the new process. */
+                if (p->exited_ns && read_stat(pid, &start, NULL) >= 0 && start != p->start_time) {
+                        t->n_pid_reuse++;
+                        remove_at(t, i);
+                        return insert_new(t, pid, ret);
+                }
+                *ret = p;
+                return 0;
+        }
+        return insert_new(t, pid, ret);
+}
+
+int process_table_refresh(ProcessTable *t, pid_t pid, Process **ret)
+{
+        Process *p;
+        uint64_t old_start;
+        bool found;
+        size_t i;
+        int r;
+
+        if (pid <= 0)
+                return -EINVAL;
+        i = find_index(t, pid, &found);
+        if (!found)
+                return insert_new(t, pid, ret);
+        p = t->procs[i];
+        old_start = p->start_time;
+        r = process_read(t, p);
+        if (r == -ESRCH) {
+                /* Gone: keep what we knew for the grace period. */
+                if (!p->exited_ns) {
+                        p->exited_ns = now_realtime_ns();
+                        t->n_exited_total++;
+                }
+                *ret = p;
+                return 0;
+        }
+        if (r < 0)
+                return r;
+        if (p->start_time != old_start) {
+                t->n_pid_reuse++;
+                p->exited_ns = 0;
+        }
+        *ret = p;
+        return 0;
+}
+
+void process_table_mark_exited(ProcessTable *t, pid_t pid, uint64_t now_ns)
+{
+        bool found;
+        size_t i = find_index(t, pid, &found);
+        if (!found || t->procs[i]->exited_ns)
+                return;
+        t->procs[i]->exited_ns = now_ns ? now_ns : 1;
+        t->n_exited_total++;
+}
+
+void process_table_gc(ProcessTable *t, uint64_t now_ns)
+{
+        unsigned checks = 0;
+
+        for (size_t i = 0; i < t->n_procs;) {
+                Process *p = t->procs[i];
+                if (p->exited_ns && p->exited_ns + t->exit_grace_ns <= now_ns) {
+                        remove_at(t, i);
+                        t->n_forgotten++;
+                        continue;
+                }
+                i++;
+        }
+        /* No exit events yet for every process: notice exits by polling a bounded batch,
+         * resuming where the last call stopped. */
+        for (size_t k = 0; k < t->n_procs && checks < GC_CHECKS_PER_CALL; k++) {
+                Process *p;
+                uint64_t start;
+                int r;
+
+                if (t->gc_cursor >= t->n_procs)
+                        t->gc_cursor = 0;
+                p = t->procs[t->gc_cursor++];
+                if (p->exited_ns || p->checked_ns + GC_CHECK_INTERVAL_NS > now_ns)
+                        continue;
+                checks++;
+                r = read_stat(p->pid, &start, NULL);
+                p->checked_ns = now_ns;
+                if (r == -ESRCH || (r >= 0 && start != p->start_time)) {
+                        p->exited_ns = now_ns;
+                        t->n_exited_total++;
+                }
+        }
+}
+
+const ProcMapping *process_find_mapping(const Process *p, uint64_t addr)
+{
+        size_t lo = 0, hi = p->n_mappings;
+        while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (p->mappings[mid].end <= addr)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        if (lo < p->n_mappings && p->mappings[lo].start <= addr && addr < p->mappings[lo].end)
+                return &p->mappings[lo];
+        return NULL;
+}
+
+int process_open_mapping(const Process *p, const ProcMapping *m)
+{
+        struct stat st;
+        int fd;
+
+        if (m->file && m->file->fd >= 0) {
+                fd = fcntl(m->file->fd, F_DUPFD_CLOEXEC, 3);
+                return fd >= 0 ? fd : -errno;
+        }
+        if (m->inode == 0 || proc_maps_path_is_pseudo(m->path))
+                return -ENOENT;
+        if (!p->exited_ns) {
+                fd = open_mapped_file(p->pid, m->start, m->end, m->path, m->deleted);
+                if (fd >= 0)
+                        return fd;
+        }
+        /* Last resort for exited processes: the same path in our namespace, if it is still the
+         * same file. */
+        if (m->deleted || m->path[0] != '/')
+                return -ENOENT;
+        fd = open(m->path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &st) < 0 || st.st_ino != m->inode || st.st_dev != m->dev) {
+                close(fd);
+                return -ESTALE;
+        }
+        return fd;
+}
+
+size_t process_mapping_identity(const ProcMapping *m, char *buf, size_t size)
+{
+        int n;
+
+        if (size == 0)
+                return 0;
+        if (m->build_id_size > 0) {
+                size_t k = 0;
+                static const char hex[] = "0123456789abcdef";
+                for (size_t i = 0; i < m->build_id_size && k + 2 < size; i++) {
+                        buf[k++] = hex[m->build_id[i] >> 4];
+                        buf[k++] = hex[m->build_id[i] & 15];
+                }
+                buf[k] = 0;
+                return k;
+        }
+        n = snprintf(buf, size, "%u:%u:%" PRIu64 ":%s", major(m->dev), minor(m->dev), m->inode, m->path);
+        return n < 0 ? 0 : ((size_t)n < size ? (size_t)n : size - 1);
+}
+
+void process_table_write_metrics(const ProcessTable *t, FILE *f)
+{
+        size_t exited = 0, mappings = 0;
+
+        for (size_t i = 0; i < t->n_procs; i++) {
+                exited += t->procs[i]->exited_ns != 0;
+                mappings += t->procs[i]->n_mappings;
+        }
+        fprintf(f,
+                "# HELP profd_process_table_processes Processes whose mappings are known (incl. exited, "
+                "kept for symbolization).\n"
+                "# TYPE profd_process_table_processes gauge\n"
+                "profd_process_table_processes %zu\n"
+                "# HELP profd_process_table_exited_processes Exited processes kept for the grace period.\n"
+                "# TYPE profd_process_table_exited_processes gauge\n"
+                "profd_process_table_exited_processes %zu\n"
+                "# HELP profd_process_table_mappings Executable mappings known.\n"
+                "# TYPE profd_process_table_mappings gauge\n"
+                "profd_process_table_mappings %zu\n"
+                "# HELP profd_process_table_files Distinct mapped files known.\n"
+                "# TYPE profd_process_table_files gauge\n"
+                "profd_process_table_files %zu\n"
+                "# HELP profd_process_table_open_files Mapped files held open for later symbolization.\n"
+                "# TYPE profd_process_table_open_files gauge\n"
+                "profd_process_table_open_files %u\n"
+                "# HELP profd_process_table_reads_total Reads of /proc/PID/maps.\n"
+                "# TYPE profd_process_table_reads_total counter\n"
+                "profd_process_table_reads_total %" PRIu64 "\n"
+                "# HELP profd_process_table_errors_total Problems reading processes, by reason.\n"
+                "# TYPE profd_process_table_errors_total counter\n"
+                "profd_process_table_errors_total{reason=\"read_failed\"} %" PRIu64 "\n"
+                "profd_process_table_errors_total{reason=\"malformed_maps_line\"} %" PRIu64 "\n"
+                "profd_process_table_errors_total{reason=\"mappings_truncated\"} %" PRIu64 "\n"
+                "profd_process_table_errors_total{reason=\"file_unopenable\"} %" PRIu64 "\n"
+                "profd_process_table_errors_total{reason=\"not_elf\"} %" PRIu64 "\n"
+                "profd_process_table_errors_total{reason=\"table_full\"} %" PRIu64 "\n"
+                "# HELP profd_process_table_events_total Process lifecycle events seen by the table.\n"
+                "# TYPE profd_process_table_events_total counter\n"
+                "profd_process_table_events_total{event=\"exited\"} %" PRIu64 "\n"
+                "profd_process_table_events_total{event=\"forgotten\"} %" PRIu64 "\n"
+                "profd_process_table_events_total{event=\"evicted\"} %" PRIu64 "\n"
+                "profd_process_table_events_total{event=\"pid_reused\"} %" PRIu64 "\n",
+                t->n_procs, exited, mappings, t->n_files, t->n_open_fds, t->n_reads, t->n_read_errors,
+                t->n_bad_lines, t->n_truncated, t->n_no_file, t->n_not_elf, t->n_table_full,
+                t->n_exited_total, t->n_forgotten, t->n_evicted, t->n_pid_reuse);
+}

@@ -1,0 +1,654 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "symbolizer.h"
+
+/* Executables with an open Dwfl at once; the least recently used is closed beyond this.
+ * Each holds a mapping of the file plus whatever DWARF was parsed from it. */
+#define SYMBOLIZER_MAX_EXES 128
+/* Inline depth reported per address; deeper chains keep the innermost frames and the outer
+ * function (real code rarely exceeds ~20). */
+#define SYMBOLIZER_MAX_INLINE 64
+/* An executable that could not be opened is not retried for this long. */
+#define SYMBOLIZER_RETRY_NS (30 * NSEC_PER_SEC)
+/* kallsyms changes when modules load: reread at most this often. */
+#define KALLSYMS_MAX_AGE_NS (60 * NSEC_PER_SEC)
+
+/* Itanium C++ ABI demangler from libstdc++ (also handles Rust's legacy mangling). elfutils has
+ * none of its own. */
+extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
+
+typedef struct Exe {
+        char *identity;
+        uint64_t hash;
+        Dwfl *dwfl;
+        Dwfl_Module *mod;
+        uint64_t last_use;
+        uint64_t failed_ns; /* open failed at this time (CLOCK_MONOTONIC) */
+} Exe;
+
+typedef struct KSym {
+        uint64_t addr;
+        uint32_t name;   /* offset into knames */
+        uint32_t module; /* offset into knames; 0 = vmlinux ("" at offset 0) */
+} KSym;
+
+struct Symbolizer {
+        Exe *exes[SYMBOLIZER_MAX_EXES];
+        size_t n_exes;
+        uint64_t tick;
+        char *debuginfo_path;
+        Dwfl_Callbacks callbacks;
+
+        KSym *ksyms;
+        size_t n_ksyms;
+        char *knames;
+        size_t knames_size;
+        uint64_t kallsyms_loaded_ns;
+        bool kallsyms_hidden;
+        bool kallsyms_pinned; /* loaded from a file given by the caller: never reread */
+        int kallsyms_error;
+
+        /* Results of the last call; freed by the next one. */
+        SymFrame frames[SYMBOLIZER_MAX_INLINE + 1];
+        char *strings[4 * (SYMBOLIZER_MAX_INLINE + 1)];
+        size_t n_strings;
+
+        uint64_t n_user, n_user_symbolized, n_user_dwarf, n_user_no_file, n_user_no_symbol, n_kernel,
+                n_kernel_symbolized, n_exe_opened, n_exe_evicted, n_exe_failed, n_kallsyms_loads;
+};
+
+static uint64_t now_mono_ns(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t hash_str(const char *s)
+{
+        uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+        for (; *s; s++)
+                h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+        return h;
+}
+
+static void exe_free(Exe *e)
+{
+        if (!e)
+                return;
+        if (e->dwfl)
+                dwfl_end(e->dwfl);
+        free(e->identity);
+        free(e);
+}
+
+int symbolizer_new(Symbolizer **ret)
+{
+        Symbolizer *s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        /* With DEBUGINFOD_URLS set, libdwfl would fetch debuginfo over the network from inside
+         * the single-threaded event loop, stalling sampling drains and HTTP for seconds. */
+        unsetenv("DEBUGINFOD_URLS");
+        s->callbacks.find_elf = dwfl_build_id_find_elf;
+        s->callbacks.find_debuginfo = dwfl_standard_find_debuginfo;
+        s->callbacks.section_address = dwfl_offline_section_address;
+        s->callbacks.debuginfo_path = &s->debuginfo_path; /* NULL: ":.debug:/usr/lib/debug" */
+        *ret = s;
+        return 0;
+}
+
+static void clear_results(Symbolizer *s)
+{
+        for (size_t i = 0; i < s->n_strings; i++)
+                free(s->strings[i]);
+        s->n_strings = 0;
+}
+
+Symbolizer *symbolizer_free(Symbolizer *s)
+{
+        if (!s)
+                return NULL;
+        clear_results(s);
+        for (size_t i = 0; i < s->n_exes; i++)
+                exe_free(s->exes[i]);
+        free(s->debuginfo_path);
+        free(s->ksyms);
+        free(s->knames);
+        return mfree(s);
+}
+
+int symbolizer_set_debuginfo_path(Symbolizer *s, const char *path)
+{
+        char *p = NULL;
+        if (path && !(p = strdup(path)))
+                return -ENOMEM;
+        /* Open Dwfls captured the old path; start over so every lookup sees the new one. */
+        for (size_t i = 0; i < s->n_exes; i++)
+                exe_free(s->exes[i]);
+        s->n_exes = 0;
+        free(s->debuginfo_path);
+        s->debuginfo_path = p;
+        return 0;
+}
+
+/* Keeps a string alive until the next call. */
+static const char *keep(Symbolizer *s, char *str)
+{
+        if (!str)
+                return NULL;
+        if (s->n_strings >= ELEMENTSOF(s->strings)) {
+                free(str);
+                return NULL;
+        }
+        s->strings[s->n_strings++] = str;
+        return str;
+}
+
+static const char *keep_printf(Symbolizer *s, const char *fmt, ...) _printf_(2, 3);
+static const char *keep_printf(Symbolizer *s, const char *fmt, ...)
+{
+        va_list ap;
+        char *str;
+        int r;
+
+        va_start(ap, fmt);
+        r = vasprintf(&str, fmt, ap);
+        va_end(ap);
+        return r < 0 ? NULL : keep(s, str);
+}
+
+/* Rust's legacy mangling rides on Itanium's: after __cxa_demangle, names still carry "$LT$"
+ * style escapes and a "::h<16 hex>" hash. Tidy both like rustc-demangle does. */
+static char *rust_legacy_cleanup(char *d)
+{
+        static const struct {
+                const char *esc, *rep;
+        } escapes[] = {
+                {"$SP$", "@"},  {"$BP$", "*"},  {"$RF$", "&"},   {"$LT$", "<"},  {"$GT$", ">"},
+                {"$LP$", "("},  {"$RP$", ")"},  {"$C$", ","},    {"$u7e$", "~"}, {"$u20$", " "},
+                {"$u27$", "'"}, {"$u5b$", "["}, {"$u5d$", "]"},  {"$u7b$", "{"}, {"$u7d$", "}"},
+                {"$u3b$", ";"}, {"$u2b$", "+"}, {"$u22$", "\""},
+        };
+        size_t len = strlen(d), w = 0;
+        bool rust = len > 19 && strncmp(d + len - 19, "::h", 3) == 0 &&
+                    strspn(d + len - 16, "0123456789abcdef") == 16;
+
+        if (!rust)
+                return d;
+        d[len - 19] = 0;
+        for (size_t r = 0; d[r];) {
+                bool done = false;
+                if (d[r] == '$')
+                        for (size_t i = 0; i < ELEMENTSOF(escapes); i++) {
+                                size_t el = strlen(escapes[i].esc);
+                                if (strncmp(d + r, escapes[i].esc, el) == 0) {
+                                        d[w++] = escapes[i].rep[0];
+                                        r += el;
+                                        done = true;
+                                        break;
+                                }
+                        }
+                else if (d[r] == '.' && d[r + 1] == '.') {
+                        d[w++] = ':';
+                        d[w++] = ':';
+                        r += 2;
+                        done = true;
+                }
+                if (!done)
+                        d[w++] = d[r++];
+        }
+        d[w] = 0;
+        return d;
+}
+
+static const char *demangle(Symbolizer *s, const char *mangled)
+{
+        char *d;
+        int status = 0;
+
+        if (strncmp(mangled, "_Z", 2) != 0)
+                return mangled;
+        d = __cxa_demangle(mangled, NULL, NULL, &status);
+        if (!d || status != 0) {
+                free(d);
+                return mangled;
+        }
+        return keep(s, rust_legacy_cleanup(d)) ?: mangled;
+}
+
+static Exe *exe_lookup(Symbolizer *s, const char *identity)
+{
+        uint64_t h = hash_str(identity);
+        for (size_t i = 0; i < s->n_exes; i++)
+                if (s->exes[i]->hash == h && strcmp(s->exes[i]->identity, identity) == 0)
+                        return s->exes[i];
+        return NULL;
+}
+
+static void exe_evict_lru(Symbolizer *s)
+{
+        size_t victim = 0;
+        for (size_t i = 1; i < s->n_exes; i++)
+                if (s->exes[i]->last_use < s->exes[victim]->last_use)
+                        victim = i;
+        exe_free(s->exes[victim]);
+        s->exes[victim] = s->exes[--s->n_exes];
+        s->n_exe_evicted++;
+}
+
+static int exe_open(Symbolizer *s, const Process *p, const ProcMapping *m, const char *identity, Exe **ret)
+{
+        Exe *e;
+        int fd;
+
+        if (s->n_exes >= SYMBOLIZER_MAX_EXES)
+                exe_evict_lru(s);
+        e = calloc(1, sizeof(*e));
+        if (!e)
+                return -ENOMEM;
+        e->identity = strdup(identity);
+        if (!e->identity) {
+                free(e);
+                return -ENOMEM;
+        }
+        e->hash = hash_str(identity);
+        s->exes[s->n_exes++] = e;
+
+        fd = process_open_mapping(p, m);
+        if (fd < 0) {
+                e->failed_ns = now_mono_ns();
+                s->n_exe_failed++;
+                *ret = e;
+                return 0;
+        }
+        e->dwfl = dwfl_begin(&s->callbacks);
+        if (!e->dwfl) {
+                close(fd);
+                e->failed_ns = now_mono_ns();
+                s->n_exe_failed++;
+                *ret = e;
+                return 0;
+        }
+        /* Placed at its ELF addresses (bias 0): callers subtract the per-mapping load bias, so
+         * one Dwfl serves every process whatever its ASLR layout. */
+        dwfl_report_begin(e->dwfl);
+        e->mod = dwfl_report_elf(e->dwfl, m->path[0] ? m->path : "[anon]", m->path, fd, 0, true);
+        dwfl_report_end(e->dwfl, NULL, NULL);
+        if (!e->mod) {
+                log_debug("Cannot read %s as ELF: %s", m->path, dwfl_errmsg(-1));
+                close(fd);
+                dwfl_end(e->dwfl);
+                e->dwfl = NULL;
+                e->failed_ns = now_mono_ns();
+                s->n_exe_failed++;
+        } else
+                s->n_exe_opened++;
+        *ret = e;
+        return 0;
+}
+
+static const char *die_linkage_or_name(Dwarf_Die *die)
+{
+        Dwarf_Attribute a;
+        const char *n;
+
+        n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &a));
+        if (!n)
+                n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &a));
+        if (!n)
+                n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &a));
+        return n;
+}
+
+static void set_frame(Symbolizer *s, SymFrame *f, const char *mangled, const char *file, int line,
+                      int start_line)
+{
+        const char *d = demangle(s, mangled);
+        f->name = d;
+        f->system_name = mangled;
+        f->file = file;
+        f->line = line;
+        f->start_line = start_line;
+}
+
+/* Inline chain at pc from the CU's scopes: innermost first; each inlined_subroutine's call
+ * site gives the file:line of the frame around it. Returns frames written (0: no DWARF). */
+static size_t dwarf_frames(Symbolizer *s, Dwfl_Module *mod, Dwarf_Addr pc, const char *outer_sym)
+{
+        Dwarf_Addr bias = 0;
+        Dwarf_Die *cudie = dwfl_module_addrdie(mod, pc, &bias);
+        _cleanup_free_ Dwarf_Die *scopes = NULL;
+        Dwarf_Files *files = NULL;
+        size_t nfiles = 0, n = 0;
+        const char *file = NULL;
+        int line = 0, nscopes;
+        Dwfl_Line *l;
+
+        if (!cudie)
+                return 0;
+        l = dwfl_module_getsrc(mod, pc);
+        if (l)
+                file = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
+        nscopes = dwarf_getscopes(cudie, pc - bias, &scopes);
+        if (nscopes <= 0)
+                return 0;
+        /* dwarf_getscopes continues from an inlined instance into its abstract definition's
+         * scopes; the concrete chain of callers comes from the innermost DIE's parents. */
+        {
+                Dwarf_Die inner = scopes[0];
+                free(scopes);
+                scopes = NULL;
+                nscopes = dwarf_getscopes_die(&inner, &scopes);
+                if (nscopes <= 0)
+                        return 0;
+        }
+        (void)dwarf_getsrcfiles(cudie, &files, &nfiles);
+
+        for (int i = 0; i < nscopes; i++) {
+                int tag = dwarf_tag(&scopes[i]);
+                Dwarf_Attribute a;
+                Dwarf_Word v;
+                int decl_line = 0;
+                const char *name;
+
+                if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram)
+                        continue;
+                (void)dwarf_decl_line(&scopes[i], &decl_line);
+                name = die_linkage_or_name(&scopes[i]);
+                /* The symbol table names the real (outermost) function most reliably. */
+                if (tag == DW_TAG_subprogram && outer_sym)
+                        name = outer_sym;
+                if (!name)
+                        name = "[unknown inline]";
+                if (n < SYMBOLIZER_MAX_INLINE || tag == DW_TAG_subprogram) {
+                        if (n >= SYMBOLIZER_MAX_INLINE)
+                                n = SYMBOLIZER_MAX_INLINE; /* outer function replaces the deepest kept */
+                        set_frame(s, &s->frames[n++], name, file, line, decl_line);
+                }
+                if (tag == DW_TAG_subprogram)
+                        break;
+
+                /* Where this inline instance was called: the position in the enclosing frame. */
+                line = 0;
+                if (dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_line, &a), &v) == 0)
+                        line = (int)v;
+                file = NULL;
+                if (files && dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_file, &a), &v) == 0 &&
+                    v < nfiles)
+                        file = dwarf_filesrc(files, v, NULL, NULL);
+        }
+        return n;
+}
+
+static void unknown_frame(Symbolizer *s, const char *name, SymResult *ret)
+{
+        s->frames[0] = (SymFrame){.name = name ?: "[unknown]", .system_name = name ?: "[unknown]"};
+        *ret = (SymResult){.frames = s->frames, .n_frames = 1, .symbolized = false};
+}
+
+int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint64_t addr, SymResult *ret)
+{
+        char identity[PATH_MAX + 128];
+        uint64_t fileoff = addr - m->start + m->offset, vaddr;
+        const char *symname;
+        GElf_Off off;
+        GElf_Sym sym;
+        Exe *e;
+        size_t n;
+        int r;
+
+        clear_results(s);
+        s->n_user++;
+
+        if (m->path[0] == 0) {
+                s->n_user_no_file++;
+                unknown_frame(s, keep_printf(s, "[unknown] [anon] 0x%" PRIx64, addr), ret);
+                return 0;
+        }
+        process_mapping_identity(m, identity, sizeof(identity));
+        e = exe_lookup(s, identity);
+        if (e && !e->dwfl && now_mono_ns() - e->failed_ns > SYMBOLIZER_RETRY_NS) {
+                for (size_t i = 0; i < s->n_exes; i++)
+                        if (s->exes[i] == e) {
+                                s->exes[i] = s->exes[--s->n_exes];
+                                break;
+                        }
+                exe_free(e);
+                e = NULL;
+        }
+        if (!e) {
+                r = exe_open(s, p, m, identity, &e);
+                if (r < 0)
+                        return r;
+        }
+        e->last_use = ++s->tick;
+
+        if (!e->dwfl || !(m->bias_known)) {
+                s->n_user_no_file++;
+                unknown_frame(s, keep_printf(s, "[unknown] %s+0x%" PRIx64, m->path, fileoff), ret);
+                return 0;
+        }
+        vaddr = addr - m->load_bias;
+
+        symname = dwfl_module_addrinfo(e->mod, vaddr, &off, &sym, NULL, NULL, NULL);
+        n = dwarf_frames(s, e->mod, vaddr, symname);
+        if (n > 0) {
+                s->n_user_dwarf++;
+        } else if (symname) {
+                const char *file = NULL;
+                int line = 0;
+                Dwfl_Line *l = dwfl_module_getsrc(e->mod, vaddr);
+                if (l)
+                        file = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
+                set_frame(s, &s->frames[0], symname, file, line, 0);
+                n = 1;
+        } else {
+                s->n_user_no_symbol++;
+                unknown_frame(s, keep_printf(s, "[unknown] %s+0x%" PRIx64, m->path, fileoff), ret);
+                return 0;
+        }
+        s->n_user_symbolized++;
+        *ret = (SymResult){.frames = s->frames, .n_frames = n, .symbolized = true};
+        return 0;
+}
+
+static int ksym_cmp(const void *a, const void *b)
+{
+        const KSym *x = a, *y = b;
+        return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static int knames_add(Symbolizer *s, const char *str, size_t len, size_t *cap, uint32_t *ret)
+{
+        if (s->knames_size + len + 1 > UINT32_MAX)
+                return -E2BIG;
+        if (s->knames_size + len + 1 > *cap) {
+                size_t ncap = *cap ? *cap * 2 : 1 << 20;
+                while (ncap < s->knames_size + len + 1)
+                        ncap *= 2;
+                char *n = realloc(s->knames, ncap);
+                if (!n)
+                        return -ENOMEM;
+                s->knames = n;
+                *cap = ncap;
+        }
+        memcpy(s->knames + s->knames_size, str, len);
+        s->knames[s->knames_size + len] = 0;
+        *ret = (uint32_t)s->knames_size;
+        s->knames_size += len + 1;
+        return 0;
+}
+
+/* Text symbols of /proc/kallsyms, sorted. With kptr_restrict every address reads as 0: then the
+ * table stays empty and frames say why. */
+static int kallsyms_load(Symbolizer *s, const char *path)
+{
+        _cleanup_fclose_ FILE *f = NULL;
+        _cleanup_free_ char *line = NULL;
+        size_t size = 0, cap = 0, kcap = 0, nonzero = 0, total = 0;
+        uint32_t last_mod = 0;
+        char last_mod_name[64] = "";
+        ssize_t len;
+        int r;
+
+        free(s->ksyms);
+        free(s->knames);
+        s->ksyms = NULL;
+        s->knames = NULL;
+        s->n_ksyms = s->knames_size = 0;
+        s->kallsyms_loaded_ns = now_mono_ns();
+        s->n_kallsyms_loads++;
+
+        f = fopen(path, "re");
+        if (!f)
+                return (s->kallsyms_error = -errno);
+        r = knames_add(s, "", 0, &cap, &last_mod);
+        if (r < 0)
+                return (s->kallsyms_error = r);
+
+        while ((len = getline(&line, &size, f)) > 0) {
+                char *p = line, *end, *name, *mod;
+                uint64_t addr;
+                char type;
+                uint32_t name_off, mod_off = 0;
+
+                if (line[len - 1] == '\n')
+                        line[--len] = 0;
+                errno = 0;
+                addr = strtoull(p, &end, 16);
+                if (errno || end == p || end[0] != ' ' || !end[1] || end[2] != ' ')
+                        continue;
+                type = end[1];
+                name = end + 3;
+                total++;
+                if (addr != 0)
+                        nonzero++;
+                if (type != 't' && type != 'T' && type != 'w' && type != 'W')
+                        continue;
+                mod = strchr(name, '\t');
+                if (mod) {
+                        *mod++ = 0;
+                        if (*mod == '[') {
+                                mod++;
+                                mod[strcspn(mod, "]")] = 0;
+                        }
+                        /* Consecutive symbols share a module: store its name once per run. */
+                        if (strcmp(mod, last_mod_name) != 0) {
+                                r = knames_add(s, mod, strlen(mod), &cap, &last_mod);
+                                if (r < 0)
+                                        return (s->kallsyms_error = r);
+                                snprintf(last_mod_name, sizeof(last_mod_name), "%s", mod);
+                        }
+                        mod_off = last_mod;
+                }
+                if (addr == 0)
+                        continue;
+                r = knames_add(s, name, strlen(name), &cap, &name_off);
+                if (r < 0)
+                        return (s->kallsyms_error = r);
+                if (s->n_ksyms == kcap) {
+                        size_t ncap = kcap ? kcap * 2 : 65536;
+                        KSym *n = reallocarray(s->ksyms, ncap, sizeof(*n));
+                        if (!n)
+                                return (s->kallsyms_error = -ENOMEM);
+                        s->ksyms = n;
+                        kcap = ncap;
+                }
+                s->ksyms[s->n_ksyms++] = (KSym){.addr = addr, .name = name_off, .module = mod_off};
+        }
+        qsort(s->ksyms, s->n_ksyms, sizeof(*s->ksyms), ksym_cmp);
+        s->kallsyms_hidden = total > 0 && nonzero == 0;
+        s->kallsyms_error = total == 0 ? -ENODATA : 0;
+        return s->kallsyms_error;
+}
+
+/* For tests: symbolize kernel addresses from another kallsyms-format file. */
+int symbolizer_load_kallsyms(Symbolizer *s, const char *path)
+{
+        s->kallsyms_pinned = true;
+        return kallsyms_load(s, path);
+}
+
+int symbolizer_kernel(Symbolizer *s, uint64_t addr, SymResult *ret)
+{
+        size_t lo = 0, hi;
+        const KSym *k;
+
+        clear_results(s);
+        s->n_kernel++;
+        if (!s->kallsyms_pinned &&
+            (s->kallsyms_loaded_ns == 0 || now_mono_ns() - s->kallsyms_loaded_ns > KALLSYMS_MAX_AGE_NS))
+                (void)kallsyms_load(s, "/proc/kallsyms");
+
+        if (s->kallsyms_hidden) {
+                unknown_frame(
+                        s, keep_printf(s, "[kernel] 0x%" PRIx64 " (kallsyms hidden: kptr_restrict)", addr),
+                        ret);
+                return 0;
+        }
+        hi = s->n_ksyms;
+        while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (s->ksyms[mid].addr <= addr)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        if (lo == 0) {
+                unknown_frame(s, keep_printf(s, "[unknown] [kernel.kallsyms] 0x%" PRIx64, addr), ret);
+                return 0;
+        }
+        k = &s->ksyms[lo - 1];
+        s->frames[0] = (SymFrame){
+                .name = s->knames + k->name,
+                .system_name = s->knames + k->name,
+                /* Module symbols name their module where a file would go. */
+                .file = k->module ? keep_printf(s, "[%s]", s->knames + k->module) : NULL,
+        };
+        s->n_kernel_symbolized++;
+        *ret = (SymResult){.frames = s->frames, .n_frames = 1, .symbolized = true};
+        return 0;
+}
+
+void symbolizer_write_metrics(const Symbolizer *s, FILE *f)
+{
+        fprintf(f,
+                "# HELP profd_symbolizer_executables Executables with open symbol tables.\n"
+                "# TYPE profd_symbolizer_executables gauge\n"
+                "profd_symbolizer_executables %zu\n"
+                "# HELP profd_symbolizer_executables_total Executables opened, evicted or failed to open.\n"
+                "# TYPE profd_symbolizer_executables_total counter\n"
+                "profd_symbolizer_executables_total{event=\"opened\"} %" PRIu64 "\n"
+                "profd_symbolizer_executables_total{event=\"evicted\"} %" PRIu64 "\n"
+                "profd_symbolizer_executables_total{event=\"failed\"} %" PRIu64 "\n"
+                "# HELP profd_symbolizer_lookups_total Addresses looked up, by result.\n"
+                "# TYPE profd_symbolizer_lookups_total counter\n"
+                "profd_symbolizer_lookups_total{space=\"user\",result=\"dwarf\"} %" PRIu64 "\n"
+                "profd_symbolizer_lookups_total{space=\"user\",result=\"symbol\"} %" PRIu64 "\n"
+                "profd_symbolizer_lookups_total{space=\"user\",result=\"no_symbol\"} %" PRIu64 "\n"
+                "profd_symbolizer_lookups_total{space=\"user\",result=\"no_file\"} %" PRIu64 "\n"
+                "profd_symbolizer_lookups_total{space=\"kernel\",result=\"symbol\"} %" PRIu64 "\n"
+                "profd_symbolizer_lookups_total{space=\"kernel\",result=\"unknown\"} %" PRIu64 "\n"
+                "# HELP profd_symbolizer_kallsyms_symbols Kernel text symbols loaded.\n"
+                "# TYPE profd_symbolizer_kallsyms_symbols gauge\n"
+                "profd_symbolizer_kallsyms_symbols %zu\n"
+                "# HELP profd_symbolizer_kallsyms_hidden 1 if kptr_restrict hides kernel addresses.\n"
+                "# TYPE profd_symbolizer_kallsyms_hidden gauge\n"
+                "profd_symbolizer_kallsyms_hidden %d\n",
+                s->n_exes, s->n_exe_opened, s->n_exe_evicted, s->n_exe_failed, s->n_user_dwarf,
+                s->n_user_symbolized - s->n_user_dwarf, s->n_user_no_symbol, s->n_user_no_file,
+                s->n_kernel_symbolized, s->n_kernel - s->n_kernel_symbolized, s->n_ksyms,
+                s->kallsyms_hidden);
+}

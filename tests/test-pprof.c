@@ -1,0 +1,613 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* End-to-end check of process table + symbolizer + pprof encoder without BPF: a C++ scenario
+ * program (built here with -g, and in stripped / MiniDebugInfo / separate-debuginfo variants)
+ * records real return addresses of a known call chain with an inlined function; the test feeds
+ * them through the real aggregator as samples, lets the process exit (and deletes one binary),
+ * encodes the window and checks the result twice: decoded with protobuf-c (dense ids, string
+ * table, UTF-8, mappings) and read by the real `go tool pprof -raw` / `-traces`. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "aggregator.h"
+#include "pprof-encode.h"
+#include "process-table.h"
+#include "profile.pb-c.h"
+#include "symbolizer.h"
+
+static unsigned failures;
+static char dir[] = "/tmp/profd-test-pprof-XXXXXX";
+
+static bool check(bool cond, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        printf("%s ", cond ? "ok  " : "FAIL");
+        vprintf(fmt, ap);
+        printf("\n");
+        va_end(ap);
+        if (!cond)
+                failures++;
+        return cond;
+}
+
+static void die(const char *what)
+{
+        fprintf(stderr, "FATAL: %s: %s\n", what, strerror(errno));
+        exit(1);
+}
+
+static int run(const char *fmt, ...)
+{
+        char cmd[4096];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(cmd, sizeof(cmd), fmt, ap);
+        va_end(ap);
+        printf("$ %s\n", cmd);
+        fflush(stdout);
+        int r = system(cmd);
+        return WIFEXITED(r) ? WEXITSTATUS(r) : -1;
+}
+
+static char *capture(const char *fmt, ...)
+{
+        char cmd[4096];
+        va_list ap;
+        FILE *f;
+        char *buf = NULL;
+        size_t size = 0;
+        va_start(ap, fmt);
+        vsnprintf(cmd, sizeof(cmd), fmt, ap);
+        va_end(ap);
+        printf("$ %s\n", cmd);
+        fflush(stdout);
+        f = popen(cmd, "r");
+        if (!f)
+                die("popen");
+        FILE *m = open_memstream(&buf, &size);
+        char chunk[4096];
+        size_t n;
+        while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+                fwrite(chunk, 1, n, m);
+        fclose(m);
+        int st = pclose(f);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+                printf("(command exited with %d)\n%s\n", WEXITSTATUS(st), buf);
+        return buf;
+}
+
+/* The call chain: main -> Widget::spin -> (inlined) profd_inlined -> profd_record. Markers in
+ * comments give the expected line numbers. */
+static const char scenario[] =
+        "#include <stdio.h>\n"
+        "#include <unistd.h>\n"
+        "static void *addrs[4];\n"
+        "extern \"C\" __attribute__((noinline)) void profd_record(void)\n"
+        "{\n"
+        "        addrs[0] = __builtin_return_address(0);\n"
+        "        asm volatile(\"\" ::: \"memory\");\n"
+        "}\n"
+        "namespace profd_ns {\n"
+        "struct Widget {\n"
+        "        static void spin(int x);\n"
+        "};\n"
+        "}\n"
+        "static inline __attribute__((always_inline)) void profd_inlined(void)\n"
+        "{\n"
+        "        profd_record(); // LINE_INLINE_CALL\n"
+        "        asm volatile(\"\" ::: \"memory\");\n"
+        "}\n"
+        "__attribute__((noinline)) void profd_ns::Widget::spin(int x)\n"
+        "{\n"
+        "        profd_inlined(); // LINE_OUTER_CALL\n"
+        "        addrs[1] = __builtin_return_address(0);\n"
+        "        asm volatile(\"\" ::: \"memory\");\n"
+        "}\n"
+        "int main(void)\n"
+        "{\n"
+        "        char c;\n"
+        "        profd_ns::Widget::spin(1); // LINE_MAIN_CALL\n"
+        "        printf(\"%d %p %p %p\\n\", (int)getpid(), (void *)((char *)&profd_record + 1), addrs[0], "
+        "addrs[1]);\n"
+        "        fflush(stdout);\n"
+        "        while (read(0, &c, 1) > 0)\n"
+        "                ;\n"
+        "        return 0;\n"
+        "}\n"
+        "volatile int profd_variant = VARIANT; /* a distinct build ID per variant */\n";
+
+static int line_of(const char *marker)
+{
+        int line = 1;
+        const char *p = strstr(scenario, marker);
+        for (const char *q = scenario; q < p; q++)
+                line += *q == '\n';
+        return line;
+}
+
+typedef struct Child {
+        pid_t pid;
+        FILE *to; /* its stdin: closing it makes it exit */
+        uint64_t leaf, ret_in_spin, ret_in_main;
+} Child;
+
+static void child_start(const char *path, Child *c)
+{
+        int in[2], out[2];
+        if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
+                die("pipe");
+        c->pid = fork();
+        if (c->pid < 0)
+                die("fork");
+        if (c->pid == 0) {
+                dup2(in[0], 0);
+                dup2(out[1], 1);
+                close(in[1]);
+                close(out[0]);
+                execl(path, path, (char *)NULL);
+                _exit(127);
+        }
+        close(in[0]);
+        close(out[1]);
+        c->to = fdopen(in[1], "w");
+        FILE *from = fdopen(out[0], "r");
+        int pid;
+        void *a, *b, *d;
+        if (fscanf(from, "%d %p %p %p", &pid, &a, &b, &d) != 4 || pid != c->pid) {
+                fprintf(stderr, "FATAL: scenario %s printed nothing useful\n", path);
+                exit(1);
+        }
+        fclose(from);
+        c->leaf = (uint64_t)a;
+        c->ret_in_spin = (uint64_t)b;
+        c->ret_in_main = (uint64_t)d;
+}
+
+static void child_exit(Child *c)
+{
+        fclose(c->to);
+        waitpid(c->pid, NULL, 0);
+}
+
+static uint64_t fnv(const void *p, size_t n)
+{
+        uint64_t h = 1469598103934665603ULL;
+        for (size_t i = 0; i < n; i++)
+                h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ULL;
+        return h | 1;
+}
+
+static bool valid_utf8(const char *s)
+{
+        const unsigned char *p = (const unsigned char *)s;
+        while (*p) {
+                size_t n = *p < 0x80             ? 1
+                           : (*p & 0xe0) == 0xc0 ? 2
+                           : (*p & 0xf0) == 0xe0 ? 3
+                           : (*p & 0xf8) == 0xf0 ? 4
+                                                 : 0;
+                if (n == 0)
+                        return false;
+                for (size_t k = 1; k < n; k++)
+                        if ((p[k] & 0xc0) != 0x80)
+                                return false;
+                p += n;
+        }
+        return true;
+}
+
+static Perftools__Profiles__Profile *decode(const void *gz, size_t gz_size)
+{
+        size_t cap = 64 << 20;
+        uint8_t *raw = malloc(cap);
+        z_stream z = {
+                .next_in = (Bytef *)gz, .avail_in = (uInt)gz_size, .next_out = raw, .avail_out = (uInt)cap};
+        if (!raw || inflateInit2(&z, 15 + 16) != Z_OK)
+                die("inflate init");
+        int r = inflate(&z, Z_FINISH);
+        check(r == Z_STREAM_END, "profile is a complete gzip stream (%d)", r);
+        size_t n = cap - z.avail_out;
+        inflateEnd(&z);
+        Perftools__Profiles__Profile *p = perftools__profiles__profile__unpack(NULL, n, raw);
+        free(raw);
+        check(p != NULL, "profile decodes as perftools.profiles.Profile");
+        if (!p)
+                exit(1);
+        return p;
+}
+
+static const char *S(const Perftools__Profiles__Profile *p, int64_t i)
+{
+        return i >= 0 && (size_t)i < p->n_string_table ? p->string_table[i] : "<bad string index>";
+}
+
+static void check_structure(const Perftools__Profiles__Profile *p, unsigned hz)
+{
+        bool dense = true, strings_ok = true, refs_ok = true;
+
+        check(p->n_string_table > 0 && p->string_table[0][0] == 0, "string_table[0] is \"\"");
+        for (size_t i = 0; i < p->n_string_table; i++)
+                if (!valid_utf8(p->string_table[i])) {
+                        strings_ok = false;
+                        printf("  invalid UTF-8: string %zu\n", i);
+                }
+        check(strings_ok, "every string is valid UTF-8");
+        for (size_t i = 0; i < p->n_mapping; i++)
+                dense &= p->mapping[i]->id == i + 1;
+        for (size_t i = 0; i < p->n_location; i++) {
+                dense &= p->location[i]->id == i + 1;
+                refs_ok &= p->location[i]->mapping_id <= p->n_mapping;
+                for (size_t k = 0; k < p->location[i]->n_line; k++)
+                        refs_ok &= p->location[i]->line[k]->function_id >= 1 &&
+                                   p->location[i]->line[k]->function_id <= p->n_function;
+        }
+        for (size_t i = 0; i < p->n_function; i++)
+                dense &= p->function[i]->id == i + 1;
+        for (size_t i = 0; i < p->n_sample; i++)
+                for (size_t k = 0; k < p->sample[i]->n_location_id; k++)
+                        refs_ok &= p->sample[i]->location_id[k] >= 1 &&
+                                   p->sample[i]->location_id[k] <= p->n_location;
+        check(dense, "mapping, location and function ids are dense 1..N in table order");
+        check(refs_ok, "every id reference points into its table");
+        check(p->n_sample_type == 2 && strcmp(S(p, p->sample_type[0]->type), "samples") == 0 &&
+                      strcmp(S(p, p->sample_type[0]->unit), "count") == 0 &&
+                      strcmp(S(p, p->sample_type[1]->type), "cpu") == 0 &&
+                      strcmp(S(p, p->sample_type[1]->unit), "nanoseconds") == 0,
+              "sample_type is [samples/count, cpu/nanoseconds]");
+        check(p->period_type && strcmp(S(p, p->period_type->type), "cpu") == 0 &&
+                      strcmp(S(p, p->period_type->unit), "nanoseconds") == 0 && p->period == 1000000000 / hz,
+              "period_type cpu/nanoseconds, period %" PRId64 " = 1e9/%u", p->period, hz);
+        for (size_t i = 0; i < p->n_mapping; i++)
+                check(p->mapping[i]->has_functions, "mapping %s has_functions",
+                      S(p, p->mapping[i]->filename));
+}
+
+static const Perftools__Profiles__Mapping *mapping_named(const Perftools__Profiles__Profile *p,
+                                                         const char *suffix)
+{
+        for (size_t i = 0; i < p->n_mapping; i++) {
+                const char *f = S(p, p->mapping[i]->filename);
+                size_t a = strlen(f), b = strlen(suffix);
+                if (a >= b && strcmp(f + a - b, suffix) == 0)
+                        return p->mapping[i];
+        }
+        return NULL;
+}
+
+static char *build_id_hex(const char *path)
+{
+        char *out = capture("readelf -n '%s' | sed -n 's/.*Build ID: *\\([0-9a-f]*\\).*/\\1/p'", path);
+        out[strcspn(out, "\n")] = 0;
+        return out;
+}
+
+typedef struct Variant {
+        const char *name;
+        bool names, lines, inlines; /* expected from this variant's symbol information */
+        Child child;
+        char path[512];
+        char build_id[128];
+} Variant;
+
+int main(void)
+{
+        char src[600], kallsyms[600], kallsyms_hidden[600], profile_path[600], debugdir[600];
+        _cleanup_(process_table_freep) ProcessTable *procs = NULL;
+        _cleanup_(symbolizer_freep) Symbolizer *sym = NULL;
+        _cleanup_(aggregator_freep) Aggregator *agg = NULL;
+        ProfileWindow *w = NULL;
+        const unsigned hz = 97;
+        int r;
+
+        if (!mkdtemp(dir))
+                die("mkdtemp");
+        if (run("command -v go >/dev/null && command -v g++ >/dev/null && command -v xz >/dev/null") != 0) {
+                printf("======================================================================\n"
+                       "SKIP: needs go (golang-go), g++ and xz\n"
+                       "======================================================================\n");
+                return 77;
+        }
+
+        snprintf(src, sizeof(src), "%s/scenario.cc", dir);
+        FILE *f = fopen(src, "w");
+        if (!f)
+                die("fopen");
+        fputs(scenario, f);
+        fclose(f);
+
+        Variant v[] = {
+                {.name = "full", .names = true, .lines = true, .inlines = true},
+                {.name = "deleted", .names = true, .lines = true, .inlines = true},
+                {.name = "debuglink-buildid", .names = true, .lines = true, .inlines = true},
+                {.name = "minidebuginfo", .names = true},
+                {.name = "stripped"},
+        };
+        const size_t n_v = sizeof(v) / sizeof(v[0]);
+        snprintf(debugdir, sizeof(debugdir), "%s/debug", dir);
+        for (size_t i = 0; i < n_v; i++) {
+                /* Distinct build IDs: one byte of the source differs per variant. */
+                snprintf(v[i].path, sizeof(v[i].path), "%s/%s prog", dir,
+                         v[i].name); /* a space in the path */
+                if (run("g++ -g -O2 -fno-omit-frame-pointer -DVARIANT=%zu -o '%s' '%s'", i, v[i].path,
+                        src) != 0)
+                        die("g++");
+                snprintf(v[i].build_id, sizeof(v[i].build_id), "%s", build_id_hex(v[i].path));
+        }
+        {
+                bool distinct = true;
+                for (size_t i = 0; i < n_v; i++)
+                        for (size_t k = i + 1; k < n_v; k++)
+                                distinct &= strcmp(v[i].build_id, v[k].build_id) != 0;
+                check(distinct && strlen(v[0].build_id) == 40, "variants have distinct build IDs");
+        }
+        /* Separate debuginfo found by build ID under a debug directory, binary stripped. */
+        {
+                const char *bid = v[2].build_id;
+                run("mkdir -p '%s/.build-id/%.2s'", debugdir, bid);
+                if (run("objcopy --only-keep-debug '%s' '%s/.build-id/%.2s/%s.debug' && strip --strip-all "
+                        "'%s'",
+                        v[2].path, debugdir, bid, bid + 2, v[2].path) != 0)
+                        die("objcopy");
+        }
+        /* MiniDebugInfo (Fedora style): an xz-compressed symtab in .gnu_debugdata, no DWARF. */
+        if (run("cd '%s' && objcopy --only-keep-debug '%s' mini.debug && "
+                "nm --format=posix --defined-only mini.debug | awk '$2 ~ /^[Tt]$/ {print $1}' > mini.keep "
+                "&& "
+                "objcopy -S --remove-section .gdb_index --remove-section .comment --keep-symbols=mini.keep "
+                "mini.debug mini.syms && "
+                "xz -f mini.syms && strip --strip-all '%s' && "
+                "objcopy --add-section .gnu_debugdata=mini.syms.xz '%s'",
+                dir, v[3].path, v[3].path, v[3].path) != 0)
+                die("minidebuginfo");
+        if (run("strip --strip-all '%s'", v[4].path) != 0)
+                die("strip");
+
+        /* A kallsyms-format file: kernel symbols are deterministic, one in a module. */
+        snprintf(kallsyms, sizeof(kallsyms), "%s/kallsyms", dir);
+        f = fopen(kallsyms, "w");
+        fputs("ffffffff81000000 T _stext\n"
+              "ffffffff81100000 T do_syscall_64\n"
+              "ffffffff81100400 t entry_SYSCALL_64_after_hwframe\n"
+              "ffffffff81200000 D some_data\n"
+              "ffffffff81300000 T __x64_sys_read\n"
+              "ffffffffc0100000 t nft_do_chain\t[nf_tables]\n",
+              f);
+        fclose(f);
+        snprintf(kallsyms_hidden, sizeof(kallsyms_hidden), "%s/kallsyms-hidden", dir);
+        f = fopen(kallsyms_hidden, "w");
+        fputs("0000000000000000 T _stext\n0000000000000000 T do_syscall_64\n", f);
+        fclose(f);
+
+        if (process_table_new(60 * NSEC_PER_SEC, &procs) < 0 || symbolizer_new(&sym) < 0 ||
+            aggregator_new(600 * NSEC_PER_SEC, hz, &agg) < 0)
+                die("new");
+        r = symbolizer_set_debuginfo_path(sym, debugdir);
+        check(r == 0, "debuginfo path set");
+        r = symbolizer_load_kallsyms(sym, kallsyms);
+        check(r == 0, "kallsyms file loaded (%d)", r);
+
+        /* Run every variant; snapshot it while it lives (as the daemon does when its samples
+         * arrive), then let it exit: the profile is built afterwards. */
+        SampleRecord recs[16];
+        uint64_t ustacks[16][4], kstack[3] = {0xffffffff81300010, 0xffffffff81100020, 0xffffffffc0100040};
+        size_t n_recs = 0;
+        for (size_t i = 0; i < n_v; i++) {
+                Process *p;
+                child_start(v[i].path, &v[i].child);
+                r = process_table_get(procs, v[i].child.pid, &p);
+                check(r == 0, "%s: process %d read from /proc (%d)", v[i].name, v[i].child.pid, r);
+                ustacks[i][0] = v[i].child.leaf;
+                ustacks[i][1] = v[i].child.ret_in_spin;
+                ustacks[i][2] = v[i].child.ret_in_main;
+                recs[n_recs] = (SampleRecord){
+                        .pid = (uint32_t)v[i].child.pid,
+                        .tid = (uint32_t)v[i].child.pid + 1000,
+                        .user_hash = fnv(ustacks[i], 3 * 8),
+                        .user_frames = ustacks[i],
+                        .n_user = 3,
+                        .user_flags = 0,
+                        /* The first variant also carries kernel frames (a syscall). */
+                        .kernel_hash = i == 0 ? fnv(kstack, sizeof(kstack)) : 0,
+                        .kernel_frames = i == 0 ? kstack : NULL,
+                        .n_kernel = i == 0 ? 3 : 0,
+                        .count = 10 + i,
+                };
+                snprintf(recs[n_recs].comm, sizeof(recs[n_recs].comm), "v%zu-%s", i, v[i].name);
+                snprintf(recs[n_recs].thread_comm, sizeof(recs[n_recs].thread_comm), "worker-%zu", i);
+                n_recs++;
+        }
+        /* A comm that is not UTF-8 and a truncated stack whose last frame was not recorded. */
+        recs[n_recs] = recs[0];
+        snprintf(recs[n_recs].comm, sizeof(recs[n_recs].comm),
+                 "bad\xff\xfe"
+                 "comm");
+        recs[n_recs].user_flags = PROFD_STACK_TRUNCATED | PROFD_STOP_DEPTH;
+        recs[n_recs].n_user = 2;
+        recs[n_recs].user_hash = fnv(ustacks[0], 2 * 8);
+        recs[n_recs].count = 3;
+        n_recs++;
+        /* A stack that stopped early for another reason. */
+        recs[n_recs] = recs[1];
+        recs[n_recs].user_flags = PROFD_STOP_BAD_READ;
+        recs[n_recs].n_user = 1;
+        recs[n_recs].user_hash = fnv(ustacks[1], 1 * 8);
+        recs[n_recs].count = 2;
+        n_recs++;
+
+        /* The "deleted" variant's file disappears while it runs. */
+        check(unlink(v[1].path) == 0, "deleted the running binary %s", v[1].path);
+        {
+                Process *p;
+                r = process_table_refresh(procs, v[1].child.pid, &p);
+                check(r == 0 && p->n_mappings > 0 && process_find_mapping(p, v[1].child.leaf) &&
+                              process_find_mapping(p, v[1].child.leaf)->deleted,
+                      "deleted: refreshed mapping says (deleted)");
+        }
+
+        uint64_t t0 = 1700000000ULL * NSEC_PER_SEC;
+        aggregator_add_interval(agg, t0, t0 + NSEC_PER_SEC, recs, n_recs);
+        for (size_t i = 0; i < n_v; i++)
+                child_exit(&v[i].child);
+        /* The table notices the exits (gc's liveness check) but keeps the mappings. */
+        process_table_gc(procs, (uint64_t)time(NULL) * NSEC_PER_SEC + 10 * NSEC_PER_SEC);
+        for (size_t i = 0; i < n_v; i++) {
+                Process *p;
+                r = process_table_get(procs, v[i].child.pid, &p);
+                check(r == 0 && p->exited_ns != 0, "%s: exited process still in the table", v[i].name);
+        }
+
+        r = aggregator_window(agg, t0, t0 + NSEC_PER_SEC, &w);
+        check(r == 0 && w, "aggregator window (%d)", r);
+        if (!w)
+                return 1;
+        PprofOptions o = {};
+        o.labels.enabled[LABEL_COMM] = o.labels.enabled[LABEL_PID] = o.labels.enabled[LABEL_THREAD_ID] =
+                o.labels.enabled[LABEL_THREAD_NAME] = o.labels.enabled[LABEL_UNIT] = true;
+        void *data = NULL;
+        size_t size = 0;
+        r = pprof_encode_window(w, sym, procs, &o, &data, &size);
+        check(r == 0 && size > 0, "encoded %zu bytes (%d)", size, r);
+        if (r < 0)
+                return 1;
+        snprintf(profile_path, sizeof(profile_path), "%s/cpu.pb.gz", dir);
+        f = fopen(profile_path, "w");
+        fwrite(data, 1, size, f);
+        fclose(f);
+
+        Perftools__Profiles__Profile *p = decode(data, size);
+        free(data);
+        check_structure(p, hz);
+        check(p->time_nanos == (int64_t)t0 && p->duration_nanos == (int64_t)NSEC_PER_SEC,
+              "time_nanos/duration_nanos are the window's");
+        for (size_t i = 0; i < n_v; i++) {
+                const Perftools__Profiles__Mapping *m = mapping_named(p, v[i].path + strlen(dir));
+                if (check(m != NULL, "%s: mapping for %s", v[i].name, v[i].path))
+                        check(strcmp(S(p, m->build_id), v[i].build_id) == 0, "%s: mapping build ID %s == %s",
+                              v[i].name, S(p, m->build_id), v[i].build_id);
+                if (m && v[i].lines)
+                        check(m->has_line_numbers && m->has_filenames, "%s: has_filenames/has_line_numbers",
+                              v[i].name);
+                if (m && v[i].inlines)
+                        check(m->has_inline_frames, "%s: has_inline_frames", v[i].name);
+        }
+        const Perftools__Profiles__Mapping *km = mapping_named(p, "[kernel.kallsyms]");
+        check(km != NULL, "[kernel.kallsyms] mapping present");
+        for (size_t i = 0; i < p->n_location; i++)
+                if (p->location[i]->mapping_id && p->location[i]->address) {
+                        const Perftools__Profiles__Mapping *m = p->mapping[p->location[i]->mapping_id - 1];
+                        if (!check(p->location[i]->address >= m->memory_start &&
+                                           p->location[i]->address < m->memory_limit,
+                                   "location %zu address 0x%" PRIx64 " inside its mapping", i + 1,
+                                   p->location[i]->address))
+                                break;
+                }
+        perftools__profiles__profile__free_unpacked(p, NULL);
+
+        /* What go tool pprof makes of it. */
+        char *raw = capture("HOME=${HOME:-/root} GOCACHE=/tmp/profd-gocache PPROF_TMPDIR=%s "
+                            "PPROF_BINARY_PATH=/nonexistent go tool pprof -raw '%s' 2>&1",
+                            dir, profile_path);
+        printf("---- go tool pprof -raw ----\n%s----\n", raw);
+        char *traces = capture("HOME=${HOME:-/root} GOCACHE=/tmp/profd-gocache PPROF_TMPDIR=%s "
+                               "PPROF_BINARY_PATH=/nonexistent go tool pprof -traces '%s' 2>&1",
+                               dir, profile_path);
+        printf("---- go tool pprof -traces ----\n%s----\n", traces);
+        check(strstr(raw, "PeriodType: cpu nanoseconds") != NULL, "pprof: period type cpu nanoseconds");
+        check(strstr(raw, "samples/count cpu/nanoseconds") != NULL, "pprof: sample types");
+        check(strstr(traces, "symbolize") == NULL && strstr(raw, "symbolize") == NULL,
+              "pprof did not try to symbolize anything itself");
+
+        char want[1024];
+        snprintf(want, sizeof(want), "scenario.cc:%d", line_of("LINE_INLINE_CALL"));
+        check(strstr(raw, want) != NULL, "pprof -raw: inlined frame at %s", want);
+        snprintf(want, sizeof(want), "scenario.cc:%d", line_of("LINE_OUTER_CALL"));
+        check(strstr(raw, want) != NULL, "pprof -raw: caller of the inlined frame at %s", want);
+        snprintf(want, sizeof(want), "scenario.cc:%d", line_of("LINE_MAIN_CALL"));
+        check(strstr(raw, want) != NULL, "pprof -raw: main's call at %s", want);
+        check(strstr(traces, "profd_ns::Widget::spin(int)") != NULL, "pprof: C++ name demangled");
+        check(strstr(traces, "profd_inlined") != NULL, "pprof: inlined function appears as a frame");
+        check(strstr(traces, "__x64_sys_read") && strstr(traces, "do_syscall_64") &&
+                      strstr(traces, "nft_do_chain"),
+              "pprof: kernel frames named from kallsyms (incl. a module symbol)");
+        check(strstr(traces, "[truncated: 2+ frames]") != NULL, "pprof: truncated stack marked");
+        check(strstr(traces, "[unwind stopped: stack read failed]") != NULL, "pprof: early stop marked");
+        check(strstr(traces, "bad\\xff\\xfecomm") != NULL, "pprof: non-UTF-8 comm escaped");
+        check(strstr(traces, "thread_name:") && strstr(traces, "thread_id:") && strstr(traces, "pid:") &&
+                      strstr(traces, "comm:"),
+              "pprof: labels comm, pid, thread_id, thread_name");
+        check(strstr(traces, "unit:") == NULL, "pprof: no unit label without a cgroup resolver");
+
+        /* Stack order per variant, leaf first: kernel, then user frames. */
+        for (size_t i = 0; i < n_v; i++) {
+                char comm[64];
+                snprintf(comm, sizeof(comm), "comm:  %s\n", recs[i].comm);
+                const char *t = strstr(traces, comm);
+                if (!check(t != NULL, "%s: trace with its comm label", v[i].name))
+                        continue;
+                const char *end = strstr(t, "-----------+");
+                size_t len = end ? (size_t)(end - t) : strlen(t);
+                char *block = strndup(t, len);
+                if (v[i].names) {
+                        const char *a = strstr(block, "profd_record"),
+                                   *b = strstr(block, "profd_ns::Widget::spin"), *c = strstr(block, "main");
+                        check(a && b && c && a < b && b < c,
+                              "%s: profd_record, Widget::spin, main leaf first", v[i].name);
+                        if (v[i].inlines) {
+                                const char *in = strstr(block, "profd_inlined");
+                                check(in && a < in && in < b, "%s: inline frame between leaf and its caller",
+                                      v[i].name);
+                        } else
+                                check(strstr(block, "profd_inlined") == NULL,
+                                      "%s: no inline frames without DWARF", v[i].name);
+                } else
+                        check(strstr(block, "[unknown]") != NULL && strstr(block, "prog+0x") != NULL,
+                              "%s: unsymbolized frames say [unknown] path+0xoffset", v[i].name);
+                if (i == 0) {
+                        const char *k = strstr(block, "__x64_sys_read"), *u = strstr(block, "profd_record");
+                        check(k && u && k < u, "full: kernel frames before user frames");
+                }
+                free(block);
+        }
+        free(raw);
+        free(traces);
+
+        /* kptr_restrict: every kallsyms address is zero -> a frame that says so. */
+        {
+                _cleanup_(symbolizer_freep) Symbolizer *s2 = NULL;
+                SymResult res;
+                symbolizer_new(&s2);
+                symbolizer_load_kallsyms(s2, kallsyms_hidden);
+                r = symbolizer_kernel(s2, 0xffffffff81100020, &res);
+                check(r == 0 && !res.symbolized && strstr(res.frames[0].name, "kptr_restrict"),
+                      "kallsyms hidden: '%s'", r == 0 ? res.frames[0].name : "");
+        }
+        /* Kernel symbol lookup edges. */
+        {
+                SymResult res;
+                r = symbolizer_kernel(sym, 0xffffffff81100400 + 5, &res);
+                check(r == 0 && strcmp(res.frames[0].name, "entry_SYSCALL_64_after_hwframe") == 0,
+                      "kallsyms: local text symbol");
+                r = symbolizer_kernel(sym, 0xffffffff80000000, &res);
+                check(r == 0 && !res.symbolized, "kallsyms: address below every symbol is unknown");
+                r = symbolizer_kernel(sym, 0xffffffffc0100001, &res);
+                check(r == 0 && res.frames[0].file && strcmp(res.frames[0].file, "[nf_tables]") == 0,
+                      "kallsyms: module name kept");
+        }
+
+        run("rm -rf '%s'", dir);
+        printf("%s: %u failure(s)\n", failures ? "FAIL" : "PASS", failures);
+        return failures ? 1 : 0;
+}
