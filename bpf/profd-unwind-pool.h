@@ -44,6 +44,25 @@ struct profd_unwind_mapping {
 };
 _Static_assert(sizeof(struct profd_unwind_mapping) == 48, "profd_unwind_mapping layout");
 
+/* Value of the one-entry array "unwind_config". generation changes whenever pool memory may be
+ * reused for another table (eviction, dropped shard): it validates the BPF row cache. */
+struct profd_unwind_config {
+        __u32 active; /* 1 once the pool exists: DWARF unwinding and unknown-pid reports */
+        __u32 generation;
+};
+_Static_assert(sizeof(struct profd_unwind_config) == 8, "profd_unwind_config layout");
+
+/* Per-CPU direct-mapped cache of (table location, ELF pc) -> rule: hot pcs repeat across
+ * samples and recursion repeats one return address, and a hit skips the binary search. */
+#define PROFD_ROW_CACHE_SIZE 1024
+struct profd_row_cache_entry {
+        __u64 elf_pc;
+        __u32 shard, offset;
+        __u32 generation;
+        __u32 rule; /* global rule index + 1; 0: empty */
+};
+_Static_assert(sizeof(struct profd_row_cache_entry) == 24, "profd_row_cache_entry layout");
+
 struct profd_unwind_proc {
         __u32 n_mappings;
         __u32 _pad;

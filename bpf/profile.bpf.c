@@ -61,6 +61,10 @@ _Static_assert((1u << (PROFD_BSEARCH_STEPS - 1)) >= PROFD_UT_PAGE_SIZE, "bsearch
 #define PROFD_UC_RBP 120
 #define PROFD_UC_RSP 160
 #define PROFD_UC_RIP 168
+/* Bytes of user stack copied per read: callers' frames lie just above, so one copy serves several
+ * frames (each bpf_probe_read_user costs about as much as a 1 KiB copy). */
+#define PROFD_STACK_WINDOW 1024
+_Static_assert((PROFD_STACK_WINDOW & (PROFD_STACK_WINDOW - 1)) == 0, "window offset is masked");
 /* At most one unknown-pid/unknown-pc report per pid per second. */
 #define PROFD_REPORT_INTERVAL_NS 1000000000ULL
 
@@ -78,8 +82,10 @@ struct sample_state {
         __u32 exact;   /* ip is the interrupted pc (leaf, after a signal frame), not a return address */
         __u32 fp_only; /* pid not in the pool: frame pointers all the way */
         __u32 cache_valid;
-        __u32 _pad2;
+        __u32 pool_gen;                    /* profd_unwind_config.generation at sample start */
         struct profd_unwind_mapping cache; /* entry of the previous frame's mapping */
+        __u64 win_base;                    /* user address of win[0]; 0: empty */
+        __u8 win[PROFD_STACK_WINDOW + 16];
         struct profd_count_key key;
         struct profd_stack user;
         struct profd_kstack kernel;
@@ -164,14 +170,22 @@ struct {
         __type(value, struct profd_unwind_proc);
 } unwind_procs SEC(".maps");
 
-/* [0] = 1 once daemon/table-pool.c exists; before that every stack is walked with frame
+/* active = 1 once daemon/table-pool.c exists; before that every stack is walked with frame
  * pointers and no pid is reported as unknown (nobody would read the reports). */
 struct {
         __uint(type, BPF_MAP_TYPE_ARRAY);
         __uint(max_entries, 1);
         __type(key, __u32);
-        __type(value, __u32);
+        __type(value, struct profd_unwind_config);
 } unwind_config SEC(".maps");
+
+struct {
+        __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+        __uint(max_entries, PROFD_ROW_CACHE_SIZE);
+        __type(key, __u32);
+        __type(value, struct profd_row_cache_entry);
+} row_cache SEC(".maps");
+_Static_assert((PROFD_ROW_CACHE_SIZE & (PROFD_ROW_CACHE_SIZE - 1)) == 0, "row cache index is masked");
 
 /* Unknown pid / pc reports for the process tracker (struct profd_event). */
 struct {
@@ -217,6 +231,27 @@ static __always_inline void stop(struct sample_state *st, __u32 reason)
         st->done = 1;
 }
 
+/* Reads 16 bytes of user stack at addr through the window, refilling it from addr on a miss.
+ * Near the top of the stack the window may reach past the mapping: then only the need (8 or
+ * 16) bytes the caller uses are read, exactly. */
+static __always_inline int read_stack(struct sample_state *st, __u64 addr, __u64 ret[2], __u32 need)
+{
+        __u64 off = addr - st->win_base;
+
+        if (!st->win_base || addr < st->win_base || off > PROFD_STACK_WINDOW - 16) {
+                if (bpf_probe_read_user(st->win, PROFD_STACK_WINDOW, (void *)addr) < 0) {
+                        st->win_base = 0;
+                        ret[1] = 0;
+                        return bpf_probe_read_user(ret, need == 8 ? 8 : 16, (void *)addr);
+                }
+                st->win_base = addr;
+                off = 0;
+        }
+        off &= PROFD_STACK_WINDOW - 1;
+        __builtin_memcpy(ret, st->win + off, 16);
+        return 0;
+}
+
 /* Frame-pointer step: [bp] = caller's bp, [bp + 8] = return address. Validated: bp must lie
  * above sp and be aligned, and the chain must move up the stack (checked on the next call via
  * bp >= sp). Returns true when unwinding ended. */
@@ -232,7 +267,7 @@ static __always_inline bool step_frame_pointer(struct sample_state *st)
                 stop(st, PROFD_STOP_BAD_FRAME);
                 return true;
         }
-        if (bpf_probe_read_user(frame, sizeof(frame), (void *)st->bp) < 0) {
+        if (read_stack(st, st->bp, frame, 16) < 0) {
                 stop(st, PROFD_STOP_BAD_READ);
                 return true;
         }
@@ -298,23 +333,27 @@ static __always_inline bool step_signal(struct sample_state *st)
         return false;
 }
 
-/* One DWARF step: page index, binary search for the row in force at pc, then the rule:
- * CFA = rsp|rbp + offset (or the PLT forms), return address at CFA - 8, rbp restored from
- * CFA + offset when saved. Returns true when unwinding ended. */
-static __always_inline bool step_dwarf(struct sample_state *st, const struct profd_unwind_mapping *m,
-                                       __u64 lookup_pc)
+/* Global index + 1 of the rule in force at elf_pc in m's table; 0 (unwinding stopped) if none. */
+static __always_inline __u32 find_rule(struct sample_state *st, const struct profd_unwind_mapping *m,
+                                       __u64 elf_pc)
 {
-        __u64 elf_pc = lookup_pc - m->load_bias, cfa, ra, bp;
-        __u32 page, slot, zero = 0, lo, hi, l, r, rows, w, rule_idx;
-        struct profd_unwind_rule *rule;
+        __u32 page, slot, zero = 0, lo, hi, l, r, rows, w, ci;
+        struct profd_row_cache_entry *ce;
         struct profd_shard *sh;
         __u16 target;
         void *inner;
 
         if (elf_pc < m->base || ((elf_pc - m->base) >> PROFD_UT_PAGE_SHIFT) >= m->n_pages) {
                 stop(st, PROFD_STOP_NO_ROW);
-                return true;
+                return 0;
         }
+
+        ci = ((elf_pc ^ m->offset) * 0x9e3779b97f4a7c15ULL) >> 54;
+        ci &= PROFD_ROW_CACHE_SIZE - 1;
+        ce = bpf_map_lookup_elem(&row_cache, &ci);
+        if (ce && ce->rule && ce->elf_pc == elf_pc && ce->offset == m->offset && ce->shard == m->shard &&
+            ce->generation == st->pool_gen)
+                return ce->rule;
         page = (elf_pc - m->base) >> PROFD_UT_PAGE_SHIFT;
         target = elf_pc & (PROFD_UT_PAGE_SIZE - 1);
 
@@ -324,7 +363,7 @@ static __always_inline bool step_dwarf(struct sample_state *st, const struct pro
         if (!sh) {
                 count(PROFD_ERR_UNWIND_POOL);
                 stop(st, PROFD_STOP_NO_ROW);
-                return true;
+                return 0;
         }
 
         lo = sh->words[(m->offset + page) & (PROFD_SHARD_WORDS - 1)];
@@ -348,10 +387,32 @@ static __always_inline bool step_dwarf(struct sample_state *st, const struct pro
         }
         if (l <= lo || l > hi) {
                 stop(st, PROFD_STOP_NO_ROW);
-                return true;
+                return 0;
         }
         w = sh->words[(rows + l - 1) & (PROFD_SHARD_WORDS - 1)];
-        rule_idx = w >> 16;
+        if (ce) {
+                ce->elf_pc = elf_pc;
+                ce->shard = m->shard;
+                ce->offset = m->offset;
+                ce->generation = st->pool_gen;
+                ce->rule = (w >> 16) + 1;
+        }
+        return (w >> 16) + 1;
+}
+
+/* One DWARF step: the rule in force at pc, then CFA = rsp|rbp + offset (or the PLT forms),
+ * return address at CFA - 8, rbp restored from CFA + offset when saved. Returns true when
+ * unwinding ended. */
+static __always_inline bool step_dwarf(struct sample_state *st, const struct profd_unwind_mapping *m,
+                                       __u64 lookup_pc)
+{
+        __u32 rule_idx = find_rule(st, m, lookup_pc - m->load_bias);
+        struct profd_unwind_rule *rule;
+        __u64 cfa, ra, saved[2];
+
+        if (!rule_idx)
+                return true;
+        rule_idx--;
         rule = bpf_map_lookup_elem(&unwind_rules, &rule_idx);
         if (!rule) {
                 count(PROFD_ERR_UNWIND_POOL);
@@ -391,16 +452,27 @@ static __always_inline bool step_dwarf(struct sample_state *st, const struct pro
                 stop(st, PROFD_STOP_BAD_FRAME);
                 return true;
         }
-        if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8)) < 0) {
-                stop(st, PROFD_STOP_BAD_READ);
-                return true;
-        }
-        if (rule->rbp_kind == PROFD_RBP_CFA_OFFSET) {
-                if (bpf_probe_read_user(&bp, sizeof(bp), (void *)(cfa + rule->rbp_offset)) < 0) {
+        if (rule->rbp_kind == PROFD_RBP_CFA_OFFSET && rule->rbp_offset == -16) {
+                /* push rbp right after the call: saved rbp and return address in one read. */
+                if (read_stack(st, cfa - 16, saved, 16) < 0) {
                         stop(st, PROFD_STOP_BAD_READ);
                         return true;
                 }
-                st->bp = bp;
+                st->bp = saved[0];
+                ra = saved[1];
+        } else {
+                if (read_stack(st, cfa - 8, saved, 8) < 0) {
+                        stop(st, PROFD_STOP_BAD_READ);
+                        return true;
+                }
+                ra = saved[0];
+                if (rule->rbp_kind == PROFD_RBP_CFA_OFFSET) {
+                        if (read_stack(st, cfa + rule->rbp_offset, saved, 8) < 0) {
+                                stop(st, PROFD_STOP_BAD_READ);
+                                return true;
+                        }
+                        st->bp = saved[0];
+                }
         }
         if (ra == 0) {
                 stop(st, PROFD_STOP_OK);
@@ -496,6 +568,7 @@ int profd_sample(struct bpf_perf_event_data *ctx)
         st->exact = 1;
         st->fp_only = 1;
         st->cache_valid = 0;
+        st->win_base = 0;
         st->user.len = 0;
         st->user.flags = 0;
         st->kernel.len = 0;
@@ -540,9 +613,11 @@ int profd_sample(struct bpf_perf_event_data *ctx)
                 }
         }
 
-        __u32 zero = 0, *active = bpf_map_lookup_elem(&unwind_config, &zero);
+        __u32 zero = 0;
+        struct profd_unwind_config *cfg = bpf_map_lookup_elem(&unwind_config, &zero);
 
-        if (!st->done && active && *active) {
+        if (!st->done && cfg && cfg->active) {
+                st->pool_gen = cfg->generation;
                 __u32 pid = st->key.pid;
 
                 if (bpf_map_lookup_elem(&unwind_procs, &pid)) {

@@ -66,6 +66,7 @@ struct TablePool {
         size_t n_procs, cap_procs;
         uint64_t n_mapping_entries;
 
+        uint32_t generation, active;
         uint64_t placed, evicted, compactions, place_failures, entry_errors;
 };
 
@@ -84,11 +85,19 @@ static int find_map_fd(struct bpf_object *obj, const char *name)
         return m ? bpf_map__fd(m) : -ENOENT;
 }
 
-static int pool_set_active(TablePool *p, uint32_t active)
+static int pool_write_config(TablePool *p, uint32_t active)
 {
+        struct profd_unwind_config c = {.active = active, .generation = p->generation};
         uint32_t zero = 0;
 
-        return bpf_map_update_elem(p->config_fd, &zero, &active, BPF_ANY) < 0 ? -errno : 0;
+        return bpf_map_update_elem(p->config_fd, &zero, &c, BPF_ANY) < 0 ? -errno : 0;
+}
+
+/* Pool memory may now hold another table than before: BPF's row cache must not trust it. */
+static void pool_new_generation(TablePool *p)
+{
+        p->generation++;
+        (void)pool_write_config(p, p->active);
 }
 
 int table_pool_new(struct bpf_object *obj, uint64_t memory_limit, TablePool **ret)
@@ -106,6 +115,7 @@ int table_pool_new(struct bpf_object *obj, uint64_t memory_limit, TablePool **re
                 return -ENOMEM;
         for (unsigned i = 0; i < PROFD_POOL_MAX_SHARDS; i++)
                 p->shards[i].fd = -1;
+        p->shards_fd = p->rules_fd = p->mappings_fd = p->procs_fd = p->config_fd = -1;
         p->limit = memory_limit;
         p->max_shards = memory_limit / PROFD_SHARD_BYTES;
         if (p->max_shards > PROFD_POOL_MAX_SHARDS)
@@ -125,7 +135,8 @@ int table_pool_new(struct bpf_object *obj, uint64_t memory_limit, TablePool **re
                 return -ENOMEM;
         memset(p->rule_hash, 0xff, RULE_HASH_SIZE * sizeof(int32_t));
 
-        r = pool_set_active(p, 1);
+        p->active = 1;
+        r = pool_write_config(p, 1);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(p);
@@ -144,6 +155,7 @@ static void shard_drop(TablePool *p, uint32_t slot)
         close(s->fd);
         *s = (Shard){.fd = -1};
         p->n_shards--;
+        pool_new_generation(p);
 }
 
 static void proc_free(Proc *pr)
@@ -159,8 +171,9 @@ TablePool *table_pool_free(TablePool *p)
 {
         if (!p)
                 return NULL;
+        p->active = 0;
         if (p->config_fd >= 0)
-                (void)pool_set_active(p, 0);
+                (void)pool_write_config(p, 0);
         for (size_t i = 0; i < p->n_procs; i++) {
                 for (size_t k = 0; k < p->procs[i]->n_keys; k++)
                         (void)bpf_map_delete_elem(p->mappings_fd, &p->procs[i]->keys[k]);
@@ -310,6 +323,7 @@ static void table_remove(TablePool *p, size_t i)
         free(t);
         p->tables[i] = p->tables[--p->n_tables];
         p->evicted++;
+        pool_new_generation(p);
 }
 
 /* Evicts the least recently released unreferenced table. Returns false when there is none. */
