@@ -120,7 +120,11 @@ static int route_healthz(HttpServer *s, Request *req);
 
 static int pprof_start(Daemon *d, ProfileWindow *w, const ProfileQuery *q, void **ret_job)
 {
-        PprofOptions o = {.labels = q->labels};
+        PprofOptions o = {
+                .labels = q->labels,
+                .cgroup_label = cgroup_resolver_label, /* unit, container_id */
+                .cgroup_userdata = d->cgroups,
+        };
         return pprof_job_new(w, d->symbolizer, d->processes, &o, (PprofJob **)ret_job);
 }
 static int pprof_step(void *job)
