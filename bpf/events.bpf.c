@@ -3,9 +3,10 @@
  * process, and new executable file mappings (dlopen, mmap PROT_EXEC, mprotect +X).
  *
  * Every hook here works without a tracefs/debugfs mount: tp_btf and fentry/fexit (BPF
- * trampolines, 5.5+) first; then kprobes (perf_event_open on the kprobe PMU), the raw syscall exit
- * tracepoint (for mmap/mprotect) and raw_tp, which the daemon attaches when the better hook cannot
- * be loaded or attached (some kernels forbid trampolines, some are built without kprobes). All handlers read
+ * trampolines, 5.5+) first; then kprobes (perf_event_open on the kprobe PMU), a uprobe on the
+ * dynamic loader's debugger hook, the raw syscall exit tracepoint (mmap/mprotect; a last resort,
+ * it taxes every syscall) and raw_tp, which the daemon attaches when the better hook cannot be
+ * loaded or attached (some kernels forbid trampolines, some are built without kprobes). All handlers read
  * the kernel with BPF_CORE_READ so the same code serves the BTF-typed and the untyped (raw_tp/kprobe)
  * variant.
  *
@@ -248,6 +249,18 @@ SEC("raw_tp/sched_process_fork")
 int raw_fork(struct bpf_raw_tracepoint_args *ctx)
 {
         return handle_fork((struct task_struct *)ctx->args[0], (struct task_struct *)ctx->args[1]);
+}
+
+/* The dynamic loader calls _dl_debug_state() (the debugger hook r_brk, glibc and musl) after it
+ * changed the link map: at start-up once the initial libraries are mapped, and around every
+ * dlopen/dlclose. Attached per loader file by the daemon (a uprobe is per inode, for every
+ * process mapping it) where no mmap hook can be attached: costs a trap per call, nothing per
+ * syscall. */
+SEC("uprobe")
+int BPF_KPROBE(uprobe_dl_debug_state)
+{
+        emit(PROFD_EV_MMAP_EXEC, current_tgid(), 0, PROFD_EV_ADDR_LOADER, 0);
+        return 0;
 }
 
 /* A kprobe before the mapping exists: no address yet, the daemon re-reads maps a little later. */

@@ -33,3 +33,6 @@ _Static_assert(sizeof(struct profd_event) == 40, "profd_event layout");
 /* MMAP_EXEC with addr 0: "some executable file mapping is being created, address not known yet"
  * (fallback hooks that run before the mapping exists); the daemon re-reads maps a little later. */
 #define PROFD_EV_ADDR_UNKNOWN 0
+/* MMAP_EXEC with addr 1: the dynamic loader changed its link map (start-up done, dlopen, dlclose);
+ * the mappings exist, the address is not known. Never a mapping start (those are page-aligned). */
+#define PROFD_EV_ADDR_LOADER 1

@@ -15,14 +15,18 @@
 #include "proc-events.h"
 
 /* Ways to attach one hook, best first. */
-#define HOOK_MAX_WAYS 4
+#define HOOK_MAX_WAYS 5
+/* Dynamic loader files (distinct inodes: host plus container images) watched by uprobe. */
+#define MAX_LOADERS 64
 
 typedef struct HookWay {
         struct bpf_program *prog;
         const char *via;      /* metrics label: "tp_btf", "fexit", "kprobe", "sys_exit", ... */
         const char *btf_name; /* must exist in vmlinux BTF for prog to load (NULL: no need) */
         int btf_kind;
-        bool trampoline; /* fentry/fexit: some kernels refuse to load these at all */
+        bool trampoline;    /* fentry/fexit: some kernels refuse to load these at all */
+        bool loader_uprobe; /* attached later per loader file (proc_events_watch_loader) */
+        bool per_syscall;   /* runs on every syscall: only when nothing cheaper works */
 } HookWay;
 
 typedef struct Hook {
@@ -35,7 +39,16 @@ typedef struct Hook {
 
 enum { HOOK_EXEC, HOOK_EXIT, HOOK_FORK, HOOK_MMAP, HOOK_MPROTECT, _HOOK_MAX };
 
+typedef struct Loader {
+        uint64_t dev, inode;
+        struct bpf_link *link; /* NULL: attaching failed, not retried */
+} Loader;
+
 struct ProcEvents {
+        bool loader_uprobes; /* mmap events come from uprobes on the loaders' _dl_debug_state */
+        Loader loaders[MAX_LOADERS];
+        size_t n_loaders;
+        uint64_t n_loader_failures;
         struct events_bpf *skel;
         struct ring_buffer *rb;
         sd_event_source *io;
@@ -96,11 +109,11 @@ static int libbpf_print_debug(enum libbpf_print_level level, const char *fmt, va
 {
         char buf[512];
 
-        if (log_get_max_level() < LOG_DEBUG)
+        if (level > LIBBPF_WARN || log_get_max_level() < LOG_DEBUG)
                 return 0;
         vsnprintf(buf, sizeof(buf), fmt, ap);
         buf[strcspn(buf, "\n")] = 0;
-        log_debug("libbpf: %s", buf);
+        log_debug("%s", buf);
         return 0;
 }
 
@@ -124,6 +137,18 @@ static int hooks_attach(ProcEvents *pe)
 
                         if (!bpf_program__autoload(way->prog))
                                 continue;
+                        if (way->loader_uprobe) {
+                                /* No static attach point: each loader file gets its uprobe when
+                                 * the tracker first sees it mapped. Needs the uprobe PMU. */
+                                if (access("/sys/bus/event_source/devices/uprobe/type", F_OK) < 0)
+                                        continue;
+                                pe->loader_uprobes = true;
+                                h->attached = way->via;
+                                h->attached_prog = way->prog;
+                                break;
+                        }
+                        if (way->per_syscall && pe->loader_uprobes)
+                                continue;
                         for (size_t k = 0; k < i; k++)
                                 if (pe->hooks[k].attached_prog == way->prog) {
                                         h->attached = way->via;
@@ -140,9 +165,17 @@ static int hooks_attach(ProcEvents *pe)
                         h->link = l;
                         h->attached = way->via;
                         h->attached_prog = way->prog;
+                        if (way->per_syscall)
+                                log_warning("Watching new executable mappings through the syscall exit "
+                                            "tracepoint: no trampolines, kprobes or uprobes here; this "
+                                            "adds a few hundred ns to every syscall on the host");
                 }
                 if (h->attached)
                         n_attached++;
+                else if (pe->loader_uprobes)
+                        log_info("No %s hook: the loader uprobes see dlopen, and the unwinder's "
+                                 "unknown-pc reports cover other new executable mappings",
+                                 h->name);
                 else
                         log_warning("Cannot attach the %s hook in any way; the reconcile sweep and the "
                                     "unwinder's unknown-pid/pc reports stand in for its events",
@@ -168,17 +201,21 @@ static void hooks_init(ProcEvents *pe)
                 (Hook){"fork",
                        {{s->progs.tp_fork, "tp_btf", "btf_trace_sched_process_fork", BTF_KIND_TYPEDEF},
                         {s->progs.raw_fork, "raw_tp"}}};
-        h[HOOK_MMAP] = (Hook){"mmap",
-                              {{s->progs.fexit_mmap, "fexit", "vm_mmap_pgoff", BTF_KIND_FUNC, true},
-                               {s->progs.kp_mmap, "kprobe"},
-                               {s->progs.tp_sys_exit, "sys_exit", "btf_trace_sys_exit", BTF_KIND_TYPEDEF},
-                               {s->progs.raw_sys_exit, "raw_sys_exit"}}};
-        h[HOOK_MPROTECT] =
-                (Hook){"mprotect",
-                       {{s->progs.fentry_mprotect, "fentry", "security_file_mprotect", BTF_KIND_FUNC, true},
-                        {s->progs.kp_mprotect, "kprobe"},
-                        {s->progs.tp_sys_exit, "sys_exit", "btf_trace_sys_exit", BTF_KIND_TYPEDEF},
-                        {s->progs.raw_sys_exit, "raw_sys_exit"}}};
+        h[HOOK_MMAP] =
+                (Hook){"mmap",
+                       {{s->progs.fexit_mmap, "fexit", "vm_mmap_pgoff", BTF_KIND_FUNC, .trampoline = true},
+                        {s->progs.kp_mmap, "kprobe"},
+                        {s->progs.uprobe_dl_debug_state, "loader_uprobe", .loader_uprobe = true},
+                        {s->progs.tp_sys_exit, "sys_exit", "btf_trace_sys_exit", BTF_KIND_TYPEDEF,
+                         .per_syscall = true},
+                        {s->progs.raw_sys_exit, "raw_sys_exit", .per_syscall = true}}};
+        h[HOOK_MPROTECT] = (Hook){"mprotect",
+                                  {{s->progs.fentry_mprotect, "fentry", "security_file_mprotect",
+                                    BTF_KIND_FUNC, .trampoline = true},
+                                   {s->progs.kp_mprotect, "kprobe"},
+                                   {s->progs.tp_sys_exit, "sys_exit", "btf_trace_sys_exit", BTF_KIND_TYPEDEF,
+                                    .per_syscall = true},
+                                   {s->progs.raw_sys_exit, "raw_sys_exit", .per_syscall = true}}};
 }
 
 static int events_load(ProcEvents *pe, bool trampolines)
@@ -267,6 +304,35 @@ fail:
         return r;
 }
 
+int proc_events_watch_loader(ProcEvents *pe, const char *path, uint64_t dev, uint64_t inode)
+{
+        LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = "_dl_debug_state");
+        libbpf_print_fn_t old_print;
+        Loader *l;
+
+        if (!pe || !pe->loader_uprobes)
+                return 0;
+        for (size_t i = 0; i < pe->n_loaders; i++)
+                if (pe->loaders[i].dev == dev && pe->loaders[i].inode == inode)
+                        return 0;
+        if (pe->n_loaders >= MAX_LOADERS) {
+                pe->n_loader_failures++;
+                return -ENOSPC;
+        }
+        l = &pe->loaders[pe->n_loaders++];
+        l->dev = dev;
+        l->inode = inode;
+        old_print = libbpf_set_print(libbpf_print_debug);
+        l->link = bpf_program__attach_uprobe_opts(pe->skel->progs.uprobe_dl_debug_state, -1, path, 0, &opts);
+        libbpf_set_print(old_print);
+        if (!l->link) {
+                pe->n_loader_failures++;
+                return log_debug_errno(-errno, "Cannot watch dynamic loader %s: %m", path);
+        }
+        log_debug("Watching dynamic loader %s for dlopen", path);
+        return 1;
+}
+
 int proc_events_add_ringbuf(ProcEvents *pe, int map_fd)
 {
         int r;
@@ -285,6 +351,8 @@ ProcEvents *proc_events_free(ProcEvents *pe)
         ring_buffer__free(pe->rb);
         for (size_t i = 0; i < _HOOK_MAX; i++)
                 bpf_link__destroy(pe->hooks[i].link);
+        for (size_t i = 0; i < pe->n_loaders; i++)
+                bpf_link__destroy(pe->loaders[i].link);
         events_bpf__destroy(pe->skel);
         free(pe);
         return NULL;
@@ -353,4 +421,19 @@ void proc_events_write_metrics(const ProcEvents *pe, FILE *f)
               "# TYPE profd_process_events_ratelimited_total counter\n",
               f);
         fprintf(f, "profd_process_events_ratelimited_total %" PRIu64 "\n", c[PROFD_EVCNT_RATELIMITED]);
+        if (pe->loader_uprobes) {
+                size_t n = 0;
+                for (size_t i = 0; i < pe->n_loaders; i++)
+                        n += pe->loaders[i].link != NULL;
+                fprintf(f,
+                        "# HELP profd_process_events_loaders_watched Dynamic loader files with a dlopen "
+                        "uprobe.\n"
+                        "# TYPE profd_process_events_loaders_watched gauge\n"
+                        "profd_process_events_loaders_watched %zu\n"
+                        "# HELP profd_process_events_loader_failures_total Loader files that could not be "
+                        "watched.\n"
+                        "# TYPE profd_process_events_loader_failures_total counter\n"
+                        "profd_process_events_loader_failures_total %" PRIu64 "\n",
+                        n, pe->n_loader_failures);
+        }
 }

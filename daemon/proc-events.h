@@ -4,6 +4,7 @@
 #pragma once
 
 #include <linux/types.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <systemd/sd-event.h>
 
@@ -21,6 +22,11 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(ProcEvents *, proc_events_free);
 
 /* Also deliver events from another ring buffer of struct profd_event (the unwinder's). */
 int proc_events_add_ringbuf(ProcEvents *pe, int map_fd);
+/* Where no mmap hook can be attached, dlopen is seen through a uprobe on the dynamic loader's
+ * _dl_debug_state(); the tracker names each loader file it meets (path openable by us, e.g.
+ * /proc/PID/root/lib64/ld-linux-x86-64.so.2). Returns 1 if a new uprobe was attached, 0 if not
+ * needed or already watched. */
+int proc_events_watch_loader(ProcEvents *pe, const char *path, uint64_t dev, uint64_t inode);
 /* Drains what is queued now (tests, and before a reconcile sweep). */
 int proc_events_consume(ProcEvents *pe);
 void proc_events_write_metrics(const ProcEvents *pe, FILE *f);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <search.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +49,7 @@ typedef struct Tracked {
         uint64_t exec_ns, ready_ns, pushed_ns;
         uint64_t recheck_addr;
         uint8_t recheck_tries;
-        bool dirty, push, queued, recheck, seen;
+        bool dirty, push, queued, recheck, recheck_fired, seen;
         struct Tracked *prev, *next;
         struct Tracked *queue_next;
 } Tracked;
@@ -386,6 +387,29 @@ static ExeEntry *mapping_exe(ProcTracker *t, const Process *proc, const ProcMapp
         return e;
 }
 
+/* ld-linux-x86-64.so.2 (glibc), ld-musl-x86_64.so.1 (musl), ld-2.31.so (older glibc). */
+static bool is_loader(const char *path)
+{
+        const char *base = strrchr(path, '/');
+
+        base = base ? base + 1 : path;
+        return strncmp(base, "ld-", 3) == 0 && strstr(base, ".so");
+}
+
+static void watch_loader(ProcTracker *t, pid_t pid, const ProcMapping *m)
+{
+        char path[PATH_MAX + 64];
+
+        /* Through the process' root, so a container's own loader is the file probed; a loader
+         * deleted by an upgrade only through its mapping. */
+        if (!m->deleted && m->path[0] == '/')
+                snprintf(path, sizeof(path), "/proc/%d/root%s", (int)pid, m->path);
+        else
+                snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, m->start,
+                         m->end);
+        (void)proc_events_watch_loader(t->events, path, m->dev, m->inode);
+}
+
 static int refresh(ProcTracker *t, Tracked *p)
 {
         TrackedMapping *maps = NULL, *old = p->maps;
@@ -442,17 +466,21 @@ static int refresh(ProcTracker *t, Tracked *p)
                 }
                 nm->load_bias = m->bias_known ? m->load_bias : 0;
                 nm->exe = mapping_exe(t, proc, m, root);
+                if (nm->exe && is_loader(m->path))
+                        watch_loader(t, p->pid, m);
         }
         p->maps = maps;
         p->n_maps = proc->n_mappings;
         maps_release(t, old, n_old);
 
         if (p->recheck) {
-                bool found = p->recheck_addr == PROFD_EV_ADDR_UNKNOWN;
+                /* Address unknown (reported before the mapping existed): one look after the delay. */
+                bool found = p->recheck_addr == PROFD_EV_ADDR_UNKNOWN && p->recheck_fired;
                 for (size_t i = 0; !found && i < p->n_maps; i++)
                         found = p->maps[i].start <= p->recheck_addr && p->recheck_addr < p->maps[i].end;
                 if (found || p->recheck_tries >= RECHECK_TRIES) {
                         p->recheck = false;
+                        p->recheck_fired = false;
                         p->recheck_tries = 0;
                         t->n_recheck--;
                 }
@@ -564,8 +592,11 @@ static void on_event(const struct profd_event *ev, void *userdata)
                 if (!p)
                         return;
                 mark_dirty(t, p);
-                /* The fallback hook fires before the mapping exists, and the primary ones can race
-                 * with our read of /proc/PID/maps: look again shortly if it is not there. */
+                /* The loader's hook fires once its mappings exist: reading maps now is enough. */
+                if (ev->addr == PROFD_EV_ADDR_LOADER)
+                        return;
+                /* The kprobe fallback fires before the mapping exists, and the other hooks can
+                 * race with our read of /proc/PID/maps: look again shortly if it is not there. */
                 p->recheck_tries = 0;
                 schedule_recheck(t, p, ev->addr);
                 return;
@@ -597,6 +628,7 @@ static int on_recheck(sd_event_source *s, uint64_t usec, void *userdata)
 
         for (Tracked *p = t->head; p && t->n_recheck > 0; p = p->next)
                 if (p->recheck) {
+                        p->recheck_fired = true;
                         t->n_rechecks++;
                         mark_dirty(t, p);
                 }
@@ -791,6 +823,19 @@ int proc_tracker_find_mapping(ProcTracker *t, pid_t pid, const char *path_suffix
                 }
         }
         return -ENOENT;
+}
+
+int proc_tracker_refresh_pid(ProcTracker *t, pid_t pid)
+{
+        Tracked *p;
+
+        if (pid <= 0)
+                return -EINVAL;
+        p = tracked_get(t, pid);
+        if (!p)
+                return -ENOMEM;
+        mark_dirty(t, p);
+        return 0;
 }
 
 size_t proc_tracker_n_processes(const ProcTracker *t)

@@ -34,6 +34,9 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(ProcTracker *, proc_tracker_free);
 /* Also read the unwinder's ring buffer of struct profd_event (UNKNOWN_PID / UNKNOWN_PC). */
 int proc_tracker_add_unwinder_events(ProcTracker *t, int ringbuf_map_fd);
 
+/* Re-read pid's mappings soon (from the loop), as an event would. */
+int proc_tracker_refresh_pid(ProcTracker *t, pid_t pid);
+
 typedef struct ProcTrackerProcess {
         size_t n_mappings;   /* executable mappings pushed to the pool */
         size_t n_with_table; /* ... whose unwind table is in the pool */
