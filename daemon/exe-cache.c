@@ -26,12 +26,14 @@ enum {
         ERR_IO,
         ERR_OTHER,
         ERR_QUEUE_FULL,
+        ERR_TOO_BIG,
         _ERR_MAX,
 };
 static const char *const err_names[_ERR_MAX] = {
         [ERR_MALFORMED] = "malformed_elf", [ERR_NO_CFI] = "no_cfi", [ERR_POOL_FULL] = "pool_full",
         [ERR_NO_MEMORY] = "no_memory",     [ERR_IO] = "io",         [ERR_OTHER] = "other",
         [ERR_QUEUE_FULL] = "queue_full",
+        [ERR_TOO_BIG] = "too_big_for_a_shard",
 };
 
 typedef struct BuildJob {
@@ -287,6 +289,8 @@ static unsigned error_reason(int r)
                 return ERR_NO_CFI;
         case ENOSPC:
                 return ERR_POOL_FULL;
+        case EFBIG:
+                return ERR_TOO_BIG;
         case ENOMEM:
                 return ERR_NO_MEMORY;
         case EIO:

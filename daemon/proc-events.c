@@ -378,6 +378,18 @@ static void read_counters(const ProcEvents *pe, uint64_t ret[PROFD_EVCNT__MAX])
         free(v);
 }
 
+uint64_t proc_events_dropped(const ProcEvents *pe)
+{
+        uint64_t c[PROFD_EVCNT__MAX], n = 0;
+
+        if (!pe)
+                return 0;
+        read_counters(pe, c);
+        for (unsigned t = 0; t < PROFD_EVCNT_DROPPED; t++)
+                n += c[PROFD_EVCNT_DROPPED + t];
+        return n;
+}
+
 void proc_events_write_metrics(const ProcEvents *pe, FILE *f)
 {
         uint64_t c[PROFD_EVCNT__MAX];

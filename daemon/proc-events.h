@@ -29,4 +29,6 @@ int proc_events_add_ringbuf(ProcEvents *pe, int map_fd);
 int proc_events_watch_loader(ProcEvents *pe, const char *path, uint64_t dev, uint64_t inode);
 /* Drains what is queued now (tests, and before a reconcile sweep). */
 int proc_events_consume(ProcEvents *pe);
+/* Events lost so far because a ring buffer was full (kernel side). */
+uint64_t proc_events_dropped(const ProcEvents *pe);
 void proc_events_write_metrics(const ProcEvents *pe, FILE *f);

@@ -102,6 +102,7 @@ struct ProcTracker {
 
         sd_event_source *worker, *gc_timer, *recheck_timer;
         uint64_t last_sweep_ns;
+        uint64_t events_dropped; /* as of the last housekeeping */
         uint64_t scan_start_ns, scan_ns;
         bool scan_pending;
         size_t scan_processes;
@@ -685,9 +686,16 @@ static int scan_proc(ProcTracker *t, bool reconcile)
 static int on_gc(sd_event_source *s, uint64_t usec, void *userdata)
 {
         ProcTracker *t = userdata;
-        uint64_t now = now_mono_ns();
+        uint64_t now = now_mono_ns(), dropped;
 
         exe_cache_gc(t->cache, now);
+        /* Lost events (ring buffer full in a burst) mean missed execs/exits: reconcile now
+         * rather than at the next sweep. */
+        dropped = proc_events_dropped(t->events);
+        if (dropped != t->events_dropped) {
+                t->events_dropped = dropped;
+                t->last_sweep_ns = 0;
+        }
         if (now - t->last_sweep_ns >= t->opts.sweep_interval_ns) {
                 t->last_sweep_ns = now;
                 /* Events already queued are not "missed": handle them first. */
