@@ -3,6 +3,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "log.h"
@@ -22,9 +23,14 @@ int log_get_max_level(void)
 
 void log_open(void)
 {
-        /* journald sets JOURNAL_STREAM=dev:ino of the stream; only prefix when stderr is it. */
+        /* journald sets JOURNAL_STREAM=dev:ino of the stream; only prefix when stderr is still it
+         * (not when a service's child was started with stderr redirected to a file). */
         const char *e = getenv("JOURNAL_STREAM");
-        use_prefix = e && *e;
+        unsigned long long dev, ino;
+        struct stat st;
+
+        use_prefix = e && sscanf(e, "%llu:%llu", &dev, &ino) == 2 && fstat(STDERR_FILENO, &st) == 0 &&
+                     (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
 }
 
 int log_level_from_string(const char *s)
