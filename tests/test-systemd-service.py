@@ -238,6 +238,13 @@ def run_checks(sd, port, sock_port, caps, unitdir, logpath):
     check((metric("profd_symbolizer_kallsyms_symbols") or 0) > 1000 and metric("profd_symbolizer_kallsyms_hidden") == 0,
           "kernel symbols are readable from /proc/kallsyms in the sandbox")
 
+    # Denials of the sandbox (seccomp answers EPERM, read-only or hidden paths EACCES/EROFS/ENOENT)
+    # would show up as warnings.
+    with open(logpath) as f:
+        denied = [l for l in f.read().splitlines()
+                  if re.search(r"Operation not permitted|Permission denied|Read-only file system", l)]
+    check(not denied, "no permission errors logged inside the sandbox: %r" % denied[:5])
+
     # -- STATUS= and watchdog pings reach the service manager.
     time.sleep(6)
     st = sd.show("profd.service", "StatusText", "WatchdogTimestampMonotonic")
