@@ -23,14 +23,22 @@
 
 #define RULE_HASH_SIZE (2 * PROFD_POOL_MAX_RULES) /* open addressing, load <= 1/2 */
 
+/* A run of whole pages of one table placed contiguously in one shard: [page index][rows], row
+ * indices relative to the segment. */
+typedef struct Segment {
+        uint32_t shard, offset, words;
+        uint32_t first_page, n_pages;
+} Segment;
+
 struct PoolTable {
         uint8_t id[UNWIND_TABLE_ID_MAX];
         size_t id_size;
         unsigned refs;
-        uint32_t shard, offset, words;
         uint32_t n_pages, n_rows;
         uint64_t base;
         uint64_t released_ns; /* when refs dropped to 0: eviction order */
+        Segment *segs;
+        size_t n_segs;
 };
 
 typedef struct Shard {
@@ -184,8 +192,10 @@ TablePool *table_pool_free(TablePool *p)
         free(p->procs);
         for (uint32_t i = 0; i < PROFD_POOL_MAX_SHARDS; i++)
                 shard_drop(p, i);
-        for (size_t i = 0; i < p->n_tables; i++)
+        for (size_t i = 0; i < p->n_tables; i++) {
+                free(p->tables[i]->segs);
                 free(p->tables[i]);
+        }
         free(p->tables);
         free(p->rules);
         free(p->rule_hash);
@@ -312,14 +322,22 @@ static int shard_find_space(TablePool *p, uint32_t words, uint32_t *ret_slot)
         return -ENOSPC;
 }
 
+static void segment_free_space(TablePool *p, const Segment *g)
+{
+        Shard *s = &p->shards[g->shard];
+
+        s->live -= g->words;
+        if (s->live == 0)
+                s->used = 0; /* nothing references the shard: start it over */
+}
+
 static void table_remove(TablePool *p, size_t i)
 {
         PoolTable *t = p->tables[i];
-        Shard *s = &p->shards[t->shard];
 
-        s->live -= t->words;
-        if (s->live == 0)
-                s->used = 0; /* nothing references the shard: start it over */
+        for (size_t k = 0; k < t->n_segs; k++)
+                segment_free_space(p, &t->segs[k]);
+        free(t->segs);
         free(t);
         p->tables[i] = p->tables[--p->n_tables];
         p->evicted++;
@@ -345,8 +363,8 @@ static bool evict_one(TablePool *p)
 
 static int proc_write_entries(TablePool *p, Proc *pr, const PoolMapping *m, size_t n);
 
-/* Moves the live tables of the shard with the most dead space into a fresh shard, repoints all
- * mapping entries, then drops the old shard. */
+/* Moves the live segments of the shard with the most dead space into a fresh shard, repoints
+ * all mapping entries, then drops the old shard. */
 static int compact_one(TablePool *p)
 {
         uint32_t victim = UINT32_MAX, dead_best = 0, fresh, off = 0;
@@ -360,26 +378,24 @@ static int compact_one(TablePool *p)
                         victim = i;
                 }
         }
-        if (victim == UINT32_MAX)
-                return -ENOSPC;
-
-        if (p->n_shards >= p->max_shards)
+        if (victim == UINT32_MAX || p->n_shards >= p->max_shards)
                 return -ENOSPC;
         r = shard_create(p, &fresh);
         if (r < 0)
                 return r;
 
-        for (size_t i = 0; i < p->n_tables; i++) {
-                PoolTable *t = p->tables[i];
+        for (size_t i = 0; i < p->n_tables; i++)
+                for (size_t k = 0; k < p->tables[i]->n_segs; k++) {
+                        Segment *g = &p->tables[i]->segs[k];
 
-                if (t->shard != victim)
-                        continue;
-                memcpy(p->shards[fresh].mem + off, p->shards[victim].mem + t->offset,
-                       t->words * sizeof(uint32_t));
-                t->shard = fresh;
-                t->offset = off;
-                off += t->words;
-        }
+                        if (g->shard != victim)
+                                continue;
+                        memcpy(p->shards[fresh].mem + off, p->shards[victim].mem + g->offset,
+                               (size_t)g->words * sizeof(uint32_t));
+                        g->shard = fresh;
+                        g->offset = off;
+                        off += g->words;
+                }
         p->shards[fresh].used = p->shards[fresh].live = off;
 
         for (size_t i = 0; i < p->n_procs; i++) {
@@ -394,34 +410,96 @@ static int compact_one(TablePool *p)
         return 0;
 }
 
+/* Room for words, evicting unreferenced tables and compacting as needed. */
+static int pool_alloc(TablePool *p, uint32_t words, uint32_t *ret_slot)
+{
+        int r;
+
+        for (;;) {
+                r = shard_find_space(p, words, ret_slot);
+                if (r != -ENOSPC)
+                        return r;
+                if (evict_one(p))
+                        continue;
+                r = compact_one(p);
+                if (r < 0)
+                        return r;
+        }
+}
+
+/* Words of the segment of pages [first, first + n): its page index and its rows. */
+static uint64_t segment_words(const UnwindTable *t, uint32_t first, uint32_t n)
+{
+        return (uint64_t)n + 1 + (t->page_index[first + n] - t->page_index[first]);
+}
+
+/* Splits t into segments of whole pages that each fit a shard (usually one segment). */
+static int plan_segments(const UnwindTable *t, Segment **ret, size_t *ret_n)
+{
+        _cleanup_free_ Segment *v = NULL;
+        size_t n = 0;
+
+        v = calloc(t->n_pages, sizeof(*v));
+        if (!v)
+                return -ENOMEM;
+        for (uint32_t first = 0; first < t->n_pages;) {
+                uint32_t k = 1;
+
+                if (segment_words(t, first, 1) > PROFD_SHARD_WORDS)
+                        return -EFBIG; /* cannot happen: a page has at most 65536 rows */
+                while (first + k < t->n_pages && segment_words(t, first, k + 1) <= PROFD_SHARD_WORDS)
+                        k++;
+                v[n++] = (Segment){.first_page = first, .n_pages = k, .words = segment_words(t, first, k)};
+                first += k;
+        }
+        *ret = TAKE_PTR(v);
+        *ret_n = n;
+        return 0;
+}
+
+static void segment_write(const UnwindTable *t, const uint16_t *remap, const Segment *g, uint32_t *dst)
+{
+        uint32_t row0 = t->page_index[g->first_page],
+                 n_rows = t->page_index[g->first_page + g->n_pages] - row0;
+
+        for (uint32_t i = 0; i <= g->n_pages; i++)
+                dst[i] = t->page_index[g->first_page + i] - row0;
+        for (uint32_t i = 0; i < n_rows; i++) {
+                const struct profd_unwind_row *row = &t->rows[row0 + i];
+                uint16_t rule = row->rule < t->n_rules ? remap[row->rule] : 0;
+
+                dst[g->n_pages + 1 + i] = (uint32_t)row->pc_low | ((uint32_t)rule << 16);
+        }
+}
+
 int table_pool_acquire(TablePool *p, const UnwindTable *t, PoolTable **ret)
 {
         _cleanup_free_ uint16_t *remap = NULL;
-        PoolTable *pt;
-        uint32_t slot, words;
-        uint64_t total;
-        uint32_t *dst;
+        _cleanup_free_ PoolTable *pt = NULL;
+        size_t placed = 0;
         int r;
 
         if (!p || !t || !ret)
                 return -EINVAL;
 
-        pt = table_pool_find(p, t->id, t->id_size);
-        if (pt) {
-                pt->refs++;
-                *ret = pt;
+        PoolTable *found = table_pool_find(p, t->id, t->id_size);
+        if (found) {
+                found->refs++;
+                *ret = found;
                 return 0;
         }
-
-        total = (uint64_t)t->n_pages + 1 + t->n_rows;
-        if (total > PROFD_SHARD_WORDS || t->n_pages == 0) {
+        if (t->n_pages == 0 || !t->page_index || t->page_index[t->n_pages] != t->n_rows) {
                 p->place_failures++;
-                return -EFBIG;
+                return -EINVAL;
         }
-        words = total;
+        if ((uint64_t)t->n_pages + 1 + t->n_rows > (uint64_t)(p->max_shards - 1) * PROFD_SHARD_WORDS) {
+                p->place_failures++;
+                return -ENOSPC;
+        }
 
         remap = calloc(t->n_rules ? t->n_rules : 1, sizeof(uint16_t));
-        if (!remap)
+        pt = calloc(1, sizeof(*pt));
+        if (!remap || !pt)
                 return -ENOMEM;
         for (uint32_t i = 0; i < t->n_rules; i++) {
                 r = rule_intern(p, &t->rules[i], &remap[i]);
@@ -430,58 +508,53 @@ int table_pool_acquire(TablePool *p, const UnwindTable *t, PoolTable **ret)
                         return r;
                 }
         }
-
-        for (;;) {
-                r = shard_find_space(p, words, &slot);
-                if (r != -ENOSPC)
-                        break;
-                if (evict_one(p))
-                        continue;
-                r = compact_one(p);
-                if (r < 0)
-                        break;
-        }
-        if (r < 0) {
-                p->place_failures++;
+        r = plan_segments(t, &pt->segs, &pt->n_segs);
+        if (r < 0)
                 return r;
-        }
-
         if (p->n_tables >= p->cap_tables) {
                 size_t n = p->cap_tables ? 2 * p->cap_tables : 64;
                 PoolTable **v = reallocarray(p->tables, n, sizeof(*v));
 
-                if (!v)
+                if (!v) {
+                        free(pt->segs);
                         return -ENOMEM;
+                }
                 p->tables = v;
                 p->cap_tables = n;
         }
-        pt = calloc(1, sizeof(*pt));
-        if (!pt)
-                return -ENOMEM;
 
-        /* Written before any mapping entry can point here. */
-        dst = p->shards[slot].mem + p->shards[slot].used;
-        memcpy(dst, t->page_index, ((size_t)t->n_pages + 1) * sizeof(uint32_t));
-        for (uint32_t i = 0; i < t->n_rows; i++) {
-                uint16_t rule = t->rows[i].rule < t->n_rules ? remap[t->rows[i].rule] : 0;
+        for (; placed < pt->n_segs; placed++) {
+                Segment *g = &pt->segs[placed];
+                uint32_t slot;
 
-                dst[t->n_pages + 1 + i] = (uint32_t)t->rows[i].pc_low | ((uint32_t)rule << 16);
+                r = pool_alloc(p, g->words, &slot);
+                if (r < 0)
+                        break;
+                g->shard = slot;
+                g->offset = p->shards[slot].used;
+                /* Written before any mapping entry can point here. */
+                segment_write(t, remap, g, p->shards[slot].mem + g->offset);
+                p->shards[slot].used += g->words;
+                p->shards[slot].live += g->words;
+        }
+        if (r < 0) {
+                /* Segments placed so far are referenced by nothing: give their space back. */
+                for (size_t k = 0; k < placed; k++)
+                        segment_free_space(p, &pt->segs[k]);
+                free(pt->segs);
+                p->place_failures++;
+                return r;
         }
 
         memcpy(pt->id, t->id, t->id_size);
         pt->id_size = t->id_size;
         pt->refs = 1;
-        pt->shard = slot;
-        pt->offset = p->shards[slot].used;
-        pt->words = words;
         pt->n_pages = t->n_pages;
         pt->n_rows = t->n_rows;
         pt->base = t->base;
-        p->shards[slot].used += words;
-        p->shards[slot].live += words;
-        p->tables[p->n_tables++] = pt;
         p->placed++;
-        *ret = pt;
+        p->tables[p->n_tables++] = pt;
+        *ret = TAKE_PTR(pt);
         return 0;
 }
 
@@ -519,17 +592,54 @@ static int add_range_keys(pid_t pid, uint64_t start, uint64_t end, struct profd_
         return 0;
 }
 
-static void mapping_value(const PoolMapping *m, struct profd_unwind_mapping *v)
+/* Appends the LPM entries of one process mapping. A table in several segments yields one piece
+ * per segment; pieces cover the whole mapping, so a pc outside the table's pages finds its
+ * neighbour segment and stops with "no row" rather than "no mapping". */
+static int mapping_entries(pid_t pid, const PoolMapping *m, struct profd_unwind_mapping_key **keys,
+                           struct profd_unwind_mapping **values, size_t *n, size_t *cap)
 {
-        *v = (struct profd_unwind_mapping){.start = m->start, .end = m->end, .load_bias = m->load_bias};
-        if (!m->table) {
-                v->flags = PROFD_MAPPING_NO_TABLE;
-                return;
+        size_t n_pieces = m->table ? m->table->n_segs : 1;
+
+        for (size_t i = 0; i < n_pieces; i++) {
+                struct profd_unwind_mapping v = {.load_bias = m->load_bias};
+                uint64_t lo = m->start, hi = m->end;
+                size_t first = *n;
+                int r;
+
+                if (!m->table) {
+                        v.flags = PROFD_MAPPING_NO_TABLE;
+                } else {
+                        const Segment *g = &m->table->segs[i];
+
+                        v.base = m->table->base + ((uint64_t)g->first_page << PROFD_UT_PAGE_SHIFT);
+                        v.shard = g->shard;
+                        v.offset = g->offset;
+                        v.n_pages = g->n_pages;
+                        if (i > 0 && v.base + m->load_bias > lo)
+                                lo = v.base + m->load_bias;
+                        if (i + 1 < n_pieces) {
+                                uint64_t next =
+                                        m->table->base + m->load_bias +
+                                        ((uint64_t)m->table->segs[i + 1].first_page << PROFD_UT_PAGE_SHIFT);
+                                if (next < hi)
+                                        hi = next;
+                        }
+                }
+                if (lo >= hi)
+                        continue;
+                v.start = lo;
+                v.end = hi;
+                r = add_range_keys(pid, lo, hi, keys, n, cap);
+                if (r < 0)
+                        return r;
+                void *nv = reallocarray(*values, *cap, sizeof(**values));
+                if (!nv)
+                        return -ENOMEM;
+                *values = nv;
+                for (size_t k = first; k < *n; k++)
+                        (*values)[k] = v;
         }
-        v->base = m->table->base;
-        v->shard = m->table->shard;
-        v->offset = m->table->offset;
-        v->n_pages = m->table->n_pages;
+        return 0;
 }
 
 /* Writes pr's entries for m (new ones first, then deletes the keys no longer used, so a pc
@@ -537,25 +647,22 @@ static void mapping_value(const PoolMapping *m, struct profd_unwind_mapping *v)
 static int proc_write_entries(TablePool *p, Proc *pr, const PoolMapping *m, size_t n)
 {
         _cleanup_free_ struct profd_unwind_mapping_key *keys = NULL;
+        _cleanup_free_ struct profd_unwind_mapping *values = NULL;
         size_t n_keys = 0, cap = 0, j = 0;
-        int r = 0;
+        int r, ret = 0;
 
         for (size_t i = 0; i < n; i++) {
-                struct profd_unwind_mapping v;
-                size_t first = n_keys;
-
                 if (m[i].end <= m[i].start)
                         continue;
-                r = add_range_keys(pr->pid, m[i].start, m[i].end, &keys, &n_keys, &cap);
+                r = mapping_entries(pr->pid, &m[i], &keys, &values, &n_keys, &cap);
                 if (r < 0)
-                        return r;
-                mapping_value(&m[i], &v);
-                for (size_t k = first; k < n_keys; k++)
-                        if (bpf_map_update_elem(p->mappings_fd, &keys[k], &v, BPF_ANY) < 0) {
-                                r = -errno;
-                                p->entry_errors++;
-                        }
+                        return r; /* nothing written yet */
         }
+        for (size_t k = 0; k < n_keys; k++)
+                if (bpf_map_update_elem(p->mappings_fd, &keys[k], &values[k], BPF_ANY) < 0) {
+                        ret = -errno;
+                        p->entry_errors++;
+                }
         if (n_keys > 1)
                 qsort(keys, n_keys, sizeof(*keys), cmp_key);
 
@@ -571,7 +678,7 @@ static int proc_write_entries(TablePool *p, Proc *pr, const PoolMapping *m, size
         free(pr->keys);
         pr->keys = TAKE_PTR(keys);
         pr->n_keys = n_keys;
-        return r;
+        return ret;
 }
 
 static ssize_t proc_index(TablePool *p, pid_t pid, bool *found)

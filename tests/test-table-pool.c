@@ -1,0 +1,306 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* The unwind-table pool on the real BPF maps: places synthetic tables (one larger than a shard,
+ * so split into segments), fills the pool, checks that a table that cannot fit fails cleanly,
+ * then that releasing one lets eviction and shard compaction make room. After every step each
+ * table is read back the way the BPF unwinder reads it (LPM mapping entry, shard page index,
+ * bounded binary search, global rule list) and compared with unwind_table_lookup() on the
+ * original table. Needs root for the BPF maps; SKIPs otherwise. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include <linux/types.h>
+
+#include "bpf/profd-filter.h"
+#include "bpf/profd-sample.h"
+#include "bpf/profd-unwind-pool.h"
+#include "profile.skel.h"
+#include "table-pool.h"
+
+#define N_RULES 40
+#define FAKE_PID_BASE 4000000 /* above pid_max: entries are data only */
+
+static struct profd_unwind_rule rules[N_RULES];
+static uint64_t rng = 88172645463325252ULL;
+
+static uint64_t next_rand(void)
+{
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        return rng;
+}
+
+/* A table of n_rows rows spread over pages of rows_per_page, as unwind-tables/ lays them out. */
+static UnwindTable *make_table(uint8_t id, uint32_t n_rows, uint32_t rows_per_page)
+{
+        UnwindTable *t = calloc(1, sizeof(*t));
+        uint32_t r = 0;
+
+        t->id[0] = id;
+        t->id_size = 20;
+        t->base = 0x400000;
+        t->n_pages = (n_rows + rows_per_page - 1) / rows_per_page;
+        t->page_index = calloc(t->n_pages + 1, sizeof(uint32_t));
+        t->n_rows = n_rows;
+        t->rows = calloc(n_rows, sizeof(*t->rows));
+        t->n_rules = N_RULES;
+        t->rules = malloc(sizeof(rules));
+        /* Table-local rule order differs from table to table: the pool must remap. */
+        for (uint32_t i = 0; i < N_RULES; i++)
+                t->rules[i] = rules[(i + id) % N_RULES];
+        for (uint32_t p = 0; p < t->n_pages; p++) {
+                uint32_t k = n_rows - r < rows_per_page ? n_rows - r : rows_per_page;
+                uint32_t step = 65536 / k;
+
+                t->page_index[p] = r;
+                for (uint32_t i = 0; i < k; i++, r++) {
+                        t->rows[r].pc_low = i * step;
+                        t->rows[r].rule = next_rand() % N_RULES;
+                }
+        }
+        t->page_index[t->n_pages] = n_rows;
+        return t;
+}
+
+static void free_table(UnwindTable *t)
+{
+        free(t->page_index);
+        free(t->rows);
+        free(t->rules);
+        free(t);
+}
+
+typedef struct Maps {
+        int shards, rules, mappings;
+} Maps;
+
+/* Copies of shard contents by map id; emptied before each check (the pool may have moved). */
+static struct {
+        uint32_t id;
+        uint32_t *words;
+} shard_cache[4];
+
+static void shard_cache_clear(void)
+{
+        for (size_t i = 0; i < ELEMENTSOF(shard_cache); i++) {
+                free(shard_cache[i].words);
+                shard_cache[i].words = NULL;
+        }
+}
+
+static const uint32_t *shard_words(uint32_t id)
+{
+        uint32_t zero = 0;
+        size_t i;
+        int fd;
+
+        for (i = 0; i < ELEMENTSOF(shard_cache) && shard_cache[i].words; i++)
+                if (shard_cache[i].id == id)
+                        return shard_cache[i].words;
+        if (i == ELEMENTSOF(shard_cache))
+                return NULL;
+        fd = bpf_map_get_fd_by_id(id);
+        if (fd < 0)
+                return NULL;
+        shard_cache[i].words = malloc(PROFD_SHARD_BYTES);
+        if (shard_cache[i].words && bpf_map_lookup_elem(fd, &zero, shard_cache[i].words) < 0) {
+                free(shard_cache[i].words);
+                shard_cache[i].words = NULL;
+        }
+        shard_cache[i].id = id;
+        close(fd);
+        return shard_cache[i].words;
+}
+
+/* The BPF unwinder's lookup, in user space. Returns 0 and the rule, or -ENOENT. */
+static int bpf_view_lookup(const Maps *m, pid_t pid, uint64_t pc, struct profd_unwind_rule *ret)
+{
+        struct profd_unwind_mapping_key key = {
+                .prefixlen = 96, .pid_be = __builtin_bswap32(pid), .addr_be = __builtin_bswap64(pc)};
+        struct profd_unwind_mapping v;
+        uint32_t id, page, lo, hi, l, r, rows, w, idx;
+        const uint32_t *words;
+        uint64_t elf_pc;
+
+        if (bpf_map_lookup_elem(m->mappings, &key, &v) < 0)
+                return -ENOENT;
+        if (pc < v.start || pc >= v.end)
+                return -EBADMSG;
+        elf_pc = pc - v.load_bias;
+        if (elf_pc < v.base || ((elf_pc - v.base) >> PROFD_UT_PAGE_SHIFT) >= v.n_pages)
+                return -ENOENT;
+        page = (elf_pc - v.base) >> PROFD_UT_PAGE_SHIFT;
+        if (bpf_map_lookup_elem(m->shards, &v.shard, &id) < 0)
+                return -ESRCH;
+        words = shard_words(id);
+        if (!words)
+                return -EIO;
+        lo = words[(v.offset + page) & (PROFD_SHARD_WORDS - 1)]; /* masked like BPF */
+        hi = words[(v.offset + page + 1) & (PROFD_SHARD_WORDS - 1)];
+        rows = v.offset + v.n_pages + 1;
+        l = lo;
+        r = hi;
+        for (int i = 0; i < 17 && l < r; i++) { /* bounded like BPF */
+                uint32_t mid = l + (r - l) / 2;
+
+                if ((words[(rows + mid) & (PROFD_SHARD_WORDS - 1)] & 0xffff) <= (elf_pc & 0xffff))
+                        l = mid + 1;
+                else
+                        r = mid;
+        }
+        if (l <= lo)
+                return -ENOENT;
+        w = words[(rows + l - 1) & (PROFD_SHARD_WORDS - 1)];
+        idx = w >> 16;
+        return bpf_map_lookup_elem(m->rules, &idx, ret) < 0 ? -errno : 0;
+}
+
+/* Compares 2000 random pcs of t as seen through pid's mapping with the table itself. */
+static int check_table(const Maps *m, pid_t pid, const UnwindTable *t, uint64_t bias, const char *what)
+{
+        unsigned bad = 0;
+
+        shard_cache_clear();
+        for (int i = 0; i < 2000; i++) {
+                uint64_t elf_pc = t->base + next_rand() % ((uint64_t)t->n_pages << PROFD_UT_PAGE_SHIFT);
+                struct profd_unwind_rule want, got;
+                int a = unwind_table_lookup(t, elf_pc, &want),
+                    b = bpf_view_lookup(m, pid, elf_pc + bias, &got);
+
+                if ((a < 0) != (b < 0) || (a >= 0 && memcmp(&want, &got, sizeof(got)) != 0)) {
+                        if (bad++ < 3)
+                                fprintf(stderr, "%s: pc %#" PRIx64 ": table says %d, pool says %d\n", what,
+                                        elf_pc, a, b);
+                }
+        }
+        if (bad) {
+                fprintf(stderr, "FAIL: %s: %u of 2000 lookups differ\n", what, bad);
+                return 1;
+        }
+        printf("ok: %s\n", what);
+        return 0;
+}
+
+static int map_table(TablePool *pool, pid_t pid, PoolTable *pt, const UnwindTable *t, uint64_t bias)
+{
+        PoolMapping m = {
+                .start = t->base + bias,
+                .end = t->base + bias + ((uint64_t)t->n_pages << PROFD_UT_PAGE_SHIFT),
+                .load_bias = bias,
+                .table = pt,
+        };
+        return table_pool_set_process(pool, pid, &m, 1);
+}
+
+int main(void)
+{
+        struct profile_bpf *skel;
+        TablePool *pool = NULL;
+        PoolTable *p1, *p2, *p3;
+        UnwindTable *t1, *t2, *t3;
+        const uint64_t bias = 0x7f0000000000ULL;
+        int r, failures = 0;
+        Maps m;
+
+        if (geteuid() != 0) {
+                fprintf(stderr, "SKIP: test-table-pool needs root for BPF maps\n");
+                return 77;
+        }
+        for (int i = 0; i < N_RULES; i++)
+                rules[i] = (struct profd_unwind_rule){.cfa_kind = 1 + i % 2,
+                                                      .rbp_kind = i % 3 == 0,
+                                                      .rbp_offset = -16,
+                                                      .cfa_offset = 8 * (i + 1)};
+
+        skel = profile_bpf__open_and_load();
+        if (!skel) {
+                fprintf(stderr, "FAIL: loading the BPF object: %s\n", strerror(errno));
+                return 1;
+        }
+        m.shards = bpf_map__fd(skel->maps.unwind_shards);
+        m.rules = bpf_map__fd(skel->maps.unwind_rules);
+        m.mappings = bpf_map__fd(skel->maps.unwind_mappings);
+
+        /* Three shards: two to fill, one held back for compaction. */
+        r = table_pool_new(skel->obj, 3 * PROFD_SHARD_BYTES, &pool);
+        if (r < 0) {
+                fprintf(stderr, "FAIL: table_pool_new: %s\n", strerror(-r));
+                return 1;
+        }
+
+        t1 = make_table(1, 1500000, 60000); /* > one shard: two segments */
+        t2 = make_table(2, 400000, 50000);
+        t3 = make_table(3, 300000, 30000);
+
+        r = table_pool_acquire(pool, t1, &p1);
+        if (r < 0) {
+                fprintf(stderr, "FAIL: placing a table larger than a shard: %s\n", strerror(-r));
+                return 1;
+        }
+        r = table_pool_acquire(pool, t2, &p2);
+        if (r < 0) {
+                fprintf(stderr, "FAIL: placing the second table: %s\n", strerror(-r));
+                return 1;
+        }
+        map_table(pool, FAKE_PID_BASE + 1, p1, t1, bias);
+        map_table(pool, FAKE_PID_BASE + 2, p2, t2, bias + 0x100000000ULL);
+        failures += check_table(&m, FAKE_PID_BASE + 1, t1, bias, "two-segment table");
+        failures += check_table(&m, FAKE_PID_BASE + 2, t2, bias + 0x100000000ULL, "second table");
+
+        /* Full, and nothing may be evicted: a clean -ENOSPC, everything else intact. */
+        r = table_pool_acquire(pool, t3, &p3);
+        if (r != -ENOSPC) {
+                fprintf(stderr, "FAIL: placing into a full pool returned %d, want -ENOSPC\n", r);
+                failures++;
+        }
+        failures +=
+                check_table(&m, FAKE_PID_BASE + 1, t1, bias, "two-segment table after a failed placement");
+
+        /* t2 unused: evicting it leaves dead space beside t1's second segment, so the pool must
+         * compact that shard (and repoint pid 1's entries) to fit t3. */
+        table_pool_remove_process(pool, FAKE_PID_BASE + 2);
+        table_pool_release(pool, p2);
+        r = table_pool_acquire(pool, t3, &p3);
+        if (r < 0) {
+                fprintf(stderr, "FAIL: placing after release: %s\n", strerror(-r));
+                return 1;
+        }
+        map_table(pool, FAKE_PID_BASE + 3, p3, t3, bias);
+        failures += check_table(&m, FAKE_PID_BASE + 1, t1, bias, "two-segment table after compaction");
+        failures += check_table(&m, FAKE_PID_BASE + 3, t3, bias, "table placed by eviction + compaction");
+        if (table_pool_find(pool, t2->id, t2->id_size)) {
+                fprintf(stderr, "FAIL: the released table was not evicted\n");
+                failures++;
+        }
+
+        /* Removing a process removes its entries. */
+        table_pool_remove_process(pool, FAKE_PID_BASE + 3);
+        {
+                struct profd_unwind_rule rule;
+
+                if (bpf_view_lookup(&m, FAKE_PID_BASE + 3, t3->base + bias, &rule) != -ENOENT) {
+                        fprintf(stderr, "FAIL: entries of a removed process remain\n");
+                        failures++;
+                }
+        }
+
+        table_pool_write_metrics(pool, stdout);
+        table_pool_remove_process(pool, FAKE_PID_BASE + 1);
+        pool = table_pool_free(pool);
+        profile_bpf__destroy(skel);
+        free_table(t1);
+        free_table(t2);
+        free_table(t3);
+        shard_cache_clear();
+        if (failures)
+                return 1;
+        printf("PASS\n");
+        return 0;
+}
