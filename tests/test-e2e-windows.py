@@ -1,96 +1,129 @@
 #!/usr/bin/env python3
 """Two overlapping profile requests each contain exactly the samples of their own window.
 
-A busy program runs throughout; request A covers 4 s, request B the 2 s in its middle. The samples
-each profile holds for the program must match the CPU time the program used during that request's
-window (from /proc/PID/schedstat, read when the request is sent and when its window ends) times
-the sampling frequency: a profile that took samples from outside its window, or lost some, is off
-by whole seconds' worth."""
+Request A covers [0 s, 4 s), request B [1.5 s, 3.5 s) (times from A's start). Four processes burn
+CPU only between fixed wall-clock instants:
+
+    X  [0.3, 1.2)   inside A only           -> in A, never in B
+    Y  [1.8, 3.2)   inside both             -> exactly the same samples in A and in B
+    Z  [5.0, 5.6)   after both              -> in neither
+    W  [0.3, 3.7)   across B's edges        -> more in A than in B
+
+The checks are exact (zero, equal), so they hold however loaded the host is. Y's sample count is
+also compared with its CPU time (rusage) times the frequency, and each profile's own time and
+duration (pprof time_nanos, duration_nanos) with when it was requested."""
+import datetime
 import os
+import re
 import subprocess
 import threading
 import time
 
-from profdtest import Daemon, cc, check, fetch_profile, finish, log, require_bpf, tmpdir, traces
+from profdtest import Daemon, cc, check, fetch_profile, finish, log, pprof, require_bpf, tmpdir, traces
 
-BUSY_SRC = r"""
+PHASE_SRC = r"""
 #include <stdlib.h>
 #include <time.h>
 volatile unsigned long sink;
-__attribute__((noinline)) void profd_window_spin(void)
+static double now(void)
 {
-        for (int i = 0; i < 100000; i++)
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+__attribute__((noinline)) void profd_phase_spin(void)
+{
+        for (int i = 0; i < 20000; i++)
                 sink += i;
         __asm__ volatile("");
 }
+/* Sleeps until START, burns CPU until END (CLOCK_REALTIME seconds), exits. */
 int main(int argc, char **argv)
 {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        double end = ts.tv_sec + ts.tv_nsec / 1e9 + atof(argv[1]);
-        for (;;) {
-                profd_window_spin();
-                clock_gettime(CLOCK_MONOTONIC, &ts);
-                if (ts.tv_sec + ts.tv_nsec / 1e9 > end)
-                        return 0;
-        }
+        double start = atof(argv[1]), end = atof(argv[2]);
+        struct timespec ts = { .tv_sec = (time_t)start, .tv_nsec = (long)((start - (time_t)start) * 1e9) };
+        while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &ts, NULL) != 0)
+                ;
+        while (now() < end)
+                profd_phase_spin();
+        return 0;
 }
 """
 
 FREQ = 99
 
 
-def cpu_ns(pid):
-    with open("/proc/%d/schedstat" % pid) as f:
-        return int(f.read().split()[0])
+def window_of(path):
+    """(start, duration) in seconds from the profile's header, as go tool pprof -raw prints it."""
+    out = pprof("-raw", path).stdout
+    t = re.search(r"^Time: (\d+-\d+-\d+ \d+:\d+:\d+)\.(\d+) \+0000 UTC$", out, re.M)
+    dur = re.search(r"^Duration: ([0-9.]+)$", out, re.M)
+    if not t or not dur:
+        return None, None
+    start = datetime.datetime.strptime(t.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=datetime.timezone.utc)
+    return start.timestamp() + float("0." + t.group(2)), float(dur.group(1))
+# Z starts a second after A's end: a window's end is cut by a timer on the daemon's loop, which may
+# run late if something stalls the loop; that lateness is measured separately below.
+PHASES = {"X": (0.3, 1.2), "Y": (1.8, 3.2), "Z": (5.0, 5.6), "W": (0.3, 3.7)}
 
 
 def main():
     require_bpf()
     work = tmpdir()
-    busy = cc(BUSY_SRC, os.path.join(work, "e2e-busy"), ["-O1", "-fno-omit-frame-pointer"])
+    prog = cc(PHASE_SRC, os.path.join(work, "e2e-phase"), ["-O1", "-fno-omit-frame-pointer"])
 
     with Daemon("--frequency", str(FREQ)) as d:
-        prog = subprocess.Popen([busy, "9"])
-        time.sleep(0.5)
+        base = time.time() + 1.0
+        procs = {n: subprocess.Popen([prog, "%.6f" % (base + a), "%.6f" % (base + b)]) for n, (a, b) in PHASES.items()}
         results = {}
 
-        def request(name, seconds):
-            c0 = cpu_ns(prog.pid)
-            t = threading.Timer(seconds, lambda: results.__setitem__(name + "_c1", cpu_ns(prog.pid)))
-            t.start()
+        def request(name, at, seconds):
+            time.sleep(max(0, base + at - time.time()))
             results[name] = fetch_profile(d, seconds)
-            t.join()
-            results[name + "_c0"] = c0
 
-        a = threading.Thread(target=request, args=("A", 4))
-        b = threading.Thread(target=request, args=("B", 2))
-        a.start()
-        time.sleep(1.0)
-        b.start()
-        a.join()
-        b.join()
-        prog.wait()
+        ta = threading.Thread(target=request, args=("A", 0, 4))
+        tb = threading.Thread(target=request, args=("B", 1.5, 2))
+        ta.start()
+        tb.start()
+        rusage = {}
+        for n, p in procs.items():
+            _, _, ru = os.wait4(p.pid, 0)
+            rusage[n] = ru.ru_utime + ru.ru_stime
+        ta.join()
+        tb.join()
 
         counts = {}
-        for name in ("A", "B"):
-            ts = [t for t in traces(results[name]) if t.labels.get("pid") == [str(prog.pid)]]
-            got = sum(t.value for t in ts)
-            cpu_s = (results[name + "_c1"] - results[name + "_c0"]) / 1e9
-            expected = cpu_s * FREQ
-            counts[name] = got
-            log("%s: %d samples of the busy program; it used %.2f s CPU in the window -> expected %.0f"
-                % (name, got, cpu_s, expected))
-            # Timer slack, request latency and sampling phase cost a few samples, and on a host with
-            # more runnable threads than CPUs timer-driven sampling over-counts a busy thread by
-            # up to ~20% against its schedstat time (measured); a window taken from the wrong
-            # request is off by 100%, one off by a drain interval by 25-50%.
-            check(abs(got - expected) <= 0.2 * expected + 5,
-                  "%s's sample count matches its own window (%d vs %.0f expected)" % (name, got, expected))
-        exp = {n: (results[n + "_c1"] - results[n + "_c0"]) / 1e9 * FREQ for n in ("A", "B")}
-        check(abs(counts["A"] - exp["A"]) < abs(counts["A"] - exp["B"]) and
-              abs(counts["B"] - exp["B"]) < abs(counts["B"] - exp["A"]),
-              "each profile is nearer its own window's expectation than the other's")
+        for r in ("A", "B"):
+            ts = traces(results[r])
+            for n, p in procs.items():
+                counts[r, n] = sum(t.value for t in ts if t.labels.get("pid") == [str(p.pid)])
+        for n in PHASES:
+            log("%s %s: %d samples in A, %d in B; %.2f s CPU" % (n, PHASES[n], counts["A", n], counts["B", n], rusage[n]))
+
+        for r, at, seconds in (("A", 0, 4), ("B", 1.5, 2)):
+            start, dur = window_of(results[r])
+            if start is None:
+                check(False, "profile %s has time and duration" % r)
+                continue
+            log("%s: window starts %.3f s after it was requested, lasts %.2f s (asked %d s)"
+                % (r, start - (base + at), dur, seconds))
+            # The end is cut by a timer on the daemon's loop: never early; late only by however long
+            # something held the loop, which must stay well under a drain interval.
+            check(seconds - 0.02 <= dur <= seconds + 1.0, "%s lasts %d s (%.2f s)" % (r, seconds, dur))
+            check(-0.05 <= start - (base + at) <= 0.5, "%s starts when it was requested" % r)
+
+        check(counts["A", "X"] > 0, "X (busy only before B started) is in A")
+        check(counts["B", "X"] == 0, "X is not in B (B holds nothing from before its window)")
+        check(counts["A", "Y"] > 0 and counts["A", "Y"] == counts["B", "Y"],
+              "Y (busy only inside both windows) has exactly the same samples in A and B (%d, %d)"
+              % (counts["A", "Y"], counts["B", "Y"]))
+        check(counts["A", "Z"] == 0 and counts["B", "Z"] == 0, "Z (busy only after both windows) is in neither")
+        check(counts["A", "W"] > counts["B", "W"] > 0, "W (busy across B's edges) has more samples in A than in B")
+        expected = rusage["Y"] * FREQ
+        # Timer-driven sampling attributes whole periods: a few samples either way, more when the
+        # host has more runnable threads than CPUs.
+        check(abs(counts["B", "Y"] - expected) <= 0.25 * expected + 5,
+              "Y's samples match its CPU time x frequency (%d vs %.0f)" % (counts["B", "Y"], expected))
     finish()
 
 
