@@ -13,7 +13,7 @@ import time
 
 from profdtest import (Daemon, cc, check, fetch_profile, finish, log, require_bpf, skip, tmpdir, traces)
 
-SECONDS = 3
+SECONDS = 2
 
 PROGRAM = r"""
 #include <stdlib.h>
@@ -106,7 +106,7 @@ def main():
         with open("/proc/%d/cgroup" % demo_pid) as f:
             log("demo cgroup: " + f.read().strip().replace("\n", " | "))
 
-        with Daemon("--labels", "comm,pid,unit,container_id") as dmn:
+        with Daemon("--frequency", "99", "--labels", "comm,pid,unit,container_id") as dmn:
             prof = fetch_profile(dmn, SECONDS)
             trs = traces(prof)
             demo_t = has(trs, "demo_leaf")
@@ -150,7 +150,7 @@ def main():
             check(total > 0, "folded counts sum to %d" % total)
 
         # Filters in BPF.
-        with Daemon("--unit", unit, "--labels", "comm,pid,unit") as dmn:
+        with Daemon("--frequency", "99", "--unit", unit, "--labels", "comm,pid,unit") as dmn:
             time.sleep(1)
             before = metric(dmn, "profd_bpf_filtered_samples_total")
             trs = traces(fetch_profile(dmn, SECONDS))
@@ -160,12 +160,12 @@ def main():
             check(all(labels_of(t, "unit") == [unit] for t in trs), "--unit: every sample is in the unit")
             check(after is not None and before is not None and after > before,
                   "--unit: profd_bpf_filtered_samples_total rises (%s -> %s)" % (before, after))
-        with Daemon("--pid", str(ctr_pid)) as dmn:
+        with Daemon("--frequency", "99", "--pid", str(ctr_pid)) as dmn:
             trs = traces(fetch_profile(dmn, SECONDS))
             check(has(trs, "ctr_leaf") and not has(trs, "demo_leaf"), "--pid: only that process is sampled")
             check(all(labels_of(t, "pid") == [str(ctr_pid)] for t in trs), "--pid: every sample of that pid")
             check((metric(dmn, "profd_bpf_filtered_samples_total") or 0) > 0, "--pid: filtered samples counted")
-        with Daemon("--comm", "attrctr") as dmn:
+        with Daemon("--frequency", "99", "--comm", "attrctr") as dmn:
             trs = traces(fetch_profile(dmn, SECONDS))
             check(has(trs, "ctr_leaf") and not has(trs, "demo_leaf"), "--comm: only that name is sampled")
     finally:

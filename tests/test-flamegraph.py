@@ -49,16 +49,17 @@ DRIVER = r"""
     res.kinds = Array.from(new Set(frames().map((g) => g.getAttribute("data-kind"))));
     res.kernelFill = (frames().find((g) => g.getAttribute("data-kind") === "kernel") || {querySelector: () => null}).querySelector("rect")?.getAttribute("fill") || "";
     res.userFill = named("fg_leaf")[0]?.querySelector("rect").getAttribute("fill") || "";
-    const target = named("fg_middle")[0];
+    // fg_leaf: a frame that is never the whole profile (fg_syscalls is its sibling).
+    const target = named("fg_leaf")[0];
     res.title = target.querySelector("title").textContent;
     res.beforeWidth = width(target);
     res.beforeFrames = res.frames;
     target.dispatchEvent(new MouseEvent("click", { bubbles: true, cancelable: true, view: window }));
-    res.afterWidth = width(named("fg_middle")[0]);
+    res.afterWidth = width(named("fg_leaf")[0]);
     res.afterFrames = frames().length;
     res.resetEnabled = !document.getElementById("reset").disabled;
     document.getElementById("reset").click();
-    res.resetWidth = width(named("fg_middle")[0]);
+    res.resetWidth = width(named("fg_leaf")[0]);
     const s = document.getElementById("search");
     s.value = "fg_leaf";
     s.dispatchEvent(new Event("input", { bubbles: true }));
@@ -107,7 +108,7 @@ def main():
     prog = cc(PROGRAM, os.path.join(d, "fgdemo"), ["-O1", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer"])
     p = subprocess.Popen([prog, "120"])
     try:
-        with Daemon() as dmn:
+        with Daemon("--frequency", "99") as dmn:
             st, hdr, body = dmn.get("/debug/pprof/flamegraph?seconds=%d&comm=fgdemo" % SECONDS, timeout=SECONDS + 60)
             check(st == 200, "flamegraph request: %d" % st)
             check(hdr.get("content-type", "").startswith("text/html"), "served as text/html")
@@ -149,8 +150,8 @@ def main():
           "kernel and user frames colored apart (%s vs %s)" % (res.get("kernelFill"), res.get("userFill")))
     check(re.search(r"\d+ samples? \(\d+\.\d+%\)", res.get("title", "")), "tooltip has samples and %%: %r" % res.get("title"))
     w = res.get("svgWidth", 0)
-    check(res.get("beforeWidth", w) < w * 0.99, "before the click fg_middle is narrower than the graph")
-    check(abs(res.get("afterWidth", 0) - w) < 1, "click zooms: fg_middle spans the width (%s of %s)" % (res.get("afterWidth"), w))
+    check(res.get("beforeWidth", w) < w * 0.99, "before the click fg_leaf is narrower than the graph")
+    check(abs(res.get("afterWidth", 0) - w) < 1, "click zooms: fg_leaf spans the width (%s of %s)" % (res.get("afterWidth"), w))
     check(res.get("resetEnabled") and abs(res.get("resetWidth", 0) - res.get("beforeWidth", -1)) < 0.01, "reset zoom restores")
     check(res.get("matches") == ["fg_leaf"], "search highlights fg_leaf frames only (%s)" % res.get("matches"))
     check(res.get("matchFill", "") in ("rgb(224, 64, 224)",), "highlighted frames are magenta (%s)" % res.get("matchFill"))
