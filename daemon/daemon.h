@@ -16,6 +16,7 @@ typedef struct HttpServer HttpServer;
 typedef struct TablePool TablePool;
 typedef struct ProcTracker ProcTracker;
 typedef struct Notifier Notifier;
+typedef struct LoopMonitor LoopMonitor;
 
 typedef struct Daemon {
         sd_event *event;
@@ -31,4 +32,5 @@ typedef struct Daemon {
         CgroupFilter *cgroup_filter; /* NULL without --unit/--cgroup */
         uint64_t start_ns;
         Notifier *notifier; /* sd_notify: READY/STATUS/WATCHDOG/STOPPING */
+        LoopMonitor *loop_monitor; /* event loop latency on /metrics */
 } Daemon;

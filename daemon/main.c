@@ -12,6 +12,7 @@
 #include "daemon.h"
 #include "http-server.h"
 #include "log.h"
+#include "metrics.h"
 #include "proc-tracker.h"
 #include "table-pool.h"
 #include "notify.h"
@@ -98,6 +99,7 @@ static void daemon_done(Daemon *d)
         d->symbolizer = symbolizer_free(d->symbolizer);
         d->processes = process_table_free(d->processes);
         d->notifier = notifier_free(d->notifier);
+        d->loop_monitor = loop_monitor_free(d->loop_monitor);
         d->event = sd_event_unref(d->event);
         options_done(&d->options);
 }
@@ -222,6 +224,11 @@ static int run(int argc, char **argv)
         r = notifier_ready(d.notifier);
         if (r < 0)
                 log_warning_errno(r, "Cannot notify the service manager: %m");
+
+        /* Started last: startup itself (BPF load, first /proc scan) is not loop latency. */
+        r = loop_monitor_new(d.event, &d.loop_monitor);
+        if (r < 0)
+                return log_error_errno(r, "Cannot watch the event loop's latency: %m"), 1;
 
         r = sd_event_loop(d.event);
         if (r < 0)

@@ -13,6 +13,89 @@
 #include "proc-tracker.h"
 #include "table-pool.h"
 
+#define LOOP_MONITOR_PERIOD_USEC (250 * 1000ULL)
+#define LOOP_MONITOR_ACCURACY_USEC 1000ULL
+
+/* Lateness thresholds counted separately: a scheduler hiccup, a visible stall, a drain missed. */
+static const uint64_t loop_stall_thresholds_usec[] = {10 * 1000, 100 * 1000, 1000 * 1000};
+static const char *const loop_stall_names[] = {"0.01", "0.1", "1"};
+
+struct LoopMonitor {
+        sd_event_source *timer;
+        uint64_t checks;
+        uint64_t lag_usec_sum, lag_usec_max;
+        uint64_t stalls[ELEMENTSOF(loop_stall_thresholds_usec)];
+};
+
+static int on_loop_monitor(sd_event_source *s, uint64_t usec, void *userdata)
+{
+        LoopMonitor *m = userdata;
+        uint64_t now;
+
+        if (sd_event_now(sd_event_source_get_event(s), CLOCK_MONOTONIC, &now) < 0)
+                return 0;
+        /* sd-event may legitimately fire up to the accuracy late; beyond that the loop was busy. */
+        uint64_t lag = now > usec + LOOP_MONITOR_ACCURACY_USEC ? now - usec - LOOP_MONITOR_ACCURACY_USEC : 0;
+        m->checks++;
+        m->lag_usec_sum += lag;
+        if (lag > m->lag_usec_max)
+                m->lag_usec_max = lag;
+        for (size_t i = 0; i < ELEMENTSOF(loop_stall_thresholds_usec); i++)
+                if (lag >= loop_stall_thresholds_usec[i])
+                        m->stalls[i]++;
+        if (lag >= 1000 * 1000)
+                log_warning_errno_ratelimited(0, "Event loop was held for %.3f s", (double)lag / 1e6);
+
+        int r = sd_event_source_set_time(s, now + LOOP_MONITOR_PERIOD_USEC);
+        if (r < 0)
+                return r;
+        return sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+}
+
+int loop_monitor_new(sd_event *e, LoopMonitor **ret)
+{
+        LoopMonitor *m = calloc(1, sizeof(LoopMonitor));
+        if (!m)
+                return -ENOMEM;
+        int r = sd_event_add_time_relative(e, &m->timer, CLOCK_MONOTONIC, LOOP_MONITOR_PERIOD_USEC,
+                                           LOOP_MONITOR_ACCURACY_USEC, on_loop_monitor, m);
+        if (r < 0) {
+                free(m);
+                return r;
+        }
+        (void)sd_event_source_set_description(m->timer, "loop-monitor");
+        *ret = m;
+        return 0;
+}
+
+LoopMonitor *loop_monitor_free(LoopMonitor *m)
+{
+        if (!m)
+                return NULL;
+        sd_event_source_disable_unref(m->timer);
+        free(m);
+        return NULL;
+}
+
+void loop_monitor_write_metrics(const LoopMonitor *m, FILE *f)
+{
+        fprintf(f,
+                "# HELP profd_event_loop_lag_seconds How late a periodic timer ran: time the loop was held "
+                "by other work.\n"
+                "# TYPE profd_event_loop_lag_seconds summary\n"
+                "profd_event_loop_lag_seconds_sum %.6f\n"
+                "profd_event_loop_lag_seconds_count %" PRIu64 "\n"
+                "# HELP profd_event_loop_lag_seconds_max Longest the loop was held so far.\n"
+                "# TYPE profd_event_loop_lag_seconds_max gauge\n"
+                "profd_event_loop_lag_seconds_max %.6f\n"
+                "# HELP profd_event_loop_stalls_total Loop checks that ran at least this late (seconds).\n"
+                "# TYPE profd_event_loop_stalls_total counter\n",
+                (double)m->lag_usec_sum / 1e6, m->checks, (double)m->lag_usec_max / 1e6);
+        for (size_t i = 0; i < ELEMENTSOF(loop_stall_thresholds_usec); i++)
+                fprintf(f, "profd_event_loop_stalls_total{over=\"%s\"} %" PRIu64 "\n", loop_stall_names[i],
+                        m->stalls[i]);
+}
+
 /* The daemon's own footprint, so "near-zero overhead" can be watched from the same scrape. */
 static void write_self(FILE *f)
 {
@@ -76,6 +159,8 @@ int metrics_render(Daemon *d, char **ret_text, size_t *ret_size)
                 symbolizer_write_metrics(d->symbolizer, f);
         if (d->http)
                 http_server_write_metrics(d->http, f);
+        if (d->loop_monitor)
+                loop_monitor_write_metrics(d->loop_monitor, f);
         if (d->cgroups)
                 cgroup_resolver_write_metrics(d->cgroups, f);
         if (d->pool)

@@ -32,7 +32,7 @@ PROMISED = [
     "profd_bpf_map_entries", "profd_bpf_map_max_entries", "profd_drain_seconds",
     "profd_http_requests_total", "profd_http_profiles_in_flight", "profd_http_profile_build_seconds",
     "profd_aggregator_buckets", "profd_aggregator_stacks", "profd_process_cpu_seconds_total",
-    "profd_process_resident_memory_bytes",
+    "profd_process_resident_memory_bytes", "profd_event_loop_lag_seconds", "profd_event_loop_stalls_total",
 ]
 
 LINE = re.compile(r'^(profd_[a-zA-Z0-9_]+)(\{[a-zA-Z_][a-zA-Z0-9_]*="[^"\\]*"(,[a-zA-Z_][a-zA-Z0-9_]*="[^"\\]*")*\})? '
