@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Least privilege: profd as an unprivileged user holding exactly the capabilities profd.service
 grants (AmbientCapabilities=) still samples, unwinds and names another user's process whose binary
-only that user can read; without any one of those capabilities it exits 1 with one line naming it."""
+only that user can read; without any one of those capabilities it exits 1 with one line naming it.
+An unsupported kernel (no BTF, too old) is likewise one line and exit 1."""
 import os
 import re
 import shutil
@@ -139,6 +140,21 @@ def main():
         lines = [l for l in out.splitlines() if "missing capability " + cap in l]
         check(rc == 1, "without %s: exit code 1 (got %s)" % (cap, rc))
         check(len(lines) == 1, "without %s: one line naming it: %r" % (cap, lines or out[-300:]))
+
+    # An unsupported kernel is one clear line and exit 1 too: no BTF (hidden by an empty tmpfs in a
+    # private mount namespace), and a kernel too old (uname reports 2.6.x under UNAME26).
+    unsupported = {
+        "no BTF": ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                   'mount -t tmpfs none /sys/kernel/btf && exec "$@"', "sh"],
+        "old kernel": ["setarch", os.uname().machine, "--uname-2.6"],
+    }
+    for what, prefix in unsupported.items():
+        cmd = prefix + [binary, "--http-address", "127.0.0.1:%d" % free_port()]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        lines = [l for l in (r.stdout + r.stderr).splitlines() if "unsupported kernel" in l]
+        log("%s: %r" % (what, lines))
+        check(r.returncode == 1, "%s: exit code 1 (got %d)" % (what, r.returncode))
+        check(len(lines) == 1, "%s: one line saying the kernel is unsupported" % what)
     finish()
 
 
