@@ -31,8 +31,11 @@
 #include "flamegraph.h"
 #include "folded.h"
 
-/* Each connection costs a little memory; scrapers use one or two. */
+/* Each connection costs a little memory; scrapers use one or two. Waiting profile requests hold
+ * a connection each, so the limit grows with --max-concurrent-profiles to leave room for the
+ * 503s, /metrics and /healthz. */
 #define HTTP_CONNECTION_LIMIT 64
+#define HTTP_CONNECTIONS_BESIDES_PROFILES 32
 /* Idle keep-alive connections and slow clients are closed after this; suspended (waiting) profile
  * connections are not subject to it. */
 #define HTTP_CONNECTION_TIMEOUT_S 60
@@ -907,11 +910,14 @@ int http_server_new(Daemon *d, HttpServer **ret)
                         return log_error_errno(r, "Cannot listen on %s: %m", d->options.http_address);
         }
 
+        unsigned connection_limit = d->options.max_concurrent_profiles + HTTP_CONNECTIONS_BESIDES_PROFILES;
+        if (connection_limit < HTTP_CONNECTION_LIMIT)
+                connection_limit = HTTP_CONNECTION_LIMIT;
         s->mhd = MHD_start_daemon(
                 MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_access, s,
                 MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, /* first, or MHD says so on stderr */
                 MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTION_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT,
+                MHD_OPTION_CONNECTION_LIMIT, connection_limit, MHD_OPTION_CONNECTION_TIMEOUT,
                 (unsigned)HTTP_CONNECTION_TIMEOUT_S, MHD_OPTION_END);
         if (!s->mhd)
                 return log_error_errno(-EIO, "Cannot start the HTTP server (libmicrohttpd) on %s",
