@@ -42,24 +42,25 @@ bool log_ratelimit_test(LogRateLimit *rl, unsigned *ret_suppressed);
 /* For errors that can repeat per sample, process, event or request: at most `burst` lines per
  * `interval_ns` from this call site, and the next line that gets through says how many were
  * suppressed. Evaluates to -abs(error) like log_full_errno(). */
-#define log_full_errno_ratelimited(interval_ns, burst, level, error, fmt, ...)                            \
-        ({                                                                                               \
-                static LogRateLimit _rl = LOG_RATELIMIT_INIT(interval_ns, burst);                        \
-                unsigned _suppressed = 0;                                                                \
-                int _e = (error);                                                                        \
-                if (log_ratelimit_test(&_rl, &_suppressed)) {                                            \
-                        if (_suppressed > 0)                                                             \
-                                log_full_errno(level, _e, fmt " (%u similar messages suppressed)",       \
-                                               ##__VA_ARGS__, _suppressed);                              \
-                        else                                                                             \
-                                log_full_errno(level, _e, fmt, ##__VA_ARGS__);                           \
-                }                                                                                        \
-                _e < 0 ? _e : -_e;                                                                       \
+#define log_full_errno_ratelimited(interval_ns, burst, level, error, fmt, ...)                              \
+        ({                                                                                                  \
+                static LogRateLimit _rl = LOG_RATELIMIT_INIT(interval_ns, burst);                           \
+                unsigned _suppressed = 0;                                                                   \
+                int _e = (error);                                                                           \
+                if (log_ratelimit_test(&_rl, &_suppressed)) {                                               \
+                        if (_suppressed > 0)                                                                \
+                                log_full_errno(level, _e, fmt " (%u similar messages suppressed)",          \
+                                               ##__VA_ARGS__, _suppressed);                                 \
+                        else                                                                                \
+                                log_full_errno(level, _e, fmt, ##__VA_ARGS__);                              \
+                }                                                                                           \
+                _e < 0 ? _e : -_e;                                                                          \
         })
 /* 10 lines per minute per call site. */
 #define LOG_RATELIMIT_INTERVAL_NS (60 * NSEC_PER_SEC)
 #define LOG_RATELIMIT_BURST 10
-#define log_warning_errno_ratelimited(e, ...)                                                            \
-        log_full_errno_ratelimited(LOG_RATELIMIT_INTERVAL_NS, LOG_RATELIMIT_BURST, LOG_WARNING, e, __VA_ARGS__)
-#define log_error_errno_ratelimited(e, ...)                                                              \
+#define log_warning_errno_ratelimited(e, ...)                                                               \
+        log_full_errno_ratelimited(LOG_RATELIMIT_INTERVAL_NS, LOG_RATELIMIT_BURST, LOG_WARNING, e,          \
+                                   __VA_ARGS__)
+#define log_error_errno_ratelimited(e, ...)                                                                 \
         log_full_errno_ratelimited(LOG_RATELIMIT_INTERVAL_NS, LOG_RATELIMIT_BURST, LOG_ERR, e, __VA_ARGS__)
