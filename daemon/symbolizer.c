@@ -21,12 +21,21 @@
 #define SYMBOLIZER_MAX_INLINE 64
 /* An executable that could not be opened is not retried for this long. */
 #define SYMBOLIZER_RETRY_NS (30 * NSEC_PER_SEC)
+/* Resolved addresses remembered across profiles (direct-mapped, a colliding entry replaces the
+ * old one): repeated scrapes of a busy host mostly ask for the same addresses again. Entries
+ * hold a copy of their frames, ~100-300 bytes each. */
+#define SYMBOLIZER_CACHE_SLOTS 32768
 /* kallsyms changes when modules load: reread at most this often. */
 #define KALLSYMS_MAX_AGE_NS (60 * NSEC_PER_SEC)
 
 /* Itanium C++ ABI demangler from libstdc++ (also handles Rust's legacy mangling). elfutils has
  * none of its own. */
 extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
+
+typedef struct ExeSym {
+        uint64_t addr, size;
+        const char *name; /* points into the Dwfl's ELF data */
+} ExeSym;
 
 typedef struct Exe {
         char *identity;
@@ -35,7 +44,19 @@ typedef struct Exe {
         Dwfl_Module *mod;
         uint64_t last_use;
         uint64_t failed_ns; /* open failed at this time (CLOCK_MONOTONIC) */
+        /* Function symbols sorted by address: dwfl_module_addrinfo scans every symbol per
+         * lookup, which dominates symbolization of large profiles. */
+        ExeSym *syms;
+        size_t n_syms;
+        bool syms_loaded;
+        uint64_t id; /* unique per open: cache entries of an evicted Exe never match again */
 } Exe;
+
+typedef struct CacheEntry {
+        uint64_t exe_id, vaddr;
+        SymFrame *frames; /* one block: frames, then their strings */
+        size_t n_frames;
+} CacheEntry;
 
 typedef struct KSym {
         uint64_t addr;
@@ -46,7 +67,8 @@ typedef struct KSym {
 struct Symbolizer {
         Exe *exes[SYMBOLIZER_MAX_EXES];
         size_t n_exes;
-        uint64_t tick;
+        uint64_t tick, next_exe_id;
+        CacheEntry *cache; /* SYMBOLIZER_CACHE_SLOTS entries, allocated on first use */
         char *debuginfo_path;
         Dwfl_Callbacks callbacks;
 
@@ -64,6 +86,7 @@ struct Symbolizer {
         char *strings[4 * (SYMBOLIZER_MAX_INLINE + 1)];
         size_t n_strings;
 
+        uint64_t n_cache_hits;
         uint64_t n_user, n_user_symbolized, n_user_dwarf, n_user_no_file, n_user_no_symbol, n_kernel,
                 n_kernel_symbolized, n_exe_opened, n_exe_evicted, n_exe_failed, n_kallsyms_loads;
 };
@@ -89,6 +112,7 @@ static void exe_free(Exe *e)
                 return;
         if (e->dwfl)
                 dwfl_end(e->dwfl);
+        free(e->syms);
         free(e->identity);
         free(e);
 }
@@ -123,6 +147,10 @@ Symbolizer *symbolizer_free(Symbolizer *s)
         clear_results(s);
         for (size_t i = 0; i < s->n_exes; i++)
                 exe_free(s->exes[i]);
+        if (s->cache)
+                for (size_t i = 0; i < SYMBOLIZER_CACHE_SLOTS; i++)
+                        free(s->cache[i].frames);
+        free(s->cache);
         free(s->debuginfo_path);
         free(s->ksyms);
         free(s->knames);
@@ -264,6 +292,7 @@ static int exe_open(Symbolizer *s, const Process *p, const ProcMapping *m, const
                 return -ENOMEM;
         }
         e->hash = hash_str(identity);
+        e->id = ++s->next_exe_id;
         s->exes[s->n_exes++] = e;
 
         fd = process_open_mapping(p, m);
@@ -299,6 +328,104 @@ static int exe_open(Symbolizer *s, const Process *p, const ProcMapping *m, const
         return 0;
 }
 
+static int exesym_cmp(const void *a, const void *b)
+{
+        const ExeSym *x = a, *y = b;
+        if (x->addr != y->addr)
+                return x->addr < y->addr ? -1 : 1;
+        /* Among aliases the sized one wins; it is placed last, where lookups land. */
+        return (x->size > 0) - (y->size > 0);
+}
+
+static int symbol_rank(unsigned char info)
+{
+        /* Aliases at one address: prefer the global name, then weak, then local. */
+        switch (GELF_ST_BIND(info)) {
+        case STB_GLOBAL:
+                return 2;
+        case STB_WEAK:
+                return 1;
+        default:
+                return 0;
+        }
+}
+
+static void exe_load_syms(Exe *e)
+{
+        int n = dwfl_module_getsymtab(e->mod);
+        size_t k = 0;
+
+        e->syms_loaded = true;
+        if (n <= 0)
+                return;
+        e->syms = calloc((size_t)n, sizeof(*e->syms));
+        if (!e->syms)
+                return;
+        unsigned char *rank = calloc((size_t)n, 1);
+        for (int i = 1; i < n; i++) {
+                GElf_Sym sym;
+                GElf_Addr addr;
+                GElf_Word shndx;
+                const char *name = dwfl_module_getsym_info(e->mod, i, &sym, &addr, &shndx, NULL, NULL);
+                int type;
+                if (!name || !*name || sym.st_shndx == SHN_UNDEF)
+                        continue;
+                type = GELF_ST_TYPE(sym.st_info);
+                if (type != STT_FUNC && type != STT_GNU_IFUNC)
+                        continue;
+                e->syms[k] = (ExeSym){.addr = addr, .size = sym.st_size, .name = name};
+                if (rank)
+                        rank[k] = (unsigned char)symbol_rank(sym.st_info);
+                k++;
+        }
+        /* Keep one entry per address: the sized, best-ranked alias. */
+        if (rank) {
+                for (size_t i = 0; i < k; i++)
+                        e->syms[i].size = e->syms[i].size << 2 | rank[i];
+                free(rank);
+        }
+        qsort(e->syms, k, sizeof(*e->syms), exesym_cmp);
+        size_t w = 0;
+        for (size_t i = 0; i < k; i++) {
+                if (w > 0 && e->syms[w - 1].addr == e->syms[i].addr) {
+                        if (e->syms[i].size > e->syms[w - 1].size)
+                                e->syms[w - 1] = e->syms[i];
+                        continue;
+                }
+                e->syms[w++] = e->syms[i];
+        }
+        for (size_t i = 0; i < w; i++)
+                e->syms[i].size >>= 2;
+        e->n_syms = w;
+}
+
+/* The function symbol containing vaddr (or the nearest sizeless one before it). */
+static const char *exe_addrsym(Exe *e, uint64_t vaddr)
+{
+        size_t lo = 0, hi;
+
+        if (!e->syms_loaded)
+                exe_load_syms(e);
+        hi = e->n_syms;
+        while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (e->syms[mid].addr <= vaddr)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        /* A symbol may be nested in a bigger one before it (rare: e.g. cold parts); look back a
+         * little for one that contains the address. */
+        for (size_t i = lo, tries = 0; i > 0 && tries < 4; i--, tries++) {
+                const ExeSym *sym = &e->syms[i - 1];
+                if (sym->size == 0 && tries == 0)
+                        return sym->name;
+                if (vaddr < sym->addr + sym->size)
+                        return sym->name;
+        }
+        return NULL;
+}
+
 static const char *die_linkage_or_name(Dwarf_Die *die)
 {
         Dwarf_Attribute a;
@@ -323,73 +450,155 @@ static void set_frame(Symbolizer *s, SymFrame *f, const char *mangled, const cha
         f->start_line = start_line;
 }
 
-/* Inline chain at pc from the CU's scopes: innermost first; each inlined_subroutine's call
- * site gives the file:line of the frame around it. Returns frames written (0: no DWARF). */
+/* Nesting of DIEs followed below a CU (namespaces, classes, functions, blocks, inlines). */
+#define DWARF_MAX_DEPTH 64
+
+/* Finds the subprogram containing pc and the inlined_subroutines inside it, outermost first.
+ * Unlike dwarf_getscopes (which visits every DIE of the CU, then dwarf_getscopes_die a second
+ * time), this only descends into DIEs whose ranges hold pc and into namespaces, which
+ * is what makes symbolizing large CUs affordable. Returns true once a scope was found. */
+static bool scope_chain(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *chain, size_t *n, unsigned depth)
+{
+        Dwarf_Die die;
+
+        if (depth >= DWARF_MAX_DEPTH || dwarf_child(parent, &die) != 0)
+                return false;
+        do {
+                switch (dwarf_tag(&die)) {
+                case DW_TAG_subprogram:
+                case DW_TAG_inlined_subroutine:
+                case DW_TAG_lexical_block:
+                case DW_TAG_entry_point:
+                        if (dwarf_haspc(&die, pc) <= 0)
+                                break;
+                        if (dwarf_tag(&die) != DW_TAG_lexical_block && *n < SYMBOLIZER_MAX_INLINE + 1)
+                                chain[(*n)++] = die;
+                        (void)scope_chain(&die, pc, chain, n, depth + 1);
+                        return true;
+                /* Concrete functions sit at CU or namespace level (member functions too: the
+                 * class holds only declarations), so types are never entered. */
+                case DW_TAG_namespace:
+                case DW_TAG_module:
+                        if (scope_chain(&die, pc, chain, n, depth + 1))
+                                return true;
+                        break;
+                default:
+                        break;
+                }
+        } while (dwarf_siblingof(&die, &die) == 0);
+        return false;
+}
+
+/* Inline chain at pc: innermost first; each inlined_subroutine's call site gives the file:line
+ * of the frame around it. Returns frames written (0: no DWARF for pc). */
 static size_t dwarf_frames(Symbolizer *s, Dwfl_Module *mod, Dwarf_Addr pc, const char *outer_sym)
 {
         Dwarf_Addr bias = 0;
         Dwarf_Die *cudie = dwfl_module_addrdie(mod, pc, &bias);
-        _cleanup_free_ Dwarf_Die *scopes = NULL;
+        Dwarf_Die chain[SYMBOLIZER_MAX_INLINE + 1];
         Dwarf_Files *files = NULL;
-        size_t nfiles = 0, n = 0;
+        size_t nfiles = 0, n = 0, nchain = 0;
         const char *file = NULL;
-        int line = 0, nscopes;
+        int line = 0;
         Dwfl_Line *l;
 
         if (!cudie)
                 return 0;
+        if (!scope_chain(cudie, pc - bias, chain, &nchain, 0) || nchain == 0)
+                return 0;
         l = dwfl_module_getsrc(mod, pc);
         if (l)
                 file = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
-        nscopes = dwarf_getscopes(cudie, pc - bias, &scopes);
-        if (nscopes <= 0)
-                return 0;
-        /* dwarf_getscopes continues from an inlined instance into its abstract definition's
-         * scopes; the concrete chain of callers comes from the innermost DIE's parents. */
-        {
-                Dwarf_Die inner = scopes[0];
-                free(scopes);
-                scopes = NULL;
-                nscopes = dwarf_getscopes_die(&inner, &scopes);
-                if (nscopes <= 0)
-                        return 0;
-        }
         (void)dwarf_getsrcfiles(cudie, &files, &nfiles);
 
-        for (int i = 0; i < nscopes; i++) {
-                int tag = dwarf_tag(&scopes[i]);
+        /* chain is outermost first and may have been cut at SYMBOLIZER_MAX_INLINE + 1 entries:
+         * then the innermost inlines are the ones missing, so lines stay consistent. */
+        for (size_t k = nchain; k-- > 0;) {
+                Dwarf_Die *d = &chain[k];
                 Dwarf_Attribute a;
                 Dwarf_Word v;
                 int decl_line = 0;
                 const char *name;
 
-                if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram)
-                        continue;
-                (void)dwarf_decl_line(&scopes[i], &decl_line);
-                name = die_linkage_or_name(&scopes[i]);
+                (void)dwarf_decl_line(d, &decl_line);
+                name = die_linkage_or_name(d);
                 /* The symbol table names the real (outermost) function most reliably. */
-                if (tag == DW_TAG_subprogram && outer_sym)
+                if (k == 0 && outer_sym)
                         name = outer_sym;
                 if (!name)
                         name = "[unknown inline]";
-                if (n < SYMBOLIZER_MAX_INLINE || tag == DW_TAG_subprogram) {
-                        if (n >= SYMBOLIZER_MAX_INLINE)
-                                n = SYMBOLIZER_MAX_INLINE; /* outer function replaces the deepest kept */
-                        set_frame(s, &s->frames[n++], name, file, line, decl_line);
-                }
-                if (tag == DW_TAG_subprogram)
+                set_frame(s, &s->frames[n++], name, file, line, decl_line);
+                if (k == 0)
                         break;
 
                 /* Where this inline instance was called: the position in the enclosing frame. */
                 line = 0;
-                if (dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_line, &a), &v) == 0)
+                if (dwarf_formudata(dwarf_attr(d, DW_AT_call_line, &a), &v) == 0)
                         line = (int)v;
                 file = NULL;
-                if (files && dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_file, &a), &v) == 0 &&
-                    v < nfiles)
+                if (files && dwarf_formudata(dwarf_attr(d, DW_AT_call_file, &a), &v) == 0 && v < nfiles)
                         file = dwarf_filesrc(files, v, NULL, NULL);
         }
         return n;
+}
+
+static CacheEntry *cache_slot(Symbolizer *s, uint64_t exe_id, uint64_t vaddr)
+{
+        uint64_t h = (exe_id * 0x9e3779b97f4a7c15ULL) ^ vaddr;
+        h ^= h >> 29;
+        h *= 0xbf58476d1ce4e5b9ULL;
+        h ^= h >> 32;
+        if (!s->cache) {
+                s->cache = calloc(SYMBOLIZER_CACHE_SLOTS, sizeof(CacheEntry));
+                if (!s->cache)
+                        return NULL;
+        }
+        return &s->cache[h & (SYMBOLIZER_CACHE_SLOTS - 1)];
+}
+
+static size_t str_size(const char *p)
+{
+        return p ? strlen(p) + 1 : 0;
+}
+
+static char *str_put(char **w, const char *p)
+{
+        char *r = *w;
+        size_t n = str_size(p);
+        if (!p)
+                return NULL;
+        memcpy(r, p, n);
+        *w += n;
+        return r;
+}
+
+/* Copies s->frames[0..n) into slot c; returns the copy (or s->frames if memory is short). */
+static const SymFrame *cache_store(CacheEntry *c, uint64_t exe_id, uint64_t vaddr, const SymFrame *f,
+                                   size_t n)
+{
+        size_t size = n * sizeof(SymFrame);
+        SymFrame *out;
+        char *w;
+
+        for (size_t i = 0; i < n; i++)
+                size += str_size(f[i].name) +
+                        (f[i].system_name != f[i].name ? str_size(f[i].system_name) : 0) +
+                        str_size(f[i].file);
+        free(c->frames);
+        *c = (CacheEntry){};
+        out = malloc(size);
+        if (!out)
+                return f;
+        w = (char *)(out + n);
+        for (size_t i = 0; i < n; i++) {
+                out[i] = f[i];
+                out[i].name = str_put(&w, f[i].name);
+                out[i].system_name =
+                        f[i].system_name != f[i].name ? str_put(&w, f[i].system_name) : out[i].name;
+                out[i].file = str_put(&w, f[i].file);
+        }
+        *c = (CacheEntry){.exe_id = exe_id, .vaddr = vaddr, .frames = out, .n_frames = n};
+        return out;
 }
 
 static void unknown_frame(Symbolizer *s, const char *name, SymResult *ret)
@@ -403,8 +612,6 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
         char identity[PATH_MAX + 128];
         uint64_t fileoff = addr - m->start + m->offset, vaddr;
         const char *symname;
-        GElf_Off off;
-        GElf_Sym sym;
         Exe *e;
         size_t n;
         int r;
@@ -442,7 +649,14 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
         }
         vaddr = addr - m->load_bias;
 
-        symname = dwfl_module_addrinfo(e->mod, vaddr, &off, &sym, NULL, NULL, NULL);
+        CacheEntry *c = cache_slot(s, e->id, vaddr);
+        if (c && c->frames && c->exe_id == e->id && c->vaddr == vaddr) {
+                s->n_cache_hits++;
+                *ret = (SymResult){.frames = c->frames, .n_frames = c->n_frames, .symbolized = true};
+                return 0;
+        }
+
+        symname = exe_addrsym(e, vaddr);
         n = dwarf_frames(s, e->mod, vaddr, symname);
         if (n > 0) {
                 s->n_user_dwarf++;
@@ -460,7 +674,9 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
                 return 0;
         }
         s->n_user_symbolized++;
-        *ret = (SymResult){.frames = s->frames, .n_frames = n, .symbolized = true};
+        *ret = (SymResult){.frames = c ? cache_store(c, e->id, vaddr, s->frames, n) : s->frames,
+                           .n_frames = n,
+                           .symbolized = true};
         return 0;
 }
 
@@ -635,6 +851,7 @@ void symbolizer_write_metrics(const Symbolizer *s, FILE *f)
                 "profd_symbolizer_executables_total{event=\"failed\"} %" PRIu64 "\n"
                 "# HELP profd_symbolizer_lookups_total Addresses looked up, by result.\n"
                 "# TYPE profd_symbolizer_lookups_total counter\n"
+                "profd_symbolizer_lookups_total{space=\"user\",result=\"cached\"} %" PRIu64 "\n"
                 "profd_symbolizer_lookups_total{space=\"user\",result=\"dwarf\"} %" PRIu64 "\n"
                 "profd_symbolizer_lookups_total{space=\"user\",result=\"symbol\"} %" PRIu64 "\n"
                 "profd_symbolizer_lookups_total{space=\"user\",result=\"no_symbol\"} %" PRIu64 "\n"
@@ -647,8 +864,8 @@ void symbolizer_write_metrics(const Symbolizer *s, FILE *f)
                 "# HELP profd_symbolizer_kallsyms_hidden 1 if kptr_restrict hides kernel addresses.\n"
                 "# TYPE profd_symbolizer_kallsyms_hidden gauge\n"
                 "profd_symbolizer_kallsyms_hidden %d\n",
-                s->n_exes, s->n_exe_opened, s->n_exe_evicted, s->n_exe_failed, s->n_user_dwarf,
-                s->n_user_symbolized - s->n_user_dwarf, s->n_user_no_symbol, s->n_user_no_file,
-                s->n_kernel_symbolized, s->n_kernel - s->n_kernel_symbolized, s->n_ksyms,
+                s->n_exes, s->n_exe_opened, s->n_exe_evicted, s->n_exe_failed, s->n_cache_hits,
+                s->n_user_dwarf, s->n_user_symbolized - s->n_user_dwarf, s->n_user_no_symbol,
+                s->n_user_no_file, s->n_kernel_symbolized, s->n_kernel - s->n_kernel_symbolized, s->n_ksyms,
                 s->kallsyms_hidden);
 }
