@@ -30,8 +30,12 @@ enum {
         _ERR_MAX,
 };
 static const char *const err_names[_ERR_MAX] = {
-        [ERR_MALFORMED] = "malformed_elf", [ERR_NO_CFI] = "no_cfi", [ERR_POOL_FULL] = "pool_full",
-        [ERR_NO_MEMORY] = "no_memory",     [ERR_IO] = "io",         [ERR_OTHER] = "other",
+        [ERR_MALFORMED] = "malformed_elf",
+        [ERR_NO_CFI] = "no_cfi",
+        [ERR_POOL_FULL] = "pool_full",
+        [ERR_NO_MEMORY] = "no_memory",
+        [ERR_IO] = "io",
+        [ERR_OTHER] = "other",
         [ERR_QUEUE_FULL] = "queue_full",
         [ERR_TOO_BIG] = "too_big_for_a_shard",
 };
@@ -56,7 +60,8 @@ struct ExeCache {
         BuildJob *queue; /* ring of EXE_CACHE_MAX_QUEUED */
         size_t q_head, q_len;
 
-        uint64_t n_builds, n_build_ns, n_rows_built, n_cache_hits, n_pool_hits, n_identity_mismatch;
+        uint64_t n_builds, n_build_ns, max_build_ns, n_rows_built, n_cache_hits, n_pool_hits,
+                n_identity_mismatch;
         uint64_t errors[_ERR_MAX];
 };
 
@@ -336,7 +341,14 @@ static int run_one_build(ExeCache *c)
         opts.debug_root = j.debug_root;
         t0 = now_mono_ns();
         r = unwind_table_build_fd(j.fd, e->name, &opts, &t, &error);
-        c->n_build_ns += now_mono_ns() - t0;
+        t0 = now_mono_ns() - t0;
+        c->n_build_ns += t0;
+        if (t0 > c->max_build_ns) {
+                c->max_build_ns = t0;
+                /* Builds run between other work, one per loop iteration: a very slow one is worth
+                 * knowing about (it delays everything else in the loop for that long). */
+                log_debug("Unwind table of %s: %.1f ms, slowest build so far", e->name, (double)t0 / 1e6);
+        }
         close(j.fd);
         free(j.debug_root);
         if (r < 0) {
@@ -445,6 +457,9 @@ void exe_cache_write_metrics(const ExeCache *c, FILE *f)
                 "# HELP profd_exe_cache_build_seconds_total Time spent building unwind tables.\n"
                 "# TYPE profd_exe_cache_build_seconds_total counter\n"
                 "profd_exe_cache_build_seconds_total %.6f\n"
+                "# HELP profd_exe_cache_build_max_seconds Slowest single unwind table build.\n"
+                "# TYPE profd_exe_cache_build_max_seconds gauge\n"
+                "profd_exe_cache_build_max_seconds %.6f\n"
                 "# HELP profd_exe_cache_rows_built_total Unwind rows produced by builds.\n"
                 "# TYPE profd_exe_cache_rows_built_total counter\n"
                 "profd_exe_cache_rows_built_total %" PRIu64 "\n"
@@ -456,7 +471,8 @@ void exe_cache_write_metrics(const ExeCache *c, FILE *f)
                 "profd_exe_cache_identity_mismatch_total %" PRIu64 "\n",
                 by_state[EXE_NEW], by_state[EXE_QUEUED], by_state[EXE_READY], by_state[EXE_FAILED],
                 with_table, c->n_unused, c->q_len, c->n_builds, (double)c->n_build_ns / NSEC_PER_SEC,
-                c->n_rows_built, c->n_cache_hits, c->n_pool_hits, c->n_identity_mismatch);
+                (double)c->max_build_ns / NSEC_PER_SEC, c->n_rows_built, c->n_cache_hits, c->n_pool_hits,
+                c->n_identity_mismatch);
         fputs("# HELP profd_exe_cache_errors_total Executables left without an unwind table, by reason.\n"
               "# TYPE profd_exe_cache_errors_total counter\n",
               f);

@@ -107,7 +107,7 @@ struct ProcTracker {
         bool scan_pending;
         size_t scan_processes;
 
-        uint64_t n_refreshes, n_pushes, n_forks_copied, n_unknown_ratelimited, n_reconcile_new,
+        uint64_t n_refreshes, n_unchanged, n_pushes, n_forks_copied, n_unknown_ratelimited, n_reconcile_new,
                 n_reconcile_gone, n_rechecks, n_exits;
         uint64_t map_errors[_MAP_ERR_MAX];
         uint64_t refresh_errors[_REFRESH_ERR_MAX];
@@ -415,6 +415,7 @@ static int refresh(ProcTracker *t, Tracked *p)
 {
         TrackedMapping *maps = NULL, *old = p->maps;
         size_t n_old = p->n_maps, cursor = 0;
+        bool changed = false;
         char root[64];
         Process *proc;
         int r;
@@ -463,8 +464,11 @@ static int refresh(ProcTracker *t, Tracked *p)
                         nm->exe = o->exe;
                         nm->pushed_table = o->pushed_table;
                         old[cursor].exe = NULL;
+                        /* A table that got placed since the last push still needs one. */
+                        changed = changed || (nm->exe && !!nm->exe->pool_table != nm->pushed_table);
                         continue;
                 }
+                changed = true;
                 nm->load_bias = m->bias_known ? m->load_bias : 0;
                 nm->exe = mapping_exe(t, proc, m, root);
                 if (nm->exe && is_loader(m->path))
@@ -485,6 +489,11 @@ static int refresh(ProcTracker *t, Tracked *p)
                         p->recheck_tries = 0;
                         t->n_recheck--;
                 }
+        }
+        /* Loader and unknown-pc reports often find nothing new: leave the BPF maps alone then. */
+        if (!changed && proc->n_mappings == n_old && p->pushed_ns && !p->push) {
+                t->n_unchanged++;
+                return 0;
         }
         return push(t, p);
 }
@@ -875,6 +884,10 @@ void proc_tracker_write_metrics(const ProcTracker *t, FILE *f)
                 "# HELP profd_proc_tracker_refreshes_total Reads of a process' mappings.\n"
                 "# TYPE profd_proc_tracker_refreshes_total counter\n"
                 "profd_proc_tracker_refreshes_total %" PRIu64 "\n"
+                "# HELP profd_proc_tracker_unchanged_total Refreshes that found the same mappings (pool "
+                "left alone).\n"
+                "# TYPE profd_proc_tracker_unchanged_total counter\n"
+                "profd_proc_tracker_unchanged_total %" PRIu64 "\n"
                 "# HELP profd_proc_tracker_pushes_total Updates of a process' entries in the unwind table "
                 "pool.\n"
                 "# TYPE profd_proc_tracker_pushes_total counter\n"
@@ -898,8 +911,8 @@ void proc_tracker_write_metrics(const ProcTracker *t, FILE *f)
                 "# TYPE profd_proc_tracker_reconciled_total counter\n"
                 "profd_proc_tracker_reconciled_total{what=\"new\"} %" PRIu64 "\n"
                 "profd_proc_tracker_reconciled_total{what=\"gone\"} %" PRIu64 "\n",
-                t->n_tracked, (double)t->scan_ns / 1e9, t->n_refreshes, t->n_pushes, t->n_forks_copied,
-                t->n_exits, t->n_rechecks, t->n_unknown_ratelimited, t->n_reconcile_new,
+                t->n_tracked, (double)t->scan_ns / 1e9, t->n_refreshes, t->n_unchanged, t->n_pushes,
+                t->n_forks_copied, t->n_exits, t->n_rechecks, t->n_unknown_ratelimited, t->n_reconcile_new,
                 t->n_reconcile_gone);
         fputs("# HELP profd_proc_tracker_errors_total Processes or mappings left without unwind entries, by "
               "reason.\n"
