@@ -193,6 +193,12 @@ static int register_process(TablePool *pool, pid_t pid)
                 n++;
         }
         fclose(f);
+
+        /* PROFD_BENCH_FAKE_PROCS=N: N more (non-existent) pids with the same mappings, so the
+         * mapping trie is as full as on a busy host. Benchmark knob only. */
+        const char *fake = getenv("PROFD_BENCH_FAKE_PROCS");
+        for (int i = 0; fake && i < atoi(fake); i++)
+                (void)table_pool_set_process(pool, 4000000 + pid * 1000 + i, m, n);
         return table_pool_set_process(pool, pid, m, n);
 }
 
