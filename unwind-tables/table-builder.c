@@ -23,6 +23,8 @@ struct TableBuilder {
         uint64_t cov_end; /* end of the last interval; rows below it are final */
         uint32_t cur_page;
         uint32_t last_rule;
+        uint32_t end_rule;
+        bool have_end_rule;
 
         struct profd_unwind_row *rows;
         size_t n_rows, cap_rows;
@@ -220,7 +222,16 @@ static int push_row(TableBuilder *b, uint64_t pc, uint32_t rule)
 static int end_index(TableBuilder *b, uint32_t *ret)
 {
         struct profd_unwind_rule end = {.cfa_kind = PROFD_CFA_END};
-        return rule_index(b, &end, ret);
+        int r;
+
+        if (!b->have_end_rule) {
+                r = rule_index(b, &end, &b->end_rule);
+                if (r < 0)
+                        return r;
+                b->have_end_rule = true;
+        }
+        *ret = b->end_rule;
+        return 0;
 }
 
 int builder_interval(TableBuilder *b, uint64_t a, uint64_t e, const struct profd_unwind_rule *rule,
