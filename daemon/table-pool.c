@@ -363,6 +363,15 @@ static bool evict_one(TablePool *p)
 
 static int proc_write_entries(TablePool *p, Proc *pr, const PoolMapping *m, size_t n);
 
+static bool proc_uses_shard(const Proc *pr, uint32_t slot)
+{
+        for (size_t i = 0; i < pr->n_maps; i++)
+                for (size_t k = 0; pr->maps[i].table && k < pr->maps[i].table->n_segs; k++)
+                        if (pr->maps[i].table->segs[k].shard == slot)
+                                return true;
+        return false;
+}
+
 /* Moves the live segments of the shard with the most dead space into a fresh shard, repoints
  * all mapping entries, then drops the old shard. */
 static int compact_one(TablePool *p)
@@ -398,9 +407,12 @@ static int compact_one(TablePool *p)
                 }
         p->shards[fresh].used = p->shards[fresh].live = off;
 
+        /* Only processes that map a moved segment need new entries. */
         for (size_t i = 0; i < p->n_procs; i++) {
                 Proc *pr = p->procs[i];
 
+                if (!proc_uses_shard(pr, fresh))
+                        continue;
                 r = proc_write_entries(p, pr, pr->maps, pr->n_maps);
                 if (r < 0)
                         p->entry_errors++;
