@@ -1,0 +1,399 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* /proc/PID/maps parsing, the process table and the symbolizer on odd processes: paths with
+ * spaces and a newline, a program run from a memfd, the vDSO, exit and the grace period, the
+ * real /proc/kallsyms. No BPF. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "proc-maps.h"
+#include "process-table.h"
+#include "symbolizer.h"
+
+static unsigned failures;
+
+static bool check(bool cond, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        printf("%s ", cond ? "ok  " : "FAIL");
+        vprintf(fmt, ap);
+        printf("\n");
+        va_end(ap);
+        if (!cond)
+                failures++;
+        return cond;
+}
+
+static uint64_t now_ns(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+}
+
+static int count_line(const ProcMapsLine *l, void *userdata)
+{
+        (*(unsigned *)userdata)++;
+        return 0;
+}
+
+static void test_parse(void)
+{
+        static const struct {
+                const char *line;
+                int ok;
+                const char *path;
+                bool x, deleted;
+        } cases[] = {
+                {"55d0c8a00000-55d0c8a02000 r-xp 00002000 fd:01 1234567                    /usr/bin/cat\n",
+                 1, "/usr/bin/cat", true, false},
+                {"7f0000000000-7f0000001000 r-xp 00000000 00:00 0 \n", 1, "", true, false},
+                {"7f0000000000-7f0000001000 rw-p 00000000 00:00 0\n", 1, "", false, false},
+                {"7ffd1c5f0000-7ffd1c5f2000 r-xp 00000000 00:00 0                          [vdso]\n", 1,
+                 "[vdso]", true, false},
+                {"7f1000000000-7f1000010000 r-xp 00000000 00:01 99                 /memfd:jit code "
+                 "(deleted)\n",
+                 1, "/memfd:jit code", true, true},
+                {"400000-401000 r-xp 00000000 08:02 42 /opt/my app/bin/my prog\n", 1,
+                 "/opt/my app/bin/my prog", true, false},
+                {"400000-401000 r-xp 00000000 08:02 42 /tmp/a\\012b (deleted)\n", 1, "/tmp/a\\012b", true,
+                 true},
+                {"400000-401000 r-xs 00000000 08:02 42 /dev/shm/x\n", 1, "/dev/shm/x", true, false},
+                {"ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsyscall]\n", 1,
+                 "[vsyscall]", true, false},
+                {"400000-401000 r-xp 00000000 fd:01 42 /file (deleted) (deleted)\n", 1, "/file (deleted)",
+                 true, true},
+                /* malformed */
+                {"", 0},
+                {"\n", 0},
+                {"garbage\n", 0},
+                {"400000 r-xp 00000000 08:02 42 /x\n", 0},
+                {"401000-400000 r-xp 00000000 08:02 42 /x\n", 0},
+                {"400000-401000 rxp 00000000 08:02 42 /x\n", 0},
+                {"400000-401000 r-xq 00000000 08:02 42 /x\n", 0},
+                {"400000-401000 r-xp zz 08:02 42 /x\n", 0},
+                {"400000-401000 r-xp 00000000 0802 42 /x\n", 0},
+                {"400000-401000 r-xp 00000000 08:02 x42 /x\n", 0},
+                {"400000-401000 r-xp 00000000 08:02\n", 0},
+                {"10000000000000000-10000000000000001 r-xp 00000000 08:02 42 /x\n", 0},
+                {"400000-401000 r-xp 00000000 08:02 123456789012345678901234 /x\n", 0},
+        };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                char *copy = strdup(cases[i].line);
+                ProcMapsLine l;
+                int r = proc_maps_parse_line(copy, &l);
+                if (cases[i].ok)
+                        check(r == 0 && strcmp(l.path, cases[i].path) == 0 && l.executable == cases[i].x &&
+                                      l.deleted == cases[i].deleted,
+                              "parse %zu: '%s' -> path '%s'%s", i, cases[i].path,
+                              r == 0 ? l.path : "(error)", cases[i].deleted ? " (deleted)" : "");
+                else
+                        check(r == -EBADMSG, "parse %zu: malformed line rejected (%d)", i, r);
+                free(copy);
+        }
+        {
+                char line[] = "55d0c8a00000-55d0c8a02000 r-xp 00002000 fd:01 1234567 /usr/bin/cat";
+                ProcMapsLine l;
+                check(proc_maps_parse_line(line, &l) == 0 && l.start == 0x55d0c8a00000 &&
+                              l.end == 0x55d0c8a02000 && l.offset == 0x2000 && l.dev_major == 0xfd &&
+                              l.dev_minor == 1 && l.inode == 1234567 && l.readable && !l.writable &&
+                              !l.shared,
+                      "parse: every field of a full line");
+        }
+
+        /* Hostile input: mutated lines never crash and either parse or say -EBADMSG. */
+        uint64_t seed = 42;
+        unsigned bad = 0, good = 0;
+        for (unsigned i = 0; i < 200000; i++) {
+                char line[160] =
+                        "7f1000000000-7f1000010000 r-xp 00001000 fd:01 12345   /usr/lib/lib with space.so\n";
+                size_t len = strlen(line);
+                for (int k = 0; k < 1 + (int)(i % 4); k++) {
+                        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+                        line[(seed >> 33) % len] = (char)(seed >> 17);
+                }
+                line[len] = 0;
+                ProcMapsLine l;
+                int r = proc_maps_parse_line(line, &l);
+                if (r == 0) {
+                        good++;
+                        if (l.end < l.start || strlen(l.path) > len) {
+                                check(false, "mutated line gave inconsistent fields");
+                                break;
+                        }
+                } else if (r == -EBADMSG)
+                        bad++;
+        }
+        check(good + bad == 200000, "200000 mutated lines: %u parsed, %u rejected, no crash", good, bad);
+
+        /* A whole file with a NUL byte and malformed lines: counted, the rest read. */
+        char text[] =
+                "400000-401000 r-xp 00000000 08:02 42 /a\nnonsense\n500000-501000 r-xp 00000000 08:02 43 "
+                "/b\n"
+                "600000-601000 r-xp 00000000 08:02 44 /c\0d\n700000-701000 r-xp 00000000 08:02 45 /e\n";
+        FILE *f = fmemopen(text, sizeof(text) - 1, "r");
+        unsigned n = 0, nbad = 0;
+        int r = proc_maps_read(f, count_line, &n, &nbad);
+        fclose(f);
+        check(r == 0 && n == 3 && nbad == 2,
+              "file with a NUL and a malformed line: 3 read, 2 counted bad (%u/%u)", n, nbad);
+}
+
+static const char program[] =
+        "#include <stdio.h>\n"
+        "#include <unistd.h>\n"
+        "#include <time.h>\n"
+        "__attribute__((noinline)) int odd_leaf(int x) { return x * 3 + 1; }\n"
+        "__attribute__((noinline)) int odd_caller(int x) { return odd_leaf(x) + 2; }\n"
+        "int main(void)\n"
+        "{\n"
+        "        char c;\n"
+        "        struct timespec ts;\n"
+        "        clock_gettime(CLOCK_MONOTONIC, &ts);\n"
+        "        printf(\"%d %p %p\\n\", odd_caller(1), (void *)odd_leaf, (void *)odd_caller);\n"
+        "        fflush(stdout);\n"
+        "        while (read(0, &c, 1) > 0)\n"
+        "                ;\n"
+        "        return 0;\n"
+        "}\n";
+
+typedef struct Child {
+        pid_t pid;
+        int to;
+        uint64_t leaf, caller;
+} Child;
+
+/* Runs path (or, with memfd >= 0, the memfd via fexecve) and reads the addresses it prints. */
+static int child_start(const char *path, int memfd, Child *c)
+{
+        int in[2], out[2];
+        char buf[256];
+        ssize_t n;
+        int dummy;
+        void *a, *b;
+
+        if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
+                return -errno;
+        c->pid = fork();
+        if (c->pid < 0)
+                return -errno;
+        if (c->pid == 0) {
+                char *argv[] = {(char *)"odd", NULL}, *envp[] = {NULL};
+                dup2(in[0], 0);
+                dup2(out[1], 1);
+                if (memfd >= 0)
+                        fexecve(memfd, argv, envp);
+                else
+                        execve(path, argv, envp);
+                _exit(127);
+        }
+        close(in[0]);
+        close(out[1]);
+        c->to = in[1];
+        n = read(out[0], buf, sizeof(buf) - 1);
+        close(out[0]);
+        if (n <= 0)
+                return -EIO;
+        buf[n] = 0;
+        if (sscanf(buf, "%d %p %p", &dummy, &a, &b) != 3)
+                return -EIO;
+        c->leaf = (uint64_t)a;
+        c->caller = (uint64_t)b;
+        return 0;
+}
+
+static void child_stop(Child *c)
+{
+        close(c->to);
+        waitpid(c->pid, NULL, 0);
+}
+
+static const char *name_at(Symbolizer *sym, ProcessTable *procs, pid_t pid, uint64_t addr,
+                           const ProcMapping **ret_m)
+{
+        static char name[512];
+        Process *p;
+        const ProcMapping *m;
+        SymResult res;
+
+        if (process_table_get(procs, pid, &p) < 0)
+                return "(no process)";
+        m = process_find_mapping(p, addr);
+        if (ret_m)
+                *ret_m = m;
+        if (!m)
+                return "(no mapping)";
+        if (symbolizer_user(sym, p, m, addr, &res) < 0)
+                return "(error)";
+        snprintf(name, sizeof(name), "%s", res.frames[0].name);
+        return name;
+}
+
+static void test_odd_processes(void)
+{
+        char dir[] = "/tmp/profd-test-sym-XXXXXX", src[256], bin[256], odd[512], cmd[1024];
+        _cleanup_(process_table_freep) ProcessTable *procs = NULL;
+        _cleanup_(symbolizer_freep) Symbolizer *sym = NULL;
+        const ProcMapping *m;
+        Child c;
+        int r;
+
+        if (!mkdtemp(dir) || process_table_new(5 * NSEC_PER_SEC, &procs) < 0 || symbolizer_new(&sym) < 0) {
+                check(false, "setup");
+                return;
+        }
+        snprintf(src, sizeof(src), "%s/odd.c", dir);
+        snprintf(bin, sizeof(bin), "%s/odd", dir);
+        FILE *f = fopen(src, "w");
+        fputs(program, f);
+        fclose(f);
+        snprintf(cmd, sizeof(cmd), "gcc -g -O1 -o '%s' '%s'", bin, src);
+        if (!check(system(cmd) == 0, "compiled %s", bin))
+                return;
+
+        /* A path with spaces and a newline: /proc/PID/maps escapes it, map_files still opens it. */
+        snprintf(odd, sizeof(odd), "%s/dir with space/new\nline prog", dir);
+        snprintf(cmd, sizeof(cmd), "%s/dir with space", dir);
+        mkdir(cmd, 0755);
+        snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", bin, odd);
+        check(system(cmd) == 0, "copied to a path with a space and a newline");
+        r = child_start(odd, -1, &c);
+        if (check(r == 0, "started the oddly named program (%d)", r)) {
+                const char *n = name_at(sym, procs, c.pid, c.leaf, &m);
+                check(strcmp(n, "odd_leaf") == 0, "oddly named program: leaf named '%s'", n);
+                check(m && strstr(m->path, "new\\012line prog") != NULL,
+                      "maps path keeps the kernel's escape: '%s'", m ? m->path : "");
+                check(m && m->build_id_size == 20, "build ID read through map_files");
+                child_stop(&c);
+        }
+
+        /* A program run from a memfd: "/memfd:NAME (deleted)", only reachable through the fd. */
+        int memfd = memfd_create("profd odd", MFD_CLOEXEC);
+        int fd = open(bin, O_RDONLY | O_CLOEXEC);
+        char buf[65536];
+        ssize_t n;
+        while (fd >= 0 && (n = read(fd, buf, sizeof(buf))) > 0)
+                if (write(memfd, buf, (size_t)n) != n)
+                        break;
+        close(fd);
+        r = child_start(NULL, memfd, &c);
+        close(memfd);
+        if (check(r == 0, "started a program from a memfd (%d)", r)) {
+                Process *p;
+                process_table_get(procs, c.pid, &p);
+                child_stop(&c);
+                /* Exit is noticed on refresh; the snapshot and the file stay usable. */
+                r = process_table_refresh(procs, c.pid, &p);
+                check(r == 0 && p->exited_ns != 0, "memfd program: exit noticed, snapshot kept");
+                const char *nm = name_at(sym, procs, c.pid, c.caller + 1, &m);
+                check(strcmp(nm, "odd_caller") == 0, "memfd program symbolized after exit: '%s'", nm);
+                check(m && strncmp(m->path, "/memfd:profd odd", 16) == 0 && m->deleted,
+                      "memfd mapping path '%s'%s", m ? m->path : "", m && m->deleted ? " (deleted)" : "");
+
+                /* After the grace period the process is forgotten. */
+                process_table_gc(procs, now_ns() + 6 * NSEC_PER_SEC);
+                r = process_table_get(procs, c.pid, &p);
+                check(r == -ESRCH, "forgotten after the grace period (%d)", r);
+        }
+
+        /* The vDSO: a copy of the kernel's image stands in for the file. */
+        r = child_start(bin, -1, &c);
+        if (check(r == 0, "started the program again")) {
+                Process *p;
+                const ProcMapping *vdso = NULL;
+                if (process_table_get(procs, c.pid, &p) == 0)
+                        for (size_t i = 0; i < p->n_mappings; i++)
+                                if (strcmp(p->mappings[i].path, "[vdso]") == 0)
+                                        vdso = &p->mappings[i];
+                if (check(vdso != NULL, "process has a [vdso] mapping")) {
+                        /* Every text address of the small vDSO belongs to some __vdso_/__kernel_ function
+                         * or is padding; find at least one named. */
+                        bool named = false;
+                        SymResult res;
+                        for (uint64_t a = vdso->start; a < vdso->end && !named; a += 16)
+                                if (symbolizer_user(sym, p, vdso, a, &res) == 0 && res.symbolized &&
+                                    strstr(res.frames[0].name, "vdso"))
+                                        named = true;
+                        check(named, "vDSO addresses are named (%s)", named ? res.frames[0].name : "none");
+                        check(vdso->build_id_size > 0, "vDSO has a build ID");
+                }
+                child_stop(&c);
+        }
+
+        /* Unknown pid. */
+        {
+                Process *p;
+                r = process_table_get(procs, 0x3ffffff0, &p);
+                check(r == -ESRCH, "nonexistent pid: -ESRCH (%d)", r);
+        }
+
+        char *text = NULL;
+        size_t size = 0;
+        f = open_memstream(&text, &size);
+        process_table_write_metrics(procs, f);
+        symbolizer_write_metrics(sym, f);
+        fclose(f);
+        check(strstr(text, "profd_process_table_processes ") &&
+                      strstr(text, "profd_symbolizer_lookups_total{") &&
+                      strstr(text, "profd_process_table_events_total{event=\"exited\"} ") &&
+                      strstr(text, "profd_process_table_events_total{event=\"forgotten\"} 1"),
+              "metrics written");
+        free(text);
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+        (void)system(cmd);
+}
+
+static void test_real_kallsyms(void)
+{
+        FILE *f = fopen("/proc/kallsyms", "re");
+        char line[512], name[256] = "";
+        uint64_t addr = 0;
+        _cleanup_(symbolizer_freep) Symbolizer *sym = NULL;
+        SymResult res;
+
+        if (!f) {
+                printf("(no /proc/kallsyms: skipping the real kallsyms check)\n");
+                return;
+        }
+        while (fgets(line, sizeof(line), f)) {
+                char t;
+                if (sscanf(line, "%" SCNx64 " %c %255s", &addr, &t, name) == 3 && t == 'T' &&
+                    strcmp(name, "schedule") == 0)
+                        break;
+                addr = 0;
+        }
+        fclose(f);
+        symbolizer_new(&sym);
+        if (addr == 0) {
+                /* kptr_restrict hides addresses from us: the frame must say so. */
+                int r = symbolizer_kernel(sym, 0xffffffff81000000, &res);
+                check(r == 0 && !res.symbolized, "real kallsyms hidden: '%s'",
+                      r == 0 ? res.frames[0].name : "");
+                return;
+        }
+        int r = symbolizer_kernel(sym, addr + 4, &res);
+        check(r == 0 && res.symbolized && strcmp(res.frames[0].name, "schedule") == 0,
+              "real /proc/kallsyms: schedule+4 -> '%s'", r == 0 ? res.frames[0].name : "");
+}
+
+int main(void)
+{
+        setvbuf(stdout, NULL, _IOLBF, 0);
+        test_parse();
+        test_odd_processes();
+        test_real_kallsyms();
+        printf("%s: %u failure(s)\n", failures ? "FAIL" : "PASS", failures);
+        return failures ? 1 : 0;
+}
