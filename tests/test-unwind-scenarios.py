@@ -38,6 +38,9 @@ SCEN_DIR = os.path.join(BUILD, "tests", "scenarios")
 BELOW_MAIN = r"main;(?:[^;]+;)*?__libc_start[^;]*;(?:[^;]+;)*?_start"
 THREAD_BOTTOM = r"start_thread;(?:__)?clone3?"   # clone3 and __clone3 are one address
 ONE_FRAME = r"[^;]+"     # the signal trampoline (__restore_rt; perf often cannot name it)
+# The run loops read the clock between slices of work (a few ppm of the time natively; a syscall
+# where the vDSO has no usable clock source): frames above the reader are libc's and the vDSO's.
+CLOCK = r"(?:__)?clock_gettime;"
 
 
 class Scenario:
@@ -59,29 +62,39 @@ class Scenario:
 
 
 SCENARIOS = [
-    Scenario("plain", "plain_", [("plain", r"plain_leaf;plain_c;plain_b;plain_a;" + BELOW_MAIN)],
+    Scenario("plain", "plain_", [("plain", r"plain_leaf;plain_c;plain_b;plain_a;" + BELOW_MAIN),
+                                 ("clock read", CLOCK + BELOW_MAIN)], required=["plain"],
              doc="non-PIE executable, plain call chain"),
     Scenario("recursion", "rec_", [("recursion", r"rec_leaf;(?:rec_descend;){300}rec_start;" + BELOW_MAIN)],
              doc="300 recursive frames of 80 bytes each (~24 KiB of stack)"),
     Scenario("shlib", "shlib_", [
         ("into the library", r"shlib_lib_leaf;shlib_lib_mid;shlib_lib_entry;shlib_caller;" + BELOW_MAIN),
         ("and back (callback)", r"shlib_callback_leaf;shlib_callback;shlib_lib_mid;shlib_lib_entry;"
-                                r"shlib_caller;" + BELOW_MAIN)],
+                                r"shlib_caller;" + BELOW_MAIN),
+        ("clock read", CLOCK + BELOW_MAIN)], required=["into the library", "and back (callback)"],
              doc="executable -> libscen-shlib.so through the PLT, and back through a callback"),
-    Scenario("pie", "pie_", [("pie", r"pie_leaf;pie_c;pie_b;pie_a;" + BELOW_MAIN)],
+    Scenario("pie", "pie_", [("pie", r"pie_leaf;pie_c;pie_b;pie_a;" + BELOW_MAIN),
+                             ("clock read", CLOCK + BELOW_MAIN)], required=["pie"],
              doc="position-independent executable"),
     Scenario("indirect", "ind_", [
         ("square", r"ind_leaf;ind_op_square;ind_dispatch;" + BELOW_MAIN),
-        ("cube", r"ind_leaf;ind_trampoline;ind_op_cube;ind_dispatch;" + BELOW_MAIN)],
+        ("cube", r"ind_leaf;ind_trampoline;ind_op_cube;ind_dispatch;" + BELOW_MAIN),
+        ("clock read", CLOCK + BELOW_MAIN)], required=["square", "cube"],
              doc="calls through function pointer tables"),
     Scenario("threads", "thr_", [
         ("main thread", r"thr_main_leaf;thr_main_work;" + BELOW_MAIN),
-        ("second thread", r"thr_worker_leaf;thr_worker_mid;thr_worker;" + THREAD_BOTTOM)],
+        ("second thread", r"thr_worker_leaf;thr_worker_mid;thr_worker;" + THREAD_BOTTOM),
+        ("clock read, main thread", CLOCK + BELOW_MAIN),
+        ("clock read, second thread", CLOCK + r"thr_worker;" + THREAD_BOTTOM)],
+             required=["main thread", "second thread"],
              doc="two threads burning at once with different chains"),
     Scenario("signal", "sig_", [
         ("in the handler", r"sig_handler_leaf;sig_handler;" + ONE_FRAME + r";sig_compute_leaf;sig_compute;"
                            + BELOW_MAIN),
-        ("interrupted computation", r"sig_compute_leaf;sig_compute;" + BELOW_MAIN)],
+        ("interrupted computation", r"sig_compute_leaf;sig_compute;" + BELOW_MAIN),
+        ("handler in libc (clock, setitimer)", r"[^;]+;sig_handler;" + ONE_FRAME
+                                               + r";sig_compute_leaf;sig_compute;" + BELOW_MAIN)],
+             required=["in the handler", "interrupted computation"],
              doc="SIGALRM handler interrupting a computation: unwinding through the signal frame"),
     Scenario("exceptions", "exc_", [
         ("in the catch block", r"exc_catch_leaf;exc_hot_loop(?:\.cold)?;" + BELOW_MAIN),
@@ -90,7 +103,8 @@ SCENARIOS = [
              required=["in the catch block"],
              doc="C++ throw/catch in the hot loop, work in the catch block (.cold fragment)"),
     Scenario("dlopen", "dl_", [("dlopen'd module", r"dl_module_leaf;dl_module_mid;dl_module_entry;dl_run;"
-                         + BELOW_MAIN)],
+                                + BELOW_MAIN),
+                               ("clock read", CLOCK + BELOW_MAIN)], required=["dlopen'd module"],
              args=(os.path.join(SCEN_DIR, "scen-dlopen-module.so"),), delay_s=WARMUP_S + 0.7,
              doc="module dlopen'ed 0.7 s into the profile window, after profd started"),
 ]
@@ -113,10 +127,11 @@ KSYMS = kernel_symbols()
 
 
 def norm(name):
-    """One spelling for a frame from either tool."""
+    """One spelling for a frame from either tool; None for an inlined function (perf runs with
+    --no-inline: stacks are compared on real frames)."""
     name = name.strip()
     if name.endswith(" (inline)"):
-        name = name[:-len(" (inline)")]
+        return None
     if name.startswith("[unknown]"):
         return "[unknown]"
     name = re.sub(r"@@?[A-Za-z0-9_.]+$", "", name)   # symbol versions: __libc_start_main@@GLIBC_2.34
@@ -127,6 +142,7 @@ def norm(name):
 
 def user_frames(frames):
     """profd puts kernel frames above the user frames; drop them by kernel symbol name."""
+    frames = [f for f in frames if f is not None]
     i = 0
     while i < len(frames) - 1 and (frames[i] in KSYMS or frames[i].startswith("bpf_prog_")):
         i += 1
@@ -259,7 +275,8 @@ def perf_samples(path, t_from, t_to):
             sym, dso = fm.group(1), fm.group(2)
             if dso.startswith("[kernel") or dso == "[bpf_prog]" or sym.startswith("bpf_prog_"):
                 continue
-            frames.append(norm(sym))
+            if norm(sym):
+                frames.append(norm(sym))
         if frames:
             out.append((int(m.group(1)), frames))
     return out
