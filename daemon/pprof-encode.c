@@ -436,8 +436,10 @@ static int kernel_mapping_id(PprofJob *j, uint64_t addr, uint64_t *ret)
          * every kernel address seen. */
         if (!j->kernel_mapping_id) {
                 MapKey k = {addr, addr + 1, 0, UINT64_MAX, UINT64_MAX};
-                int r = add_mapping(j, &k, hash_u64s((const uint64_t *)&k, 5), "[kernel.kallsyms]", NULL, 0,
-                                    &j->kernel_mapping_id);
+                const uint8_t *bid;
+                size_t bid_size = symbolizer_kernel_build_id(j->sym, &bid);
+                int r = add_mapping(j, &k, hash_u64s((const uint64_t *)&k, 5), "[kernel.kallsyms]", bid,
+                                    bid_size, &j->kernel_mapping_id);
                 if (r < 0)
                         return r;
         }

@@ -533,8 +533,11 @@ int process_table_get(ProcessTable *t, pid_t pid, Process **ret)
                 Process *p = t->procs[i];
                 uint64_t start;
                 /* An exited entry whose pid is alive again with another start time was reused:
-                 * new samples of this pid belong to the new process. */
-                if (p->exited_ns && read_stat(pid, &start, NULL) >= 0 && start != p->start_time) {
+                 * new samples of this pid belong to the new process. Checked at most once a
+                 * second per entry: a profile asks for the same pid once per sample. */
+                if (p->exited_ns && p->checked_ns + NSEC_PER_SEC <= now_realtime_ns() &&
+                    (p->checked_ns = now_realtime_ns(), read_stat(pid, &start, NULL) >= 0) &&
+                    start != p->start_time) {
                         t->n_pid_reuse++;
                         remove_at(t, i);
                         return insert_new(t, pid, ret);

@@ -3,6 +3,7 @@
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -79,6 +80,9 @@ struct Symbolizer {
         uint64_t kallsyms_loaded_ns;
         bool kallsyms_hidden;
         bool kallsyms_pinned; /* loaded from a file given by the caller: never reread */
+        uint8_t kernel_build_id[64];
+        size_t kernel_build_id_size;
+        bool kernel_build_id_read;
         int kallsyms_error;
 
         /* Results of the last call; freed by the next one. */
@@ -836,6 +840,48 @@ int symbolizer_kernel(Symbolizer *s, uint64_t addr, SymResult *ret)
         s->n_kernel_symbolized++;
         *ret = (SymResult){.frames = s->frames, .n_frames = 1, .symbolized = true};
         return 0;
+}
+
+/* The running kernel's GNU build ID from /sys/kernel/notes (raw ELF notes of vmlinux). */
+static void read_kernel_build_id(Symbolizer *s)
+{
+        _cleanup_close_ int fd = -1;
+        uint8_t buf[4096];
+        ssize_t n;
+        size_t off = 0;
+
+        s->kernel_build_id_read = true;
+        fd = open("/sys/kernel/notes", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return;
+        n = read(fd, buf, sizeof(buf));
+        if (n <= 0)
+                return;
+        while (off + 12 <= (size_t)n) {
+                uint32_t namesz, descsz, type;
+                memcpy(&namesz, buf + off, 4);
+                memcpy(&descsz, buf + off + 4, 4);
+                memcpy(&type, buf + off + 8, 4);
+                size_t name_off = off + 12, desc_off = name_off + ((namesz + 3) & ~3u);
+                size_t next = desc_off + ((descsz + 3) & ~3u);
+                if (namesz > 4096 || descsz > 4096 || next > (size_t)n)
+                        return;
+                if (type == NT_GNU_BUILD_ID && namesz == 4 && memcmp(buf + name_off, "GNU", 4) == 0 &&
+                    descsz > 0 && descsz <= sizeof(s->kernel_build_id)) {
+                        memcpy(s->kernel_build_id, buf + desc_off, descsz);
+                        s->kernel_build_id_size = descsz;
+                        return;
+                }
+                off = next;
+        }
+}
+
+size_t symbolizer_kernel_build_id(Symbolizer *s, const uint8_t **ret)
+{
+        if (!s->kernel_build_id_read)
+                read_kernel_build_id(s);
+        *ret = s->kernel_build_id;
+        return s->kernel_build_id_size;
 }
 
 void symbolizer_write_metrics(const Symbolizer *s, FILE *f)

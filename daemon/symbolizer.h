@@ -4,6 +4,7 @@
  * Caches per executable identity. */
 #pragma once
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -40,5 +41,7 @@ int symbolizer_kernel(Symbolizer *s, uint64_t addr, SymResult *ret);
 void symbolizer_write_metrics(const Symbolizer *s, FILE *f);
 /* Where separate debuginfo is searched (libdwfl syntax, default ":.debug:/usr/lib/debug"). */
 int symbolizer_set_debuginfo_path(Symbolizer *s, const char *path);
+/* GNU build ID of the running kernel (from /sys/kernel/notes); returns its size, 0 if unknown. */
+size_t symbolizer_kernel_build_id(Symbolizer *s, const uint8_t **ret);
 /* Kernel symbols from another file in /proc/kallsyms format (tests); normally read lazily. */
 int symbolizer_load_kallsyms(Symbolizer *s, const char *path);

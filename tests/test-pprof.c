@@ -505,6 +505,18 @@ int main(void)
         }
         const Perftools__Profiles__Mapping *km = mapping_named(p, "[kernel.kallsyms]");
         check(km != NULL, "[kernel.kallsyms] mapping present");
+        if (km && access("/sys/kernel/notes", R_OK) == 0) {
+                /* perf reads the same notes; its answer is the reference when it is installed. */
+                char *want = capture("perf buildid-list --kernel 2>/dev/null");
+                want[strcspn(want, "\n")] = 0;
+                if (want[0])
+                        check(strcmp(S(p, km->build_id), want) == 0,
+                              "kernel mapping build ID %s == perf's %s", S(p, km->build_id), want);
+                else
+                        check(strlen(S(p, km->build_id)) >= 40, "kernel mapping has a build ID (%s)",
+                              S(p, km->build_id));
+                free(want);
+        }
         for (size_t i = 0; i < p->n_location; i++)
                 if (p->location[i]->mapping_id && p->location[i]->address) {
                         const Perftools__Profiles__Mapping *m = p->mapping[p->location[i]->mapping_id - 1];
