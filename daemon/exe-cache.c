@@ -197,9 +197,14 @@ int exe_cache_get(ExeCache *c, const uint8_t *id, size_t id_size, const char *na
         return 0;
 }
 
-static void queue_build(ExeCache *c, ExeEntry *e, int fd, const char *debug_root)
+#define QUEUE_AT(c, i) (&(c)->queue[((c)->q_head + (i)) % EXE_CACHE_MAX_QUEUED])
+
+/* Urgent builds (a process just started or mapped something) go first: one must not wait behind
+ * the hundreds of executables found by the start-up scan. */
+static void queue_build(ExeCache *c, ExeEntry *e, int fd, const char *debug_root, bool urgent)
 {
         BuildJob *j;
+        int dfd;
 
         if (fd < 0)
                 return;
@@ -207,12 +212,17 @@ static void queue_build(ExeCache *c, ExeEntry *e, int fd, const char *debug_root
                 c->errors[ERR_QUEUE_FULL]++;
                 return;
         }
-        j = &c->queue[(c->q_head + c->q_len) % EXE_CACHE_MAX_QUEUED];
-        j->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-        if (j->fd < 0) {
+        dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (dfd < 0) {
                 c->errors[ERR_IO]++;
                 return;
         }
+        if (urgent) {
+                c->q_head = (c->q_head + EXE_CACHE_MAX_QUEUED - 1) % EXE_CACHE_MAX_QUEUED;
+                j = QUEUE_AT(c, 0);
+        } else
+                j = QUEUE_AT(c, c->q_len);
+        j->fd = dfd;
         j->debug_root = debug_root ? strdup(debug_root) : NULL;
         j->entry = e;
         c->q_len++;
@@ -221,7 +231,20 @@ static void queue_build(ExeCache *c, ExeEntry *e, int fd, const char *debug_root
                 (void)sd_event_source_set_enabled(c->builder, SD_EVENT_ON);
 }
 
-void exe_cache_use(ExeCache *c, ExeEntry *e, int fd, const char *debug_root)
+/* Moves e's queued build to the front. */
+static void queue_expedite(ExeCache *c, ExeEntry *e)
+{
+        for (size_t i = 1; i < c->q_len; i++)
+                if (QUEUE_AT(c, i)->entry == e) {
+                        BuildJob j = *QUEUE_AT(c, i);
+                        for (size_t k = i; k > 0; k--)
+                                *QUEUE_AT(c, k) = *QUEUE_AT(c, k - 1);
+                        *QUEUE_AT(c, 0) = j;
+                        return;
+                }
+}
+
+void exe_cache_use(ExeCache *c, ExeEntry *e, int fd, const char *debug_root, bool urgent)
 {
         if (e->users++ == 0)
                 c->n_unused--;
@@ -243,17 +266,19 @@ void exe_cache_use(ExeCache *c, ExeEntry *e, int fd, const char *debug_root)
                         return;
                 }
                 e->state = EXE_NEW;
-                queue_build(c, e, fd, debug_root);
+                queue_build(c, e, fd, debug_root, urgent);
                 return;
         }
         case EXE_NEW:
-                queue_build(c, e, fd, debug_root);
+                queue_build(c, e, fd, debug_root, urgent);
                 return;
         case EXE_FAILED:
                 if (e->error == -ENOSPC && e->failed_ns + EXE_CACHE_POOL_FULL_RETRY_NS <= now_mono_ns())
-                        queue_build(c, e, fd, debug_root);
+                        queue_build(c, e, fd, debug_root, urgent);
                 return;
         case EXE_QUEUED:
+                if (urgent)
+                        queue_expedite(c, e);
                 return;
         }
 }

@@ -53,8 +53,9 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(ExeCache *, exe_cache_free);
 /* Finds or creates the entry of this identity (no user reference taken). */
 int exe_cache_get(ExeCache *c, const uint8_t *id, size_t id_size, const char *name, ExeEntry **ret);
 /* Takes a user reference. If the entry has no pool table yet, reuses the pool's copy when it still
- * holds one, else queues a build of fd (dup'ed; -1: the caller has none, nothing is queued). */
-void exe_cache_use(ExeCache *c, ExeEntry *e, int fd, const char *debug_root);
+ * holds one, else queues a build of fd (dup'ed; -1: the caller has none, nothing is queued).
+ * urgent: ahead of every other build (a process just started); else behind them (start-up scan). */
+void exe_cache_use(ExeCache *c, ExeEntry *e, int fd, const char *debug_root, bool urgent);
 void exe_cache_unuse(ExeCache *c, ExeEntry *e);
 /* True when exe_cache_use() would want a file to build from (so callers open one only then). */
 bool exe_cache_needs_file(const ExeEntry *e);

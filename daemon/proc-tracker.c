@@ -50,6 +50,8 @@ typedef struct Tracked {
         uint64_t recheck_addr;
         uint8_t recheck_tries;
         bool dirty, push, queued, recheck, recheck_fired, seen;
+        bool background;  /* found by a /proc scan, not by an event: its builds wait */
+        bool queued_back; /* queued behind the others (background) */
         struct Tracked *prev, *next;
         struct Tracked *queue_next;
 } Tracked;
@@ -241,16 +243,27 @@ static void tracked_drop(ProcTracker *t, Tracked *p)
         free(p);
 }
 
+/* Processes named by events go ahead of those found by a /proc scan (hundreds at start-up). */
 static void enqueue(ProcTracker *t, Tracked *p)
 {
+        if (p->queued && p->queued_back && !p->background)
+                queue_unlink(t, p);
         if (!p->queued) {
                 p->queued = true;
                 p->queue_next = NULL;
-                if (t->q_tail)
-                        t->q_tail->queue_next = p;
-                else
+                p->queued_back = p->background;
+                if (!p->background) {
+                        p->queue_next = t->q_head;
                         t->q_head = p;
-                t->q_tail = p;
+                        if (!t->q_tail)
+                                t->q_tail = p;
+                } else {
+                        if (t->q_tail)
+                                t->q_tail->queue_next = p;
+                        else
+                                t->q_head = p;
+                        t->q_tail = p;
+                }
         }
         if (t->worker)
                 (void)sd_event_source_set_enabled(t->worker, SD_EVENT_ON);
@@ -337,7 +350,8 @@ static const TrackedMapping *find_old(const TrackedMapping *old, size_t n, size_
 
 /* The cache entry for one new mapping, with a user reference taken; NULL when there is no usable
  * file (anonymous code, unopenable, not ELF): the unwinder steps by frame pointer there. */
-static ExeEntry *mapping_exe(ProcTracker *t, const Process *proc, const ProcMapping *m, const char *root)
+static ExeEntry *mapping_exe(ProcTracker *t, const Process *proc, const ProcMapping *m, const char *root,
+                             bool urgent)
 {
         uint8_t id[UNWIND_TABLE_ID_MAX];
         size_t id_size = 0;
@@ -384,7 +398,7 @@ static ExeEntry *mapping_exe(ProcTracker *t, const Process *proc, const ProcMapp
                         log_debug_errno(fd, "Cannot open %s of pid %d: %m", m->path, (int)proc->pid);
                 }
         }
-        exe_cache_use(t->cache, e, fd, root);
+        exe_cache_use(t->cache, e, fd, root, urgent);
         return e;
 }
 
@@ -470,7 +484,7 @@ static int refresh(ProcTracker *t, Tracked *p)
                 }
                 changed = true;
                 nm->load_bias = m->bias_known ? m->load_bias : 0;
-                nm->exe = mapping_exe(t, proc, m, root);
+                nm->exe = mapping_exe(t, proc, m, root, !p->background);
                 if (nm->exe && is_loader(m->path))
                         watch_loader(t, p->pid, m);
         }
@@ -564,7 +578,7 @@ static void on_fork(ProcTracker *t, pid_t child, pid_t parent)
         c->n_maps = pp->n_maps;
         for (size_t i = 0; i < c->n_maps; i++)
                 if (c->maps[i].exe)
-                        exe_cache_use(t->cache, c->maps[i].exe, -1, NULL);
+                        exe_cache_use(t->cache, c->maps[i].exe, -1, NULL, false);
         t->n_forks_copied++;
         mark_push(t, c);
 }
@@ -593,6 +607,7 @@ static void on_event(const struct profd_event *ev, void *userdata)
                 if (!p)
                         return;
                 record_ready(t, p);
+                p->background = false;
                 /* bpf_ktime_get_ns() is CLOCK_MONOTONIC. */
                 p->exec_ns = ev->ktime_ns;
                 mark_dirty(t, p);
@@ -601,6 +616,7 @@ static void on_event(const struct profd_event *ev, void *userdata)
                 p = tracked_get(t, pid);
                 if (!p)
                         return;
+                p->background = false;
                 mark_dirty(t, p);
                 /* The loader's hook fires once its mappings exist: reading maps now is enough. */
                 if (ev->addr == PROFD_EV_ADDR_LOADER)
@@ -626,8 +642,10 @@ static void on_event(const struct profd_event *ev, void *userdata)
                                 }
                 }
                 p = p ?: tracked_get(t, pid);
-                if (p)
-                        mark_dirty(t, p);
+                if (!p)
+                        return;
+                p->background = false;
+                mark_dirty(t, p);
                 return;
         }
 }
@@ -673,6 +691,7 @@ static int scan_proc(ProcTracker *t, bool reconcile)
                         p = tracked_get(t, (pid_t)pid);
                         if (!p)
                                 return -ENOMEM;
+                        p->background = true;
                         mark_dirty(t, p);
                         if (reconcile)
                                 t->n_reconcile_new++;
@@ -851,6 +870,7 @@ int proc_tracker_refresh_pid(ProcTracker *t, pid_t pid)
         p = tracked_get(t, pid);
         if (!p)
                 return -ENOMEM;
+        p->background = false;
         mark_dirty(t, p);
         return 0;
 }
