@@ -653,8 +653,8 @@ static int execute(CfiParser *p, const CfiSection *s, const Cie *cie, const uint
                 case 0x00: /* nop */
                         break;
                 case 0x01: /* set_loc */
-                        if (!cie || rd_encoded(&c, s->is_eh ? cie->fde_enc : DW_EH_PE_absptr, cie->addr_size,
-                                               vaddr_of(s, c.p), &new_loc) < 0)
+                        if (rd_encoded(&c, s->is_eh ? cie->fde_enc : DW_EH_PE_absptr, cie->addr_size,
+                                       vaddr_of(s, c.p), &new_loc) < 0)
                                 return cfi_fail(p->err, -EBADMSG, "%s+%#zx: bad DW_CFA_set_loc", s->name,
                                                 (size_t)(op_pos - s->data));
                         goto do_advance;
