@@ -109,8 +109,9 @@ def main():
         with Daemon("--frequency", "99", "--labels", "comm,pid,unit,container_id") as dmn:
             prof = fetch_profile(dmn, SECONDS)
             trs = traces(prof)
-            demo_t = has(trs, "demo_leaf")
-            ctr_t = has(trs, "ctr_leaf")
+            # by pid: another run of this test may be sampled too (the daemon sees the host)
+            demo_t = [t for t in has(trs, "demo_leaf") if labels_of(t, "pid") == [str(demo_pid)]]
+            ctr_t = [t for t in has(trs, "ctr_leaf") if labels_of(t, "pid") == [str(ctr_pid)]]
             check(demo_t, "demo program sampled")
             check(ctr_t, "docker-like program sampled")
             check(demo_t and all(labels_of(t, "unit") == [unit] for t in demo_t),
