@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""Benchmark (prints figures, never fails on them; recorded in docs/performance.md).
+
+1. Workload overhead at 99 Hz: bench-workload (CPU-bound, -O2 -fomit-frame-pointer, a 20-frame
+   stack) alone, under profd (sampling every CPU, DWARF unwinding) and under
+   `perf record --call-graph dwarf -F 99`, interleaved in the same run, several rounds. Throughput
+   is work units per second of the workload's own CPU time (so other load on the machine matters
+   less) and per wall second; the overhead is alone / profiled - 1. The profiler's own CPU time
+   over the run is printed too.
+2. BPF cost per sample for a 20-frame and a 300-frame stack: kernel.bpf_stats_enabled=1, profd
+   with --pid WORKLOAD, the entry program's run_time_ns / run_cnt (tail calls run inside the entry
+   program's accounting). Samples of other processes (filtered out at once in BPF) are counted in
+   run_cnt too: their cost is measured first, with --pid pointing at a sleeping process, and
+   subtracted. The workload's sample count and stack depth come from the profile over HTTP.
+
+    PROFD_BUILD_DIR=build PYTHONPATH=tests/lib python3 bench/bench-overhead.py [--seconds S] [--rounds N]
+or  meson test -C build --benchmark overhead"""
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import threading
+import time
+
+from profdtest import BUILD, Daemon, fetch_profile, log, require_bpf, tmpdir, traces
+
+WORKLOAD = os.path.join(BUILD, "bench", "bench-workload")
+FREQUENCY = 99
+# bench-workload's stack is DEPTH + 6 frames (see bench/workload.c)
+DEPTH_20, DEPTH_300 = 14, 294
+SETTLE_S = 3.0   # after profd is healthy: its start-up scan and table builds are done
+STATS_SYSCTL = "/proc/sys/kernel/bpf_stats_enabled"
+
+
+def parse_workload(out):
+    m = re.search(r"units (\d+) wall ([0-9.]+) cpu ([0-9.]+) per_cpu_second ([0-9.]+) per_wall_second ([0-9.]+)",
+                  out)
+    if not m:
+        raise RuntimeError("bench-workload printed no result: %r" % out[-300:])
+    return {"units": int(m.group(1)), "wall": float(m.group(2)), "cpu": float(m.group(3)),
+            "per_cpu": float(m.group(4)), "per_wall": float(m.group(5))}
+
+
+def proc_cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_alone(seconds, depth):
+    r = subprocess.run([WORKLOAD, str(seconds), str(depth)], capture_output=True, text=True, check=True)
+    res = parse_workload(r.stdout)
+    res["profiler_cpu"] = 0.0
+    return res
+
+
+def run_under_profd(seconds, depth):
+    with Daemon("--frequency", str(FREQUENCY)) as d:
+        time.sleep(SETTLE_S)
+        c0 = proc_cpu_seconds(d.proc.pid)
+        r = subprocess.run([WORKLOAD, str(seconds), str(depth)], capture_output=True, text=True, check=True)
+        c1 = proc_cpu_seconds(d.proc.pid)
+    res = parse_workload(r.stdout)
+    res["profiler_cpu"] = c1 - c0
+    return res
+
+
+def run_under_perf(seconds, depth, work):
+    out = os.path.join(work, "perf.data")
+    p = subprocess.Popen(["perf", "record", "-q", "-o", out, "-F", str(FREQUENCY), "--call-graph", "dwarf", "--",
+                          WORKLOAD, str(seconds), str(depth)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    stdout = p.stdout.read()
+    if p.returncode != 0:
+        raise RuntimeError("perf record failed: " + p.stderr.read()[-300:])
+    res = parse_workload(stdout)
+    # rusage of perf covers the workload it waited for: perf's own share is the rest
+    res["profiler_cpu"] = ru.ru_utime + ru.ru_stime - res["cpu"]
+    res["perf_data_mb"] = os.path.getsize(out) / 2**20
+    os.unlink(out)
+    return res
+
+
+def overhead(args, work):
+    log("== workload overhead at %d Hz: bench-workload %s s, %d-frame stack, %d rounds"
+        % (FREQUENCY, args.seconds, DEPTH_20 + 6, args.rounds))
+    runs = {"alone": [], "profd": [], "perf": []}
+    order = ["alone", "profd", "perf"]
+    for rnd in range(args.rounds):
+        for kind in order[rnd % 3:] + order[:rnd % 3]:   # rotate: drift hits every kind alike
+            if kind == "alone":
+                r = run_alone(args.seconds, DEPTH_20)
+            elif kind == "profd":
+                r = run_under_profd(args.seconds, DEPTH_20)
+            else:
+                r = run_under_perf(args.seconds, DEPTH_20, work)
+            runs[kind].append(r)
+            log("  round %d %-5s  %10.1f units/cpu-s  %10.1f units/wall-s  workload cpu %.2f s  profiler cpu %.2f s"
+                % (rnd + 1, kind, r["per_cpu"], r["per_wall"], r["cpu"], r["profiler_cpu"]))
+    base_cpu = statistics.median(r["per_cpu"] for r in runs["alone"])
+    base_wall = statistics.median(r["per_wall"] for r in runs["alone"])
+    log("\n  %-6s %14s %10s %14s %10s %16s" % ("", "units/cpu-s", "overhead", "units/wall-s", "overhead",
+                                               "profiler cpu/s"))
+    for kind in order:
+        pc = statistics.median(r["per_cpu"] for r in runs[kind])
+        pw = statistics.median(r["per_wall"] for r in runs[kind])
+        prof = statistics.median(r["profiler_cpu"] / r["wall"] for r in runs[kind])
+        spread = (max(r["per_cpu"] for r in runs[kind]) - min(r["per_cpu"] for r in runs[kind])) / pc
+        log("  %-6s %14.1f %9.2f%% %14.1f %9.2f%% %15.2f%%   (spread of units/cpu-s %.1f%%)"
+            % (kind, pc, 100 * (base_cpu / pc - 1), pw, 100 * (base_wall / pw - 1), 100 * prof, 100 * spread))
+    if runs["perf"]:
+        log("  perf.data written per run: %.1f MiB" % statistics.median(r["perf_data_mb"] for r in runs["perf"]))
+    return runs
+
+
+# ---- BPF ns per sample ----------------------------------------------------------------------------
+
+def prog_ids(pid):
+    ids = set()
+    for fd in os.listdir("/proc/%d/fdinfo" % pid):
+        try:
+            with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
+                m = re.search(r"^prog_id:\s*(\d+)", f.read(), re.M)
+        except OSError:
+            continue
+        if m:
+            ids.add(int(m.group(1)))
+    return ids
+
+
+def entry_stats(pid):
+    """(run_time_ns, run_cnt) of this daemon's perf_event entry program profd_sample."""
+    for i in prog_ids(pid):
+        r = subprocess.run(["bpftool", "prog", "show", "id", str(i), "-j"], capture_output=True, text=True)
+        if r.returncode != 0:
+            continue
+        p = json.loads(r.stdout)
+        if p.get("name") == "profd_sample":
+            return p.get("run_time_ns", 0), p.get("run_cnt", 0)
+    raise RuntimeError("profd_sample not found among profd's BPF programs")
+
+
+def filtered_cost(seconds):
+    """ns per run of the entry program when the sample is not wanted (idle CPU or other process)."""
+    sleeper = subprocess.Popen(["sleep", str(seconds + 30)])
+    try:
+        with Daemon("--frequency", str(FREQUENCY), "--pid", str(sleeper.pid)) as d:
+            time.sleep(SETTLE_S)
+            t0, n0 = entry_stats(d.proc.pid)
+            time.sleep(seconds)
+            t1, n1 = entry_stats(d.proc.pid)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    return (t1 - t0) / max(n1 - n0, 1), n1 - n0
+
+
+def sample_cost(seconds, depth, c_filtered):
+    w = subprocess.Popen([WORKLOAD, str(seconds + SETTLE_S + 8), str(depth)], stdout=subprocess.PIPE, text=True)
+    try:
+        with Daemon("--frequency", str(FREQUENCY), "--pid", str(w.pid)) as d:
+            time.sleep(SETTLE_S)
+            result = {}
+
+            def fetch():
+                result["path"] = fetch_profile(d, seconds)
+            t = threading.Thread(target=fetch)
+            t0, n0 = entry_stats(d.proc.pid)
+            t.start()
+            t.join()
+            t1, n1 = entry_stats(d.proc.pid)
+    finally:
+        w.kill()
+        w.wait()
+    mine = [tr for tr in traces(result["path"]) if tr.labels.get("pid") == [str(w.pid)]]
+    ours = sum(tr.value for tr in mine)
+    depths = sorted({len(user_frames(tr.frames)) for tr in mine})
+    runs = n1 - n0
+    if ours == 0:
+        raise RuntimeError("no samples of the workload in the profile")
+    ns = (t1 - t0 - (runs - ours) * c_filtered) / ours
+    return ns, ours, runs, depths
+
+
+def kernel_symbols():
+    try:
+        with open("/proc/kallsyms") as f:
+            return {l.split()[2] for l in f if len(l.split()) >= 3}
+    except OSError:
+        return set()
+
+
+KSYMS = kernel_symbols()
+
+
+def user_frames(frames):
+    """Real user frames of a pprof stack: no kernel frames (listed above the user ones), no inlined."""
+    frames = [f for f in frames if not f.endswith(" (inline)")]
+    i = 0
+    while i < len(frames) - 1 and (frames[i] in KSYMS or frames[i].startswith("bpf_prog_")):
+        i += 1
+    return frames[i:]
+
+
+def bpf_cost(args):
+    log("\n== BPF cost per sample (kernel.bpf_stats_enabled, entry program run_time_ns / run_cnt)")
+    try:
+        with open(STATS_SYSCTL) as f:
+            old = f.read().strip()
+        with open(STATS_SYSCTL, "w") as f:
+            f.write("1")
+    except OSError as e:
+        log("  cannot enable %s: %s (figures not measured)" % (STATS_SYSCTL, e))
+        return
+    try:
+        c_filtered, n = filtered_cost(args.seconds)
+        log("  sample not wanted (idle CPU / filtered pid): %.0f ns per run (%d runs)" % (c_filtered, n))
+        for depth in (DEPTH_20, DEPTH_300):
+            ns, ours, runs, depths = sample_cost(args.seconds, depth, c_filtered)
+            log("  %3d-frame stack: %7.0f ns per sample (%d workload samples of %d runs; user frames seen %s)"
+                % (depth + 6, ns, ours, runs, depths[-3:]))
+    finally:
+        with open(STATS_SYSCTL, "w") as f:
+            f.write(old)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=5.0, help="per measured run")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--skip-overhead", action="store_true")
+    ap.add_argument("--skip-bpf-cost", action="store_true")
+    args = ap.parse_args()
+    require_bpf()
+    if not os.path.exists(WORKLOAD):
+        raise SystemExit("build bench-workload first: " + WORKLOAD)
+    if not shutil.which("perf"):
+        raise SystemExit("perf (linux-perf) is needed as the comparison")
+    log("machine: %d CPUs, load average %s" % (os.cpu_count(), open("/proc/loadavg").read().split()[:3]))
+    work = tmpdir()
+    if not args.skip_overhead:
+        overhead(args, work)
+    if not args.skip_bpf_cost:
+        bpf_cost(args)
+    log("\nload average at the end: %s" % open("/proc/loadavg").read().split()[:3])
+
+
+if __name__ == "__main__":
+    main()
