@@ -102,6 +102,7 @@ struct HttpServer {
         uint64_t profile_samples_total;
         double render_seconds_sum, render_seconds_max;
         uint64_t render_steps_total;
+        double render_step_seconds_max; /* one step holds the event loop this long */
 };
 
 /* ---- routes ---------------------------------------------------------------------------------- */
@@ -410,8 +411,16 @@ static int on_profile_step(sd_event_source *es, void *userdata)
         HttpServer *s = req->server;
         const ProfileRenderer *rd = req->query.renderer;
 
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
         s->render_steps_total++;
         int r = rd->step(req->job);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        double step = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+        if (step > s->render_step_seconds_max)
+                s->render_step_seconds_max = step;
+        if (step >= 0.1)
+                log_debug("A %s build step held the event loop for %.3f s", rd->format, step);
         if (r == 0)
                 return 0;
         if (r > 0) {
@@ -477,7 +486,8 @@ static void on_window_drained(void *userdata)
         r = req->query.renderer->start(d, w, &req->query, &req->job);
         if (r < 0) {
                 req->job = NULL;
-                log_warning_errno_ratelimited(r, "Starting a %s profile failed: %m", req->query.renderer->format);
+                log_warning_errno_ratelimited(r, "Starting a %s profile failed: %m",
+                                              req->query.renderer->format);
                 request_set_error(req, 500, "building the profile failed: %s\n", strerror(-r));
                 profile_finish(req);
                 return;
@@ -503,7 +513,8 @@ static int on_window_end(sd_event_source *es, uint64_t usec, void *userdata)
         req->timer = sd_event_source_disable_unref(req->timer);
         int r = sampler_cut(d->sampler, &req->t1);
         if (r < 0) {
-                log_warning_errno_ratelimited(r, "Cutting the sampler at the end of a profile window failed: %m");
+                log_warning_errno_ratelimited(
+                        r, "Cutting the sampler at the end of a profile window failed: %m");
                 request_set_error(req, 500, "cutting the sample stream failed: %s\n", strerror(-r));
                 profile_finish(req);
                 return 0;
@@ -595,14 +606,12 @@ static int param_unit(HttpServer *s, const char *v, ProfileQuery *q, char *err, 
         return param_filter("unit", v, q, err, errlen);
 }
 
+/* clang-format off: one parameter per line, so adding one is a one-line change */
 static const QueryParam profile_params[] = {
-        {"seconds", param_seconds},
-        {"labels", param_labels},
-        {"format", param_format},
-        {"pid", param_pid},
-        {"comm", param_comm},
-        {"unit", param_unit},
+        {"seconds", param_seconds}, {"labels", param_labels}, {"format", param_format},
+        {"pid", param_pid},         {"comm", param_comm},     {"unit", param_unit},
 };
+/* clang-format on */
 
 typedef struct ParseState {
         HttpServer *server;
@@ -621,8 +630,8 @@ static enum MHD_Result parse_one(void *cls, enum MHD_ValueKind kind, const char 
                         return st->r < 0 ? MHD_NO : MHD_YES;
                 }
         /* Rejected rather than ignored: a misspelt filter would otherwise silently profile everything. */
-        snprintf(st->err, sizeof(st->err), "unknown parameter '%.64s' (known: seconds, labels, format, pid, comm, unit)",
-                 key);
+        snprintf(st->err, sizeof(st->err),
+                 "unknown parameter '%.64s' (known: seconds, labels, format, pid, comm, unit)", key);
         st->r = -EINVAL;
         return MHD_NO;
 }
@@ -665,7 +674,8 @@ static int route_profile(HttpServer *s, Request *req)
 
         int r = sampler_cut(d->sampler, &req->t0);
         if (r < 0) {
-                log_warning_errno_ratelimited(r, "Cutting the sampler at the start of a profile window failed: %m");
+                log_warning_errno_ratelimited(
+                        r, "Cutting the sampler at the start of a profile window failed: %m");
                 return queue_error(req, 500, "cutting the sample stream failed: %s\n", strerror(-r));
         }
         r = sd_event_add_time_relative(d->event, &req->timer, CLOCK_MONOTONIC,
@@ -1033,8 +1043,13 @@ void http_server_write_metrics(const HttpServer *s, FILE *f)
                 "# HELP profd_http_profile_build_steps_total Incremental build steps run from the event "
                 "loop.\n"
                 "# TYPE profd_http_profile_build_steps_total counter\n"
-                "profd_http_profile_build_steps_total %" PRIu64 "\n",
+                "profd_http_profile_build_steps_total %" PRIu64 "\n"
+                "# HELP profd_http_profile_build_step_seconds_max Longest single build step (the loop is "
+                "held meanwhile).\n"
+                "# TYPE profd_http_profile_build_step_seconds_max gauge\n"
+                "profd_http_profile_build_step_seconds_max %.6f\n",
                 s->n_profiles, s->profiles_rejected_busy_total, s->profiles_served_total,
                 s->profiles_failed_total, s->profile_samples_total, s->render_seconds_sum,
-                s->profiles_served_total, s->render_seconds_max, s->render_steps_total);
+                s->profiles_served_total, s->render_seconds_max, s->render_steps_total,
+                s->render_step_seconds_max);
 }
