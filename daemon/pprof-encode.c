@@ -2,8 +2,8 @@
 /* The profile is built in three phases, each split into bounded steps:
  *   SAMPLES: every sample's frames become locations (symbolized once per distinct
  *            mapping+address), functions and strings, interned in open-addressing indexes;
- *   PACK:    protobuf-c serializes the message (one step; linear in the output size);
- *   GZIP:    zlib compresses DEFLATE_CHUNK bytes per step.
+ *   PACK:    protobuf-c serializes the profile field by field, PACK_CHUNK bytes per step, and
+ *            zlib compresses each chunk.
  * Stacks go out leaf first: kernel frames (leaf first), then user frames, then the markers that
  * say why a user stack ends early ("[truncated: N+ frames]", "[unwind stopped: reason]"). */
 #include <errno.h>
@@ -23,15 +23,14 @@
  * on the order of a millisecond or two. */
 #define STEP_BUDGET 20000
 #define LOOKUP_COST 20
-/* Bytes of serialized profile compressed per step. */
-#define DEFLATE_CHUNK (256 * 1024)
+/* Bytes of serialized profile produced and compressed per step. */
+#define PACK_CHUNK (256 * 1024)
 /* Processes whose /proc/PID/maps a single job may re-read after a miss (dlopen, exec). */
 #define MAX_REFRESHES_PER_JOB 256
 
 typedef enum Phase {
         PHASE_SAMPLES,
         PHASE_PACK,
-        PHASE_GZIP,
         PHASE_DONE,
 } Phase;
 
@@ -111,8 +110,10 @@ struct PprofJob {
         int64_t str_samples, str_count, str_cpu, str_nanoseconds;
         int64_t label_keys[_LABEL_MAX];
 
-        uint8_t *packed;
-        size_t packed_size;
+        uint8_t *packed; /* the chunk being serialized */
+        size_t packed_size, packed_cap;
+        unsigned pack_section; /* 0: header not written yet, else the FIELD_* being written */
+        size_t pack_index;
         z_stream z;
         bool z_init;
         uint8_t *out;
@@ -827,7 +828,59 @@ int pprof_job_new(ProfileWindow *w, Symbolizer *sym, ProcessTable *procs, const 
         return 0;
 }
 
-static int pack(PprofJob *j)
+/* The profile is serialized field by field so no step packs everything at once: a message's
+ * encoding is the concatenation of its fields in any order, and a repeated field is its
+ * elements in order, each as key + length + bytes. The scalar fields go first (a Profile
+ * holding only those, packed by protobuf-c), then samples, mappings, locations, functions and
+ * strings. Each step appends up to PACK_CHUNK bytes and compresses them. */
+enum {
+        FIELD_SAMPLE = 2,
+        FIELD_MAPPING = 3,
+        FIELD_LOCATION = 4,
+        FIELD_FUNCTION = 5,
+        FIELD_STRING_TABLE = 6,
+};
+
+static size_t put_varint(uint8_t *out, uint64_t v)
+{
+        size_t n = 0;
+        while (v >= 0x80) {
+                out[n++] = (uint8_t)(v | 0x80);
+                v >>= 7;
+        }
+        out[n++] = (uint8_t)v;
+        return n;
+}
+
+static bool chunk_reserve(PprofJob *j, size_t more)
+{
+        return grow((void **)&j->packed, &j->packed_cap, j->packed_size + more, 1);
+}
+
+static int chunk_put_message(PprofJob *j, unsigned field, const ProtobufCMessage *m)
+{
+        size_t size = protobuf_c_message_get_packed_size(m);
+        if (!chunk_reserve(j, 20 + size))
+                return -ENOMEM;
+        j->packed_size += put_varint(j->packed + j->packed_size, (uint64_t)field << 3 | 2);
+        j->packed_size += put_varint(j->packed + j->packed_size, size);
+        j->packed_size += protobuf_c_message_pack(m, j->packed + j->packed_size);
+        return 0;
+}
+
+static int chunk_put_string(PprofJob *j, const char *str)
+{
+        size_t size = strlen(str);
+        if (!chunk_reserve(j, 20 + size))
+                return -ENOMEM;
+        j->packed_size += put_varint(j->packed + j->packed_size, (uint64_t)FIELD_STRING_TABLE << 3 | 2);
+        j->packed_size += put_varint(j->packed + j->packed_size, size);
+        memcpy(j->packed + j->packed_size, str, size);
+        j->packed_size += size;
+        return 0;
+}
+
+static int pack_header(PprofJob *j)
 {
         Perftools__Profiles__Profile p = PERFTOOLS__PROFILES__PROFILE__INIT;
         Perftools__Profiles__ValueType vt_samples = PERFTOOLS__PROFILES__VALUE_TYPE__INIT,
@@ -841,35 +894,69 @@ static int pack(PprofJob *j)
         vt_cpu.type = j->str_cpu;
         vt_cpu.unit = j->str_nanoseconds;
         period_type = vt_cpu;
-
         p.n_sample_type = 2;
         p.sample_type = sample_types;
-        p.n_sample = j->n_samples;
-        p.sample = j->samples;
-        p.n_mapping = j->n_mappings;
-        p.mapping = j->mappings;
-        p.n_location = j->n_locations;
-        p.location = j->locations;
-        p.n_function = j->n_functions;
-        p.function = j->functions;
-        p.n_string_table = j->n_strings;
-        p.string_table = j->strings;
         p.time_nanos = (int64_t)j->window->start_ns;
         p.duration_nanos = (int64_t)(j->window->end_ns - j->window->start_ns);
         p.period_type = &period_type;
         p.period = j->period;
 
         size = perftools__profiles__profile__get_packed_size(&p);
-        j->packed = malloc(size ? size : 1);
-        if (!j->packed)
+        if (!chunk_reserve(j, size))
                 return -ENOMEM;
-        j->packed_size = perftools__profiles__profile__pack(&p, j->packed);
-        if (j->packed_size != size)
-                return -EIO;
+        j->packed_size += perftools__profiles__profile__pack(&p, j->packed + j->packed_size);
         return 0;
 }
 
-static int gzip_step(PprofJob *j)
+/* Appends the next items to the chunk; returns 1 once everything has been serialized. */
+static int pack_step(PprofJob *j)
+{
+        int r;
+
+        if (j->pack_section == 0) {
+                r = pack_header(j);
+                if (r < 0)
+                        return r;
+                j->pack_section = FIELD_SAMPLE;
+                j->pack_index = 0;
+        }
+        while (j->packed_size < PACK_CHUNK && j->pack_section <= FIELD_STRING_TABLE) {
+                size_t n = j->pack_section == FIELD_SAMPLE     ? j->n_samples
+                           : j->pack_section == FIELD_MAPPING  ? j->n_mappings
+                           : j->pack_section == FIELD_LOCATION ? j->n_locations
+                           : j->pack_section == FIELD_FUNCTION ? j->n_functions
+                                                               : j->n_strings;
+                if (j->pack_index >= n) {
+                        j->pack_section++;
+                        j->pack_index = 0;
+                        continue;
+                }
+                size_t i = j->pack_index++;
+                switch (j->pack_section) {
+                case FIELD_SAMPLE:
+                        r = chunk_put_message(j, FIELD_SAMPLE, &j->samples[i]->base);
+                        break;
+                case FIELD_MAPPING:
+                        r = chunk_put_message(j, FIELD_MAPPING, &j->mappings[i]->base);
+                        break;
+                case FIELD_LOCATION:
+                        r = chunk_put_message(j, FIELD_LOCATION, &j->locations[i]->base);
+                        break;
+                case FIELD_FUNCTION:
+                        r = chunk_put_message(j, FIELD_FUNCTION, &j->functions[i]->base);
+                        break;
+                default:
+                        r = chunk_put_string(j, j->strings[i]);
+                        break;
+                }
+                if (r < 0)
+                        return r;
+        }
+        return j->pack_section > FIELD_STRING_TABLE;
+}
+
+/* Compresses the chunk; finish: end the gzip stream. */
+static int deflate_chunk(PprofJob *j, bool finish)
 {
         int r;
 
@@ -879,25 +966,27 @@ static int gzip_step(PprofJob *j)
                 if (deflateInit2(&j->z, Z_BEST_SPEED, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
                         return -ENOMEM;
                 j->z_init = true;
-                j->out_cap = deflateBound(&j->z, j->packed_size);
-                j->out = malloc(j->out_cap);
-                if (!j->out)
-                        return -ENOMEM;
-                j->z.next_in = j->packed;
-                j->z.next_out = j->out;
-                j->z.avail_out = (uInt)j->out_cap;
         }
-        size_t left = j->packed_size - (size_t)(j->z.next_in - j->packed);
-        size_t chunk = left < DEFLATE_CHUNK ? left : DEFLATE_CHUNK;
-        bool last = chunk == left;
-        j->z.avail_in = (uInt)chunk;
-        r = deflate(&j->z, last ? Z_FINISH : Z_NO_FLUSH);
-        if (r == Z_STREAM_ERROR || (last && r != Z_STREAM_END))
-                return -EIO;
-        if (!last)
-                return 0;
-        j->out_size = j->out_cap - j->z.avail_out;
-        return 1;
+        j->z.next_in = j->packed;
+        j->z.avail_in = (uInt)j->packed_size;
+        for (;;) {
+                if (j->out_size == j->out_cap &&
+                    !grow((void **)&j->out, &j->out_cap,
+                          j->out_cap + deflateBound(&j->z, j->z.avail_in) + 64, 1))
+                        return -ENOMEM;
+                j->z.next_out = j->out + j->out_size;
+                j->z.avail_out = (uInt)(j->out_cap - j->out_size);
+                r = deflate(&j->z, finish ? Z_FINISH : Z_NO_FLUSH);
+                j->out_size = j->out_cap - j->z.avail_out;
+                if (r == Z_STREAM_ERROR)
+                        return -EIO;
+                if (finish ? r == Z_STREAM_END : (j->z.avail_in == 0 && j->z.avail_out > 0))
+                        break;
+                if (j->z.avail_out > 0 && r == Z_BUF_ERROR)
+                        return -EIO;
+        }
+        j->packed_size = 0;
+        return 0;
 }
 
 int pprof_job_step(PprofJob *j)
@@ -923,19 +1012,17 @@ int pprof_job_step(PprofJob *j)
                 }
                 return 0;
         case PHASE_PACK:
-                r = pack(j);
+                r = pack_step(j);
                 if (r < 0)
                         return r;
-                j->phase = PHASE_GZIP;
-                return 0;
-        case PHASE_GZIP:
-                r = gzip_step(j);
+                bool done = r > 0;
+                r = deflate_chunk(j, done);
                 if (r < 0)
                         return r;
-                if (r == 0)
+                if (!done)
                         return 0;
-                free(j->packed);
-                j->packed = NULL;
+                j->packed = mfree(j->packed);
+                j->packed_cap = 0;
                 j->phase = PHASE_DONE;
                 return 1;
         case PHASE_DONE:

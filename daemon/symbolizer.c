@@ -26,8 +26,12 @@
  * old one): repeated scrapes of a busy host mostly ask for the same addresses again. Entries
  * hold a copy of their frames, ~100-300 bytes each. */
 #define SYMBOLIZER_CACHE_SLOTS 32768
-/* kallsyms changes when modules load: reread at most this often. */
-#define KALLSYMS_MAX_AGE_NS (60 * NSEC_PER_SEC)
+/* kallsyms changes when modules load (checked through /proc/modules every
+ * MODULES_CHECK_NS) and, for BPF programs and trampolines, without a trace there: reread it
+ * then, and at least every KALLSYMS_MAX_AGE_NS. A reread costs ~50-100 ms (the kernel formats
+ * ~100k lines), so not more often. */
+#define KALLSYMS_MAX_AGE_NS (300 * NSEC_PER_SEC)
+#define MODULES_CHECK_NS (10 * NSEC_PER_SEC)
 
 /* Itanium C++ ABI demangler from libstdc++ (also handles Rust's legacy mangling). elfutils has
  * none of its own. */
@@ -80,6 +84,7 @@ struct Symbolizer {
         uint64_t kallsyms_loaded_ns;
         bool kallsyms_hidden;
         bool kallsyms_pinned; /* loaded from a file given by the caller: never reread */
+        uint64_t modules_hash, modules_checked_ns;
         uint8_t kernel_build_id[64];
         size_t kernel_build_id_size;
         bool kernel_build_id_read;
@@ -801,6 +806,41 @@ int symbolizer_load_kallsyms(Symbolizer *s, const char *path)
         return kallsyms_load(s, path);
 }
 
+/* A fingerprint of /proc/modules (names, sizes, load addresses): 0 if there is none. */
+static uint64_t modules_fingerprint(void)
+{
+        _cleanup_fclose_ FILE *f = fopen("/proc/modules", "re");
+        char buf[4096];
+        uint64_t h = 1469598103934665603ULL;
+        size_t n;
+
+        if (!f)
+                return 0;
+        while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+                for (size_t i = 0; i < n; i++)
+                        h = (h ^ (unsigned char)buf[i]) * 1099511628211ULL;
+        return h;
+}
+
+static bool kallsyms_stale(Symbolizer *s)
+{
+        uint64_t now = now_mono_ns();
+
+        if (s->kallsyms_pinned)
+                return false;
+        if (s->kallsyms_loaded_ns == 0 || now - s->kallsyms_loaded_ns > KALLSYMS_MAX_AGE_NS)
+                return true;
+        if (now - s->modules_checked_ns > MODULES_CHECK_NS) {
+                uint64_t h = modules_fingerprint();
+                s->modules_checked_ns = now;
+                if (h != s->modules_hash) {
+                        s->modules_hash = h;
+                        return true;
+                }
+        }
+        return false;
+}
+
 int symbolizer_kernel(Symbolizer *s, uint64_t addr, SymResult *ret)
 {
         size_t lo = 0, hi;
@@ -808,9 +848,13 @@ int symbolizer_kernel(Symbolizer *s, uint64_t addr, SymResult *ret)
 
         clear_results(s);
         s->n_kernel++;
-        if (!s->kallsyms_pinned &&
-            (s->kallsyms_loaded_ns == 0 || now_mono_ns() - s->kallsyms_loaded_ns > KALLSYMS_MAX_AGE_NS))
+        if (kallsyms_stale(s)) {
+                if (s->modules_checked_ns == 0) {
+                        s->modules_hash = modules_fingerprint();
+                        s->modules_checked_ns = now_mono_ns();
+                }
                 (void)kallsyms_load(s, "/proc/kallsyms");
+        }
 
         if (s->kallsyms_hidden) {
                 unknown_frame(

@@ -85,6 +85,8 @@ static void run_job(const char *what, ProfileWindow *w, Symbolizer *sym, Process
                 s = now_ns() - s;
                 if (s > max_step)
                         max_step = s;
+                if (getenv("BENCH_STEPS"))
+                        printf("  step %" PRIu64 ": %.2f ms\n", steps, (double)s / 1e6);
                 steps++;
         } while (r == 0);
         if (r < 0 || pprof_job_take_result(j, &data, &size) < 0) {
