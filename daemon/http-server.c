@@ -606,10 +606,15 @@ static int param_unit(HttpServer *s, const char *v, ProfileQuery *q, char *err, 
         return param_filter("unit", v, q, err, errlen);
 }
 
-/* clang-format off: one parameter per line, so adding one is a one-line change */
+/* One parameter per line, so adding one is a one-line change. */
+/* clang-format off */
 static const QueryParam profile_params[] = {
-        {"seconds", param_seconds}, {"labels", param_labels}, {"format", param_format},
-        {"pid", param_pid},         {"comm", param_comm},     {"unit", param_unit},
+        {"seconds", param_seconds},
+        {"labels", param_labels},
+        {"format", param_format},
+        {"pid", param_pid},
+        {"comm", param_comm},
+        {"unit", param_unit},
 };
 /* clang-format on */
 
