@@ -42,7 +42,10 @@ static inline uint64_t mono_ns(void)
         return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-static inline int helper_start(Helper *h, const char *exe, const char *lib)
+/* prep (if any) runs in the child before exec, e.g. to enter other namespaces; it returns < 0 to
+ * give up. */
+static inline int helper_start_prep(Helper *h, const char *exe, const char *lib, int (*prep)(void *),
+                                    void *arg)
 {
         int to_child[2], from_child[2];
 
@@ -55,6 +58,8 @@ static inline int helper_start(Helper *h, const char *exe, const char *lib)
         if (h->pid == 0) {
                 dup2(to_child[0], 0);
                 dup2(from_child[1], 1);
+                if (prep && prep(arg) < 0)
+                        _exit(126);
                 execl(exe, exe, lib, (char *)NULL);
                 _exit(127);
         }
@@ -64,6 +69,11 @@ static inline int helper_start(Helper *h, const char *exe, const char *lib)
         h->out = fdopen(from_child[0], "r");
         setvbuf(h->in, NULL, _IOLBF, 0);
         return 0;
+}
+
+static inline int helper_start(Helper *h, const char *exe, const char *lib)
+{
+        return helper_start_prep(h, exe, lib, NULL, NULL);
 }
 
 /* Sends cmd (or nothing if NULL) and reads one reply line into buf. */

@@ -6,7 +6,9 @@
  * Figures are printed, not asserted (timing depends on the machine). Needs root; SKIPs (77). */
 #include <bpf/libbpf.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <systemd/sd-event.h>
 
@@ -111,6 +113,29 @@ static int helper_variant(const char *path, uint8_t salt, char **ret_buf, size_t
                 }
         free(buf);
         return -ENOENT;
+}
+
+/* Child side of the mount-namespace case: a private mount namespace with a tmpfs over dir, the
+ * binary written there, so that its path exists only inside (like a container's image). */
+typedef struct NsPrep {
+        const char *dir, *exe;
+        const char *buf;
+        size_t size;
+} NsPrep;
+
+static int ns_prep(void *arg)
+{
+        const NsPrep *n = arg;
+        int fd;
+
+        if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+            mount("none", n->dir, "tmpfs", 0, "mode=0755") < 0)
+                return -1;
+        fd = open(n->exe, O_WRONLY | O_CREAT | O_CLOEXEC, 0755);
+        if (fd < 0 || write(fd, n->buf, n->size) != (ssize_t)n->size)
+                return -1;
+        close(fd);
+        return 0;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -308,6 +333,31 @@ int main(int argc, char **argv)
                 w.suffix = strrchr(tmp, '/') + 1;
                 CHECK(run_until(ready, &w, 10000), "deleted executable %s in the pool with its table", tmp);
                 (void)helper_finish(&d);
+        }
+
+        /* A binary that exists only in another mount namespace (a container's image): opened
+         * through /proc/PID/map_files, or /proc/PID/root. */
+        {
+                char dir[] = "/tmp/proc-ns-XXXXXX", exe[64], *buf = NULL;
+                size_t size = 0;
+                Helper n = {};
+                NsPrep prep;
+                Want w;
+
+                r = helper_variant(helper, 0x3c, &buf, &size);
+                CHECK(r >= 0 && mkdtemp(dir),
+                      "helper copy with another build ID for a private mount namespace");
+                snprintf(exe, sizeof(exe), "%s/proc-helper-ns", dir);
+                prep = (NsPrep){dir, exe, buf, size};
+                r = helper_start_prep(&n, exe, lib, ns_prep, &prep);
+                CHECK(r >= 0 && helper_cmd(&n, NULL, line, sizeof(line)) >= 0 && strcmp(line, "ready") == 0,
+                      "helper started from %s inside its own mount namespace (pid %d)", exe, (int)n.pid);
+                CHECK(access(exe, F_OK) < 0, "%s does not exist outside that namespace", exe);
+                w = (Want){n.pid, "/proc-helper-ns", NULL};
+                CHECK(run_until(ready, &w, 10000), "its executable is in the pool with its table");
+                (void)helper_finish(&n);
+                free(buf);
+                rmdir(dir);
         }
 
         /* Code in a memfd (exec of /proc/self/fd/N): maps shows "/memfd:NAME (deleted)". */
