@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 
 from profdtest import (Daemon, cc, check, fetch_profile, finish, log, require_bpf, skip, tmpdir, traces)
@@ -107,8 +108,29 @@ def main():
             log("demo cgroup: " + f.read().strip().replace("\n", " | "))
 
         with Daemon("--frequency", "99", "--labels", "comm,pid,unit,container_id") as dmn:
-            prof = fetch_profile(dmn, SECONDS)
+            # A unit that runs ~2 s and whose cgroup is removed before the 4 s window is rendered
+            # is still named: ids are resolved at drain time and cached.
+            short_unit = "profd-short-%d.service" % tag
+            short_cg = os.path.join(root, "system.slice", short_unit)
+            make_cgroup(short_cg, created)
+            short = spawn_in(short_cg, [demo, "2"])
+
+            def remove_short():
+                short.wait()
+                try:
+                    os.rmdir(short_cg)
+                    created.remove(short_cg)
+                except OSError as e:
+                    log("cannot remove %s: %s" % (short_cg, e))
+            remover = threading.Thread(target=remove_short)
+            remover.start()
+            prof = fetch_profile(dmn, 4)
+            remover.join()
+            check(not os.path.exists(short_cg), "short-lived unit's cgroup was removed during the window")
             trs = traces(prof)
+            short_t = [t for t in has(trs, "demo_leaf") if labels_of(t, "pid") == [str(short.pid)]]
+            check(short_t and all(labels_of(t, "unit") == [short_unit] for t in short_t),
+                  "removed unit still named: %s" % sorted({str(labels_of(t, 'unit')) for t in short_t}))
             # by pid: another run of this test may be sampled too (the daemon sees the host)
             demo_t = [t for t in has(trs, "demo_leaf") if labels_of(t, "pid") == [str(demo_pid)]]
             ctr_t = [t for t in has(trs, "ctr_leaf") if labels_of(t, "pid") == [str(ctr_pid)]]
@@ -161,6 +183,17 @@ def main():
             check(all(labels_of(t, "unit") == [unit] for t in trs), "--unit: every sample is in the unit")
             check(after is not None and before is not None and after > before,
                   "--unit: profd_bpf_filtered_samples_total rises (%s -> %s)" % (before, after))
+            # The unit restarts: new cgroup (new id), new process; the filter follows it.
+            procs[0].kill()
+            procs[0].wait()
+            os.rmdir(demo_cg)
+            os.mkdir(demo_cg)
+            procs[0] = spawn_in(demo_cg, [demo, "120"])
+            time.sleep(2.5)  # the daemon looks the unit up again every 2 s
+            trs = traces(fetch_profile(dmn, SECONDS))
+            check([t for t in has(trs, "demo_leaf") if labels_of(t, "pid") == [str(procs[0].pid)]],
+                  "--unit follows a restarted unit (new cgroup id)")
+            check(not has(trs, "ctr_leaf"), "--unit: after the restart still only the unit")
         with Daemon("--frequency", "99", "--pid", str(ctr_pid)) as dmn:
             trs = traces(fetch_profile(dmn, SECONDS))
             check(has(trs, "ctr_leaf") and not has(trs, "demo_leaf"), "--pid: only that process is sampled")
