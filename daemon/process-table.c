@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <time.h>
@@ -44,7 +45,7 @@ struct ProcessTable {
         size_t n_procs, cap_procs;
         ProcFile **files;
         size_t n_files, cap_files;
-        unsigned n_open_fds;
+        unsigned n_open_fds, max_open_fds;
         ProcFile *vdso;
         bool vdso_tried;
         size_t gc_cursor;
@@ -88,6 +89,26 @@ static void process_free(ProcessTable *t, Process *p)
         free(p);
 }
 
+/* How many mapped files to keep open. systemd starts services with a soft RLIMIT_NOFILE of 1024
+ * and a high hard limit, expecting programs that need more to raise the soft limit themselves;
+ * at most half of what is available goes to kept files so the rest of the daemon (perf events,
+ * BPF maps, HTTP connections) never runs out. */
+static unsigned open_files_budget(void)
+{
+        struct rlimit rl;
+        uint64_t avail;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                return 256;
+        if (rl.rlim_cur < 16384 && rl.rlim_max > rl.rlim_cur) {
+                rl.rlim_cur = rl.rlim_max < 16384 ? rl.rlim_max : 16384;
+                (void)setrlimit(RLIMIT_NOFILE, &rl);
+                (void)getrlimit(RLIMIT_NOFILE, &rl);
+        }
+        avail = rl.rlim_cur > 512 ? (rl.rlim_cur - 512) / 2 : 0;
+        return avail < PROCESS_TABLE_MAX_OPEN_FILES ? (unsigned)avail : PROCESS_TABLE_MAX_OPEN_FILES;
+}
+
 int process_table_new(uint64_t exit_grace_ns, ProcessTable **ret)
 {
         ProcessTable *t = calloc(1, sizeof(*t));
@@ -95,6 +116,7 @@ int process_table_new(uint64_t exit_grace_ns, ProcessTable **ret)
                 return -ENOMEM;
         (void)elf_version(EV_CURRENT);
         t->exit_grace_ns = exit_grace_ns;
+        t->max_open_fds = open_files_budget();
         *ret = t;
         return 0;
 }
@@ -179,7 +201,7 @@ static ProcFile *proc_file_new(ProcessTable *t, int fd, dev_t dev, uint64_t inod
         proc_file_read_elf(f, fd);
         if (!f->elf_ok)
                 t->n_not_elf++;
-        if (t->n_open_fds < PROCESS_TABLE_MAX_OPEN_FILES) {
+        if (t->n_open_fds < t->max_open_fds) {
                 f->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
                 if (f->fd >= 0)
                         t->n_open_fds++;
@@ -718,6 +740,10 @@ void process_table_write_metrics(const ProcessTable *t, FILE *f)
                 "# HELP profd_process_table_open_files Mapped files held open for later symbolization.\n"
                 "# TYPE profd_process_table_open_files gauge\n"
                 "profd_process_table_open_files %u\n"
+                "# HELP profd_process_table_open_files_limit Most mapped files held open (half the fd "
+                "limit, <= 4096).\n"
+                "# TYPE profd_process_table_open_files_limit gauge\n"
+                "profd_process_table_open_files_limit %u\n"
                 "# HELP profd_process_table_reads_total Reads of /proc/PID/maps.\n"
                 "# TYPE profd_process_table_reads_total counter\n"
                 "profd_process_table_reads_total %" PRIu64 "\n"
@@ -735,7 +761,7 @@ void process_table_write_metrics(const ProcessTable *t, FILE *f)
                 "profd_process_table_events_total{event=\"forgotten\"} %" PRIu64 "\n"
                 "profd_process_table_events_total{event=\"evicted\"} %" PRIu64 "\n"
                 "profd_process_table_events_total{event=\"pid_reused\"} %" PRIu64 "\n",
-                t->n_procs, exited, mappings, t->n_files, t->n_open_fds, t->n_reads, t->n_read_errors,
-                t->n_bad_lines, t->n_truncated, t->n_no_file, t->n_not_elf, t->n_table_full,
-                t->n_exited_total, t->n_forgotten, t->n_evicted, t->n_pid_reuse);
+                t->n_procs, exited, mappings, t->n_files, t->n_open_fds, t->max_open_fds, t->n_reads,
+                t->n_read_errors, t->n_bad_lines, t->n_truncated, t->n_no_file, t->n_not_elf,
+                t->n_table_full, t->n_exited_total, t->n_forgotten, t->n_evicted, t->n_pid_reuse);
 }

@@ -46,7 +46,8 @@ typedef struct Process {
 #define PROCESS_TABLE_MAX_PROCESSES 32768
 #define PROCESS_MAX_MAPPINGS 8192
 /* Mapped files are kept open (so that exited processes, deleted files and other mount
- * namespaces can still be read) up to this many descriptors. */
+ * namespaces can still be read) up to this many descriptors, and at most half of RLIMIT_NOFILE
+ * (process_table_new() raises a low soft limit towards the hard one, up to 16384). */
 #define PROCESS_TABLE_MAX_OPEN_FILES 4096
 
 int process_table_new(uint64_t exit_grace_ns, ProcessTable **ret);
