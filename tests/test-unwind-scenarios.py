@@ -297,11 +297,24 @@ def run_scenario(daemon, sc, perf_ok, work):
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     perf_data = os.path.join(work, sc.name + ".perf.data")
     perf = perf_start(proc.pid, perf_data, sc.perf_size) if perf_ok else None
+    # Alongside the window, back-to-back 1 s windows: when samples lack their chain, these say
+    # whether that happens only right after exec/dlopen (tables not placed yet) or all along.
+    seconds = []
+
+    def fetch_seconds():
+        for i in range(WINDOW_S):
+            try:
+                seconds.append(fetch_profile(daemon, 1, path=os.path.join(work, "%s.%d.pb.gz" % (sc.name, i))))
+            except (RuntimeError, OSError) as e:
+                log("per-second window %d: %s" % (i, e))
     try:
         time.sleep(max(0.0, t_start + WARMUP_S - time.monotonic()))
         t_from = time.monotonic()
+        per_second = threading.Thread(target=fetch_seconds)
+        per_second.start()
         path = fetch_profile(daemon, WINDOW_S, path=os.path.join(work, sc.name + ".pb.gz"))
         t_to = time.monotonic()
+        per_second.join()
     finally:
         try:
             proc.wait(timeout=duration + 30)
@@ -348,6 +361,18 @@ def run_scenario(daemon, sc, perf_ok, work):
             if not any(rx.search(";".join(frames)) for _, rx in sc.chains):
                 bad[tuple(frames)] += t.value
         show(bad, total, "profd samples WITHOUT a complete expected chain (whole stacks):")
+        timeline = []
+        for p in seconds:
+            n = b = 0
+            for t in traces(p):
+                if t.labels.get("pid") == [str(proc.pid)]:
+                    n += t.value
+                    frames = user_frames([norm(f) for f in t.frames])
+                    if not any(rx.search(";".join(frames)) for _, rx in sc.chains):
+                        b += t.value
+            timeline.append("%d/%d" % (b, n))
+        log("  samples without the chain / samples, per second of the window (from %.1f s after exec): %s"
+            % (WARMUP_S, " ".join(timeline)))
         show(profd, total, "all profd stacks (leaf;...;main):")
 
     if not perf:
