@@ -70,6 +70,7 @@ enum profd_counter {
         PROFD_DROP_EVENTS_RINGBUF_FULL, /* process events lost: ring buffer full */
         PROFD_CNT_UNKNOWN_PID_FP,       /* pid's mappings not loaded yet: walked with frame pointers */
         PROFD_ERR_UNWIND_POOL,          /* mapping names a shard or rule that is not there */
+        PROFD_CNT_RECORDED_NS,          /* with measure_cost: ns spent on recorded samples */
         PROFD_STOP_REASON_BASE,         /* + enum profd_stop_reason: how user stacks ended */
         PROFD_CNT__MAX = PROFD_STOP_REASON_BASE + PROFD_STOP__MAX,
 };

@@ -270,6 +270,7 @@ static int sampler_load(Sampler *s)
 
         /* --pid/--comm and whether cgroups filter (the cgroup list is a map, see filter.bpf.h). */
         memcpy((void *)&s->skel->rodata->profd_filter, &s->opts.filter, sizeof(s->opts.filter));
+        s->skel->rodata->profd_measure_cost = s->opts.measure_cost;
 
         r = profile_bpf__load(s->skel);
         if (r < 0)
@@ -737,7 +738,8 @@ void sampler_write_metrics(const Sampler *s, FILE *f)
                       f);
                 for (unsigned i = 0; i < PROFD_STOP_REASON_BASE; i++)
                         if (counter_names[i] && i != PROFD_ERR_KERNEL_STACK && i != PROFD_ERR_USER_REGS &&
-                            i != PROFD_CNT_UNKNOWN_PID_FP && i != PROFD_ERR_UNWIND_POOL)
+                            i != PROFD_CNT_UNKNOWN_PID_FP && i != PROFD_ERR_UNWIND_POOL &&
+                            i != PROFD_CNT_RECORDED_NS)
                                 fprintf(f, "profd_bpf_drops_total{reason=\"%s\"} %" PRIu64 "\n",
                                         counter_names[i], c[i]);
                 fprintf(f,
@@ -754,6 +756,14 @@ void sampler_write_metrics(const Sampler *s, FILE *f)
                         "profd_bpf_unknown_pid_fp_total %" PRIu64 "\n",
                         c[PROFD_ERR_KERNEL_STACK], c[PROFD_ERR_USER_REGS], c[PROFD_ERR_UNWIND_POOL],
                         c[PROFD_CNT_UNKNOWN_PID_FP]);
+                if (s->opts.measure_cost)
+                        fprintf(f,
+                                "# HELP profd_bpf_recorded_ns_total BPF time spent on recorded samples "
+                                "(entry to "
+                                "end of finalize).\n"
+                                "# TYPE profd_bpf_recorded_ns_total counter\n"
+                                "profd_bpf_recorded_ns_total %" PRIu64 "\n",
+                                c[PROFD_CNT_RECORDED_NS]);
                 fputs("# HELP profd_bpf_unwind_stops_total How user stack unwinding ended, by reason.\n"
                       "# TYPE profd_bpf_unwind_stops_total counter\n",
                       f);

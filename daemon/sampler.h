@@ -21,6 +21,7 @@ typedef struct SamplerOptions {
         unsigned frequency_hz;
         uint64_t drain_interval_ns; /* periodic cut, ~1 s */
         struct profd_filter_config filter; /* --pid/--comm/--unit/--cgroup for rodata; zeroes: none */
+        bool measure_cost; /* BPF times each recorded sample (benchmarks): profd_bpf_recorded_ns_total */
 } SamplerOptions;
 
 /* One (pid, tid, comm, cgroup, user stack, kernel stack) with its count in one interval.
