@@ -227,6 +227,12 @@ static char *rust_legacy_cleanup(char *d)
         d[len - 19] = 0;
         for (size_t r = 0; d[r];) {
                 bool done = false;
+                /* Components that start with an escape carry a '_' in front of it. */
+                if (d[r] == '_' && d[r + 1] == '$' &&
+                    (r == 0 || (r >= 2 && d[r - 1] == ':' && d[r - 2] == ':'))) {
+                        r++;
+                        continue;
+                }
                 if (d[r] == '$')
                         for (size_t i = 0; i < ELEMENTSOF(escapes); i++) {
                                 size_t el = strlen(escapes[i].esc);

@@ -157,12 +157,20 @@ static const char program[] =
         "#include <time.h>\n"
         "__attribute__((noinline)) int odd_leaf(int x) { return x * 3 + 1; }\n"
         "__attribute__((noinline)) int odd_caller(int x) { return odd_leaf(x) + 2; }\n"
+        /* Rust legacy mangling, spelled through asm labels. */
+        "__attribute__((noinline)) void rs_write(void) "
+        "__asm__(\"_ZN4core3fmt5write17h0123456789abcdefE\");\n"
+        "void rs_write(void) { __asm__ volatile(\"\"); }\n"
+        "__attribute__((noinline)) void rs_drop(void)\n"
+        "        __asm__(\"_ZN27_$LT$Foo$u20$as$u20$Bar$GT$4drop17h0123456789abcdefE\");\n"
+        "void rs_drop(void) { __asm__ volatile(\"\"); }\n"
         "int main(void)\n"
         "{\n"
         "        char c;\n"
         "        struct timespec ts;\n"
         "        clock_gettime(CLOCK_MONOTONIC, &ts);\n"
-        "        printf(\"%d %p %p\\n\", odd_caller(1), (void *)odd_leaf, (void *)odd_caller);\n"
+        "        printf(\"%d %p %p %p %p\\n\", odd_caller(1), (void *)odd_leaf, (void *)odd_caller,\n"
+        "               (void *)rs_write, (void *)rs_drop);\n"
         "        fflush(stdout);\n"
         "        while (read(0, &c, 1) > 0)\n"
         "                ;\n"
@@ -172,7 +180,7 @@ static const char program[] =
 typedef struct Child {
         pid_t pid;
         int to;
-        uint64_t leaf, caller;
+        uint64_t leaf, caller, rs_write, rs_drop;
 } Child;
 
 /* Runs path (or, with memfd >= 0, the memfd via fexecve) and reads the addresses it prints. */
@@ -182,7 +190,7 @@ static int child_start(const char *path, int memfd, Child *c)
         char buf[256];
         ssize_t n;
         int dummy;
-        void *a, *b;
+        void *a, *b, *rw, *rd;
 
         if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
                 return -errno;
@@ -207,10 +215,12 @@ static int child_start(const char *path, int memfd, Child *c)
         if (n <= 0)
                 return -EIO;
         buf[n] = 0;
-        if (sscanf(buf, "%d %p %p", &dummy, &a, &b) != 3)
+        if (sscanf(buf, "%d %p %p %p %p", &dummy, &a, &b, &rw, &rd) != 5)
                 return -EIO;
         c->leaf = (uint64_t)a;
         c->caller = (uint64_t)b;
+        c->rs_write = (uint64_t)rw;
+        c->rs_drop = (uint64_t)rd;
         return 0;
 }
 
@@ -276,6 +286,10 @@ static void test_odd_processes(void)
                 check(m && strstr(m->path, "new\\012line prog") != NULL,
                       "maps path keeps the kernel's escape: '%s'", m ? m->path : "");
                 check(m && m->build_id_size == 20, "build ID read through map_files");
+                n = name_at(sym, procs, c.pid, c.rs_write, NULL);
+                check(strcmp(n, "core::fmt::write") == 0, "Rust legacy name demangled: '%s'", n);
+                n = name_at(sym, procs, c.pid, c.rs_drop, NULL);
+                check(strcmp(n, "<Foo as Bar>::drop") == 0, "Rust escapes decoded: '%s'", n);
                 child_stop(&c);
         }
 
