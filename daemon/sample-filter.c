@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -13,6 +14,10 @@
 /* How often --unit/--cgroup are looked up again. A unit restarted within this period is missed
  * for at most this long (its samples count as filtered meanwhile). */
 #define CGROUP_FILTER_REFRESH_USEC (2 * USEC_PER_SEC)
+/* While every filter has its cgroup and those still exist (one stat each), the tree is walked
+ * only this often: a walk visits every slice, which on a node with thousands of pods is real work.
+ * A second instance of a unit (user units) appears within this period. */
+#define CGROUP_FILTER_WALK_USEC (30 * USEC_PER_SEC)
 
 static int parse_pid(const char *v, uint32_t *ret)
 {
@@ -189,29 +194,63 @@ struct CgroupFilter {
         int map_fd;
         sd_event_source *timer;
         struct profd_filter_cgroups current;
+        char *paths[PROFD_FILTER_MAX_CGROUPS]; /* of current.ids, for the cheap check */
         bool written;
+        bool all_found; /* every --unit/--cgroup had a cgroup at the last walk */
+        uint64_t last_walk_usec;
 };
 
-static void cgroup_filter_resolve(CgroupFilter *c, struct profd_filter_cgroups *v)
+static uint64_t now_usec(clockid_t clock)
 {
+        struct timespec ts;
+        clock_gettime(clock, &ts);
+        return (uint64_t)ts.tv_sec * USEC_PER_SEC + (uint64_t)ts.tv_nsec / NSEC_PER_USEC;
+}
+
+/* true: every current cgroup is still there with the same id (no walk needed). */
+static bool cgroup_filter_still_valid(CgroupFilter *c)
+{
+        if (!c->written || !c->all_found ||
+            now_usec(CLOCK_MONOTONIC) - c->last_walk_usec >= CGROUP_FILTER_WALK_USEC)
+                return false;
+        for (uint32_t i = 0; i < c->current.n; i++) {
+                CgroupMatch m;
+                if (!c->paths[i] || cgroup_resolver_find_path(c->cg, c->paths[i], &m) < 0 ||
+                    m.id != c->current.ids[i])
+                        return false;
+        }
+        return true;
+}
+
+static bool cgroup_filter_resolve(CgroupFilter *c, struct profd_filter_cgroups *v)
+{
+        bool all = true;
+
         *v = (struct profd_filter_cgroups){};
         for (unsigned i = 0; i < c->filter.n_cgroups; i++) {
                 CgroupMatch m;
                 if (cgroup_resolver_find_path(c->cg, c->filter.cgroups[i], &m) < 0 ||
-                    v->n >= PROFD_FILTER_MAX_CGROUPS)
+                    v->n >= PROFD_FILTER_MAX_CGROUPS) {
+                        all = false;
                         continue;
+                }
                 v->ids[v->n] = m.id;
                 v->levels[v->n++] = (uint32_t)m.level;
         }
-        for (unsigned i = 0; i < c->filter.n_units && v->n < PROFD_FILTER_MAX_CGROUPS; i++) {
+        for (unsigned i = 0; i < c->filter.n_units; i++) {
                 CgroupMatch m[PROFD_FILTER_MAX_CGROUPS];
-                int n = cgroup_resolver_find_unit(c->cg, c->filter.units[i], m,
-                                                  PROFD_FILTER_MAX_CGROUPS - v->n);
+                int n = v->n < PROFD_FILTER_MAX_CGROUPS
+                                ? cgroup_resolver_find_unit(c->cg, c->filter.units[i], m,
+                                                            PROFD_FILTER_MAX_CGROUPS - v->n)
+                                : 0;
+                if (n <= 0)
+                        all = false;
                 for (int k = 0; k < n; k++) {
                         v->ids[v->n] = m[k].id;
                         v->levels[v->n++] = (uint32_t)m[k].level;
                 }
         }
+        return all;
 }
 
 static int cgroup_filter_refresh(CgroupFilter *c)
@@ -219,7 +258,10 @@ static int cgroup_filter_refresh(CgroupFilter *c)
         struct profd_filter_cgroups v;
         uint32_t zero = 0;
 
-        cgroup_filter_resolve(c, &v);
+        if (cgroup_filter_still_valid(c))
+                return 0;
+        c->all_found = cgroup_filter_resolve(c, &v);
+        c->last_walk_usec = now_usec(CLOCK_MONOTONIC);
         if (c->written && memcmp(&v, &c->current, sizeof(v)) == 0)
                 return 0;
         if (bpf_map_update_elem(c->map_fd, &zero, &v, BPF_ANY) < 0)
@@ -231,6 +273,14 @@ static int cgroup_filter_refresh(CgroupFilter *c)
                 log_info("Filter: sampling %u cgroup(s) and their descendants", v.n);
         c->current = v;
         c->written = true;
+        uint64_t now_ns = now_usec(CLOCK_REALTIME) * NSEC_PER_USEC;
+        for (uint32_t i = 0; i < PROFD_FILTER_MAX_CGROUPS; i++) {
+                c->paths[i] = mfree(c->paths[i]);
+                if (i < v.n) {
+                        const CgroupInfo *ci = cgroup_resolver_get(c->cg, v.ids[i], now_ns);
+                        c->paths[i] = ci->path ? strdup(ci->path) : NULL; /* NULL: walk next time */
+                }
+        }
         return 0;
 }
 
@@ -291,6 +341,8 @@ CgroupFilter *cgroup_filter_free(CgroupFilter *c)
         if (!c)
                 return NULL;
         sd_event_source_disable_unref(c->timer);
+        for (uint32_t i = 0; i < PROFD_FILTER_MAX_CGROUPS; i++)
+                free(c->paths[i]);
         free(c);
         return NULL;
 }
