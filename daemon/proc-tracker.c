@@ -329,8 +329,10 @@ static int push(ProcTracker *t, Tracked *p)
         }
         t->n_pushes++;
         p->pushed_ns = now_mono_ns();
-        if (ready && p->exec_ns && p->pushed_ns - p->exec_ns <= EXEC_READY_WINDOW_NS)
-                p->ready_ns = p->pushed_ns;
+        /* The last push of the window decides: a library mapped later whose table is still being
+         * built makes the process not ready again. */
+        if (p->exec_ns && p->pushed_ns - p->exec_ns <= EXEC_READY_WINDOW_NS)
+                p->ready_ns = ready ? p->pushed_ns : 0;
         return 0;
 }
 
