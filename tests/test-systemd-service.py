@@ -221,6 +221,12 @@ def run_checks(sd, port, sock_port, caps, unitdir, logpath):
               "effective and bounding capabilities are exactly the unit's (%x, %x; want %x)" % (eff, bnd, want_mask))
         check(re.search(r"^NoNewPrivs:\s+1$", status_text, re.M) is not None, "NoNewPrivileges in force")
         check(re.search(r"^Seccomp:\s+2$", status_text, re.M) is not None, "system call filter in force")
+        # systemd starts services with a soft RLIMIT_NOFILE of 1024; profd raises it itself (for
+        # the mapped files it keeps open), which the system call filter must allow.
+        with open("/proc/%d/limits" % pid) as f:
+            m = re.search(r"^Max open files\s+(\d+)\s+(\d+)", f.read(), re.M)
+        soft, hard = int(m.group(1)), int(m.group(2))
+        check(soft > 1024 or hard <= 1024, "profd raised its open files limit in the sandbox (%d of %d)" % (soft, hard))
 
     # -- It works inside the sandbox: BPF samples, /proc/kallsyms readable, profiles served.
     st_code, _, body = http_get("http://127.0.0.1:%d/debug/pprof/profile?seconds=2" % port, timeout=60)
