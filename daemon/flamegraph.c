@@ -244,7 +244,7 @@ static void json_cstring(FILE *f, const char *s)
 }
 
 /* Preorder: name, value, number of children; the root is node 0. */
-static void write_nodes(FILE *f, const Tree *t)
+static int write_nodes(FILE *f, const Tree *t)
 {
         /* iterative preorder with an explicit stack: stacks can be 600+ frames deep */
         uint32_t *stack = malloc(t->n * sizeof(uint32_t));
@@ -252,7 +252,7 @@ static void write_nodes(FILE *f, const Tree *t)
         bool comma = false;
 
         if (!stack)
-                return;
+                return -ENOMEM;
         stack[sp++] = 0;
         while (sp > 0) {
                 uint32_t c = stack[--sp];
@@ -273,6 +273,7 @@ static void write_nodes(FILE *f, const Tree *t)
                 }
         }
         free(stack);
+        return 0;
 }
 
 int flamegraph_render(const FoldedStack *stacks, size_t n, const FlamegraphInfo *info, char **ret_html,
@@ -323,7 +324,8 @@ int flamegraph_render(const FoldedStack *stacks, size_t n, const FlamegraphInfo 
         for (size_t i = 0; i < t.n_names; i++)
                 fprintf(f, "%s%u", i ? "," : "", t.kinds[i]);
         fputs("],\"nodes\":[", f);
-        write_nodes(f, &t);
+        if ((r = write_nodes(f, &t)) < 0)
+                goto out;
         fputs("]}", f);
         if (fclose(f) != 0) {
                 f = NULL;
