@@ -114,7 +114,7 @@ struct ProcTracker {
         uint64_t map_errors[_MAP_ERR_MAX];
         uint64_t refresh_errors[_REFRESH_ERR_MAX];
         uint64_t ready_hist[N_READY_BUCKETS];
-        uint64_t ready_count, ready_sum_ns;
+        uint64_t ready_count, ready_sum_ns, n_never_ready;
 };
 
 static inline void closedirp(DIR **d)
@@ -184,8 +184,14 @@ static void record_ready(ProcTracker *t, Tracked *p)
         uint64_t ns, ms;
         size_t b = 0;
 
-        if (!p->exec_ns || !p->ready_ns)
+        if (!p->exec_ns)
                 goto out;
+        if (!p->ready_ns) {
+                /* Exited (or exec'd again) before all its tables were in the pool, often before
+                 * we read it at all: a process that lives a millisecond. */
+                t->n_never_ready++;
+                goto out;
+        }
         ns = p->ready_ns - p->exec_ns;
         ms = ns / (NSEC_PER_SEC / 1000);
         while (b < ELEMENTSOF(ready_buckets_ms) && ms >= ready_buckets_ms[b])
@@ -719,6 +725,10 @@ static int on_gc(sd_event_source *s, uint64_t usec, void *userdata)
         uint64_t now = now_mono_ns(), dropped;
 
         exe_cache_gc(t->cache, now);
+        /* Long-running processes: their start-up is over, observe it now rather than at exit. */
+        for (Tracked *p = t->head; p; p = p->next)
+                if (p->exec_ns && now > p->exec_ns + EXEC_READY_WINDOW_NS)
+                        record_ready(t, p);
         /* Lost events (ring buffer full in a burst) mean missed execs/exits: reconcile now
          * rather than at the next sweep. */
         dropped = proc_events_dropped(t->events);
@@ -961,6 +971,10 @@ void proc_tracker_write_metrics(const ProcTracker *t, FILE *f)
         }
         fprintf(f,
                 "profd_proc_tracker_exec_ready_seconds_sum %.6f\n"
-                "profd_proc_tracker_exec_ready_seconds_count %" PRIu64 "\n",
-                (double)t->ready_sum_ns / 1e9, t->ready_count);
+                "profd_proc_tracker_exec_ready_seconds_count %" PRIu64 "\n"
+                "# HELP profd_proc_tracker_exec_never_ready_total Execs whose process ended (or exec'd "
+                "again) before all its mappings had tables in the pool.\n"
+                "# TYPE profd_proc_tracker_exec_never_ready_total counter\n"
+                "profd_proc_tracker_exec_never_ready_total %" PRIu64 "\n",
+                (double)t->ready_sum_ns / 1e9, t->ready_count, t->n_never_ready);
 }
