@@ -36,6 +36,11 @@ def cgroup_dirs():
     return out
 
 
+def private_tmp_dirs():
+    return set(glob.glob("/tmp/systemd-private-*-profd.service-*") +
+               glob.glob("/var/tmp/systemd-private-*-profd.service-*"))
+
+
 class PrivateSystemd:
     def __init__(self, dest, unitdir, defaults_dir, sbindir):
         self.dest, self.unitdir, self.defaults_dir, self.sbindir = dest, unitdir, defaults_dir, sbindir
@@ -44,6 +49,7 @@ class PrivateSystemd:
 
     def __enter__(self):
         self.cgroups_before = cgroup_dirs()
+        self.private_tmp_before = private_tmp_dirs()
         script = ('mount --bind "$1" "$2" && mount --bind "$3" /etc/default && mount -t tmpfs tmpfs /run && '
                   'exec env -i container=profd-test SYSTEMD_UNIT_PATH="$4" PATH=/usr/sbin:/usr/bin:/sbin:/bin '
                   '"$5" --system --unit=profd-test.target --log-target=kmsg --log-level=notice --show-status=no')
@@ -75,6 +81,8 @@ class PrivateSystemd:
 
     def __exit__(self, *exc):
         if self.pid1:
+            # Stopped units clean up after themselves (PrivateTmp= directories, dynamic user).
+            self.systemctl("stop", "profd.socket", "profd.service", check=False)
             try:
                 os.kill(self.pid1, signal.SIGKILL)  # takes the whole PID namespace with it
             except ProcessLookupError:
@@ -85,13 +93,25 @@ class PrivateSystemd:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        time.sleep(0.5)
-        # The private systemd made cgroups for its units next to ours: remove them again.
-        for d in sorted(cgroup_dirs() - self.cgroups_before, key=len, reverse=True):
-            try:
-                os.rmdir(d)
-            except OSError as e:
-                log("cannot remove cgroup %s: %s" % (d, e))
+        # The private systemd made cgroups for its units next to ours: remove them again (a cgroup
+        # is busy until the killed processes in it are gone, so retry for a while).
+        deadline = time.time() + 10
+        while True:
+            left = sorted(cgroup_dirs() - self.cgroups_before, key=len, reverse=True)
+            errors = []
+            for d in left:
+                try:
+                    os.rmdir(d)
+                except OSError as e:
+                    errors.append("%s: %s" % (d, e))
+            if not errors:
+                break
+            if time.time() > deadline:
+                log("cannot remove cgroups: %s" % errors)
+                break
+            time.sleep(0.2)
+        for d in private_tmp_dirs() - self.private_tmp_before:
+            shutil.rmtree(d, ignore_errors=True)
         return False
 
 
