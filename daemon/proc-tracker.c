@@ -681,7 +681,7 @@ static int scan_proc(ProcTracker *t, bool reconcile)
 
         d = opendir("/proc");
         if (!d)
-                return log_error_errno(-errno, "Cannot read /proc: %m");
+                return log_error_errno_ratelimited(-errno, "Cannot read /proc: %m");
         for (Tracked *p = t->head; p; p = p->next)
                 p->seen = false;
         while ((de = readdir(d))) {

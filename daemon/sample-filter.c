@@ -265,7 +265,7 @@ static int cgroup_filter_refresh(CgroupFilter *c)
         if (c->written && memcmp(&v, &c->current, sizeof(v)) == 0)
                 return 0;
         if (bpf_map_update_elem(c->map_fd, &zero, &v, BPF_ANY) < 0)
-                return log_error_errno(errno, "Cannot update the cgroup filter map: %m");
+                return log_error_errno_ratelimited(errno, "Cannot update the cgroup filter map: %m");
         if (v.n == 0)
                 log_notice("Filter: no cgroup of the --unit/--cgroup filters exists now: every sample is "
                            "filtered until one appears");
