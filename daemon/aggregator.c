@@ -14,6 +14,10 @@
 
 /* Bounds the bucket count even when requests cut far more often than the periodic drain. */
 #define MAX_BUCKETS 4096
+/* Bounds the history's memory (sample records + interned stacks) whatever the workload: with
+ * thousands of new deep stacks every second, --max-seconds of history could otherwise grow to
+ * gigabytes. Past it the oldest intervals go first; requests whose start went get 503. */
+#define MAX_HISTORY_BYTES (128ULL << 20)
 /* Per-interval unique keys past which a bucket refuses more (counted, never silent): the BPF
  * counts map is smaller than this anyway, so hitting it means something is badly wrong. */
 #define MAX_BUCKET_SAMPLES (1u << 20)
@@ -43,6 +47,19 @@ typedef struct Bucket {
         uint64_t total;
 } Bucket;
 
+typedef enum EvictReason {
+        EVICT_AGE,    /* older than the history length */
+        EVICT_COUNT,  /* MAX_BUCKETS */
+        EVICT_MEMORY, /* MAX_HISTORY_BYTES */
+        EVICT_SHUTDOWN,
+        _EVICT_MAX,
+} EvictReason;
+
+static const char *const evict_reason_names[_EVICT_MAX] = {[EVICT_AGE] = "age",
+                                                           [EVICT_COUNT] = "count",
+                                                           [EVICT_MEMORY] = "memory",
+                                                           [EVICT_SHUTDOWN] = "shutdown"};
+
 typedef struct Waiter Waiter;
 struct Waiter {
         uint64_t t_ns;
@@ -65,7 +82,8 @@ struct Aggregator {
         uint32_t *pids; /* unique pids since the last aggregator_take_pids() */
         size_t n_pids, allocated_pids;
 
-        uint64_t intervals_total, samples_total, records_total, evicted_total;
+        uint64_t intervals_total, samples_total, records_total;
+        uint64_t evicted_total[_EVICT_MAX];
         uint64_t dropped_samples_total; /* bucket full or out of memory */
         uint64_t gaps_total;            /* interval not starting where the previous ended */
         uint64_t n_entries;             /* samples held by all buckets */
@@ -205,12 +223,17 @@ static Bucket *ring_at(Aggregator *a, size_t i)
         return &a->ring[(a->head + i) % MAX_BUCKETS];
 }
 
-static void evict_oldest(Aggregator *a)
+static uint64_t history_bytes(const Aggregator *a)
+{
+        return a->n_entries * sizeof(AggSample) + a->stacks->bytes;
+}
+
+static void evict_oldest(Aggregator *a, EvictReason reason)
 {
         bucket_clear(a, ring_at(a, 0));
         a->head = (a->head + 1) % MAX_BUCKETS;
         a->n--;
-        a->evicted_total++;
+        a->evicted_total[reason]++;
 }
 
 int aggregator_new(uint64_t history_ns, unsigned frequency_hz, Aggregator **ret)
@@ -236,7 +259,7 @@ Aggregator *aggregator_free(Aggregator *a)
                 return NULL;
         if (a->ring)
                 while (a->n > 0)
-                        evict_oldest(a);
+                        evict_oldest(a, EVICT_SHUTDOWN);
         free(a->ring);
         store_free(a->stacks);
         for (Waiter *w = a->waiters, *next; w; w = next) {
@@ -306,7 +329,7 @@ void aggregator_add_interval(Aggregator *a, uint64_t start_ns, uint64_t end_ns, 
                 a->gaps_total++;
 
         if (a->n == MAX_BUCKETS)
-                evict_oldest(a);
+                evict_oldest(a, EVICT_COUNT);
         Bucket *b = ring_at(a, a->n);
         *b = (Bucket){.start_ns = start_ns, .end_ns = end_ns};
         a->n++;
@@ -353,7 +376,9 @@ void aggregator_add_interval(Aggregator *a, uint64_t start_ns, uint64_t end_ns, 
                 a->latest_end = end_ns;
 
         while (a->n > 1 && ring_at(a, 0)->end_ns + a->history_ns < a->latest_end)
-                evict_oldest(a);
+                evict_oldest(a, EVICT_AGE);
+        while (a->n > 1 && history_bytes(a) > MAX_HISTORY_BYTES)
+                evict_oldest(a, EVICT_MEMORY);
 
         fire_waiters(a);
 }
@@ -529,10 +554,6 @@ void aggregator_write_metrics(const Aggregator *a, FILE *f)
                 "# HELP profd_aggregator_buckets Intervals held in the history.\n"
                 "# TYPE profd_aggregator_buckets gauge\n"
                 "profd_aggregator_buckets %zu\n"
-                "# HELP profd_aggregator_buckets_evicted_total Intervals dropped from the history by age or "
-                "count.\n"
-                "# TYPE profd_aggregator_buckets_evicted_total counter\n"
-                "profd_aggregator_buckets_evicted_total %" PRIu64 "\n"
                 "# HELP profd_aggregator_bucket_entries Sample records held by all buckets.\n"
                 "# TYPE profd_aggregator_bucket_entries gauge\n"
                 "profd_aggregator_bucket_entries %" PRIu64 "\n"
@@ -554,7 +575,25 @@ void aggregator_write_metrics(const Aggregator *a, FILE *f)
                 "# TYPE profd_aggregator_waiters gauge\n"
                 "profd_aggregator_waiters %u\n",
                 a->intervals_total, a->samples_total, a->records_total, a->dropped_samples_total,
-                a->gaps_total, a->n, a->evicted_total, a->n_entries,
+                a->gaps_total, a->n, a->n_entries,
                 oldest > 0 && a->latest_end > oldest ? (double)(a->latest_end - oldest) / 1e9 : 0.0,
                 s->n_stacks, s->bytes, s->freed_total, n_waiters);
+
+        fprintf(f,
+                "# HELP profd_aggregator_history_bytes Memory of the history: sample records and interned "
+                "stacks.\n"
+                "# TYPE profd_aggregator_history_bytes gauge\n"
+                "profd_aggregator_history_bytes %" PRIu64 "\n"
+                "# HELP profd_aggregator_history_max_bytes Bound on the history's memory; oldest intervals "
+                "go first.\n"
+                "# TYPE profd_aggregator_history_max_bytes gauge\n"
+                "profd_aggregator_history_max_bytes %llu\n"
+                "# HELP profd_aggregator_buckets_evicted_total Intervals dropped from the history, by "
+                "reason.\n"
+                "# TYPE profd_aggregator_buckets_evicted_total counter\n",
+                history_bytes(a), MAX_HISTORY_BYTES);
+        for (int i = 0; i < _EVICT_MAX; i++)
+                if (i != EVICT_SHUTDOWN)
+                        fprintf(f, "profd_aggregator_buckets_evicted_total{reason=\"%s\"} %" PRIu64 "\n",
+                                evict_reason_names[i], a->evicted_total[i]);
 }

@@ -162,12 +162,36 @@ int main(void)
         CHECK(metric(a, "profd_aggregator_stacks") == 1);
         CHECK(metric(a, "profd_aggregator_stacks_freed_total") == 3);
 
+        /* Memory stays bounded however many distinct deep stacks arrive: oldest intervals go. */
+        {
+                static uint64_t deep[PROFD_MAX_USER_FRAMES];
+                static SampleRecord many[4000];
+                for (size_t i = 0; i < PROFD_MAX_USER_FRAMES; i++)
+                        deep[i] = 0x400000 + i;
+                uint64_t hash = 0x1000000;
+                for (int iv = 0; iv < 40; iv++) { /* 16 MiB of new stacks per interval */
+                        for (int k = 0; k < 4000; k++)
+                                many[k] = rec(40 + k, 40 + k, "deep", hash++, deep, PROFD_MAX_USER_FRAMES, 0,
+                                              1);
+                        aggregator_add_interval(a, S(300 + iv), S(301 + iv), many, 4000);
+                }
+                uint64_t bytes = metric(a, "profd_aggregator_history_bytes");
+                uint64_t max = metric(a, "profd_aggregator_history_max_bytes");
+                CHECK(bytes <= max);
+                CHECK(metric(a, "profd_aggregator_buckets_evicted_total{reason=\"memory\"}") > 0);
+                CHECK(metric(a, "profd_aggregator_buckets") < 40);
+                /* The newest interval is always kept whole. */
+                r = aggregator_window(a, S(339), S(340), &w);
+                CHECK(r == 0 && w->total == 4000);
+                w = profile_window_free(w);
+        }
+
         /* A window may outlive the aggregator (shutdown order): its stacks stay valid. */
-        r = aggregator_window(a, S(200), S(201), &w);
+        r = aggregator_window(a, S(339), S(340), &w);
         CHECK(r == 0);
         a = aggregator_free(a);
         if (w) {
-                CHECK(w->n_samples == 1 && w->samples[0].user->frames[1] == frames_b[1]);
+                CHECK(w->n_samples == 4000 && w->samples[3999].user->frames[511] == 0x400000 + 511);
                 w = profile_window_free(w);
         }
 
