@@ -289,7 +289,7 @@ def run_scenario(daemon, sc, perf_ok, work):
     if not os.path.exists(sc.binary):
         check(False, "%s: scenario program %s was built" % (sc.name, sc.binary))
         return
-    duration = WARMUP_S + WINDOW_S + 1.5 - sc.delay_s
+    duration = WARMUP_S + WINDOW_S + 0.7 - sc.delay_s   # alive until the window has been cut
     args = [sc.binary, "%.2f" % duration, *sc.args]
     if sc.delay_s:
         args.append(str(int(sc.delay_s * 1000)))
