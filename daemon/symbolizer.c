@@ -42,6 +42,16 @@ typedef struct ExeSym {
         const char *name; /* points into the Dwfl's ELF data */
 } ExeSym;
 
+/* Address range of a compilation unit, for files without .debug_aranges (clang does not emit
+ * them by default, and libdw 0.188 then finds no CU for an address). */
+typedef struct CuRange {
+        Dwarf_Addr low, high;
+        Dwarf_Die cu;
+} CuRange;
+
+/* Most CU ranges indexed per executable: bounds memory for hostile or gigantic DWARF. */
+#define SYMBOLIZER_MAX_CU_RANGES (1u << 20)
+
 typedef struct Exe {
         char *identity;
         uint64_t hash;
@@ -54,7 +64,10 @@ typedef struct Exe {
         ExeSym *syms;
         size_t n_syms;
         bool syms_loaded;
-        uint64_t id; /* unique per open: cache entries of an evicted Exe never match again */
+        uint64_t id;  /* unique per open: cache entries of an evicted Exe never match again */
+        CuRange *cus; /* sorted by low; built on the first miss of dwfl_module_addrdie */
+        size_t n_cus;
+        bool cus_built;
 } Exe;
 
 typedef struct CacheEntry {
@@ -122,6 +135,7 @@ static void exe_free(Exe *e)
         if (e->dwfl)
                 dwfl_end(e->dwfl);
         free(e->syms);
+        free(e->cus);
         free(e->identity);
         free(e);
 }
@@ -457,12 +471,83 @@ static const char *die_linkage_or_name(Dwarf_Die *die)
 static void set_frame(Symbolizer *s, SymFrame *f, const char *mangled, const char *file, int line,
                       int start_line)
 {
-        const char *d = demangle(s, mangled);
+        const char *at = strchr(mangled, '@'), *d;
+
+        /* Versioned symbols ("memcpy@@GLIBC_2.14", "foo@VERS"): the version goes into
+         * system_name only. */
+        if (at && at > mangled)
+                d = demangle(s, keep(s, strndup(mangled, (size_t)(at - mangled))) ?: mangled);
+        else
+                d = demangle(s, mangled);
         f->name = d;
         f->system_name = mangled;
         f->file = file;
         f->line = line;
         f->start_line = start_line;
+}
+
+static int curange_cmp(const void *a, const void *b)
+{
+        const CuRange *x = a, *y = b;
+        return x->low < y->low ? -1 : x->low > y->low;
+}
+
+static void exe_build_cu_index(Exe *e)
+{
+        Dwarf_Die *cu = NULL;
+        Dwarf_Addr bias;
+        size_t cap = 0;
+
+        e->cus_built = true;
+        while ((cu = dwfl_module_nextcu(e->mod, cu, &bias))) {
+                Dwarf_Addr base, low, high;
+                ptrdiff_t off = 0;
+                while ((off = dwarf_ranges(cu, off, &base, &low, &high)) > 0) {
+                        if (low >= high)
+                                continue;
+                        if (e->n_cus >= SYMBOLIZER_MAX_CU_RANGES)
+                                goto done;
+                        if (e->n_cus == cap) {
+                                size_t ncap = cap ? cap * 2 : 64;
+                                CuRange *n = reallocarray(e->cus, ncap, sizeof(*n));
+                                if (!n)
+                                        goto done;
+                                e->cus = n;
+                                cap = ncap;
+                        }
+                        /* Ranges are in DWARF addresses; lookups are module addresses. */
+                        e->cus[e->n_cus++] = (CuRange){.low = low + bias, .high = high + bias, .cu = *cu};
+                }
+        }
+done:
+        qsort(e->cus, e->n_cus, sizeof(*e->cus), curange_cmp);
+}
+
+/* The CU holding pc (a module address) and the bias to DWARF addresses. */
+static Dwarf_Die *exe_addrcu(Exe *e, Dwarf_Addr pc, Dwarf_Addr *ret_bias)
+{
+        Dwarf_Die *cu = dwfl_module_addrdie(e->mod, pc, ret_bias);
+        size_t lo = 0, hi;
+
+        if (cu)
+                return cu;
+        if (!dwfl_module_getdwarf(e->mod, ret_bias))
+                return NULL;
+        if (!e->cus_built)
+                exe_build_cu_index(e);
+        hi = e->n_cus;
+        while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (e->cus[mid].low <= pc)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        /* CU ranges do not overlap in sane DWARF; look back a little in case they do. */
+        for (size_t i = lo, tries = 0; i > 0 && tries < 8; i--, tries++)
+                if (pc < e->cus[i - 1].high)
+                        return &e->cus[i - 1].cu;
+        return NULL;
 }
 
 /* Nesting of DIEs followed below a CU (namespaces, classes, functions, blocks, inlines). */
@@ -506,24 +591,36 @@ static bool scope_chain(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *chain, size
 
 /* Inline chain at pc: innermost first; each inlined_subroutine's call site gives the file:line
  * of the frame around it. Returns frames written (0: no DWARF for pc). */
-static size_t dwarf_frames(Symbolizer *s, Dwfl_Module *mod, Dwarf_Addr pc, const char *outer_sym)
+/* File and line of pc from the CU's line table. */
+static void cu_srcline(Dwarf_Die *cudie, Dwarf_Addr dwpc, const char **ret_file, int *ret_line)
+{
+        Dwarf_Line *l = dwarf_getsrc_die(cudie, dwpc);
+        int line = 0;
+
+        *ret_file = NULL;
+        *ret_line = 0;
+        if (!l)
+                return;
+        *ret_file = dwarf_linesrc(l, NULL, NULL);
+        if (dwarf_lineno(l, &line) == 0)
+                *ret_line = line;
+}
+
+static size_t dwarf_frames(Symbolizer *s, Exe *e, Dwarf_Addr pc, const char *outer_sym)
 {
         Dwarf_Addr bias = 0;
-        Dwarf_Die *cudie = dwfl_module_addrdie(mod, pc, &bias);
+        Dwarf_Die *cudie = exe_addrcu(e, pc, &bias);
         Dwarf_Die chain[SYMBOLIZER_MAX_INLINE + 1];
         Dwarf_Files *files = NULL;
         size_t nfiles = 0, n = 0, nchain = 0;
         const char *file = NULL;
         int line = 0;
-        Dwfl_Line *l;
 
         if (!cudie)
                 return 0;
         if (!scope_chain(cudie, pc - bias, chain, &nchain, 0) || nchain == 0)
                 return 0;
-        l = dwfl_module_getsrc(mod, pc);
-        if (l)
-                file = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
+        cu_srcline(cudie, pc - bias, &file, &line);
         (void)dwarf_getsrcfiles(cudie, &files, &nfiles);
 
         /* chain is outermost first and may have been cut at SYMBOLIZER_MAX_INLINE + 1 entries:
@@ -672,15 +769,16 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
         }
 
         symname = exe_addrsym(e, vaddr);
-        n = dwarf_frames(s, e->mod, vaddr, symname);
+        n = dwarf_frames(s, e, vaddr, symname);
         if (n > 0) {
                 s->n_user_dwarf++;
         } else if (symname) {
                 const char *file = NULL;
                 int line = 0;
-                Dwfl_Line *l = dwfl_module_getsrc(e->mod, vaddr);
-                if (l)
-                        file = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
+                Dwarf_Addr bias;
+                Dwarf_Die *cudie = exe_addrcu(e, vaddr, &bias);
+                if (cudie)
+                        cu_srcline(cudie, vaddr - bias, &file, &line);
                 set_frame(s, &s->frames[0], symname, file, line, 0);
                 n = 1;
         } else {

@@ -314,9 +314,10 @@ int main(void)
 
         if (!mkdtemp(dir))
                 die("mkdtemp");
-        if (run("command -v go >/dev/null && command -v g++ >/dev/null && command -v xz >/dev/null") != 0) {
+        if (run("command -v go >/dev/null && command -v g++ >/dev/null && command -v clang++ >/dev/null && "
+                "command -v xz >/dev/null") != 0) {
                 printf("======================================================================\n"
-                       "SKIP: needs go (golang-go), g++ and xz\n"
+                       "SKIP: needs go (golang-go), g++, clang++ and xz\n"
                        "======================================================================\n");
                 return 77;
         }
@@ -334,6 +335,8 @@ int main(void)
                 {.name = "debuglink-buildid", .names = true, .lines = true, .inlines = true},
                 {.name = "minidebuginfo", .names = true},
                 {.name = "stripped"},
+                /* clang 14: DWARF 5 and no .debug_aranges, so CUs are found by their ranges. */
+                {.name = "clang", .names = true, .lines = true, .inlines = true},
         };
         const size_t n_v = sizeof(v) / sizeof(v[0]);
         snprintf(debugdir, sizeof(debugdir), "%s/debug", dir);
@@ -341,9 +344,9 @@ int main(void)
                 /* Distinct build IDs: one byte of the source differs per variant. */
                 snprintf(v[i].path, sizeof(v[i].path), "%s/%s prog", dir,
                          v[i].name); /* a space in the path */
-                if (run("g++ -g -O2 -fno-omit-frame-pointer -DVARIANT=%zu -o '%s' '%s'", i, v[i].path,
-                        src) != 0)
-                        die("g++");
+                if (run("%s -g -O2 -fno-omit-frame-pointer -DVARIANT=%zu -o '%s' '%s'",
+                        strcmp(v[i].name, "clang") == 0 ? "clang++" : "g++", i, v[i].path, src) != 0)
+                        die("compiler");
                 snprintf(v[i].build_id, sizeof(v[i].build_id), "%s", build_id_hex(v[i].path));
         }
         {
@@ -401,8 +404,8 @@ int main(void)
 
         /* Run every variant; snapshot it while it lives (as the daemon does when its samples
          * arrive), then let it exit: the profile is built afterwards. */
-        SampleRecord recs[16];
-        uint64_t ustacks[16][4], kstack[3] = {0xffffffff81300010, 0xffffffff81100020, 0xffffffffc0100040};
+        SampleRecord recs[32];
+        uint64_t ustacks[32][4], kstack[3] = {0xffffffff81300010, 0xffffffff81100020, 0xffffffffc0100040};
         size_t n_recs = 0;
         for (size_t i = 0; i < n_v; i++) {
                 Process *p;

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Symbolization through the whole daemon: real BPF samples of a C++ program built with -g whose
+hot loop is inlined, whose binary is deleted while it runs and which exits before the window
+ends. Read with the real `go tool pprof -raw` / `-traces`:
+
+- inline frames appear as extra lines (innermost first) with file:line, the outer function with
+  its call line; names are demangled;
+- the mapping carries the binary's GNU build ID, its path and [FN][FL][LN][IN];
+- ids are dense and every sample has the kernel/user order and labels profd promises."""
+import os
+import re
+import subprocess
+import time
+
+from profdtest import (Daemon, cc, check, fetch_profile, finish, log, pprof, require_bpf, tmpdir, traces)
+
+SRC = r"""
+#include <stdlib.h>
+#include <time.h>
+
+volatile unsigned long sink;
+
+namespace profd_sym {
+static inline __attribute__((always_inline)) void inner(int n)
+{
+        for (int i = 0; i < n; i++)       // LINE_INNER_LOOP
+                sink += (unsigned long)i * 7;
+}
+struct Worker {
+        __attribute__((noinline)) static void run(int n);
+};
+__attribute__((noinline)) void Worker::run(int n)
+{
+        inner(n); // LINE_CALL_INNER
+        __asm__ volatile("");
+}
+}
+
+static double now(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+        double end = now() + atof(argv[1]);
+        while (now() < end)
+                profd_sym::Worker::run(200000); // LINE_CALL_RUN
+        return 0;
+}
+"""
+
+CFLAGS = ["-O2", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", "-fno-optimize-sibling-calls"]
+
+
+def line_of(marker):
+    for i, l in enumerate(SRC.lstrip("\n").split("\n"), 1):
+        if marker in l:
+            return i
+    raise KeyError(marker)
+
+
+def build_id(path):
+    out = subprocess.run(["readelf", "-n", path], capture_output=True, text=True).stdout
+    m = re.search(r"Build ID: ([0-9a-f]+)", out)
+    return m.group(1) if m else None
+
+
+def main():
+    require_bpf()
+    work = tmpdir()
+    src = os.path.join(work, "sym.cc")
+    with open(src, "w") as f:
+        f.write(SRC.lstrip("\n"))
+    prog = cc(src, os.path.join(work, "profd sym prog"), CFLAGS, compiler="clang++")
+    bid = build_id(prog)
+    check(bid is not None, "test program has a build ID (%s)" % bid)
+
+    with Daemon("--frequency", "99", "--labels", "comm,pid,thread_id") as d:
+        p = subprocess.Popen([prog, "2.5"])
+        time.sleep(0.2)
+        os.unlink(prog)  # from now on only /proc/PID/map_files (and profd's kept descriptor) reach it
+        path_holder = {}
+
+        def fetch():
+            path_holder["p"] = fetch_profile(d, 4)
+        import threading
+        t = threading.Thread(target=fetch)
+        t.start()
+        p.wait()
+        t.join()
+        path = path_holder["p"]
+
+    raw = pprof("-raw", path).stdout
+    ts = [t for t in traces(path) if t.labels.get("pid") == [str(p.pid)]]
+    total = sum(t.value for t in ts)
+    log("%d samples of the program in %d traces" % (total, len(ts)))
+    check(total >= 99 * 2.0 * 0.3, "the program is sampled although it exited and its binary is gone")
+
+    want = ["profd_sym::inner(int)", "profd_sym::Worker::run(int)", "main"]
+    good = sum(t.value for t in ts if t.frames[:3] == [want[0] + " (inline)", want[1], want[2]] or
+               t.frames[:3] == want)
+    if ts:
+        log("most common stack: %s" % max(ts, key=lambda t: t.value).frames)
+    check(total > 0 and good >= 0.8 * total,
+          "stacks read inner (inlined) <- Worker::run <- main: %d of %d samples" % (good, total))
+    check(any("(inline)" in f for t in ts for f in t.frames), "go tool pprof marks the inline frame")
+
+    # Location lines: innermost first, the inlined loop at its line, the caller at the call site.
+    loops = "sym.cc:%d" % line_of("LINE_INNER_LOOP")
+    call_inner = "sym.cc:%d" % line_of("LINE_CALL_INNER")
+    call_run = "sym.cc:%d" % line_of("LINE_CALL_RUN")
+    loc_ok = re.search(r"profd_sym::inner\(int\) \S*" + re.escape(loops) + r" s=\d+.*\n\s+profd_sym::Worker::run\(int\) \S*"
+                       + re.escape(call_inner), raw)
+    check(loc_ok is not None, "a location has lines inner at %s then Worker::run at %s" % (loops, call_inner))
+    check(re.search(r"\bmain \S*" + re.escape(call_run), raw) is not None, "main's frame is at the call, %s" % call_run)
+    check("(_ZN9profd_sym6Worker3runEi)" in raw, "system_name keeps the mangled name")
+
+    maps = [l for l in raw.split("\n") if "profd sym prog" in l and re.match(r"^\d+: 0x", l)]
+    log("\n".join(maps))
+    check(len(maps) >= 1, "a mapping for the deleted binary")
+    check(any(bid in l for l in maps), "its build ID is the binary's (%s)" % bid)
+    check(any(all(f in l for f in ("[FN]", "[FL]", "[LN]", "[IN]")) for l in maps),
+          "it has functions, filenames, line numbers, inline frames")
+    if not loc_ok:
+        log(raw[-6000:])
+    finish()
+
+
+if __name__ == "__main__":
+    main()
