@@ -4,15 +4,15 @@
 The kernel package is fetched with `apt-get download` into a cache directory (SKIP, loudly, only
 if that fails). An initramfs gets busybox, build/daemon/profd and tests/qemu/bpf-load-check with
 their shared libraries (from ldd, plus the dynamic loader), the no-frame-pointer scenario program
-scen-plain and tests/qemu/init. In the guest:
+scen-plain and scen-recursion and tests/qemu/init. In the guest:
 
 1. bpf-load-check loads and attaches profd's BPF objects with the daemon's own code and counts
    DWARF-unwound samples; libbpf's warnings (the verifier log, if a program is rejected) are
    printed here whatever happens later, since they are what fixing a 6.1 load failure needs;
-2. profd runs on 127.0.0.1, scen-plain burns CPU, busybox wget fetches
-   /debug/pprof/profile?seconds=N; the profile comes back base64-encoded on the serial console
-   and is checked here with `go tool pprof -traces`: >= 99% of scen-plain's samples carry
-   plain_leaf;plain_c;plain_b;plain_a;main down to _start.
+2. profd runs on 127.0.0.1, scen-plain and scen-recursion (300 frames: the whole tail-call
+   chain) burn CPU, busybox wget fetches /debug/pprof/profile?seconds=N; the profile comes back
+   base64-encoded on the serial console and is checked here with `go tool pprof -traces`: >= 99%
+   of each program's samples carry its complete chain down to main and _start.
 
 Environment: PROFD_KERNEL_CACHE (default BUILD/kernel-6.1-cache) keeps the downloaded package."""
 import base64
@@ -32,12 +32,15 @@ BURN_S = 12           # scenario run time in the guest (covers startup + window)
 QEMU_TIMEOUT_S = 170  # boot, BPF check (~5 s), profile (~10 s), under TCG emulation
 THRESHOLD = 0.99
 BELOW_MAIN = r"main;(?:[^;]+;)*?_start$"   # the guest has no libc debug symbols: some [unknown]
-PLAIN_CHAINS = [
-    re.compile(r"(?:^|;)plain_leaf;plain_c;plain_b;plain_a;" + BELOW_MAIN),
-    # the run loop reads the clock between slices; 6.1 under TCG has no vDSO clock source (HPET),
-    # so the read is a syscall and shows in ~1% of the samples
-    re.compile(r"(?:^|;)(?:__)?clock_gettime;" + BELOW_MAIN),
-]
+SCENARIOS = {  # name -> (description, expected chains, leaf first)
+    "plain": ("plain_leaf;plain_c;plain_b;plain_a;main..._start", [
+        re.compile(r"(?:^|;)plain_leaf;plain_c;plain_b;plain_a;" + BELOW_MAIN),
+        # the run loop reads the clock between slices; 6.1 under TCG has no vDSO clock source
+        # (HPET), so the read is a syscall and shows in ~1% of the samples
+        re.compile(r"(?:^|;)(?:__)?clock_gettime;" + BELOW_MAIN)]),
+    "recursion": ("rec_leaf;rec_descend x300;rec_start;main..._start", [
+        re.compile(r"(?:^|;)rec_leaf;(?:rec_descend;){300}rec_start;" + BELOW_MAIN)]),
+}
 
 
 def real_frames(frames):
@@ -48,6 +51,7 @@ PROGRAMS = {  # guest path -> host path
     "/profd": os.path.join(BUILD, "daemon", "profd"),
     "/bpf-load-check": os.path.join(BUILD, "tests", "qemu", "bpf-load-check"),
     "/scen-plain": os.path.join(BUILD, "tests", "scenarios", "scen-plain"),
+    "/scen-recursion": os.path.join(BUILD, "tests", "scenarios", "scen-recursion"),
 }
 
 
@@ -150,6 +154,31 @@ def build_initramfs(work):
     return out
 
 
+def check_scenario(name, desc, chains, mine):
+    def good(t):
+        return any(rx.search(";".join(real_frames(t.frames))) for rx in chains)
+    total = sum(t.value for t in mine)
+    complete = sum(t.value for t in mine if good(t))
+    log("scen-%s: %d samples, %d with the complete chain" % (name, total, complete))
+    ok = check(total >= 40, "6.1 guest: >= 40 samples of scen-%s (%d)" % (name, total))
+    if ok:
+        ok = check(complete >= THRESHOLD * total, "6.1 guest: >= 99%% of scen-%s's samples carry %s: %d/%d = %.2f%%"
+                   % (name, desc, complete, total, 100.0 * complete / total))
+    stacks = {}
+    for t in mine:
+        if not ok or not good(t):
+            k = ";".join(t.frames)
+            stacks[k] = stacks.get(k, 0) + t.value
+    if stacks:
+        log("guest stacks of scen-%s%s" % (name, ":" if not ok else " without the expected chain:"))
+    for k, n in sorted(stacks.items(), key=lambda kv: -kv[1])[:8]:
+        if k.count(";") > 40:
+            f = k.split(";")
+            k = ";".join(f[:15] + ["... %d frames ..." % (len(f) - 30)] + f[-15:])
+        log("  %5d  %s" % (n, k))
+    return ok
+
+
 def section(console, name):
     m = re.search(r"=== %s-BEGIN\r?\n(.*?)=== %s-END" % (name, name), console, re.S)
     return m.group(1) if m else None
@@ -206,9 +235,9 @@ def main():
 
     profd_log = section(console, "PROFD-LOG") or ""
     metrics = section(console, "METRICS") or ""
-    pid = re.search(r"SCENARIO-PID (\d+)", console)
+    pids = dict(re.findall(r"SCENARIO-PID (\w+) (\d+)", console))
     b64 = section(console, "PROFILE")
-    ok = check(pid is not None and b64 is not None and "WGET-EXIT 0" in console,
+    ok = check(set(pids) == set(SCENARIOS) and b64 is not None and "WGET-EXIT 0" in console,
                "6.1 guest: profile fetched over HTTP inside the guest")
     if ok:
         data = base64.b64decode("".join(l.strip() for l in b64.splitlines()
@@ -216,27 +245,10 @@ def main():
         path = os.path.join(work, "guest.pb.gz")
         with open(path, "wb") as f:
             f.write(data)
-        mine = [t for t in traces(path) if t.labels.get("pid") == [pid.group(1)]]
-        total = sum(t.value for t in mine)
-        good = sum(t.value for t in mine if any(rx.search(";".join(real_frames(t.frames))) for rx in PLAIN_CHAINS))
-        log("guest profile: %d bytes, %d samples of scen-plain (pid %s), %d with the complete chain"
-            % (len(data), total, pid.group(1), good))
-        if check(total >= 40, "6.1 guest: >= 40 samples of scen-plain (%d)" % total):
-            ok = check(good >= THRESHOLD * total, "6.1 guest: >= 99%% of scen-plain's samples carry "
-                       "plain_leaf;plain_c;plain_b;plain_a;main..._start (or the clock read in main): "
-                       "%d/%d = %.2f%%"
-                       % (good, total, 100.0 * good / total))
-        else:
-            ok = False
-        stacks = {}
-        for t in mine:
-            k = ";".join(t.frames)
-            if not ok or not any(rx.search(";".join(real_frames(t.frames))) for rx in PLAIN_CHAINS):
-                stacks[k] = stacks.get(k, 0) + t.value
-        if stacks:
-            log("guest stacks of scen-plain" + (":" if not ok else " without the expected chain:"))
-        for k, n in sorted(stacks.items(), key=lambda kv: -kv[1])[:8]:
-            log("  %5d  %s" % (n, k))
+        log("guest profile: %d bytes" % len(data))
+        all_traces = traces(path)
+        for name, (desc, chains) in SCENARIOS.items():
+            ok &= check_scenario(name, desc, chains, [t for t in all_traces if t.labels.get("pid") == [pids[name]]])
     if not ok or not check(rc == 0, "qemu exited cleanly (%s)" % rc):
         log("---- guest /metrics ----\n" + metrics + "---- guest profd log ----\n" + profd_log[-6000:])
     else:
