@@ -741,16 +741,13 @@ static __always_inline int store_stack(void *map, __u64 *hash, void *value)
         return r == -EEXIST ? 0 : r;
 }
 
-static __always_inline int count_key(void *map, struct profd_count_key *key)
+/* First sample of key in this interval (the caller looked it up). -EEXIST: another CPU inserted
+ * it meanwhile. */
+static __always_inline int insert_key(void *map, struct profd_count_key *key)
 {
         __u64 one = 1, *v;
         long r;
 
-        v = bpf_map_lookup_elem(map, key);
-        if (v) {
-                __sync_fetch_and_add(v, 1);
-                return 0;
-        }
         r = bpf_map_update_elem(map, key, &one, BPF_NOEXIST);
         if (r == -EEXIST) {
                 v = bpf_map_lookup_elem(map, key);
@@ -767,6 +764,7 @@ int profd_finalize(struct bpf_perf_event_data *ctx)
 {
         struct sample_state *st = get_state();
         __u32 reason;
+        __u64 *v;
         bool gen1;
 
         if (!st)
@@ -778,8 +776,20 @@ int profd_finalize(struct bpf_perf_event_data *ctx)
         if (reason < PROFD_STOP__MAX)
                 count(PROFD_STOP_REASON_BASE + reason);
 
-        if (st->user.len > 0) {
+        if (st->user.len > 0)
                 st->key.user_hash = hash_user(&st->user);
+        if (st->kernel.len > 0)
+                st->key.kernel_hash = hash_kernel(&st->kernel);
+
+        /* Most samples repeat a key of this interval: its stacks are stored already (stacks go
+         * in before their key), so one lookup does it. */
+        v = bpf_map_lookup_elem(gen1 ? (void *)&counts_1 : (void *)&counts_0, &st->key);
+        if (v) {
+                __sync_fetch_and_add(v, 1);
+                goto recorded;
+        }
+
+        if (st->user.len > 0) {
                 if (store_stack(gen1 ? (void *)&stacks_1 : (void *)&stacks_0, &st->key.user_hash,
                                 &st->user) < 0) {
                         count(PROFD_DROP_USER_STACKS_FULL);
@@ -787,7 +797,6 @@ int profd_finalize(struct bpf_perf_event_data *ctx)
                 }
         }
         if (st->kernel.len > 0) {
-                st->key.kernel_hash = hash_kernel(&st->kernel);
                 if (store_stack(gen1 ? (void *)&kstacks_1 : (void *)&kstacks_0, &st->key.kernel_hash,
                                 &st->kernel) < 0) {
                         count(PROFD_DROP_KERNEL_STACKS_FULL);
@@ -795,10 +804,11 @@ int profd_finalize(struct bpf_perf_event_data *ctx)
                 }
         }
 
-        if (count_key(gen1 ? (void *)&counts_1 : (void *)&counts_0, &st->key) < 0) {
+        if (insert_key(gen1 ? (void *)&counts_1 : (void *)&counts_0, &st->key) < 0) {
                 count(PROFD_DROP_COUNTS_FULL);
                 return 0;
         }
+recorded:
         count(PROFD_CNT_RECORDED);
         if (profd_measure_cost) {
                 __u32 idx = PROFD_CNT_RECORDED_NS;
