@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <string.h>
+#include <time.h>
 #include <zlib.h>
 
 #include "bpf/profd-sample.h"
@@ -20,9 +21,12 @@
 #include "profile.pb-c.h"
 
 /* Work units per step: one per frame, LOOKUP_COST per symbolizer call. Sized so a step takes
- * on the order of a millisecond or two. */
+ * on the order of a millisecond or two once caches are warm. */
 #define STEP_BUDGET 20000
 #define LOOKUP_COST 20
+/* A step also ends after this long: cold lookups (an executable opened, its DWARF parsed CU by
+ * CU) cost far more than LOOKUP_COST, and the event loop must keep draining and serving. */
+#define STEP_MAX_NS (5 * NSEC_PER_USEC * 1000)
 /* Bytes of serialized profile produced and compressed per step. */
 #define PACK_CHUNK (256 * 1024)
 /* Processes whose /proc/PID/maps a single job may re-read after a miss (dlopen, exec). */
@@ -121,6 +125,13 @@ struct PprofJob {
 
         uint64_t n_frames, n_unsymbolized;
 };
+
+static uint64_t now_mono_ns(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+}
 
 static uint64_t mix64(uint64_t h)
 {
@@ -996,11 +1007,14 @@ int pprof_job_step(PprofJob *j)
 
         switch (j->phase) {
         case PHASE_SAMPLES:
+                uint64_t deadline = now_mono_ns() + STEP_MAX_NS;
                 while (j->next_sample < j->window->n_samples && budget < STEP_BUDGET) {
                         r = add_sample(j, &j->window->samples[j->next_sample], &budget);
                         if (r < 0)
                                 return r;
                         j->next_sample++;
+                        if (now_mono_ns() > deadline)
+                                break;
                 }
                 if (j->next_sample == j->window->n_samples) {
                         j->phase = PHASE_PACK;

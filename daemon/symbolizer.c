@@ -140,6 +140,8 @@ static void exe_free(Exe *e)
         free(e);
 }
 
+static void kallsyms_refresh(Symbolizer *s);
+
 int symbolizer_new(Symbolizer **ret)
 {
         Symbolizer *s = calloc(1, sizeof(*s));
@@ -152,6 +154,8 @@ int symbolizer_new(Symbolizer **ret)
         s->callbacks.find_debuginfo = dwfl_standard_find_debuginfo;
         s->callbacks.section_address = dwfl_offline_section_address;
         s->callbacks.debuginfo_path = &s->debuginfo_path; /* NULL: ":.debug:/usr/lib/debug" */
+        /* Read now, at startup, rather than in the middle of the first profile's steps. */
+        kallsyms_refresh(s);
         *ret = s;
         return 0;
 }
@@ -945,6 +949,13 @@ static bool kallsyms_stale(Symbolizer *s)
         return false;
 }
 
+static void kallsyms_refresh(Symbolizer *s)
+{
+        s->modules_hash = modules_fingerprint();
+        s->modules_checked_ns = now_mono_ns();
+        (void)kallsyms_load(s, "/proc/kallsyms");
+}
+
 int symbolizer_kernel(Symbolizer *s, uint64_t addr, SymResult *ret)
 {
         size_t lo = 0, hi;
@@ -952,13 +963,8 @@ int symbolizer_kernel(Symbolizer *s, uint64_t addr, SymResult *ret)
 
         clear_results(s);
         s->n_kernel++;
-        if (kallsyms_stale(s)) {
-                if (s->modules_checked_ns == 0) {
-                        s->modules_hash = modules_fingerprint();
-                        s->modules_checked_ns = now_mono_ns();
-                }
-                (void)kallsyms_load(s, "/proc/kallsyms");
-        }
+        if (kallsyms_stale(s))
+                kallsyms_refresh(s);
 
         if (s->kallsyms_hidden) {
                 unknown_frame(
