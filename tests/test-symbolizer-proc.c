@@ -164,13 +164,20 @@ static const char program[] =
         "__attribute__((noinline)) void rs_drop(void)\n"
         "        __asm__(\"_ZN27_$LT$Foo$u20$as$u20$Bar$GT$4drop17h0123456789abcdefE\");\n"
         "void rs_drop(void) { __asm__ volatile(\"\"); }\n"
-        "int main(void)\n"
+        "#include <fcntl.h>\n"
+        "#include <sys/mman.h>\n"
+        "int main(int argc, char **argv)\n"
         "{\n"
         "        char c;\n"
+        "        void *x = NULL;\n"
         "        struct timespec ts;\n"
         "        clock_gettime(CLOCK_MONOTONIC, &ts);\n"
-        "        printf(\"%d %p %p %p %p\\n\", odd_caller(1), (void *)odd_leaf, (void *)odd_caller,\n"
-        "               (void *)rs_write, (void *)rs_drop);\n"
+        "        /* With an argument: map that file executable, as a loader or JIT might. */\n"
+        "        if (argc > 1)\n"
+        "                x = mmap(NULL, 8192, PROT_READ | PROT_EXEC, MAP_PRIVATE, open(argv[1], O_RDONLY), "
+        "0);\n"
+        "        printf(\"%d %p %p %p %p %p\\n\", odd_caller(1), (void *)odd_leaf, (void *)odd_caller,\n"
+        "               (void *)rs_write, (void *)rs_drop, x);\n"
         "        fflush(stdout);\n"
         "        while (read(0, &c, 1) > 0)\n"
         "                ;\n"
@@ -180,17 +187,17 @@ static const char program[] =
 typedef struct Child {
         pid_t pid;
         int to;
-        uint64_t leaf, caller, rs_write, rs_drop;
+        uint64_t leaf, caller, rs_write, rs_drop, mapped;
 } Child;
 
 /* Runs path (or, with memfd >= 0, the memfd via fexecve) and reads the addresses it prints. */
-static int child_start(const char *path, int memfd, Child *c)
+static int child_start(const char *path, int memfd, const char *arg, Child *c)
 {
         int in[2], out[2];
         char buf[256];
         ssize_t n;
         int dummy;
-        void *a, *b, *rw, *rd;
+        void *a, *b, *rw, *rd, *x;
 
         if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
                 return -errno;
@@ -198,7 +205,7 @@ static int child_start(const char *path, int memfd, Child *c)
         if (c->pid < 0)
                 return -errno;
         if (c->pid == 0) {
-                char *argv[] = {(char *)"odd", NULL}, *envp[] = {NULL};
+                char *argv[] = {(char *)"odd", (char *)arg, NULL}, *envp[] = {NULL};
                 dup2(in[0], 0);
                 dup2(out[1], 1);
                 if (memfd >= 0)
@@ -215,8 +222,9 @@ static int child_start(const char *path, int memfd, Child *c)
         if (n <= 0)
                 return -EIO;
         buf[n] = 0;
-        if (sscanf(buf, "%d %p %p %p %p", &dummy, &a, &b, &rw, &rd) != 5)
+        if (sscanf(buf, "%d %p %p %p %p %p", &dummy, &a, &b, &rw, &rd, &x) != 6)
                 return -EIO;
+        c->mapped = (uint64_t)x;
         c->leaf = (uint64_t)a;
         c->caller = (uint64_t)b;
         c->rs_write = (uint64_t)rw;
@@ -253,7 +261,7 @@ static const char *name_at(Symbolizer *sym, ProcessTable *procs, pid_t pid, uint
 
 static void test_odd_processes(void)
 {
-        char dir[] = "/tmp/profd-test-sym-XXXXXX", src[256], bin[256], odd[512], cmd[1024];
+        char dir[] = "/tmp/profd-test-sym-XXXXXX", src[256], bin[256], odd[512], cmd[4096];
         _cleanup_(process_table_freep) ProcessTable *procs = NULL;
         _cleanup_(symbolizer_freep) Symbolizer *sym = NULL;
         const ProcMapping *m;
@@ -279,7 +287,7 @@ static void test_odd_processes(void)
         mkdir(cmd, 0755);
         snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", bin, odd);
         check(system(cmd) == 0, "copied to a path with a space and a newline");
-        r = child_start(odd, -1, &c);
+        r = child_start(odd, -1, NULL, &c);
         if (check(r == 0, "started the oddly named program (%d)", r)) {
                 const char *n = name_at(sym, procs, c.pid, c.leaf, &m);
                 check(strcmp(n, "odd_leaf") == 0, "oddly named program: leaf named '%s'", n);
@@ -302,7 +310,7 @@ static void test_odd_processes(void)
                 if (write(memfd, buf, (size_t)n) != n)
                         break;
         close(fd);
-        r = child_start(NULL, memfd, &c);
+        r = child_start(NULL, memfd, NULL, &c);
         close(memfd);
         if (check(r == 0, "started a program from a memfd (%d)", r)) {
                 Process *p;
@@ -323,7 +331,7 @@ static void test_odd_processes(void)
         }
 
         /* The vDSO: a copy of the kernel's image stands in for the file. */
-        r = child_start(bin, -1, &c);
+        r = child_start(bin, -1, NULL, &c);
         if (check(r == 0, "started the program again")) {
                 Process *p;
                 const ProcMapping *vdso = NULL;
@@ -344,6 +352,39 @@ static void test_odd_processes(void)
                         check(vdso->build_id_size > 0, "vDSO has a build ID");
                 }
                 child_stop(&c);
+        }
+
+        /* Hostile files mapped executable: garbage, a truncated ELF, an ELF whose program and
+         * section headers point past the end. Frames say [unknown]; nothing crashes. */
+        {
+                static const char *const kinds[] = {"garbage", "truncated-elf", "bad-headers-elf"};
+                for (size_t k = 0; k < 3; k++) {
+                        char hostile[300];
+                        snprintf(hostile, sizeof(hostile), "%s/%s", dir, kinds[k]);
+                        if (k == 0)
+                                snprintf(cmd, sizeof(cmd), "head -c 8192 /dev/urandom > '%s'", hostile);
+                        else if (k == 1)
+                                snprintf(cmd, sizeof(cmd), "head -c 8192 '%s' > '%s'", bin, hostile);
+                        else
+                                /* e_phoff (0x20) and e_shoff (0x28) far beyond the file. */
+                                snprintf(cmd, sizeof(cmd),
+                                         "head -c 8192 '%s' > '%s' && printf "
+                                         "'\\377\\377\\377\\377\\377\\377\\377\\177' | "
+                                         "dd of='%s' bs=1 seek=32 conv=notrunc status=none && "
+                                         "printf '\\377\\377\\377\\377\\377\\377\\377\\177' | "
+                                         "dd of='%s' bs=1 seek=40 conv=notrunc status=none",
+                                         bin, hostile, hostile, hostile);
+                        if (!check(system(cmd) == 0, "made %s", kinds[k]))
+                                continue;
+                        r = child_start(bin, -1, hostile, &c);
+                        if (!check(r == 0 && c.mapped != 0 && c.mapped != UINT64_MAX, "%s mapped executable",
+                                   kinds[k]))
+                                continue;
+                        const char *nm = name_at(sym, procs, c.pid, c.mapped + 0x10, &m);
+                        check(strncmp(nm, "[unknown] ", 10) == 0 && strstr(nm, kinds[k]), "%s: frame '%s'",
+                              kinds[k], nm);
+                        child_stop(&c);
+                }
         }
 
         /* Unknown pid. */
