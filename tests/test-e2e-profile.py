@@ -131,12 +131,18 @@ def main():
         ts = of_pid(traces(path), prog.pid)
         total = sum(t.value for t in ts)
         log("e2e-chain: %d samples in %d traces" % (total, len(ts)))
-        check(total >= 99 * 3 * 0.3, "the busy frame-pointer program is sampled (%d samples in 3 s at 99 Hz)" % total)
+        # How much CPU it gets depends on the host's load; even a tenth of a CPU gives ~30 samples.
+        check(total >= 10, "the busy frame-pointer program is sampled (%d samples in 3 s at 99 Hz)" % total)
         complete = sum(t.value for t in ts if t.frames[:len(CHAIN)] == CHAIN)
         if ts:
             log("most common stack: %s" % max(ts, key=lambda t: t.value).frames)
         check(total > 0 and complete >= 0.9 * total,
               "stacks are complete and leaf first (%s): %d of %d samples" % (" <- ".join(CHAIN), complete, total))
+        # Invariant: complete to the entry point, or visibly marked where the unwinder stopped.
+        ended = sum(t.value for t in ts if t.frames and (t.frames[-1] == "_start" or t.frames[-1].startswith("[")))
+        to_start = sum(t.value for t in ts if t.frames and t.frames[-1] == "_start")
+        log("%d of %d samples unwind to _start" % (to_start, total))
+        check(ended == total, "every stack ends at _start or at a visible '[...]' marker")
         check(all(t.labels.get("comm") == ["e2e-chain"] for t in ts), "every sample carries comm=e2e-chain")
         check(all(set(t.labels) == {"comm", "pid"} for t in ts), "default labels are exactly comm and pid")
 
@@ -186,14 +192,17 @@ def main():
         wait = fetch_async(d, 4)
         time.sleep(0.5)
         gone = subprocess.Popen([short, "1.5"])
-        gone.wait()
+        _, _, ru = os.wait4(gone.pid, 0)
+        gone_cpu = ru.ru_utime + ru.ru_stime
         path = wait()
         ts = of_pid(traces(path), gone.pid)
         total = sum(t.value for t in ts)
         named = sum(t.value for t in ts if t.frames[:len(CHAIN)] == CHAIN)
         if ts:
             log("its most common stack: %s" % max(ts, key=lambda t: t.value).frames)
-        check(total >= 99 * 1.5 * 0.3, "the short-lived process is in the profile (%d samples)" % total)
+        # Its whole life is inside the window: all its CPU time must be there, counted at 99 Hz.
+        check(total > 0 and abs(total - gone_cpu * 99) <= 0.25 * gone_cpu * 99 + 5,
+              "the short-lived process is in the profile with all its samples (%d for %.2f s CPU)" % (total, gone_cpu))
         check(all(t.labels.get("comm") == ["e2e-short"] for t in ts), "it keeps its comm label after exiting")
         check(total > 0 and named >= 0.9 * total,
               "its frames are symbolized after it exited (%d of %d samples with the full named chain)" % (named, total))
