@@ -493,6 +493,9 @@ void exe_cache_write_metrics(const ExeCache *c, FILE *f)
                 "# TYPE profd_exe_cache_hits_total counter\n"
                 "profd_exe_cache_hits_total{where=\"cache\"} %" PRIu64 "\n"
                 "profd_exe_cache_hits_total{where=\"pool\"} %" PRIu64 "\n"
+                "# HELP profd_exe_cache_identity_mismatch_total Tables whose identity differed from the "
+                "build ID they were cached under.\n"
+                "# TYPE profd_exe_cache_identity_mismatch_total counter\n"
                 "profd_exe_cache_identity_mismatch_total %" PRIu64 "\n",
                 by_state[EXE_NEW], by_state[EXE_QUEUED], by_state[EXE_READY], by_state[EXE_FAILED],
                 with_table, c->n_unused, c->q_len, c->n_builds, (double)c->n_build_ns / NSEC_PER_SEC,
