@@ -392,7 +392,8 @@ def run_scenario(daemon, sc, perf_ok, work):
     agree_perf, rare_perf, only_perf = agreement(perfc, ptotal, profd, total, sc.own)
     truncated = sum(n for k, n in perfc.items() if not complete_key(k))
     # distribution overlap, for information: sampling noise keeps it below 100%
-    overlap = sum(min(profd[k] / total, perfc.get(k, 0) / ptotal) for k in profd)
+    overlap = sum(min(n / total, sum(m for p, m in perfc.items() if stacks_match(k, p)) / ptotal)
+                  for k, n in profd.items())
     pdepth = max((len(k) for k in perfc), default=0)
     ddepth = max((len(k) for k in profd), default=0)
     log("perf truncated %d/%d samples before main (deepest perf stack %d frames, profd %d); distribution "
