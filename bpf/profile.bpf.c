@@ -50,6 +50,8 @@ _Static_assert((PROFD_MAX_USER_FRAMES & (PROFD_MAX_USER_FRAMES - 1)) == 0, "fram
 
 #define PF_KTHREAD_FLAG 0x00200000
 #define EEXIST 17
+/* __USER32_CS: the code segment of 32-bit (compat) tasks; 64-bit tasks run with 0x33. */
+#define PROFD_USER32_CS 0x23
 /* Index of cs in x86-64 struct pt_regs viewed as __u64[]. */
 #define PROFD_PT_REGS_CS_SLOT 17
 
@@ -85,6 +87,7 @@ struct sample_state {
         __u32 exact;   /* ip is the interrupted pc (leaf, after a signal frame), not a return address */
         __u32 fp_only; /* pid not in the pool: frame pointers all the way */
         __u32 cache_valid;
+        __u32 ip_valid;    /* user registers were found */
         __u32 pool_gen;    /* profd_unwind_config.generation at sample start */
         __u64 start_ns;    /* profd_measure_cost */
         __u64 last_elf_pc; /* previous DWARF lookup: recursion repeats a pc */
@@ -565,6 +568,7 @@ int profd_sample(struct bpf_perf_event_data *ctx)
         struct sample_state *st;
         __u64 pid_tgid;
         bool in_kernel;
+        __u64 user_cs;
         long n;
 
         __u64 start_ns = profd_measure_cost ? bpf_ktime_get_ns() : 0;
@@ -594,6 +598,7 @@ int profd_sample(struct bpf_perf_event_data *ctx)
         st->done = 0;
         st->exact = 1;
         st->fp_only = 1;
+        st->ip_valid = 0;
         st->cache_valid = 0;
         st->win_base = 0;
         st->user.len = 0;
@@ -610,7 +615,8 @@ int profd_sample(struct bpf_perf_event_data *ctx)
 
         /* cs as the full 8-byte slot: the perf_event context only allows 8-byte loads there, and
          * pt_regs is ABI (struct user_regs_struct), so slot 17 is cs on every kernel. */
-        in_kernel = (((const __u64 *)ctx)[PROFD_PT_REGS_CS_SLOT] & 3) == 0;
+        user_cs = ((const __u64 *)ctx)[PROFD_PT_REGS_CS_SLOT] & 0xffff;
+        in_kernel = (user_cs & 3) == 0;
         if (in_kernel) {
                 n = bpf_get_stack(ctx, st->kernel.ips, sizeof(st->kernel.ips), 0);
                 if (n < 0)
@@ -625,6 +631,7 @@ int profd_sample(struct bpf_perf_event_data *ctx)
                 st->ip = ctx->regs.ip;
                 st->sp = ctx->regs.sp;
                 st->bp = ctx->regs.bp;
+                st->ip_valid = 1;
         } else {
                 /* The sample hit a syscall, fault or interrupt: the user state is what the
                  * kernel saved on entry, at the top of the task's kernel stack. */
@@ -637,7 +644,15 @@ int profd_sample(struct bpf_perf_event_data *ctx)
                         st->ip = uregs->ip;
                         st->sp = uregs->sp;
                         st->bp = uregs->bp;
+                        st->ip_valid = 1;
+                        user_cs = uregs->cs & 0xffff;
                 }
+        }
+        if (st->ip_valid && user_cs == PROFD_USER32_CS) {
+                /* A 32-bit (compat) task: neither its frames nor its CFI are x86-64. Keep the pc. */
+                st->user.ips[0] = st->ip;
+                st->user.len = 1;
+                stop(st, PROFD_STOP_UNSUPPORTED);
         }
 
         __u32 zero = 0;

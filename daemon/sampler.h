@@ -51,7 +51,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Sampler *, sampler_free);
 /* Load, attach to every online CPU, start the periodic cut timer. After success sampling is live. */
 int sampler_start(Sampler *s);
 /* Cut now: the current interval ends at *ret_cut_ns (CLOCK_REALTIME); its records arrive through
- * the callback shortly after. */
+ * the callback shortly after. Within ~10 ms of the previous cut (its generation still draining)
+ * no new cut is made: *ret_cut_ns is that previous, equally exact, boundary. */
 int sampler_cut(Sampler *s, uint64_t *ret_cut_ns);
 bool sampler_is_live(const Sampler *s);
 /* Samples recorded per second over the last interval, for STATUS=. */

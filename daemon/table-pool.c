@@ -115,8 +115,9 @@ int table_pool_new(struct bpf_object *obj, uint64_t memory_limit, TablePool **re
 
         if (!obj || !ret)
                 return -EINVAL;
-        if (memory_limit < 2 * PROFD_SHARD_BYTES)
-                return -ERANGE; /* one shard to fill, one to compact into */
+        if (memory_limit < PROFD_SHARD_BYTES)
+                return log_error_errno(-ERANGE, "--unwind-table-memory must be at least %llu bytes (one shard)",
+                                       (unsigned long long)PROFD_SHARD_BYTES);
 
         p = calloc(1, sizeof(*p));
         if (!p)
@@ -305,6 +306,13 @@ static int shard_create(TablePool *p, uint32_t *ret_slot)
         return 0;
 }
 
+/* Shards for tables: all but one, which compaction needs as its target (a one-shard pool
+ * cannot compact, only evict). */
+static unsigned pool_usable_shards(const TablePool *p)
+{
+        return p->max_shards >= 2 ? p->max_shards - 1 : 1;
+}
+
 /* A shard with room for words at its bump pointer; creates one while under the limit, keeping
  * one shard's worth for compaction. */
 static int shard_find_space(TablePool *p, uint32_t words, uint32_t *ret_slot)
@@ -317,7 +325,7 @@ static int shard_find_space(TablePool *p, uint32_t words, uint32_t *ret_slot)
                         return 0;
                 }
         }
-        if (p->n_shards + 1 < p->max_shards)
+        if (p->n_shards < pool_usable_shards(p))
                 return shard_create(p, ret_slot);
         return -ENOSPC;
 }
@@ -504,7 +512,7 @@ int table_pool_acquire(TablePool *p, const UnwindTable *t, PoolTable **ret)
                 p->place_failures++;
                 return -EINVAL;
         }
-        if ((uint64_t)t->n_pages + 1 + t->n_rows > (uint64_t)(p->max_shards - 1) * PROFD_SHARD_WORDS) {
+        if ((uint64_t)t->n_pages + 1 + t->n_rows > (uint64_t)pool_usable_shards(p) * PROFD_SHARD_WORDS) {
                 p->place_failures++;
                 return -ENOSPC;
         }
