@@ -419,18 +419,23 @@ static bool is_loader(const char *path)
         return strncmp(base, "ld-", 3) == 0 && strstr(base, ".so");
 }
 
-static void watch_loader(ProcTracker *t, pid_t pid, const ProcMapping *m)
+static void watch_loader(ProcTracker *t, Tracked *p, const ProcMapping *m)
 {
         char path[PATH_MAX + 64];
 
         /* Through the process' root, so a container's own loader is the file probed; a loader
          * deleted by an upgrade only through its mapping. */
         if (!m->deleted && m->path[0] == '/')
-                snprintf(path, sizeof(path), "/proc/%d/root%s", (int)pid, m->path);
+                snprintf(path, sizeof(path), "/proc/%d/root%s", (int)p->pid, m->path);
         else
-                snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, m->start,
-                         m->end);
-        (void)proc_events_watch_loader(t->events, path, m->dev, m->inode);
+                snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)p->pid,
+                         m->start, m->end);
+        /* This process may have passed its start-up hook before the uprobe existed (the first
+         * process of a new container image): look at it again shortly. */
+        if (proc_events_watch_loader(t->events, path, m->dev, m->inode) > 0) {
+                p->recheck_tries = 0;
+                schedule_recheck(t, p, PROFD_EV_ADDR_UNKNOWN);
+        }
 }
 
 static int refresh(ProcTracker *t, Tracked *p)
@@ -494,7 +499,7 @@ static int refresh(ProcTracker *t, Tracked *p)
                 nm->load_bias = m->bias_known ? m->load_bias : 0;
                 nm->exe = mapping_exe(t, proc, m, root, !p->background);
                 if (nm->exe && is_loader(m->path))
-                        watch_loader(t, p->pid, m);
+                        watch_loader(t, p, m);
         }
         p->maps = maps;
         p->n_maps = proc->n_mappings;
