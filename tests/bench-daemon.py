@@ -104,6 +104,7 @@ def main():
         # Startup work first: unwind tables for every executable already running are built at idle
         # priority after the daemon is live; "idle" is measured once that queue is empty.
         t0 = time.time()
+        time.sleep(2)  # the initial /proc scan runs on the loop once it is up
         while time.time() - t0 < 120 and (metric(d, "profd_exe_cache_build_queue") or 0) > 0:
             time.sleep(0.5)
         log("startup table builds done %.1f s after /healthz: %d tables, %.2f s building"
