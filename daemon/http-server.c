@@ -322,6 +322,8 @@ static void request_set_error(Request *req, unsigned status, const char *fmt, ..
 
 /* ---- the MHD event sources ------------------------------------------------------------------- */
 
+/* Always 0: an sd-event callback returning an error gets its source disabled, which here would
+ * silently stop serving HTTP. */
 static int http_dispatch(HttpServer *s)
 {
         if (MHD_run(s->mhd) == MHD_NO)
@@ -329,12 +331,17 @@ static int http_dispatch(HttpServer *s)
                                            "libmicrohttpd: MHD_run failed");
 
         MHD_UNSIGNED_LONG_LONG timeout_ms;
+        int r;
         if (MHD_get_timeout(s->mhd, &timeout_ms) == MHD_NO)
-                return sd_event_source_set_enabled(s->timer, SD_EVENT_OFF);
-        int r = sd_event_source_set_time_relative(s->timer, (uint64_t)timeout_ms * 1000);
+                r = sd_event_source_set_enabled(s->timer, SD_EVENT_OFF);
+        else {
+                r = sd_event_source_set_time_relative(s->timer, (uint64_t)timeout_ms * 1000);
+                if (r >= 0)
+                        r = sd_event_source_set_enabled(s->timer, SD_EVENT_ONESHOT);
+        }
         if (r < 0)
-                return r;
-        return sd_event_source_set_enabled(s->timer, SD_EVENT_ONESHOT);
+                log_warning_errno_ratelimited(r, "Cannot arm the HTTP timeout timer: %m");
+        return 0;
 }
 
 static int on_mhd_io(sd_event_source *es, int fd, uint32_t revents, void *userdata)

@@ -63,9 +63,12 @@ static int on_process_gc(sd_event_source *s, uint64_t usec, void *userdata)
         if (d->cgroups)
                 cgroup_resolver_gc(d->cgroups, now_realtime_ns());
         int r = sd_event_source_set_time_relative(s, PROCESS_GC_INTERVAL_USEC);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
         if (r < 0)
-                return r;
-        return sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+                log_error_errno(r, "Cannot re-arm the process table timer, exited processes are no longer "
+                                   "forgotten: %m");
+        return 0;
 }
 
 static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata)
