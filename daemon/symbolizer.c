@@ -73,7 +73,7 @@ typedef struct Exe {
 typedef struct CacheEntry {
         uint64_t exe_id, vaddr;
         SymFrame *frames; /* one block: frames, then their strings */
-        size_t n_frames;
+        size_t n_frames, size;
 } CacheEntry;
 
 typedef struct KSym {
@@ -109,6 +109,7 @@ struct Symbolizer {
         size_t n_strings;
 
         uint64_t n_cache_hits;
+        size_t cache_entries, cache_bytes;
         uint64_t n_user, n_user_symbolized, n_user_dwarf, n_user_no_file, n_user_no_symbol, n_kernel,
                 n_kernel_symbolized, n_exe_opened, n_exe_evicted, n_exe_failed, n_kallsyms_loads;
 };
@@ -689,8 +690,8 @@ static char *str_put(char **w, const char *p)
 }
 
 /* Copies s->frames[0..n) into slot c; returns the copy (or s->frames if memory is short). */
-static const SymFrame *cache_store(CacheEntry *c, uint64_t exe_id, uint64_t vaddr, const SymFrame *f,
-                                   size_t n)
+static const SymFrame *cache_store(Symbolizer *s, CacheEntry *c, uint64_t exe_id, uint64_t vaddr,
+                                   const SymFrame *f, size_t n)
 {
         size_t size = n * sizeof(SymFrame);
         SymFrame *out;
@@ -700,6 +701,10 @@ static const SymFrame *cache_store(CacheEntry *c, uint64_t exe_id, uint64_t vadd
                 size += str_size(f[i].name) +
                         (f[i].system_name != f[i].name ? str_size(f[i].system_name) : 0) +
                         str_size(f[i].file);
+        if (c->frames) {
+                s->cache_entries--;
+                s->cache_bytes -= c->size;
+        }
         free(c->frames);
         *c = (CacheEntry){};
         out = malloc(size);
@@ -713,7 +718,9 @@ static const SymFrame *cache_store(CacheEntry *c, uint64_t exe_id, uint64_t vadd
                         f[i].system_name != f[i].name ? str_put(&w, f[i].system_name) : out[i].name;
                 out[i].file = str_put(&w, f[i].file);
         }
-        *c = (CacheEntry){.exe_id = exe_id, .vaddr = vaddr, .frames = out, .n_frames = n};
+        *c = (CacheEntry){.exe_id = exe_id, .vaddr = vaddr, .frames = out, .n_frames = n, .size = size};
+        s->cache_entries++;
+        s->cache_bytes += size;
         return out;
 }
 
@@ -791,7 +798,7 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
                 return 0;
         }
         s->n_user_symbolized++;
-        *ret = (SymResult){.frames = c ? cache_store(c, e->id, vaddr, s->frames, n) : s->frames,
+        *ret = (SymResult){.frames = c ? cache_store(s, c, e->id, vaddr, s->frames, n) : s->frames,
                            .n_frames = n,
                            .symbolized = true};
         return 0;
@@ -1058,6 +1065,12 @@ void symbolizer_write_metrics(const Symbolizer *s, FILE *f)
                 "profd_symbolizer_lookups_total{space=\"user\",result=\"no_file\"} %" PRIu64 "\n"
                 "profd_symbolizer_lookups_total{space=\"kernel\",result=\"symbol\"} %" PRIu64 "\n"
                 "profd_symbolizer_lookups_total{space=\"kernel\",result=\"unknown\"} %" PRIu64 "\n"
+                "# HELP profd_symbolizer_cache_entries Resolved addresses cached.\n"
+                "# TYPE profd_symbolizer_cache_entries gauge\n"
+                "profd_symbolizer_cache_entries %zu\n"
+                "# HELP profd_symbolizer_cache_bytes Memory of the cached frames.\n"
+                "# TYPE profd_symbolizer_cache_bytes gauge\n"
+                "profd_symbolizer_cache_bytes %zu\n"
                 "# HELP profd_symbolizer_kallsyms_symbols Kernel text symbols loaded.\n"
                 "# TYPE profd_symbolizer_kallsyms_symbols gauge\n"
                 "profd_symbolizer_kallsyms_symbols %zu\n"
@@ -1066,6 +1079,6 @@ void symbolizer_write_metrics(const Symbolizer *s, FILE *f)
                 "profd_symbolizer_kallsyms_hidden %d\n",
                 s->n_exes, s->n_exe_opened, s->n_exe_evicted, s->n_exe_failed, s->n_cache_hits,
                 s->n_user_dwarf, s->n_user_symbolized - s->n_user_dwarf, s->n_user_no_symbol,
-                s->n_user_no_file, s->n_kernel_symbolized, s->n_kernel - s->n_kernel_symbolized, s->n_ksyms,
-                s->kallsyms_hidden);
+                s->n_user_no_file, s->n_kernel_symbolized, s->n_kernel - s->n_kernel_symbolized,
+                s->cache_entries, s->cache_bytes, s->n_ksyms, s->kallsyms_hidden);
 }

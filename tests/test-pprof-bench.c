@@ -214,6 +214,17 @@ int main(int argc, char **argv)
                         printf("symbolizer: %zu kernel addresses in %.1f ms (%.2f us each)\n", n_kpool,
                                (double)t / 1e6, (double)t / 1e3 / (double)n_kpool);
         }
+        {
+                char *text = NULL, *line;
+                size_t size = 0;
+                FILE *m = open_memstream(&text, &size);
+                symbolizer_write_metrics(sym, m);
+                fclose(m);
+                for (line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
+                        if (strncmp(line, "profd_symbolizer_cache_", 23) == 0)
+                                printf("%s\n", line);
+                free(text);
+        }
         getrusage(RUSAGE_SELF, &ru);
         printf("max RSS %ld MiB\n", ru.ru_maxrss / 1024);
         printf("(cold: first profile, executables opened and DWARF parsed; warm: symbolizer caches kept)\n");
