@@ -57,6 +57,17 @@ __attribute__((noinline)) static int recurse(int n)
         return r + x;
 }
 
+/* labs() from libc through this executable's PLT (the test is built with -fno-builtin): samples
+ * land in the PLT stub, whose unwind rule is the PLT expression, and in libc. */
+__attribute__((noinline)) static void plt_loop(void)
+{
+        long acc = 1; /* in a register: a volatile would take all samples with its store/load */
+
+        while (!leaf_stop)
+                acc += labs(acc - 5);
+        sink = acc;
+}
+
 typedef struct Range {
         uint64_t lo, hi;
 } Range;
@@ -95,6 +106,34 @@ static int symbol_range(const char *name, uint64_t bias, Range *ret)
                         }
                 }
         }
+        elf_end(e);
+        close(fd);
+        return r;
+}
+
+/* Runtime address range of a section of this executable. */
+static int section_range(const char *name, uint64_t bias, Range *ret)
+{
+        int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC), r = -ENOENT;
+        Elf_Scn *scn = NULL;
+        size_t shstrndx;
+        Elf *e;
+
+        if (fd < 0)
+                return -errno;
+        e = elf_begin(fd, ELF_C_READ, NULL);
+        if (e && elf_getshdrstrndx(e, &shstrndx) == 0)
+                while ((scn = elf_nextscn(e, scn))) {
+                        GElf_Shdr sh;
+                        const char *n;
+
+                        if (gelf_getshdr(scn, &sh) && (n = elf_strptr(e, shstrndx, sh.sh_name)) &&
+                            strcmp(n, name) == 0) {
+                                ret->lo = bias + sh.sh_addr;
+                                ret->hi = ret->lo + sh.sh_size;
+                                r = 0;
+                        }
+                }
         elf_end(e);
         close(fd);
         return r;
@@ -206,19 +245,70 @@ typedef struct Child {
         int depth;
         pid_t pid;
         int go_fd;
-        uint64_t samples, in_leaf, complete, truncated, dwarf, wrong;
+        bool plt;
+        uint64_t samples, in_leaf, complete, truncated, dwarf, wrong, in_plt;
         uint64_t stops[PROFD_STOP__MAX];
         bool printed;
 } Child;
 
-static Child children[] = {{.depth = 20}, {.depth = 300}, {.depth = 600}};
-static Range r_leaf, r_recurse, r_start;
+static Child children[] = {
+        {.depth = 20},
+        {.depth = 300},
+        {.depth = 600},
+#ifndef PROFD_BENCH_FP
+        {.plt = true},
+#endif
+};
+static Range r_leaf, r_recurse, r_start, r_plt_loop, r_plt[2];
+
+static const char *child_name(const Child *c)
+{
+        static char buf[4][32];
+        static unsigned n;
+        char *b = buf[n++ % 4];
+
+        if (c->plt)
+                return "plt";
+        snprintf(b, sizeof(buf[0]), "depth %d", c->depth);
+        return b;
+}
+
+static void check_plt_record(Child *c, const SampleRecord *r)
+{
+        uint32_t stop = r->user_flags & PROFD_STACK_REASON_MASK;
+        bool in_loop = false;
+
+        c->samples += r->count;
+        for (uint32_t i = 0; i < r->n_user && i < 2; i++)
+                in_loop = in_loop || in_range(&r_plt_loop, r->user_frames[i]);
+        /* A sample in the stub whose unwinding failed would not show plt_loop: count it too. */
+        in_loop = in_loop || (r->n_user > 0 && (in_range(&r_plt[0], r->user_frames[0]) ||
+                                                in_range(&r_plt[1], r->user_frames[0])));
+        if (!in_loop)
+                return; /* startup */
+        c->in_leaf += r->count;
+        if (stop < PROFD_STOP__MAX)
+                c->stops[stop] += r->count;
+        if (in_range(&r_plt[0], r->user_frames[0]) || in_range(&r_plt[1], r->user_frames[0]))
+                c->in_plt += r->count;
+        if (getenv("PROFD_TEST_DEBUG"))
+                printf("plt sample: %" PRIx64 " %" PRIx64 " n %u count %" PRIu64 "\n", r->user_frames[0],
+                       r->n_user > 1 ? r->user_frames[1] : 0, r->n_user, r->count);
+        if (stop == PROFD_STOP_OK && in_range(&r_start, r->user_frames[r->n_user - 1]))
+                c->complete += r->count;
+        else
+                c->wrong += r->count;
+}
 
 static void check_record(Child *c, const SampleRecord *r)
 {
         uint32_t n_rec = 0, stop = r->user_flags & PROFD_STACK_REASON_MASK;
         bool truncated = r->user_flags & PROFD_STACK_TRUNCATED;
 
+        if (c->plt) {
+                check_plt_record(c, r);
+                return;
+        }
         c->samples += r->count;
         if (r->n_user == 0 || !in_range(&r_leaf, r->user_frames[0]))
                 return; /* not yet burning: startup, pipe read */
@@ -278,7 +368,10 @@ static pid_t spawn(Child *c)
                 prctl(PR_SET_PDEATHSIG, SIGKILL);
                 if (read(p[0], &b, 1) != 1)
                         _exit(2);
-                recurse(c->depth);
+                if (c->plt)
+                        plt_loop();
+                else
+                        recurse(c->depth);
                 _exit(0);
         }
         close(p[0]);
@@ -354,10 +447,15 @@ int main(void)
         }
         bias = (uint64_t)(uintptr_t)recurse - r_recurse.lo; /* PIE or not */
         if (symbol_range("leaf", bias, &r_leaf) < 0 || symbol_range("recurse", bias, &r_recurse) < 0 ||
-            symbol_range("_start", bias, &r_start) < 0) {
+            symbol_range("_start", bias, &r_start) < 0 || symbol_range("plt_loop", bias, &r_plt_loop) < 0) {
                 fprintf(stderr, "FAIL: symbols leaf/recurse/_start not found in the test executable\n");
                 return 1;
         }
+        (void)section_range(".plt", bias, &r_plt[0]);
+        (void)section_range(".plt.sec", bias, &r_plt[1]);
+        if (getenv("PROFD_TEST_DEBUG"))
+                printf("plt %#" PRIx64 "-%#" PRIx64 " plt_loop %#" PRIx64 "\n", r_plt[0].lo, r_plt[0].hi,
+                       r_plt_loop.lo);
 
         /* Children first, so the BPF filter can name them: other work on the machine stays out of
          * the ns-per-sample figures. */
@@ -435,9 +533,9 @@ int main(void)
                         uint64_t others = b.run_cnt - a.run_cnt - (rec1 - rec0);
                         double t = (double)(b.run_time_ns - a.run_time_ns) - filtered_ns * (double)others;
 
-                        printf("BENCH depth %d: %.0f ns per recorded sample (BPF clock), %.0f ns "
+                        printf("BENCH %s: %.0f ns per recorded sample (BPF clock), %.0f ns "
                                "(bpf_stats; %" PRIu64 " recorded, %" PRIu64 " filtered runs)\n",
-                               children[k].depth, (double)(ns1 - ns0) / (double)(rec1 - rec0),
+                               child_name(&children[k]), (double)(ns1 - ns0) / (double)(rec1 - rec0),
                                t / (double)(rec1 - rec0), rec1 - rec0, others);
                 }
         }
@@ -452,21 +550,24 @@ int main(void)
         for (size_t k = 0; k < ELEMENTSOF(children); k++) {
                 Child *c = &children[k];
 
-                printf("depth %d: samples %" PRIu64 " in leaf %" PRIu64 " complete %" PRIu64
-                       " truncated %" PRIu64 " dwarf %" PRIu64 " wrong %" PRIu64 " stops:",
-                       c->depth, c->samples, c->in_leaf, c->complete, c->truncated, c->dwarf, c->wrong);
+                printf("%s: samples %" PRIu64 " in leaf %" PRIu64 " complete %" PRIu64 " truncated %" PRIu64
+                       " dwarf %" PRIu64 " wrong %" PRIu64 " in plt %" PRIu64 " stops:",
+                       child_name(c), c->samples, c->in_leaf, c->complete, c->truncated, c->dwarf, c->wrong,
+                       c->in_plt);
                 for (unsigned i = 0; i < PROFD_STOP__MAX; i++)
                         printf(" %" PRIu64, c->stops[i]);
                 printf("\n");
                 if (c->in_leaf < 50) {
-                        fprintf(stderr, "FAIL: depth %d: only %" PRIu64 " samples in the leaf\n", c->depth,
+                        fprintf(stderr, "FAIL: %s: only %" PRIu64 " samples in the leaf\n", child_name(c),
                                 c->in_leaf);
                         failures++;
                 } else if ((c->complete + c->truncated) * 100 < c->in_leaf * 99) {
                         fprintf(stderr,
-                                "FAIL: depth %d: %" PRIu64 " of %" PRIu64
-                                " leaf samples correct, want 99%%\n",
-                                c->depth, c->complete + c->truncated, c->in_leaf);
+                                "FAIL: %s: %" PRIu64 " of %" PRIu64 " leaf samples correct, want 99%%\n",
+                                child_name(c), c->complete + c->truncated, c->in_leaf);
+                        failures++;
+                } else if (c->plt && c->in_plt == 0) {
+                        fprintf(stderr, "FAIL: plt: no sample landed in the PLT, its rule went untested\n");
                         failures++;
                 }
         }
