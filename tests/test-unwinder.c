@@ -238,7 +238,16 @@ static int register_process(TablePool *pool, pid_t pid)
         const char *fake = getenv("PROFD_BENCH_FAKE_PROCS");
         for (int i = 0; fake && i < atoi(fake); i++)
                 (void)table_pool_set_process(pool, 4000000 + pid * 1000 + i, m, n);
-        return table_pool_set_process(pool, pid, m, n);
+
+        struct timespec t0, t1;
+        int r;
+
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        r = table_pool_set_process(pool, pid, m, n);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        printf("set_process pid %d: %zu mappings in %.0f us\n", pid, n,
+               (t1.tv_sec - t0.tv_sec) * 1e6 + (t1.tv_nsec - t0.tv_nsec) / 1e3);
+        return r;
 }
 
 typedef struct Child {
