@@ -364,9 +364,9 @@ static int read_cb(const ProcMapsLine *l, void *userdata)
         return 0;
 }
 
-/* starttime (field 22) and comm of /proc/PID/stat. comm may hold spaces and ')', so fields are
- * counted from the last ')'. */
-static int read_stat(pid_t pid, uint64_t *ret_start, char comm[17])
+/* starttime (field 22), comm and state of /proc/PID/stat. comm may hold spaces and ')', so
+ * fields are counted from the last ')'. */
+static int read_stat_full(pid_t pid, uint64_t *ret_start, char comm[17], char *ret_state)
 {
         char path[64], buf[1024];
         _cleanup_close_ int fd = -1;
@@ -394,6 +394,8 @@ static int read_stat(pid_t pid, uint64_t *ret_start, char comm[17])
         }
         /* After ") ": field 3 (state) ... field 22 (starttime) = 19 separators later. */
         p = close_paren + 1;
+        if (ret_state)
+                *ret_state = p[0] == ' ' ? p[1] : 0;
         for (int field = 3; field < 22; field++) {
                 p = strchr(p + 1, ' ');
                 if (!p)
@@ -402,6 +404,11 @@ static int read_stat(pid_t pid, uint64_t *ret_start, char comm[17])
         errno = 0;
         *ret_start = strtoull(p + 1, NULL, 10);
         return errno ? -errno : 0;
+}
+
+static int read_stat(pid_t pid, uint64_t *ret_start, char comm[17])
+{
+        return read_stat_full(pid, ret_start, comm, NULL);
 }
 
 static void mappings_free(ProcessTable *t, ProcMapping *m, size_t n)
@@ -420,14 +427,20 @@ static int process_read(ProcessTable *t, Process *p)
         _cleanup_fclose_ FILE *f = NULL;
         ReadCtx c = {.t = t, .pid = p->pid};
         uint64_t start, start_after;
-        char comm[17];
+        char comm[17], state = 0;
         unsigned bad = 0;
         int r;
 
         t->n_reads++;
-        r = read_stat(p->pid, &start, comm);
+        r = read_stat_full(p->pid, &start, comm, &state);
         if (r < 0)
                 goto fail;
+        /* A zombie (or a dying task) has no mappings left: reading them would replace what we
+         * knew with nothing. It is gone for our purposes. */
+        if (state == 'Z' || state == 'X' || state == 'x') {
+                r = -ESRCH;
+                goto fail;
+        }
         snprintf(path, sizeof(path), "/proc/%d/maps", (int)p->pid);
         f = fopen(path, "re");
         if (!f) {
@@ -442,6 +455,10 @@ static int process_read(ProcessTable *t, Process *p)
         /* The pid may have been reused while we read: then the maps belong to someone else. */
         r = read_stat(p->pid, &start_after, NULL);
         if (r >= 0 && start_after != start)
+                r = -ESRCH;
+        /* Exec always maps something: a process that had executable mappings and now has none
+         * is tearing its memory down on the way out. */
+        if (r >= 0 && c.n == 0 && p->n_mappings > 0 && start == p->start_time)
                 r = -ESRCH;
         if (r < 0) {
                 mappings_free(t, c.mappings, c.n);

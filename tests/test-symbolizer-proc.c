@@ -354,6 +354,40 @@ static void test_odd_processes(void)
                 child_stop(&c);
         }
 
+        /* A zombie (exited, not reaped) has an empty /proc/PID/maps: a refresh then must not
+         * replace the snapshot with nothing. */
+        r = child_start(bin, -1, NULL, &c);
+        if (check(r == 0, "started a child to become a zombie")) {
+                Process *p;
+                char statpath[64], st[512] = "";
+                size_t before = 0;
+                if (process_table_get(procs, c.pid, &p) == 0)
+                        before = p->n_mappings;
+                close(c.to);
+                snprintf(statpath, sizeof(statpath), "/proc/%d/stat", (int)c.pid);
+                for (int i = 0; i < 500; i++) {
+                        FILE *sf = fopen(statpath, "re");
+                        if (sf) {
+                                if (!fgets(st, sizeof(st), sf))
+                                        st[0] = 0;
+                                fclose(sf);
+                        }
+                        char *cp = strrchr(st, ')');
+                        if (cp && cp[1] == ' ' && cp[2] == 'Z')
+                                break;
+                        usleep(10000);
+                }
+                char *cp = strrchr(st, ')');
+                check(cp && cp[2] == 'Z', "child is a zombie");
+                r = process_table_refresh(procs, c.pid, &p);
+                check(r == 0 && p->exited_ns != 0 && p->n_mappings == before && before > 0,
+                      "zombie: refresh marks it exited and keeps its %zu mappings (has %zu)", before,
+                      r == 0 ? p->n_mappings : 0);
+                const char *nm = name_at(sym, procs, c.pid, c.leaf, NULL);
+                check(strcmp(nm, "odd_leaf") == 0, "zombie still symbolized: '%s'", nm);
+                waitpid(c.pid, NULL, 0);
+        }
+
         /* Hostile files mapped executable: garbage, a truncated ELF, an ELF whose program and
          * section headers point past the end. Frames say [unknown]; nothing crashes. */
         {
