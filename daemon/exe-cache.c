@@ -248,7 +248,11 @@ void exe_cache_use(ExeCache *c, ExeEntry *e, int fd, const char *debug_root, boo
 {
         if (e->users++ == 0)
                 c->n_unused--;
+        exe_cache_ensure(c, e, fd, debug_root, urgent);
+}
 
+void exe_cache_ensure(ExeCache *c, ExeEntry *e, int fd, const char *debug_root, bool urgent)
+{
         switch (e->state) {
         case EXE_READY: {
                 PoolTable *pt;

@@ -57,6 +57,9 @@ int exe_cache_get(ExeCache *c, const uint8_t *id, size_t id_size, const char *na
  * urgent: ahead of every other build (a process just started); else behind them (start-up scan). */
 void exe_cache_use(ExeCache *c, ExeEntry *e, int fd, const char *debug_root, bool urgent);
 void exe_cache_unuse(ExeCache *c, ExeEntry *e);
+/* For an entry already in use that still has no table and no build queued (its first user had no
+ * file to give, the queue was full, the pool was full): queue one now from fd. */
+void exe_cache_ensure(ExeCache *c, ExeEntry *e, int fd, const char *debug_root, bool urgent);
 /* True when exe_cache_use() would want a file to build from (so callers open one only then). */
 bool exe_cache_needs_file(const ExeEntry *e);
 /* Runs every queued build now (tests, benchmarks). */

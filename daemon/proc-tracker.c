@@ -438,6 +438,20 @@ static void watch_loader(ProcTracker *t, Tracked *p, const ProcMapping *m)
         }
 }
 
+/* An executable in use without a table or a queued build (its first user had no file to give, or
+ * the build queue was full): give it this mapping's file. */
+static void retry_build(ProcTracker *t, const Process *proc, const ProcMapping *m, ExeEntry *e,
+                        const char *root, bool urgent)
+{
+        _cleanup_close_ int fd = process_open_mapping(proc, m);
+
+        if (fd < 0) {
+                t->map_errors[MAP_ERR_NO_FILE]++;
+                return;
+        }
+        exe_cache_ensure(t->cache, e, fd, root, urgent);
+}
+
 static int refresh(ProcTracker *t, Tracked *p)
 {
         TrackedMapping *maps = NULL, *old = p->maps;
@@ -491,6 +505,8 @@ static int refresh(ProcTracker *t, Tracked *p)
                         nm->exe = o->exe;
                         nm->pushed_table = o->pushed_table;
                         old[cursor].exe = NULL;
+                        if (nm->exe && nm->exe->state == EXE_NEW)
+                                retry_build(t, proc, m, nm->exe, root, !p->background);
                         /* A table that got placed since the last push still needs one. */
                         changed = changed || (nm->exe && !!nm->exe->pool_table != nm->pushed_table);
                         continue;
@@ -515,6 +531,10 @@ static int refresh(ProcTracker *t, Tracked *p)
                         p->recheck_fired = false;
                         p->recheck_tries = 0;
                         t->n_recheck--;
+                } else if (p->recheck_fired) {
+                        /* Looked after the delay and still not there: once more, later. */
+                        p->recheck_fired = false;
+                        schedule_recheck(t, p, p->recheck_addr);
                 }
         }
         /* Loader and unknown-pc reports often find nothing new: leave the BPF maps alone then. */
@@ -730,10 +750,18 @@ static int on_gc(sd_event_source *s, uint64_t usec, void *userdata)
         uint64_t now = now_mono_ns(), dropped;
 
         exe_cache_gc(t->cache, now);
-        /* Long-running processes: their start-up is over, observe it now rather than at exit. */
-        for (Tracked *p = t->head; p; p = p->next)
+        for (Tracked *p = t->head; p; p = p->next) {
+                /* Long-running processes: their start-up is over, observe it now, not at exit. */
                 if (p->exec_ns && now > p->exec_ns + EXEC_READY_WINDOW_NS)
                         record_ready(t, p);
+                /* A mapping whose executable has neither a table nor a queued build: the refresh
+                 * gives the cache a file to build from. */
+                for (size_t i = 0; i < p->n_maps; i++)
+                        if (p->maps[i].exe && p->maps[i].exe->state == EXE_NEW) {
+                                mark_dirty(t, p);
+                                break;
+                        }
+        }
         /* Lost events (ring buffer full in a burst) mean missed execs/exits: reconcile now
          * rather than at the next sweep. */
         dropped = proc_events_dropped(t->events);

@@ -28,6 +28,9 @@ static void on_interval(void *userdata, uint64_t start_ns, uint64_t end_ns, cons
 {
 }
 
+static bool ready(void *arg);
+static void describe_timeout(bool (*cond)(void *), void *arg);
+
 /* Runs the loop until cond() holds or timeout_ms pass; returns whether it holds. */
 typedef bool (*cond_fn)(void *arg);
 static bool run_until(cond_fn cond, void *arg, unsigned timeout_ms)
@@ -35,8 +38,10 @@ static bool run_until(cond_fn cond, void *arg, unsigned timeout_ms)
         uint64_t deadline = mono_ns() + (uint64_t)timeout_ms * 1000000ULL;
 
         while (!cond(arg)) {
-                if (mono_ns() >= deadline)
+                if (mono_ns() >= deadline) {
+                        describe_timeout(cond, arg);
                         return false;
+                }
                 (void)sd_event_run(event, 1000);
         }
         return true;
@@ -75,6 +80,26 @@ static bool known(void *arg)
         const Want *w = arg;
         bool has_table;
         return proc_tracker_find_mapping(tracker, w->pid, w->suffix, &has_table) >= 0;
+}
+
+/* What the tracker has for a pid we waited for in vain. */
+static void describe_timeout(bool (*cond)(void *), void *arg)
+{
+        ProcTrackerProcess p;
+        pid_t pid;
+        int r;
+
+        if (cond != ready)
+                return;
+        pid = ((const Want *)arg)->pid;
+        r = proc_tracker_get_process(tracker, pid, &p);
+        if (r < 0)
+                printf("     timed out: pid %d not in the pool (%s); tracker busy: %d\n", (int)pid,
+                       strerror(-r), proc_tracker_busy(tracker));
+        else
+                printf("     timed out: pid %d has %zu mappings, %zu with tables, %zu pending; tracker "
+                       "busy: %d\n",
+                       (int)pid, p.n_mappings, p.n_with_table, p.n_pending, proc_tracker_busy(tracker));
 }
 
 static bool gone(void *arg)
