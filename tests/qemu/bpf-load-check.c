@@ -150,7 +150,8 @@ int main(void)
         }
         (void)waitpid(child, NULL, 0);
 
-        printf("BPF-CHECK samples: %llu, with a user stack: %llu, DWARF-unwound: %llu, deepest %llu frames\n",
+        printf("BPF-CHECK samples: %llu, with a user stack: %llu, DWARF-unwound: %llu, deepest %llu "
+               "frames\n",
                (unsigned long long)c.samples, (unsigned long long)c.with_user, (unsigned long long)c.dwarf,
                (unsigned long long)c.deepest);
         printf("BPF-CHECK stop reasons:");

@@ -41,7 +41,7 @@ SCEN_NOINLINE uint64_t ind_op_cube(uint64_t x)
         return r + 3;
 }
 
-static uint64_t (*volatile ind_ops[2])(uint64_t) = { ind_op_square, ind_op_cube };
+static uint64_t (*volatile ind_ops[2])(uint64_t) = {ind_op_square, ind_op_cube};
 
 SCEN_NOINLINE uint64_t ind_dispatch(unsigned which, uint64_t x)
 {

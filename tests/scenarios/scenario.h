@@ -50,11 +50,11 @@ static inline int scen_expired(void)
 }
 
 /* The CPU-burning body every leaf runs: a multiply-xorshift chain the compiler cannot collapse. */
-#define SCEN_BURN(acc, n)                                                                          \
-        do {                                                                                       \
-                for (uint32_t _i = 0; _i < (n); _i++) {                                            \
-                        (acc) = (acc) * 6364136223846793005ull + 1442695040888963407ull;          \
-                        (acc) ^= (acc) >> 29;                                                      \
-                        SCEN_KEEP(acc);                                                            \
-                }                                                                                  \
+#define SCEN_BURN(acc, n)                                                                                   \
+        do {                                                                                                \
+                for (uint32_t _i = 0; _i < (n); _i++) {                                                     \
+                        (acc) = (acc)*6364136223846793005ull + 1442695040888963407ull;                      \
+                        (acc) ^= (acc) >> 29;                                                               \
+                        SCEN_KEEP(acc);                                                                     \
+                }                                                                                           \
         } while (0)

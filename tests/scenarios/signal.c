@@ -67,8 +67,8 @@ int main(int argc, char **argv)
 {
         struct sigaction sa;
         struct itimerval it = {
-                .it_interval = { .tv_usec = SIG_PERIOD_US },
-                .it_value = { .tv_usec = SIG_PERIOD_US },
+                .it_interval = {.tv_usec = SIG_PERIOD_US},
+                .it_value = {.tv_usec = SIG_PERIOD_US},
         };
         uint64_t r;
 
