@@ -45,7 +45,8 @@ typedef struct Loader {
 } Loader;
 
 struct ProcEvents {
-        bool loader_uprobes; /* mmap events come from uprobes on the loaders' _dl_debug_state */
+        const char *mmap_via; /* only this way for mmap/mprotect (tests), or NULL */
+        bool loader_uprobes;  /* mmap events come from uprobes on the loaders' _dl_debug_state */
         Loader loaders[MAX_LOADERS];
         size_t n_loaders;
         uint64_t n_loader_failures;
@@ -136,6 +137,11 @@ static int hooks_attach(ProcEvents *pe)
                         struct bpf_link *l;
 
                         if (!bpf_program__autoload(way->prog))
+                                continue;
+                        if (pe->mmap_via && (i == HOOK_MMAP || i == HOOK_MPROTECT) &&
+                            strcmp(way->via, pe->mmap_via) != 0 &&
+                            !(i == HOOK_MPROTECT && strcmp(pe->mmap_via, "fexit") == 0 &&
+                              strcmp(way->via, "fentry") == 0))
                                 continue;
                         if (way->loader_uprobe) {
                                 /* No static attach point: each loader file gets its uprobe when
@@ -249,7 +255,7 @@ static int events_load(ProcEvents *pe, bool trampolines)
         return 0;
 }
 
-int proc_events_new(sd_event *e, proc_event_fn fn, void *userdata, ProcEvents **ret)
+int proc_events_new(sd_event *e, proc_event_fn fn, void *userdata, const char *mmap_via, ProcEvents **ret)
 {
         ProcEvents *pe;
         int r;
@@ -259,6 +265,7 @@ int proc_events_new(sd_event *e, proc_event_fn fn, void *userdata, ProcEvents **
                 return -ENOMEM;
         pe->fn = fn;
         pe->userdata = userdata;
+        pe->mmap_via = mmap_via;
 
         libbpf_print_fn_t old_print = libbpf_set_print(libbpf_print_debug);
         r = events_load(pe, true);

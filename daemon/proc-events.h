@@ -15,8 +15,10 @@ typedef struct ProcEvents ProcEvents;
 typedef void (*proc_event_fn)(const struct profd_event *ev, void *userdata);
 
 /* Loads and attaches bpf/events.bpf.c (each hook falls back from tp_btf/fentry to raw_tp/kprobe
- * when the trampoline cannot be attached) and watches its ring buffer from e. */
-int proc_events_new(sd_event *e, proc_event_fn fn, void *userdata, ProcEvents **ret);
+ * when the trampoline cannot be attached) and watches its ring buffer from e. mmap_via (tests;
+ * NULL: the best that works) restricts the mmap/mprotect hooks to one way: "fexit"/"fentry",
+ * "kprobe", "loader_uprobe", "sys_exit", "raw_sys_exit". */
+int proc_events_new(sd_event *e, proc_event_fn fn, void *userdata, const char *mmap_via, ProcEvents **ret);
 ProcEvents *proc_events_free(ProcEvents *pe);
 DEFINE_TRIVIAL_CLEANUP_FUNC(ProcEvents *, proc_events_free);
 

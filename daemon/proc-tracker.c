@@ -826,7 +826,7 @@ int proc_tracker_new(sd_event *e, ProcessTable *procs, TablePool *pool, const Pr
         (void)sd_event_source_set_priority(t->gc_timer, SD_EVENT_PRIORITY_IDLE);
 
         /* Hooks first, then the scan: a process that starts in between is seen by one of them. */
-        r = proc_events_new(e, on_event, t, &t->events);
+        r = proc_events_new(e, on_event, t, t->opts.mmap_via, &t->events);
         if (r < 0)
                 return r;
 

@@ -73,7 +73,7 @@ int main(int argc, char **argv)
         r = sd_event_default(&e);
         if (r < 0)
                 return 1;
-        r = proc_events_new(e, on_event, NULL, &pe);
+        r = proc_events_new(e, on_event, NULL, NULL, &pe);
         if (r < 0) {
                 printf("FAIL loading process event hooks: %s\n", strerror(-r));
                 return 1;

@@ -219,7 +219,10 @@ int main(int argc, char **argv)
 
         /* Start-up: every process on the host is read, then every executable's table built. */
         t0 = mono_ns();
-        r = proc_tracker_new(event, procs, pool, NULL, &tracker);
+        ProcTrackerOptions topts = {.mmap_via = argc > 3 ? argv[3] : NULL};
+        if (topts.mmap_via)
+                printf("     new mappings seen only through: %s\n", topts.mmap_via);
+        r = proc_tracker_new(event, procs, pool, &topts, &tracker);
         if (r < 0) {
                 printf("FAIL starting the tracker: %s\n", strerror(-r));
                 return 1;
