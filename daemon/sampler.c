@@ -647,6 +647,7 @@ int sampler_start(Sampler *s)
         r = sampler_attach(s);
         if (r < 0) {
                 sampler_detach(s);
+                (void)sd_event_source_set_enabled(s->cut_timer, SD_EVENT_OFF);
                 return r;
         }
         s->live = true;
