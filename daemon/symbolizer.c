@@ -384,18 +384,35 @@ static int symbol_rank(unsigned char info)
         }
 }
 
+static size_t gopclntab_funcs(Exe *e, ExeSym **syms, size_t *n, size_t *cap);
+
+static bool exe_has_symtab(Exe *e)
+{
+        GElf_Addr bias;
+        Elf *elf = dwfl_module_getelf(e->mod, &bias);
+        Elf_Scn *scn = NULL;
+
+        while (elf && (scn = elf_nextscn(elf, scn))) {
+                GElf_Shdr sh;
+                if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_SYMTAB)
+                        return true;
+        }
+        return false;
+}
+
 static void exe_load_syms(Exe *e)
 {
         int n = dwfl_module_getsymtab(e->mod);
-        size_t k = 0;
+        size_t k = 0, cap;
 
         e->syms_loaded = true;
-        if (n <= 0)
-                return;
-        e->syms = calloc((size_t)n, sizeof(*e->syms));
+        if (n < 1)
+                n = 1;
+        cap = (size_t)n;
+        e->syms = calloc(cap, sizeof(*e->syms));
         if (!e->syms)
                 return;
-        unsigned char *rank = calloc((size_t)n, 1);
+        unsigned char *rank = calloc(cap, 1);
         for (int i = 1; i < n; i++) {
                 GElf_Sym sym;
                 GElf_Addr addr;
@@ -413,10 +430,16 @@ static void exe_load_syms(Exe *e)
                 k++;
         }
         /* Keep one entry per address: the sized, best-ranked alias. */
-        if (rank) {
-                for (size_t i = 0; i < k; i++)
-                        e->syms[i].size = e->syms[i].size << 2 | rank[i];
-                free(rank);
+        for (size_t i = 0; i < k; i++)
+                e->syms[i].size = e->syms[i].size << 2 | (rank ? rank[i] : 0);
+        free(rank);
+        /* Without .symtab (a stripped Go binary has only a few .dynsym entries, if any), Go's
+         * own function table names the code. Its entries rank below real symbols. */
+        if (!exe_has_symtab(e)) {
+                size_t first = k;
+                gopclntab_funcs(e, &e->syms, &k, &cap);
+                for (size_t i = first; i < k; i++)
+                        e->syms[i].size <<= 2;
         }
         qsort(e->syms, k, sizeof(*e->syms), exesym_cmp);
         size_t w = 0;
@@ -431,6 +454,117 @@ static void exe_load_syms(Exe *e)
         for (size_t i = 0; i < w; i++)
                 e->syms[i].size >>= 2;
         e->n_syms = w;
+}
+
+/* Functions named by a Go binary's .gopclntab: Go keeps it (the runtime needs it for tracebacks)
+ * when -ldflags=-s strips .symtab, the usual way Go services ship. Formats: Go 1.2-1.15
+ * (magic 0xfffffffb), 1.16-1.17 (0xfffffffa), 1.18-1.19 (0xfffffff0), 1.20+ (0xfffffff1).
+ * Every offset is checked against the section. Returns the number of entries appended. */
+#define GOPCLNTAB_MAX_FUNCS (1u << 22)
+
+static uint64_t rd(const uint8_t *p, unsigned size)
+{
+        uint64_t v = 0;
+        memcpy(&v, p, size); /* little-endian hosts only, like the BPF side */
+        return v;
+}
+
+static size_t gopclntab_funcs(Exe *e, ExeSym **syms, size_t *n, size_t *cap)
+{
+        GElf_Addr bias;
+        Elf *elf = dwfl_module_getelf(e->mod, &bias);
+        Elf_Scn *scn = NULL, *pcln = NULL;
+        uint64_t text_addr = 0;
+        size_t shstrndx, added = 0;
+
+        if (!elf || elf_getshdrstrndx(elf, &shstrndx) < 0)
+                return 0;
+        while ((scn = elf_nextscn(elf, scn))) {
+                GElf_Shdr sh;
+                const char *name;
+                if (!gelf_getshdr(scn, &sh) || !(name = elf_strptr(elf, shstrndx, sh.sh_name)))
+                        continue;
+                /* PIE binaries put it in .data.rel.ro.gopclntab. */
+                size_t len = strlen(name);
+                if (len >= 10 && strcmp(name + len - 10, ".gopclntab") == 0 && sh.sh_type != SHT_NOBITS)
+                        pcln = scn;
+                else if (strcmp(name, ".text") == 0)
+                        text_addr = sh.sh_addr;
+        }
+        Elf_Data *d = pcln ? elf_getdata(pcln, NULL) : NULL;
+        if (!d || !d->d_buf || d->d_size < 16)
+                return 0;
+        const uint8_t *t = d->d_buf;
+        size_t size = d->d_size;
+        uint32_t magic = (uint32_t)rd(t, 4);
+        unsigned ptr = t[7];
+        if (t[4] != 0 || t[5] != 0 || (ptr != 4 && ptr != 8))
+                return 0;
+
+        uint64_t nfunc = rd(t + 8, ptr), functab, funcnames, text = 0;
+        unsigned entsz; /* one functab entry: entry + funcoff */
+        bool rel32 = false;
+        if (magic == 0xfffffff0 || magic == 0xfffffff1) {
+                if (size < 8 + 8 * (size_t)ptr)
+                        return 0;
+                text = rd(t + 8 + 2 * ptr, ptr);
+                funcnames = rd(t + 8 + 3 * ptr, ptr);
+                functab = rd(t + 8 + 7 * ptr, ptr);
+                entsz = 8;
+                rel32 = true;
+                /* In PIE binaries textStart is filled in by a relocation: 0 in the file. */
+                if (text == 0)
+                        text = text_addr;
+        } else if (magic == 0xfffffffa) {
+                if (size < 8 + 7 * (size_t)ptr)
+                        return 0;
+                funcnames = rd(t + 8 + 2 * ptr, ptr);
+                functab = rd(t + 8 + 6 * ptr, ptr);
+                entsz = 2 * ptr;
+        } else if (magic == 0xfffffffb) {
+                funcnames = 0;
+                functab = 8 + ptr;
+                entsz = 2 * ptr;
+        } else
+                return 0;
+        if (nfunc == 0 || nfunc > GOPCLNTAB_MAX_FUNCS || functab > size || funcnames > size ||
+            (size - functab) / entsz < nfunc + 1)
+                return 0;
+
+        if (*n + nfunc > *cap) {
+                ExeSym *ns = reallocarray(*syms, *n + nfunc, sizeof(ExeSym));
+                if (!ns)
+                        return 0;
+                *syms = ns;
+                *cap = *n + nfunc;
+        }
+        for (uint64_t i = 0; i < nfunc; i++) {
+                const uint8_t *ent = t + functab + i * entsz;
+                uint64_t entry, next, funcoff, func;
+                int32_t nameoff;
+                if (rel32) {
+                        entry = text + rd(ent, 4);
+                        next = text + rd(ent + entsz, 4);
+                        funcoff = rd(ent + 4, 4);
+                } else {
+                        entry = rd(ent, ptr);
+                        next = rd(ent + entsz, ptr);
+                        funcoff = rd(ent + ptr, ptr);
+                }
+                /* _func starts with the entry (uint32 since 1.18, else a pointer), then nameOff. */
+                func = (magic == 0xfffffffb ? 0 : functab) + funcoff + (rel32 ? 4 : ptr);
+                if (func > size - 4)
+                        continue;
+                nameoff = (int32_t)rd(t + func, 4);
+                if (nameoff < 0 || funcnames + (uint64_t)nameoff >= size)
+                        continue;
+                const char *name = (const char *)t + funcnames + nameoff;
+                if (!memchr(name, 0, size - funcnames - (uint64_t)nameoff) || !*name || next <= entry)
+                        continue;
+                (*syms)[(*n)++] = (ExeSym){.addr = entry + bias, .size = next - entry, .name = name};
+                added++;
+        }
+        return added;
 }
 
 /* The function symbol containing vaddr (or the nearest sizeless one before it). */

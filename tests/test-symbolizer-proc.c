@@ -444,6 +444,107 @@ static void test_odd_processes(void)
         (void)system(cmd);
 }
 
+/* A Go program built with -ldflags=-s (no .symtab): names come from .gopclntab; Go's own
+ * runtime.FuncForPC is the reference. Non-PIE and PIE. */
+static const char go_program[] =
+        "package main\n"
+        "\n"
+        "import (\n"
+        "\t\"bufio\"\n"
+        "\t\"fmt\"\n"
+        "\t\"os\"\n"
+        "\t\"reflect\"\n"
+        "\t\"runtime\"\n"
+        ")\n"
+        "\n"
+        "//go:noinline\n"
+        "func profdGoWork(n int) int {\n"
+        "\ts := 0\n"
+        "\tfor i := 0; i < n; i++ {\n"
+        "\t\ts += i * 7\n"
+        "\t}\n"
+        "\treturn s\n"
+        "}\n"
+        "\n"
+        "type T struct{}\n"
+        "\n"
+        "//go:noinline\n"
+        "func (t *T) Method(n int) int { return profdGoWork(n) + 1 }\n"
+        "\n"
+        "func main() {\n"
+        "\ta := reflect.ValueOf(profdGoWork).Pointer() + 4\n"
+        "\tb := reflect.ValueOf((*T).Method).Pointer() + 4\n"
+        "\tfmt.Printf(\"%d %#x %s %#x %s\\n\", os.Getpid(), a, runtime.FuncForPC(a).Name(), b,\n"
+        "\t\truntime.FuncForPC(b).Name())\n"
+        "\tbufio.NewReader(os.Stdin).ReadString('\\n')\n"
+        "}\n";
+
+static void test_go(void)
+{
+        char dir[] = "/tmp/profd-test-go-XXXXXX", path[256], cmd[2048];
+        _cleanup_(process_table_freep) ProcessTable *procs = NULL;
+        _cleanup_(symbolizer_freep) Symbolizer *sym = NULL;
+
+        if (system("command -v go >/dev/null") != 0) {
+                printf("(go is not installed: Go symbolization not checked)\n");
+                return;
+        }
+        if (!mkdtemp(dir) || process_table_new(NSEC_PER_SEC, &procs) < 0 || symbolizer_new(&sym) < 0)
+                return;
+        snprintf(path, sizeof(path), "%s/main.go", dir);
+        FILE *f = fopen(path, "w");
+        fputs(go_program, f);
+        fclose(f);
+        snprintf(path, sizeof(path), "%s/go.mod", dir);
+        f = fopen(path, "w");
+        fputs("module profdgo\n\ngo 1.16\n", f);
+        fclose(f);
+
+        for (int pie = 0; pie < 2; pie++) {
+                snprintf(cmd, sizeof(cmd),
+                         "cd '%s' && HOME=${HOME:-/root} GOCACHE=${GOCACHE:-/tmp/profd-gocache} "
+                         "GOFLAGS=-mod=mod "
+                         "go build %s -ldflags='-s -w' -o prog . && readelf -S prog | grep -q ' .symtab' ; "
+                         "test $? = 1",
+                         dir, pie ? "-buildmode=pie" : "");
+                if (!check(system(cmd) == 0, "built a stripped Go program%s (no .symtab)",
+                           pie ? " (PIE)" : ""))
+                        continue;
+                int in[2], out[2];
+                if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
+                        return;
+                pid_t pid = fork();
+                if (pid == 0) {
+                        dup2(in[0], 0);
+                        dup2(out[1], 1);
+                        snprintf(path, sizeof(path), "%s/prog", dir);
+                        execl(path, path, (char *)NULL);
+                        _exit(127);
+                }
+                close(in[0]);
+                close(out[1]);
+                char buf[1024] = "", want_a[256], want_b[256];
+                ssize_t n = read(out[0], buf, sizeof(buf) - 1);
+                close(out[0]);
+                buf[n > 0 ? n : 0] = 0;
+                unsigned long long a, b;
+                int gpid;
+                if (check(sscanf(buf, "%d %llx %255s %llx %255s", &gpid, &a, want_a, &b, want_b) == 5,
+                          "Go program printed its addresses")) {
+                        const char *na = name_at(sym, procs, pid, a, NULL);
+                        check(strcmp(na, want_a) == 0, "Go%s: %s (runtime says %s)", pie ? " PIE" : "", na,
+                              want_a);
+                        const char *nb = name_at(sym, procs, pid, b, NULL);
+                        check(strcmp(nb, want_b) == 0, "Go%s: %s (runtime says %s)", pie ? " PIE" : "", nb,
+                              want_b);
+                }
+                close(in[1]);
+                waitpid(pid, NULL, 0);
+        }
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+        (void)system(cmd);
+}
+
 static void test_real_kallsyms(void)
 {
         FILE *f = fopen("/proc/kallsyms", "re");
@@ -482,6 +583,7 @@ int main(void)
         setvbuf(stdout, NULL, _IOLBF, 0);
         test_parse();
         test_odd_processes();
+        test_go();
         test_real_kallsyms();
         printf("%s: %u failure(s)\n", failures ? "FAIL" : "PASS", failures);
         return failures ? 1 : 0;
