@@ -412,6 +412,25 @@ def run_scenario(daemon, sc, perf_ok, work):
         show(perfc, ptotal, "all perf stacks (leaf;...;main):")
 
 
+def wait_settled(daemon, limit_s=20.0):
+    """The start-up scan queues a table build for every executable on the host; the scenarios are
+    about steady state, so start them once that backlog is gone (or after limit_s, said so)."""
+    t0 = time.monotonic()
+    queue = None
+    while time.monotonic() - t0 < limit_s:
+        st, _, body = daemon.get("/metrics", timeout=10)
+        m = re.search(r"^profd_exe_cache_build_queue (\d+)", body.decode(errors="replace"), re.M) if st == 200 else None
+        if not m:
+            log("no profd_exe_cache_build_queue on /metrics: not waiting for start-up table builds")
+            return
+        queue = int(m.group(1))
+        if queue == 0:
+            log("start-up table builds done %.1f s after profd became healthy" % (time.monotonic() - t0))
+            return
+        time.sleep(0.2)
+    log("start-up table builds still queued after %.0f s (%s): starting the scenarios anyway" % (limit_s, queue))
+
+
 def main():
     names = sys.argv[1:]
     unknown = [n for n in names if n not in [s.name for s in SCENARIOS]]
@@ -425,6 +444,7 @@ def main():
     # perf is the reference this test compares with: without it the test cannot pass
     check(perf_ok, "perf record --call-graph dwarf works here" + ("" if perf_ok else ": " + why))
     with Daemon("--frequency", str(FREQUENCY), "--labels", "comm,pid") as d:
+        wait_settled(d)
         for sc in SCENARIOS:
             if names and sc.name not in names:
                 continue
