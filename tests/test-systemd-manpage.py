@@ -53,6 +53,8 @@ def main():
     for fam in families:
         check(re.search(r"(?<![\w])" + re.escape(fam) + r"(?![\w])", man) is not None,
               "profd(8) documents metric %s" % fam)
+    for name in sorted(set(re.findall(r"\bprofd_[a-z][a-z0-9_]*", man))):
+        check(name in families, "metric %s in profd(8) is still exported" % name)
     finish()
 
 
