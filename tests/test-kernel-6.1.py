@@ -215,6 +215,8 @@ def main():
     except subprocess.TimeoutExpired as e:
         console, rc = (e.stdout or b"").decode(errors="replace"), "timeout"
     log("qemu finished (%s) after %.0f s" % (rc, time.monotonic() - t0))
+    os.unlink(initrd)
+    shutil.rmtree(os.path.join(work, "initrd"), ignore_errors=True)
     with open(os.path.join(work, "console.log"), "w") as f:
         f.write(console)
     log("console: " + os.path.join(work, "console.log"))

@@ -382,6 +382,7 @@ def run_scenario(daemon, sc, perf_ok, work):
         check(False, "%s: perf record succeeded (%d): %s" % (sc.name, perf.returncode, perf.stderr.read()[-300:]))
         return
     samples = perf_samples(perf_data, t_from, t_to)
+    os.unlink(perf_data)   # megabytes per scenario
     perfc = collections.Counter(cut_at_main(f) for _, f in samples)
     ptotal = sum(perfc.values())
     log("perf:  %d samples in the same window" % ptotal)
