@@ -3,8 +3,8 @@
 where stdout goes, under a private systemd (PID 1 of new PID and mount namespaces, a unit path
 holding only empty targets and profd's units). Checks that the whole sandbox (DynamicUser, ambient
 capabilities, ProtectSystem=, ReadOnlyPaths=, seccomp filter ...) still lets profd load BPF, sample,
-read /proc/kallsyms and serve; Type=notify readiness, STATUS=, watchdog pings, a clean stop, socket
-activation, and a missing capability failing once with its name in `systemctl status`.
+read /proc/kallsyms and serve; Type=notify readiness, STATUS=, watchdog pings, a restart when the
+pings stop, a clean stop, socket activation, and a missing capability named in `systemctl status`.
 
 Not checked here: symbols of user processes. The private systemd lives in a child PID namespace, so
 the fresh /proc the sandbox mounts for profd shows that namespace's pids, while BPF reports the
@@ -293,6 +293,32 @@ def run_checks(sd, port, sock_port, caps, unitdir, logpath):
     log("after stop: %r (%.2f s)" % (st, took))
     check(st.get("Result") == "success" and st.get("ExecMainStatus") == "0", "stopped with exit 0")
     check(took < 5, "stop took %.2f s (< 5 s)" % took)
+
+    # -- A stuck event loop (here: a stopped process) misses its pings and gets restarted. A drop-in
+    # shortens WatchdogSec= (and the abort timeout: a stopped process acts on SIGABRT only once
+    # killed) so this takes seconds, not the unit's 30 s.
+    dropin = os.path.join(unitdir, "profd.service.d", "zz-watchdog.conf")
+    with open(dropin, "w") as f:
+        f.write("[Service]\nWatchdogSec=2s\nTimeoutAbortSec=1s\n")
+    sd.systemctl("daemon-reload")
+    sd.systemctl("start", "profd.service")
+    st = sd.show("profd.service", "MainPID", "NRestarts")
+    pid, _ = host_pid(st.get("MainPID"))
+    if check(pid is not None, "watchdog: profd started"):
+        os.kill(pid, signal.SIGSTOP)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            st2 = sd.show("profd.service", "MainPID", "NRestarts", "ActiveState", "SubState")
+            if int(st2.get("NRestarts", "0")) >= 1 and st2.get("SubState") == "running":
+                break
+            time.sleep(0.3)
+        log("after SIGSTOP: %r" % st2)
+        check(int(st2.get("NRestarts", "0")) == int(st.get("NRestarts", "0")) + 1 and
+              st2.get("SubState") == "running" and st2.get("MainPID") != st.get("MainPID"),
+              "a stuck profd misses its watchdog pings and is restarted")
+    sd.systemctl("stop", "profd.service")
+    os.remove(dropin)
+    sd.systemctl("daemon-reload")
 
     # -- Socket activation through profd.socket.
     r = sd.systemctl("start", "profd.socket")
