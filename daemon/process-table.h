@@ -54,9 +54,12 @@ int process_table_new(uint64_t exit_grace_ns, ProcessTable **ret);
 ProcessTable *process_table_free(ProcessTable *t);
 DEFINE_TRIVIAL_CLEANUP_FUNC(ProcessTable *, process_table_free);
 
-/* Known process, or read /proc/PID/maps now. -ESRCH if it is gone and unknown. */
+/* Known process, or read /proc/PID/maps now. -ESRCH if it is gone and unknown. An exited entry
+ * whose pid now belongs to another process (start time differs; checked at most once a second)
+ * is replaced by the new process. */
 int process_table_get(ProcessTable *t, pid_t pid, Process **ret);
-/* Re-read /proc/PID/maps (mmap/exec). */
+/* Re-read /proc/PID/maps (mmap/exec). A process that is gone, a zombie or exiting keeps its
+ * snapshot and is marked exited (returns 0). */
 int process_table_refresh(ProcessTable *t, pid_t pid, Process **ret);
 void process_table_mark_exited(ProcessTable *t, pid_t pid, uint64_t now_ns);
 /* Forget processes that exited more than exit_grace_ns ago. */
