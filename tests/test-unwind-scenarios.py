@@ -158,9 +158,17 @@ def complete_key(key):
     return bool(key) and (key[-1] == "main" or key[-1].lstrip("_") in ("clone3", "clone"))
 
 
+def is_marker(f):
+    """profd's visible end of an incomplete stack, e.g. "[unwind stopped: bad frame]"."""
+    return f.startswith("[") and f != "[unknown]"
+
+
 def frames_equal(a, b):
     # aliases at one address (clone3/__clone3) may be named either way; perf cannot name some
-    # frames (no symbol covers the address), profd prints those as [unknown] too
+    # frames (no symbol covers the address), profd prints those as [unknown] too. A marker of an
+    # incomplete stack only ever equals itself.
+    if is_marker(a) or is_marker(b):
+        return a == b
     return a.lstrip("_") == b.lstrip("_") or a == "[unknown]" or b == "[unknown]"
 
 
@@ -171,10 +179,11 @@ def key_matches(a, b, prefix_ok=False):
     return all(frames_equal(x, y) for x, y in zip(a, b))
 
 
-def stacks_match(a, b):
-    """Same stack, or one tool's truncated stack is the top of the other's."""
-    return (key_matches(a, b) or (not complete_key(a) and key_matches(a, b, prefix_ok=True))
-            or (not complete_key(b) and key_matches(b, a, prefix_ok=True)))
+def stacks_match(profd_key, perf_key):
+    """Same stack, or perf's stack is cut short (its 8 KiB stack copy) and is the top of profd's.
+    profd gets no such allowance: an incomplete profd stack ends in a marker frame."""
+    return key_matches(profd_key, perf_key) or \
+        (not complete_key(perf_key) and key_matches(perf_key, profd_key, prefix_ok=True))
 
 
 def own_part(key, own):
@@ -202,14 +211,14 @@ def is_bottom_of(part, key):
     return len(part) <= len(key) and key_matches(without_cold(part), without_cold(key[len(key) - len(part):]))
 
 
-def agreement(src, src_total, dst, dst_total, own):
+def agreement(src, src_total, dst, dst_total, own, src_is_profd):
     """(samples of src with a stack dst has, of which matched only below their own frames,
     Counter of src's stacks dst does not have)"""
     dst_keys = list(dst)
     agree = rare = 0
     unmatched = collections.Counter()
     for k, n in src.items():
-        if any(stacks_match(k, d) for d in dst_keys):
+        if any(stacks_match(k, d) if src_is_profd else stacks_match(d, k) for d in dst_keys):
             agree += n
         elif n * dst_total / src_total < RARE_EXPECTED and own_part(k, own) and \
                 any(is_bottom_of(own_part(k, own), d) for d in dst_keys):
@@ -389,8 +398,8 @@ def run_scenario(daemon, sc, perf_ok, work):
     if not check(ptotal >= MIN_SAMPLES, "%s: perf has >= %d samples in the window (%d)"
                  % (sc.name, MIN_SAMPLES, ptotal)):
         return
-    agree_profd, rare_profd, only_profd = agreement(profd, total, perfc, ptotal, sc.own)
-    agree_perf, rare_perf, only_perf = agreement(perfc, ptotal, profd, total, sc.own)
+    agree_profd, rare_profd, only_profd = agreement(profd, total, perfc, ptotal, sc.own, True)
+    agree_perf, rare_perf, only_perf = agreement(perfc, ptotal, profd, total, sc.own, False)
     truncated = sum(n for k, n in perfc.items() if not complete_key(k))
     # distribution overlap, for information: sampling noise keeps it below 100%
     overlap = sum(min(n / total, sum(m for p, m in perfc.items() if stacks_match(k, p)) / ptotal)
