@@ -43,10 +43,18 @@
  * span between two cuts whatever the timer's slack. */
 #define WINDOW_TIMER_ACCURACY_USEC 1000
 #define DEFAULT_PROFILE_SECONDS 30
+/* A cut made while the previous one is still being drained returns that previous boundary: exact,
+ * but if the loop was held meanwhile it can be far from "now", and a window would start or end
+ * early by as much. Older than this, wait for that drain and cut again. (The sampler drains a cut
+ * about 10 ms after it.) */
+#define CUT_MAX_AGE_NS (50 * 1000 * 1000ULL)
+#define CUT_MAX_RETRIES 3
 
 typedef enum RequestState {
         REQUEST_NEW,
+        REQUEST_START,   /* waiting for a fresh cut to start the window */
         REQUEST_WINDOW,  /* between the cuts */
+        REQUEST_END,     /* waiting for a fresh cut to end the window */
         REQUEST_DRAIN,   /* waiting for the interval ending at t1 */
         REQUEST_RENDER,  /* building the body */
         REQUEST_RESPOND, /* result ready, connection resumed */
@@ -66,6 +74,7 @@ typedef struct Request {
 
         ProfileQuery query;
         uint64_t t0, t1;
+        unsigned cut_retries;
         sd_event_source *timer;
         void *wait;
         void *job;
@@ -102,6 +111,7 @@ struct HttpServer {
         uint64_t profile_samples_total;
         double render_seconds_sum, render_seconds_max;
         uint64_t render_steps_total;
+        uint64_t cuts_retried_total;
         double render_step_seconds_max; /* one step holds the event loop this long */
 };
 
@@ -512,26 +522,86 @@ static void on_window_drained(void *userdata)
         }
 }
 
-static int on_window_end(sd_event_source *es, uint64_t usec, void *userdata)
+static uint64_t now_realtime_ns(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+}
+
+static int on_window_end(sd_event_source *es, uint64_t usec, void *userdata);
+static void profile_cut(Request *req);
+
+static void on_cut_drained(void *userdata)
 {
         Request *req = userdata;
-        Daemon *d = req->server->daemon;
+        req->wait = NULL;
+        profile_cut(req);
+}
 
-        req->timer = sd_event_source_disable_unref(req->timer);
-        int r = sampler_cut(d->sampler, &req->t1);
+/* Starts the window (REQUEST_START) or ends it (REQUEST_END) at a fresh cut. */
+static void profile_cut(Request *req)
+{
+        HttpServer *s = req->server;
+        Daemon *d = s->daemon;
+        bool start = req->state == REQUEST_START;
+        uint64_t t;
+
+        int r = sampler_cut(d->sampler, &t);
         if (r < 0) {
-                log_warning_errno_ratelimited(
-                        r, "Cutting the sampler at the end of a profile window failed: %m");
+                log_warning_errno_ratelimited(r,
+                                              "Cutting the sampler at the %s of a profile window failed: %m",
+                                              start ? "start" : "end");
                 request_set_error(req, 500, "cutting the sample stream failed: %s\n", strerror(-r));
                 profile_finish(req);
-                return 0;
+                return;
         }
+        uint64_t now = now_realtime_ns();
+        if (now > t + CUT_MAX_AGE_NS && req->cut_retries < CUT_MAX_RETRIES) {
+                req->cut_retries++;
+                s->cuts_retried_total++;
+                r = aggregator_wait_for(d->aggregator, t, on_cut_drained, req, &req->wait);
+                if (r < 0) {
+                        request_set_error(req, 500, "out of memory\n");
+                        profile_finish(req);
+                }
+                return;
+        }
+        req->cut_retries = 0;
+
+        if (start) {
+                req->t0 = t;
+                /* N seconds from the cut itself, not from now. */
+                uint64_t len = (uint64_t)req->query.seconds * NSEC_PER_SEC, age = now > t ? now - t : 0;
+                r = sd_event_add_time_relative(d->event, &req->timer, CLOCK_MONOTONIC,
+                                               (len > age ? len - age : 0) / NSEC_PER_USEC,
+                                               WINDOW_TIMER_ACCURACY_USEC, on_window_end, req);
+                if (r < 0) {
+                        request_set_error(req, 500, "cannot arm the window timer: %s\n", strerror(-r));
+                        profile_finish(req);
+                        return;
+                }
+                req->state = REQUEST_WINDOW;
+                log_debug("profile request: %u s from %.3f", req->query.seconds, req->t0 / 1e9);
+                return;
+        }
+
+        req->t1 = t;
         req->state = REQUEST_DRAIN;
         r = aggregator_wait_for(d->aggregator, req->t1, on_window_drained, req, &req->wait);
         if (r < 0) {
                 request_set_error(req, 500, "out of memory\n");
                 profile_finish(req);
         }
+}
+
+static int on_window_end(sd_event_source *es, uint64_t usec, void *userdata)
+{
+        Request *req = userdata;
+
+        req->timer = sd_event_source_disable_unref(req->timer);
+        req->state = REQUEST_END;
+        profile_cut(req);
         return 0;
 }
 
@@ -684,18 +754,6 @@ static int route_profile(HttpServer *s, Request *req)
                         d->options.max_concurrent_profiles);
         }
 
-        int r = sampler_cut(d->sampler, &req->t0);
-        if (r < 0) {
-                log_warning_errno_ratelimited(
-                        r, "Cutting the sampler at the start of a profile window failed: %m");
-                return queue_error(req, 500, "cutting the sample stream failed: %s\n", strerror(-r));
-        }
-        r = sd_event_add_time_relative(d->event, &req->timer, CLOCK_MONOTONIC,
-                                       (uint64_t)req->query.seconds * USEC_PER_SEC,
-                                       WINDOW_TIMER_ACCURACY_USEC, on_window_end, req);
-        if (r < 0)
-                return queue_error(req, 500, "cannot arm the window timer: %s\n", strerror(-r));
-
         req->counted_in_flight = true;
         req->next = s->profiles;
         if (s->profiles)
@@ -703,10 +761,12 @@ static int route_profile(HttpServer *s, Request *req)
         s->profiles = req;
         s->n_profiles++;
 
-        req->state = REQUEST_WINDOW;
+        /* Suspend first: the cut may have to wait for a drain, and errors from here on are
+         * answered through profile_finish(), which resumes. */
         req->suspended = true;
         MHD_suspend_connection(req->connection);
-        log_debug("profile request: %u s from %.3f", req->query.seconds, req->t0 / 1e9);
+        req->state = REQUEST_START;
+        profile_cut(req);
         return MHD_YES;
 }
 
@@ -1059,9 +1119,13 @@ void http_server_write_metrics(const HttpServer *s, FILE *f)
                 "# HELP profd_http_profile_build_step_seconds_max Longest single build step (the loop is "
                 "held meanwhile).\n"
                 "# TYPE profd_http_profile_build_step_seconds_max gauge\n"
-                "profd_http_profile_build_step_seconds_max %.6f\n",
+                "profd_http_profile_build_step_seconds_max %.6f\n"
+                "# HELP profd_http_profile_cuts_retried_total Window starts or ends re-cut because the cut "
+                "coalesced with an older one still draining.\n"
+                "# TYPE profd_http_profile_cuts_retried_total counter\n"
+                "profd_http_profile_cuts_retried_total %" PRIu64 "\n",
                 s->n_profiles, s->profiles_rejected_busy_total, s->profiles_served_total,
                 s->profiles_failed_total, s->profile_samples_total, s->render_seconds_sum,
                 s->profiles_served_total, s->render_seconds_max, s->render_steps_total,
-                s->render_step_seconds_max);
+                s->render_step_seconds_max, s->cuts_retried_total);
 }
