@@ -24,8 +24,7 @@ import sys
 import threading
 import time
 
-from profdtest import (BUILD, Daemon, check, fetch_profile, finish, log, require_bpf, skip, tmpdir,
-                       traces)
+from profdtest import BUILD, Daemon, check, fetch_profile, finish, log, require_bpf, tmpdir, traces
 
 FREQUENCY = 99
 WINDOW_S = 4             # profile window per scenario
@@ -44,7 +43,7 @@ CLOCK = r"(?:__)?clock_gettime;"
 
 
 class Scenario:
-    def __init__(self, name, own, chains, required=None, args=(), perf_size=None, delay_s=0.0, doc=""):
+    def __init__(self, name, own, chains, required=None, args=(), delay_s=0.0, doc=""):
         self.name = name
         self.own = own    # name prefix of the scenario's own functions
         # leaf-first regexes matched at the bottom of the ';'-joined stack; frames above the leaf
@@ -52,7 +51,6 @@ class Scenario:
         self.chains = [(label, re.compile(r"(?:^|;)" + rx + r"$")) for label, rx in chains]
         self.required = set(required if required is not None else [c[0] for c in chains])
         self.args = args
-        self.perf_size = perf_size
         self.delay_s = delay_s
         self.doc = doc
 
@@ -251,10 +249,10 @@ def perf_usable(d):
     return None
 
 
-def perf_start(pid, out, size):
-    cg = "dwarf" if size is None else "dwarf,%d" % size
-    # CLOCK_MONOTONIC timestamps, so samples can be cut to profd's window (time.monotonic())
-    return subprocess.Popen(["perf", "record", "-q", "-k", "CLOCK_MONOTONIC", "--call-graph", cg,
+def perf_start(pid, out):
+    # the default dwarf stack copy (8 KiB), as perf is usually run; CLOCK_MONOTONIC timestamps, so
+    # samples can be cut to profd's window (time.monotonic())
+    return subprocess.Popen(["perf", "record", "-q", "-k", "CLOCK_MONOTONIC", "--call-graph", "dwarf",
                              "-F", str(FREQUENCY), "-o", out, "-p", str(pid)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
@@ -305,7 +303,7 @@ def run_scenario(daemon, sc, perf_ok, work):
     t_start = time.monotonic()
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     perf_data = os.path.join(work, sc.name + ".perf.data")
-    perf = perf_start(proc.pid, perf_data, sc.perf_size) if perf_ok else None
+    perf = perf_start(proc.pid, perf_data) if perf_ok else None
     # Alongside the window, back-to-back 1 s windows: when samples lack their chain, these say
     # whether that happens only right after exec/dlopen (tables not placed yet) or all along.
     seconds = []
