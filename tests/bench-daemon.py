@@ -10,6 +10,8 @@ profd_http_profile_build_seconds (window drained -> body ready) plus the request
 import argparse
 import os
 import re
+import shutil
+import signal
 import subprocess
 import time
 
@@ -149,6 +151,28 @@ def main():
         st, _, body = d.get("/debug/pprof/profile?seconds=%d" % a.window, timeout=a.window + 120)
         log("%d s profile, host idle again (symbol caches warm): response %.3f s after the window, "
             "daemon CPU over the request %.3f s" % (a.window, time.time() - t0 - a.window, cpu_seconds(d.proc.pid) - c0))
+
+    # Peer in the same run: perf record on every CPU at the same frequency under the same load
+    # (profd stopped), frame-pointer and DWARF call graphs. perf's CPU includes writing its data file.
+    if shutil.which("perf"):
+        for mode in (["-g"], ["--call-graph", "dwarf"]):
+            prog = subprocess.Popen([load, str(a.seconds + 4), "4"])
+            time.sleep(1)
+            out = os.path.join(tmpdir(), "perf.data")
+            perf = subprocess.Popen(["perf", "record", "-q", "-F", str(a.frequency), "-a", *mode, "-o", out],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1)
+            c0, t0 = cpu_seconds(perf.pid), time.time()
+            time.sleep(a.seconds)
+            c1, t1 = cpu_seconds(perf.pid), time.time()
+            m = mem_kb(perf.pid)
+            perf.send_signal(signal.SIGINT)
+            perf.wait()
+            prog.kill()
+            prog.wait()
+            log("%-28s perf record CPU %.2f%% of one CPU, RSS %.1f MiB, %.1f MiB data"
+                % ("peer perf " + " ".join(mode) + ":", 100 * (c1 - c0) / (t1 - t0), m["VmRSS"] / 1024,
+                   os.path.getsize(out) / 2**20))
 
 if __name__ == "__main__":
     main()
