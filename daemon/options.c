@@ -199,14 +199,19 @@ int options_parse(int argc, char **argv, Options *ret)
                         printf("profd %s\n", PROFD_VERSION);
                         options_done(&o);
                         return 1;
-                case ARG_HTTP_ADDRESS:
-                        if (!strchr(optarg, ':')) {
-                                r = bad_value("http-address", optarg, "expected [HOST]:PORT, e.g. :7071");
+                case ARG_HTTP_ADDRESS: {
+                        const char *colon = strrchr(optarg, ':');
+                        unsigned port;
+                        if (!colon || parse_unsigned(colon + 1, 1, 65535, &port) < 0) {
+                                r = bad_value(
+                                        "http-address", optarg,
+                                        "expected [HOST]:PORT with PORT 1..65535, e.g. :7071 or [::1]:7071");
                                 goto fail;
                         }
                         if (set_string(&o.http_address, optarg) < 0)
                                 goto oom;
                         break;
+                }
                 case ARG_FREQUENCY:
                         if (parse_unsigned(optarg, 1, MAX_FREQUENCY_HZ, &o.frequency_hz) < 0) {
                                 r = bad_value("frequency", optarg, "expected an integer from 1 to 10000");

@@ -63,6 +63,11 @@ int main(void)
         CHECK(PARSE(&o, "--unwind-table-memory", "12Q") == -EINVAL);
         CHECK(PARSE(&o, "--log-level", "chatty") == -EINVAL);
         CHECK(PARSE(&o, "--http-address", "7071") == -EINVAL);
+        CHECK(PARSE(&o, "--http-address", ":http") == -EINVAL);
+        CHECK(PARSE(&o, "--http-address", "127.0.0.1:70000") == -EINVAL);
+        CHECK(PARSE(&o, "--http-address", "[::1]:") == -EINVAL);
+        CHECK(PARSE(&o, "--http-address", "[::1]:7071") == 0);
+        options_done(&o);
         CHECK(PARSE(&o, "stray") == -EINVAL);
 
         /* --help / --version: handled, exit 0. */
