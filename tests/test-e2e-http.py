@@ -9,7 +9,7 @@ import subprocess
 import threading
 import time
 
-from profdtest import Daemon, check, fetch_profile, finish, log, pprof, require_bpf, traces
+from profdtest import PROFD, Daemon, check, fetch_profile, finish, log, pprof, require_bpf, traces
 
 BAD = [
     # (path, status, words the reason must contain)
@@ -44,8 +44,24 @@ def metrics(d):
     return st, hdr, body.decode()
 
 
+def flags():
+    """Bad flags: one clear line naming the flag, exit 2, before anything is loaded."""
+    for args, words in ((["--bogus"], "--bogus"), (["--frequency", "abc"], "--frequency"),
+                        (["--labels", "comm,nope"], "nope"), (["--unwind-table-memory", "12Q"], "--unwind-table-memory"),
+                        (["--http-address", ":99999"], "--http-address"), (["--max-seconds"], "--max-seconds")):
+        r = subprocess.run([PROFD, *args], capture_output=True, text=True, timeout=10)
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == 2 and len(lines) == 1 and words in lines[0],
+              "profd %s: exit 2 with one line naming it (got %d: %r)" % (" ".join(args), r.returncode, r.stderr))
+    r = subprocess.run([PROFD, "--help"], capture_output=True, text=True, timeout=10)
+    check(r.returncode == 0 and "--http-address" in r.stdout and "--frequency" in r.stdout, "--help lists the flags")
+    r = subprocess.run([PROFD, "--version"], capture_output=True, text=True, timeout=10)
+    check(r.returncode == 0 and r.stdout.startswith("profd "), "--version prints the version")
+
+
 def main():
     require_bpf()
+    flags()
     with Daemon("--max-seconds", "10", "--max-concurrent-profiles", "2") as d:
         for path, status, words in BAD:
             st, hdr, body = d.get(path)
