@@ -400,6 +400,103 @@ static bool exe_has_symtab(Exe *e)
         return false;
 }
 
+typedef struct AddrRange {
+        uint64_t start, end;
+} AddrRange;
+
+static int addrrange_cmp(const void *a, const void *b)
+{
+        const AddrRange *x = a, *y = b;
+        return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Executable sections of the main file at module addresses, sorted; NULL without section
+ * headers. */
+static AddrRange *exe_text_sections(Exe *e, size_t *ret_n)
+{
+        GElf_Addr bias;
+        Elf *elf = dwfl_module_getelf(e->mod, &bias);
+        Elf_Scn *scn = NULL;
+        size_t shnum, n = 0;
+        AddrRange *r;
+
+        *ret_n = 0;
+        if (!elf || elf_getshdrnum(elf, &shnum) < 0 || shnum == 0 || !(r = calloc(shnum, sizeof(*r))))
+                return NULL;
+        while ((scn = elf_nextscn(elf, scn)) && n < shnum) {
+                GElf_Shdr sh;
+                if (gelf_getshdr(scn, &sh) &&
+                    (sh.sh_flags & (SHF_ALLOC | SHF_EXECINSTR)) == (SHF_ALLOC | SHF_EXECINSTR) &&
+                    sh.sh_size > 0 && sh.sh_addr + sh.sh_size > sh.sh_addr)
+                        r[n++] = (AddrRange){sh.sh_addr + bias, sh.sh_addr + sh.sh_size + bias};
+        }
+        qsort(r, n, sizeof(*r), addrrange_cmp);
+        *ret_n = n;
+        return r;
+}
+
+/* Symbols without a size (assembly lacking .size, crti's _init and _fini) cover the code up to
+ * the next symbol, as perf treats them, but neither past the end of their section (_init must
+ * not swallow the PLT after .init) nor past the end of a sized function they sit in. Without
+ * section headers the last such symbol keeps size 0: it is still named for the addresses after
+ * it, having nothing better. Sized symbols are never stretched: an address in a gap between
+ * functions has no name. */
+static void exe_bound_sizeless(Exe *e)
+{
+        size_t n_secs;
+        _cleanup_free_ AddrRange *secs = exe_text_sections(e, &n_secs);
+        uint64_t container_end = 0;
+
+        for (size_t i = 0; i < e->n_syms; i++) {
+                ExeSym *sym = &e->syms[i];
+                uint64_t end = i + 1 < e->n_syms ? e->syms[i + 1].addr : UINT64_MAX;
+                size_t lo = 0, hi = n_secs;
+
+                if (sym->size > 0) {
+                        if (sym->addr + sym->size > container_end)
+                                container_end = sym->addr + sym->size;
+                        continue;
+                }
+                if (sym->addr < container_end && container_end < end)
+                        end = container_end;
+                while (lo < hi) {
+                        size_t mid = (lo + hi) / 2;
+                        if (secs[mid].start <= sym->addr)
+                                lo = mid + 1;
+                        else
+                                hi = mid;
+                }
+                if (lo > 0 && sym->addr < secs[lo - 1].end && secs[lo - 1].end < end)
+                        end = secs[lo - 1].end;
+                if (end != UINT64_MAX && end > sym->addr)
+                        sym->size = end - sym->addr;
+        }
+}
+
+/* The function symbol containing vaddr (or the nearest sizeless one before it). */
+static const char *exe_symtab_lookup(const Exe *e, uint64_t vaddr)
+{
+        size_t lo = 0, hi = e->n_syms;
+
+        while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (e->syms[mid].addr <= vaddr)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        /* A symbol may be nested in a bigger one before it (rare: e.g. cold parts); look back a
+         * little for one that contains the address. */
+        for (size_t i = lo, tries = 0; i > 0 && tries < 4; i--, tries++) {
+                const ExeSym *sym = &e->syms[i - 1];
+                if (sym->size == 0 && tries == 0)
+                        return sym->name;
+                if (vaddr < sym->addr + sym->size)
+                        return sym->name;
+        }
+        return NULL;
+}
+
 static void exe_load_syms(Exe *e)
 {
         int n = dwfl_module_getsymtab(e->mod);
@@ -454,6 +551,7 @@ static void exe_load_syms(Exe *e)
         for (size_t i = 0; i < w; i++)
                 e->syms[i].size >>= 2;
         e->n_syms = w;
+        exe_bound_sizeless(e);
 }
 
 /* Functions named by a Go binary's .gopclntab: Go keeps it (the runtime needs it for tracebacks)
@@ -567,31 +665,11 @@ static size_t gopclntab_funcs(Exe *e, ExeSym **syms, size_t *n, size_t *cap)
         return added;
 }
 
-/* The function symbol containing vaddr (or the nearest sizeless one before it). */
 static const char *exe_addrsym(Exe *e, uint64_t vaddr)
 {
-        size_t lo = 0, hi;
-
         if (!e->syms_loaded)
                 exe_load_syms(e);
-        hi = e->n_syms;
-        while (lo < hi) {
-                size_t mid = (lo + hi) / 2;
-                if (e->syms[mid].addr <= vaddr)
-                        lo = mid + 1;
-                else
-                        hi = mid;
-        }
-        /* A symbol may be nested in a bigger one before it (rare: e.g. cold parts); look back a
-         * little for one that contains the address. */
-        for (size_t i = lo, tries = 0; i > 0 && tries < 4; i--, tries++) {
-                const ExeSym *sym = &e->syms[i - 1];
-                if (sym->size == 0 && tries == 0)
-                        return sym->name;
-                if (vaddr < sym->addr + sym->size)
-                        return sym->name;
-        }
-        return NULL;
+        return exe_symtab_lookup(e, vaddr);
 }
 
 static const char *die_linkage_or_name(Dwarf_Die *die)

@@ -1,0 +1,284 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* Symbol-table corner cases on real binaries compiled here, through the process table and the
+ * symbolizer (no BPF): PLT entries (lazy binding, -z now, IBT's .plt.sec, .plt.got, a static
+ * binary's IRELATIVE PLT) named "func@plt" as objdump names them; addresses in gaps between
+ * functions and past sizeless symbols; versioned symbol names (.symver aliases, glibc's
+ * __libc_start_main). */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <inttypes.h>
+#include <libelf.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "process-table.h"
+#include "symbolizer.h"
+
+static unsigned failures;
+
+static bool check(bool cond, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        printf("%s ", cond ? "ok  " : "FAIL");
+        vprintf(fmt, ap);
+        printf("\n");
+        va_end(ap);
+        if (!cond)
+                failures++;
+        return cond;
+}
+
+static const char program[] =
+        "#define _GNU_SOURCE\n"
+        "#include <dlfcn.h>\n"
+        "#include <stdio.h>\n"
+        "#include <stdlib.h>\n"
+        "#include <string.h>\n"
+        "#include <time.h>\n"
+        "#include <unistd.h>\n"
+        "volatile size_t sink;\n"
+        "__attribute__((noinline)) void hot(const char *s) { sink += strlen(s) + (size_t)abs((int)sink); }\n"
+        /* A sized function followed by 32 bytes no symbol covers, a sizeless one, and a sized one
+         * after it. */
+        "__asm__(\".text\\n.p2align 4\\n\"\n"
+        "        \".globl profd_sized\\n.type profd_sized,@function\\nprofd_sized:\\nnop\\nret\\n\"\n"
+        "        \".size profd_sized,.-profd_sized\\n.fill 32,1,0xcc\\n\"\n"
+        "        \".globl profd_nosize\\n.type profd_nosize,@function\\nprofd_nosize:\\nnop\\nret\\n\"\n"
+        "        \".fill 32,1,0xcc\\n\"\n"
+        "        \".globl profd_after\\n.type profd_after,@function\\nprofd_after:\\nret\\n\"\n"
+        "        \".size profd_after,.-profd_after\\n\");\n"
+        "void profd_sized(void), profd_nosize(void), profd_after(void);\n"
+        "extern char _init[];\n"
+        "int main(int argc, char **argv)\n"
+        "{\n"
+        "        struct timespec ts;\n"
+        "        char c;\n"
+        "        clock_gettime(CLOCK_MONOTONIC, &ts);\n"
+        "        hot(argv[0]);\n"
+        "        void *lsm = NULL, *v1 = NULL, *v2 = NULL;\n"
+        "#ifndef STATIC\n"
+        "        lsm = dlsym(RTLD_DEFAULT, \"__libc_start_main\");\n"
+        "        if (argc > 1) {\n"
+        "                void *h = dlopen(argv[1], RTLD_NOW);\n"
+        "                v1 = h ? dlvsym(h, \"vfunc\", \"V_1\") : NULL;\n"
+        "                v2 = h ? dlvsym(h, \"vfunc\", \"V_2\") : NULL;\n"
+        "        }\n"
+        "#endif\n"
+        "        printf(\"%p %p %p %p %p %p %p %p %p\\n\", (void *)main, (void *)strlen, (void *)_init,\n"
+        "               (void *)profd_sized, (void *)profd_nosize, (void *)profd_after, lsm, v1, v2);\n"
+        "        fflush(stdout);\n"
+        "        while (read(0, &c, 1) > 0)\n"
+        "                ;\n"
+        "        return 0;\n"
+        "}\n";
+
+static const char libv[] = "__attribute__((noinline)) int vfunc_v1(int x) { return x + 1; }\n"
+                           "__attribute__((noinline)) int vfunc_v2(int x) { return x + 2; }\n"
+                           "__asm__(\".symver vfunc_v1, vfunc@V_1\");\n"
+                           "__asm__(\".symver vfunc_v2, vfunc@@V_2\");\n";
+static const char libv_map[] = "V_1 { global: vfunc; local: *; };\nV_2 { global: vfunc; } V_1;\n";
+
+enum { A_MAIN, A_STRLEN, A_INIT, A_SIZED, A_NOSIZE, A_AFTER, A_LSM, A_V1, A_V2, _A_MAX };
+
+typedef struct Child {
+        pid_t pid;
+        int to;
+        uint64_t a[_A_MAX];
+} Child;
+
+static int child_start(const char *path, const char *arg, Child *c)
+{
+        int in[2], out[2];
+        char buf[512];
+        ssize_t n;
+        void *p[_A_MAX];
+
+        if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
+                return -errno;
+        c->pid = fork();
+        if (c->pid < 0)
+                return -errno;
+        if (c->pid == 0) {
+                dup2(in[0], 0);
+                dup2(out[1], 1);
+                execl(path, path, arg, (char *)NULL);
+                _exit(127);
+        }
+        close(in[0]);
+        close(out[1]);
+        c->to = in[1];
+        n = read(out[0], buf, sizeof(buf) - 1);
+        close(out[0]);
+        if (n <= 0)
+                return -EIO;
+        buf[n] = 0;
+        /* glibc prints NULL as "(nil)", which %p reads back as 0 only after a rewrite. */
+        for (char *s; (s = strstr(buf, "(nil)"));)
+                memcpy(s, "0x0  ", 5);
+        if (sscanf(buf, "%p %p %p %p %p %p %p %p %p", &p[0], &p[1], &p[2], &p[3], &p[4], &p[5], &p[6], &p[7],
+                   &p[8]) != _A_MAX)
+                return -EIO;
+        for (size_t i = 0; i < _A_MAX; i++)
+                c->a[i] = (uint64_t)p[i];
+        return 0;
+}
+
+static void child_stop(Child *c)
+{
+        close(c->to);
+        waitpid(c->pid, NULL, 0);
+}
+
+typedef struct Ctx {
+        ProcessTable *procs;
+        Symbolizer *sym;
+        Process *p;
+} Ctx;
+
+/* Name and system name at a runtime address; "(none)" when no mapping holds it. */
+static const char *name_at(Ctx *x, uint64_t addr, char *sysname, size_t sysname_size)
+{
+        static char name[512];
+        const ProcMapping *m = process_find_mapping(x->p, addr);
+        SymResult res;
+
+        if (sysname)
+                snprintf(sysname, sysname_size, "(none)");
+        if (!m || symbolizer_user(x->sym, x->p, m, addr, &res) < 0)
+                return "(none)";
+        /* The outermost frame carries the symbol-table name. */
+        snprintf(name, sizeof(name), "%s", res.frames[res.n_frames - 1].name);
+        if (sysname)
+                snprintf(sysname, sysname_size, "%s", res.frames[res.n_frames - 1].system_name);
+        return name;
+}
+
+/* Section bounds of a file, from its section headers. */
+static bool section_of(const char *path, const char *want, uint64_t *ret_addr, uint64_t *ret_size)
+{
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        Elf *elf;
+        Elf_Scn *scn = NULL;
+        size_t shstrndx;
+        bool found = false;
+
+        if (fd < 0)
+                return false;
+        elf_version(EV_CURRENT);
+        elf = elf_begin(fd, ELF_C_READ, NULL);
+        if (elf && elf_getshdrstrndx(elf, &shstrndx) == 0)
+                while ((scn = elf_nextscn(elf, scn))) {
+                        GElf_Shdr sh;
+                        const char *n;
+                        if (gelf_getshdr(scn, &sh) && (n = elf_strptr(elf, shstrndx, sh.sh_name)) &&
+                            strcmp(n, want) == 0) {
+                                *ret_addr = sh.sh_addr;
+                                *ret_size = sh.sh_size;
+                                found = true;
+                                break;
+                        }
+                }
+        elf_end(elf);
+        close(fd);
+        return found;
+}
+
+static void test_variant(const char *dir, const char *variant, const char *flags, const char *lib)
+{
+        char src[256], bin[256], cmd[2048];
+        _cleanup_(process_table_freep) ProcessTable *procs = NULL;
+        _cleanup_(symbolizer_freep) Symbolizer *sym = NULL;
+        bool is_static = strstr(flags, "-static") != NULL;
+        uint64_t init, init_size;
+        Child c = {.pid = -1, .to = -1};
+        Ctx x;
+
+        snprintf(src, sizeof(src), "%s/prog.c", dir);
+        snprintf(bin, sizeof(bin), "%s/prog-%s", dir, variant);
+        snprintf(cmd, sizeof(cmd), "gcc -O1 -g -fno-builtin %s %s -o '%s' '%s' %s 2>&1", flags,
+                 is_static ? "-DSTATIC" : "", bin, src, is_static ? "" : "-ldl");
+        if (system(cmd) != 0) {
+                printf("(gcc cannot build the %s variant here (%s): not checked)\n", variant, flags);
+                return;
+        }
+        if (process_table_new(NSEC_PER_SEC, &procs) < 0 || symbolizer_new(&sym) < 0 ||
+            !check(child_start(bin, lib, &c) == 0, "%s: started", variant))
+                return;
+        x = (Ctx){.procs = procs, .sym = sym};
+        if (!check(process_table_get(procs, c.pid, &x.p) == 0, "%s: process read", variant))
+                goto out;
+        const ProcMapping *m = process_find_mapping(x.p, c.a[A_MAIN]);
+        if (!check(m && m->bias_known, "%s: main's mapping has a known load bias", variant))
+                goto out;
+        uint64_t bias = m->load_bias;
+
+        /* Gaps and sizeless symbols. */
+        const char *nm = name_at(&x, c.a[A_SIZED] + 1, NULL, 0);
+        check(strcmp(nm, "profd_sized") == 0, "%s: inside a sized function: '%s'", variant, nm);
+        nm = name_at(&x, c.a[A_SIZED] + 2 + 10, NULL, 0);
+        check(strncmp(nm, "[unknown] ", 10) == 0, "%s: past a sized function's end, in a gap: '%s'", variant,
+              nm);
+        nm = name_at(&x, c.a[A_NOSIZE] + 20, NULL, 0);
+        check(strcmp(nm, "profd_nosize") == 0, "%s: after a sizeless symbol, before the next: '%s'", variant,
+              nm);
+        nm = name_at(&x, c.a[A_AFTER], NULL, 0);
+        check(strcmp(nm, "profd_after") == 0, "%s: the next symbol: '%s'", variant, nm);
+        if (section_of(bin, ".init", &init, &init_size) && c.a[A_INIT] == bias + init) {
+                nm = name_at(&x, c.a[A_INIT] + 1, NULL, 0);
+                check(strcmp(nm, "_init") == 0, "%s: sizeless _init inside .init: '%s'", variant, nm);
+                nm = name_at(&x, c.a[A_INIT] + init_size, NULL, 0);
+                check(strcmp(nm, "_init") != 0, "%s: sizeless _init stops at the end of .init: '%s'",
+                      variant, nm);
+        }
+
+out:
+        child_stop(&c);
+}
+
+int main(void)
+{
+        char dir[] = "/tmp/profd-test-symelf-XXXXXX", path[256], lib[256], cmd[1024];
+        FILE *f;
+
+        setvbuf(stdout, NULL, _IOLBF, 0);
+        if (!mkdtemp(dir))
+                return 1;
+        snprintf(path, sizeof(path), "%s/prog.c", dir);
+        f = fopen(path, "w");
+        fputs(program, f);
+        fclose(f);
+        snprintf(path, sizeof(path), "%s/libv.c", dir);
+        f = fopen(path, "w");
+        fputs(libv, f);
+        fclose(f);
+        snprintf(path, sizeof(path), "%s/libv.map", dir);
+        f = fopen(path, "w");
+        fputs(libv_map, f);
+        fclose(f);
+        snprintf(lib, sizeof(lib), "%s/libv.so", dir);
+        snprintf(cmd, sizeof(cmd),
+                 "gcc -shared -fPIC -O1 -o '%s' '%s/libv.c' -Wl,--version-script='%s/libv.map'", lib, dir,
+                 dir);
+        check(system(cmd) == 0, "built a library with versioned symbols (vfunc@V_1, vfunc@@V_2)");
+        /* The library's .symtab spells the versions into the names: what is being tested. */
+        snprintf(cmd, sizeof(cmd), "readelf -sW '%s' | grep -q ' vfunc@@V_2$'", lib);
+        check(system(cmd) == 0, "its .symtab has 'vfunc@@V_2'");
+
+        test_variant(dir, "lazy", "-fcf-protection=none -Wl,-z,lazy", lib);
+        test_variant(dir, "now", "-fcf-protection=none -Wl,-z,now", lib);
+        test_variant(dir, "ibt", "-fcf-protection=full -Wl,-z,ibtplt", lib);
+        test_variant(dir, "ibt-now", "-fcf-protection=full -Wl,-z,ibtplt -Wl,-z,now", lib);
+        test_variant(dir, "static", "-static -fcf-protection=none", NULL);
+
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+        (void)system(cmd);
+        printf("%s: %u failure(s)\n", failures ? "FAIL" : "PASS", failures);
+        return failures ? 1 : 0;
+}
