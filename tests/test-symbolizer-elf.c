@@ -190,13 +190,53 @@ static bool section_of(const char *path, const char *want, uint64_t *ret_addr, u
         return found;
 }
 
+/* Every "ADDR <func@plt>:" label objdump prints for the PLT sections must be what profd names
+ * the entry's first and eighth byte (entries are 8 or 16 bytes). Returns the number of entries
+ * compared, 0 if one differs. */
+static unsigned compare_with_objdump(Ctx *x, const char *bin, uint64_t bias)
+{
+        char cmd[1024], line[1024];
+        unsigned n = 0, bad = 0;
+        FILE *f;
+
+        snprintf(cmd, sizeof(cmd), "objdump -d -j .plt -j .plt.sec -j .plt.got '%s' 2>/dev/null", bin);
+        f = popen(cmd, "r");
+        if (!f)
+                return 0;
+        while (fgets(line, sizeof(line), f)) {
+                unsigned long long vaddr;
+                char label[512];
+                /* "0000000000001080 <abs@plt>:"; PLT0 reads "<abs@plt-0x10>" in some sections. */
+                if (sscanf(line, "%llx <%511[^>]>:", &vaddr, label) != 2 || !strstr(label, "@plt") ||
+                    strpbrk(label, "+-"))
+                        continue;
+                for (unsigned off = 0; off < 8; off += 7) {
+                        const char *got = name_at(x, bias + vaddr + off, NULL, 0);
+                        if (strcmp(got, label) != 0) {
+                                check(false, "%s: PLT entry %#llx+%u is '%s', objdump says '%s'", bin, vaddr,
+                                      off, got, label);
+                                bad++;
+                        }
+                }
+                n++;
+        }
+        pclose(f);
+        return bad ? 0 : n;
+}
+
+static bool has_section(const char *bin, const char *name)
+{
+        uint64_t a, s;
+        return section_of(bin, name, &a, &s);
+}
+
 static void test_variant(const char *dir, const char *variant, const char *flags, const char *lib)
 {
         char src[256], bin[256], cmd[2048];
         _cleanup_(process_table_freep) ProcessTable *procs = NULL;
         _cleanup_(symbolizer_freep) Symbolizer *sym = NULL;
         bool is_static = strstr(flags, "-static") != NULL;
-        uint64_t init, init_size;
+        uint64_t plt, plt_size, init, init_size;
         Child c = {.pid = -1, .to = -1};
         Ctx x;
 
@@ -218,6 +258,49 @@ static void test_variant(const char *dir, const char *variant, const char *flags
         if (!check(m && m->bias_known, "%s: main's mapping has a known load bias", variant))
                 goto out;
         uint64_t bias = m->load_bias;
+
+        /* PLT entries, as objdump names them. */
+        if (strcmp(variant, "ibt") == 0)
+                check(has_section(bin, ".plt.sec"), "ibt: the linker made a .plt.sec");
+        if (!is_static) {
+                unsigned n = compare_with_objdump(&x, bin, bias);
+                check(n >= 5,
+                      "%s: %u PLT entries named as objdump names them (abs, strlen, clock_gettime, "
+                      "__cxa_finalize in .plt.got, ...)",
+                      variant, n);
+        } else {
+                /* A static binary's PLT (8-byte entries) jumps through IRELATIVE GOT slots, one
+                 * per IFUNC the program calls (objdump has no names for them): each entry is named
+                 * after the IFUNC whose resolver the relocation names; hot() calls strlen. */
+                unsigned named = 0, total = 0;
+                bool strlen_seen = false;
+                if (section_of(bin, ".plt", &plt, &plt_size))
+                        for (uint64_t off = 0; off + 8 <= plt_size; off += 8, total++) {
+                                const char *nm = name_at(&x, bias + plt + off, NULL, 0);
+                                size_t len = strlen(nm);
+                                named += len > 4 && strcmp(nm + len - 4, "@plt") == 0;
+                                strlen_seen |= strcmp(nm, "strlen@plt") == 0;
+                        }
+                check(total > 0 && named == total && strlen_seen,
+                      "static: %u of %u IRELATIVE PLT entries named func@plt, strlen@plt among them", named,
+                      total);
+        }
+        if (section_of(bin, ".plt", &plt, &plt_size) && !is_static) {
+                /* PLT0 (the lazy resolver's trampoline) is no function's entry. */
+                const char *nm = name_at(&x, bias + plt + 2, NULL, 0);
+                check(strcmp(nm, "[plt]") == 0, "%s: PLT0 is '%s'", variant, nm);
+                /* IBT's .plt holds only lazy-binding stubs ("endbr64; push INDEX; jmp PLT0"),
+                 * unnamed by objdump: named after the .rela.plt entry they push. */
+                if (strncmp(variant, "ibt", 3) == 0 && plt_size >= 48) {
+                        bool all = true;
+                        for (uint64_t off = 16; off + 16 <= plt_size; off += 16) {
+                                nm = name_at(&x, bias + plt + off + 5, NULL, 0);
+                                all &= strlen(nm) > 4 && strcmp(nm + strlen(nm) - 4, "@plt") == 0;
+                        }
+                        check(all, "%s: every lazy-binding stub in .plt is named func@plt (last: '%s')",
+                              variant, nm);
+                }
+        }
 
         /* Gaps and sizeless symbols. */
         const char *nm = name_at(&x, c.a[A_SIZED] + 1, NULL, 0);
