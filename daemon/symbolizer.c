@@ -937,15 +937,16 @@ static const char *die_linkage_or_name(Dwarf_Die *die)
 static void set_frame(Symbolizer *s, SymFrame *f, const char *mangled, const char *file, int line,
                       int start_line)
 {
-        const char *at = strchr(mangled, '@'), *d;
+        const char *at = strchr(mangled, '@');
 
-        /* Versioned symbols ("memcpy@@GLIBC_2.14", "foo@VERS"): the version goes into
-         * system_name only. Our own "func@plt" labels stay whole. */
+        /* Versioned symbols ("__libc_start_main@@GLIBC_2.34", "memcpy@GLIBC_2.2.5" in a .symtab)
+         * lose the version in both names: it is how the linker spelled a .symver alias, not part
+         * of the function's name (.dynsym keeps versions apart, in .gnu.version). Aliases at one
+         * address differ only in it, so it would also split one function in two across hosts.
+         * Our own "func@plt" labels stay whole. */
         if (at && at > mangled && strcmp(at, "@plt") != 0)
-                d = demangle(s, keep(s, strndup(mangled, (size_t)(at - mangled))) ?: mangled);
-        else
-                d = demangle(s, mangled);
-        f->name = d;
+                mangled = keep(s, strndup(mangled, (size_t)(at - mangled))) ?: mangled;
+        f->name = demangle(s, mangled);
         f->system_name = mangled;
         f->file = file;
         f->line = line;

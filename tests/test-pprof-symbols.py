@@ -172,6 +172,9 @@ def main():
     versioned = sorted({f for t in pts + ts for f in t.frames if "@" in f and not f.endswith("@plt")})
     check(not versioned, "no frame carries a symbol version: %s" % versioned)
     check(any("__libc_start_main" in t.frames for t in pts), "__libc_start_main appears by its plain name")
+    # The version is not kept in system_name either (go tool pprof -raw prints it in parentheses).
+    vers = sorted(set(re.findall(r"\(([^()\s]+@@?GLIBC[^()\s]*)\)", raw)))
+    check("__libc_start_main" in raw and not vers, "no system name carries a symbol version: %s" % vers[:5])
     if not loc_ok:
         log(raw[-6000:])
     finish()

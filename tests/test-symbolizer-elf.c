@@ -232,7 +232,7 @@ static bool has_section(const char *bin, const char *name)
 
 static void test_variant(const char *dir, const char *variant, const char *flags, const char *lib)
 {
-        char src[256], bin[256], cmd[2048];
+        char src[256], bin[256], cmd[2048], sysname[512];
         _cleanup_(process_table_freep) ProcessTable *procs = NULL;
         _cleanup_(symbolizer_freep) Symbolizer *sym = NULL;
         bool is_static = strstr(flags, "-static") != NULL;
@@ -321,6 +321,20 @@ static void test_variant(const char *dir, const char *variant, const char *flags
                       variant, nm);
         }
 
+        /* Versioned names. */
+        if (c.a[A_V1] && c.a[A_V2]) {
+                nm = name_at(&x, c.a[A_V1], sysname, sizeof(sysname));
+                check(strcmp(nm, "vfunc") == 0 && strcmp(sysname, "vfunc") == 0,
+                      "%s: vfunc@V_1 named '%s' (system name '%s')", variant, nm, sysname);
+                nm = name_at(&x, c.a[A_V2], sysname, sizeof(sysname));
+                check(strcmp(nm, "vfunc") == 0 && strcmp(sysname, "vfunc") == 0,
+                      "%s: vfunc@@V_2 named '%s' (system name '%s')", variant, nm, sysname);
+        }
+        if (c.a[A_LSM]) {
+                nm = name_at(&x, c.a[A_LSM] + 8, sysname, sizeof(sysname));
+                check(strcmp(nm, "__libc_start_main") == 0 && strcmp(sysname, "__libc_start_main") == 0,
+                      "%s: glibc's __libc_start_main named '%s' (system name '%s')", variant, nm, sysname);
+        }
 out:
         child_stop(&c);
 }
