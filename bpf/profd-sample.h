@@ -17,9 +17,10 @@ enum profd_stop_reason {
         PROFD_STOP_NO_MAPPING = 3,  /* pc in no known executable mapping */
         PROFD_STOP_NO_ROW = 4,      /* pc in a mapping but no unwind row */
         PROFD_STOP_UNSUPPORTED = 5, /* row whose rule the BPF side cannot evaluate */
-        PROFD_STOP_UNKNOWN_PID = 6, /* process not (yet) known to the unwinder */
+        PROFD_STOP_UNKNOWN_PID = 6, /* process not (yet) known: walked with frame pointers, unverified */
         PROFD_STOP_BAD_FRAME = 7,   /* unwound sp/fp went backwards or pc is 0 mid-stack */
         PROFD_STOP_KERNEL_THREAD = 8,
+        PROFD_STOP_TABLE_PENDING = 9, /* pc in a mapping whose unwind table is not in the pool yet */
         PROFD_STOP__MAX,
 };
 

@@ -7,7 +7,8 @@
  *                   rows' rule fields already remapped to the global rule list.
  *   unwind_rules    ARRAY of struct profd_unwind_rule, deduplicated across all tables.
  *   unwind_mappings LPM_TRIE {pid, address} -> struct profd_unwind_mapping.
- *   unwind_procs    HASH pid -> struct profd_unwind_proc: the pid's mappings are loaded. */
+ *   unwind_procs    HASH pid -> struct profd_unwind_proc: the pid's mappings are loaded.
+ *   unwind_execs    LRU HASH pid -> time of the last exec (see below). */
 #pragma once
 
 #define PROFD_SHARD_SHIFT 20
@@ -32,6 +33,9 @@ struct profd_unwind_mapping_key {
 _Static_assert(sizeof(struct profd_unwind_mapping_key) == 16, "profd_unwind_mapping_key layout");
 
 #define PROFD_MAPPING_NO_TABLE 1u /* JIT/anonymous code or no table: frame-pointer step */
+/* The file has CFI whose table is not placed yet (being built, pool full): unwinding stops there
+ * with PROFD_STOP_TABLE_PENDING rather than guessing with frame pointers. */
+#define PROFD_MAPPING_TABLE_PENDING 2u
 
 struct profd_unwind_mapping {
         __u64 start, end; /* the process mapping: consecutive frames in it skip the trie */
@@ -66,5 +70,11 @@ _Static_assert(sizeof(struct profd_row_cache_entry) == 24, "profd_row_cache_entr
 struct profd_unwind_proc {
         __u32 n_mappings;
         __u32 _pad;
+        __u64 maps_ns; /* CLOCK_MONOTONIC time the mappings were read (before the read) */
 };
-_Static_assert(sizeof(struct profd_unwind_proc) == 8, "profd_unwind_proc layout");
+_Static_assert(sizeof(struct profd_unwind_proc) == 16, "profd_unwind_proc layout");
+
+/* LRU hash "unwind_execs": pid -> CLOCK_MONOTONIC time of its last exec, written by the BPF exec
+ * hook, which also deletes the pid from unwind_procs (its mapping entries describe the old image).
+ * The daemon installs a pid only with mappings read after its last exec. */
+#define PROFD_POOL_MAX_EXECS 16384

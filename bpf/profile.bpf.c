@@ -87,13 +87,13 @@ struct sample_state {
         __u32 done;
         __u32 exact;   /* ip is the interrupted pc (leaf, after a signal frame), not a return address */
         __u32 fp_only; /* pid not in the pool: frame pointers all the way */
+        __u32 guess;   /* stop reason to report instead of the walk's own: the walk was unverified */
         __u32 cache_valid;
         __u32 ip_valid;    /* user registers were found */
         __u32 pool_gen;    /* profd_unwind_config.generation at sample start */
         __u64 start_ns;    /* profd_measure_cost */
         __u64 last_elf_pc; /* previous DWARF lookup: recursion repeats a pc */
         __u32 last_shard, last_offset, last_rule;
-        __u32 _pad3;
         struct profd_unwind_mapping cache; /* entry of the previous frame's mapping */
         __u64 win_base;                    /* user address of win[0]; 0: empty */
         __u8 win[PROFD_STACK_WINDOW + 16];
@@ -180,6 +180,15 @@ struct {
         __type(key, __u32);
         __type(value, struct profd_unwind_proc);
 } unwind_procs SEC(".maps");
+
+/* pid -> time of its last exec. LRU: only recent execs matter (a push of mappings read before
+ * them), older ones may be forgotten. */
+struct {
+        __uint(type, BPF_MAP_TYPE_LRU_HASH);
+        __uint(max_entries, PROFD_POOL_MAX_EXECS);
+        __type(key, __u32);
+        __type(value, __u64);
+} unwind_execs SEC(".maps");
 
 /* active = 1 once daemon/table-pool.c exists; before that every stack is walked with frame
  * pointers and no pid is reported as unknown (nobody would read the reports). */
@@ -554,6 +563,12 @@ static __always_inline bool unwind_one(struct sample_state *st)
                 st->cache_valid = 1;
                 m = &st->cache;
         }
+        if (m->flags & PROFD_MAPPING_TABLE_PENDING) {
+                /* Frame pointers would be a guess (most code has none) that could end in a
+                 * plausible but short stack; the table arrives within milliseconds. */
+                stop(st, PROFD_STOP_TABLE_PENDING);
+                return true;
+        }
         if (m->flags & PROFD_MAPPING_NO_TABLE) {
                 st->exact = 0;
                 return step_frame_pointer(st);
@@ -599,6 +614,7 @@ int profd_sample(struct bpf_perf_event_data *ctx)
         st->done = 0;
         st->exact = 1;
         st->fp_only = 1;
+        st->guess = PROFD_STOP_OK;
         st->ip_valid = 0;
         st->cache_valid = 0;
         st->win_base = 0;
@@ -666,6 +682,9 @@ int profd_sample(struct bpf_perf_event_data *ctx)
                 if (bpf_map_lookup_elem(&unwind_procs, &pid)) {
                         st->fp_only = 0;
                 } else {
+                        /* Its code may have no frame pointers: a walk that ends "normally"
+                         * may still be short, so the stack says it was not verified. */
+                        st->guess = PROFD_STOP_UNKNOWN_PID;
                         count(PROFD_CNT_UNKNOWN_PID_FP);
                         report(st, PROFD_EV_UNKNOWN_PID, 0);
                 }
@@ -788,6 +807,8 @@ int profd_finalize(struct bpf_perf_event_data *ctx)
 
         gen1 = st->gen != 0;
         reason = st->stop;
+        if (st->guess != PROFD_STOP_OK && reason != PROFD_STOP_DEPTH)
+                reason = st->guess;
         st->user.flags |= reason & PROFD_STACK_REASON_MASK;
         if (reason < PROFD_STOP__MAX)
                 count(PROFD_STOP_REASON_BASE + reason);
@@ -833,5 +854,19 @@ recorded:
                 if (v)
                         *v += bpf_ktime_get_ns() - st->start_ns;
         }
+        return 0;
+}
+
+/* exec replaces every mapping of the process: its entries in the pool now describe the old image
+ * and would unwind the new one with the wrong tables. Forget the pid until the daemon pushes
+ * mappings read after this exec (table_pool_set_process_at() checks unwind_execs). */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(profd_exec, struct task_struct *p)
+{
+        __u32 pid = p->tgid;
+        __u64 now = bpf_ktime_get_ns();
+
+        bpf_map_update_elem(&unwind_execs, &pid, &now, BPF_ANY);
+        bpf_map_delete_elem(&unwind_procs, &pid);
         return 0;
 }

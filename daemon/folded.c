@@ -168,6 +168,7 @@ static const char *const stop_names[PROFD_STOP__MAX] = {
         [PROFD_STOP_UNKNOWN_PID] = "process not yet known",
         [PROFD_STOP_BAD_FRAME] = "bad frame",
         [PROFD_STOP_KERNEL_THREAD] = "kernel thread",
+        [PROFD_STOP_TABLE_PENDING] = "unwind table not ready",
 };
 
 /* addr is a return address except for the sample's own pc: step back into the call instruction

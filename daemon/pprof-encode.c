@@ -653,6 +653,7 @@ static const char *stop_reason_string(unsigned reason)
                 [PROFD_STOP_UNKNOWN_PID] = "process not yet known",
                 [PROFD_STOP_BAD_FRAME] = "bad frame",
                 [PROFD_STOP_KERNEL_THREAD] = "kernel thread",
+                [PROFD_STOP_TABLE_PENDING] = "unwind table not ready",
         };
         return reason < PROFD_STOP__MAX ? names[reason] : NULL;
 }

@@ -46,6 +46,7 @@ typedef struct Tracked {
         TrackedMapping *maps;
         size_t n_maps;
         uint64_t refreshed_ns;
+        uint64_t maps_ns; /* when maps were read (a fork copy: when the parent's were) */
         uint64_t exec_ns, ready_ns, pushed_ns;
         uint64_t recheck_addr;
         uint8_t recheck_tries;
@@ -321,13 +322,20 @@ static int push(ProcTracker *t, Tracked *p)
                         .end = m->end,
                         .load_bias = m->load_bias,
                         .table = m->exe ? m->exe->pool_table : NULL,
+                        .table_pending = m->exe && !m->exe->pool_table && m->exe->state != EXE_FAILED,
                 };
                 if (m->exe && !m->exe->pool_table && m->exe->state != EXE_FAILED)
                         ready = false;
         }
-        r = table_pool_set_process(t->pool, p->pid, pm, p->n_maps);
+        r = table_pool_set_process_at(t->pool, p->pid, p->maps_ns, pm, p->n_maps);
         for (size_t i = 0; i < p->n_maps; i++)
                 p->maps[i].pushed_table = r >= 0 && pm[i].table;
+        if (r == -ESTALE) {
+                /* It exec'd after these mappings were read: read them again. */
+                p->push = true;
+                mark_dirty(t, p);
+                return r;
+        }
         if (r < 0) {
                 t->refresh_errors[REFRESH_ERR_POOL]++;
                 return log_debug_errno(r, "Updating unwind table pool entries of pid %d failed: %m",
@@ -463,6 +471,7 @@ static int refresh(ProcTracker *t, Tracked *p)
 
         p->dirty = false;
         p->refreshed_ns = now_mono_ns();
+        p->maps_ns = p->refreshed_ns;
         t->n_refreshes++;
         r = process_table_refresh(t->procs, p->pid, &proc);
         if (r >= 0 && proc->exited_ns)
@@ -609,6 +618,7 @@ static void on_fork(ProcTracker *t, pid_t child, pid_t parent)
         }
         memcpy(c->maps, pp->maps, pp->n_maps * sizeof(*c->maps));
         c->n_maps = pp->n_maps;
+        c->maps_ns = pp->maps_ns;
         for (size_t i = 0; i < c->n_maps; i++)
                 if (c->maps[i].exe)
                         exe_cache_use(t->cache, c->maps[i].exe, -1, NULL, false);
@@ -643,6 +653,8 @@ static void on_event(const struct profd_event *ev, void *userdata)
                 p->background = false;
                 /* bpf_ktime_get_ns() is CLOCK_MONOTONIC. */
                 p->exec_ns = ev->ktime_ns;
+                /* The unwinder forgot the pid at exec: push even if the maps look the same. */
+                p->push = true;
                 mark_dirty(t, p);
                 return;
         case PROFD_EV_MMAP_EXEC:
@@ -678,6 +690,8 @@ static void on_event(const struct profd_event *ev, void *userdata)
                 if (!p)
                         return;
                 p->background = false;
+                if (ev->type == PROFD_EV_UNKNOWN_PID)
+                        p->push = true; /* not in the pool (e.g. forgotten at an exec we missed) */
                 mark_dirty(t, p);
                 return;
         }

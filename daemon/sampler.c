@@ -54,6 +54,7 @@ static const char *const stop_names[PROFD_STOP__MAX] = {
         [PROFD_STOP_UNKNOWN_PID] = "unknown_pid",
         [PROFD_STOP_BAD_FRAME] = "bad_frame",
         [PROFD_STOP_KERNEL_THREAD] = "kernel_thread",
+        [PROFD_STOP_TABLE_PENDING] = "table_pending",
 };
 
 /* A drained stack: frames live in Drain.frames at off. */
@@ -90,6 +91,7 @@ struct Sampler {
         struct profile_bpf *skel;
         struct bpf_link **links;
         size_t n_links;
+        struct bpf_link *exec_link;
         int n_possible_cpus;
         uint32_t counts_entries, stacks_entries;
 
@@ -182,6 +184,8 @@ static void sampler_detach(Sampler *s)
                 bpf_link__destroy(s->links[i]);
         s->links = mfree(s->links);
         s->n_links = 0;
+        bpf_link__destroy(s->exec_link);
+        s->exec_link = NULL;
 }
 
 Sampler *sampler_free(Sampler *s)
@@ -297,6 +301,11 @@ static int sampler_attach(Sampler *s)
         r = read_online_cpus(&online, &n);
         if (r < 0)
                 return log_error_errno(r, "Failed to read online CPUs: %m");
+
+        /* Before the perf events: no sample may use a pid's mappings from before an exec. */
+        s->exec_link = bpf_program__attach(s->skel->progs.profd_exec);
+        if (!s->exec_link)
+                return log_error_errno(-errno, "Failed to attach the BPF exec hook: %m");
 
         s->links = calloc(n, sizeof(*s->links));
         if (!s->links)

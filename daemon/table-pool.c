@@ -57,7 +57,7 @@ typedef struct Proc {
 } Proc;
 
 struct TablePool {
-        int shards_fd, rules_fd, mappings_fd, procs_fd, config_fd;
+        int shards_fd, rules_fd, mappings_fd, procs_fd, config_fd, execs_fd;
         uint64_t limit;
         unsigned max_shards; /* including the one kept for compaction */
         unsigned n_shards;
@@ -76,6 +76,7 @@ struct TablePool {
 
         uint32_t generation, active;
         uint64_t placed, evicted, compactions, place_failures, entry_errors;
+        uint64_t stale_snapshots;
 };
 
 static uint64_t now_ns(void)
@@ -116,7 +117,8 @@ int table_pool_new(struct bpf_object *obj, uint64_t memory_limit, TablePool **re
         if (!obj || !ret)
                 return -EINVAL;
         if (memory_limit < PROFD_SHARD_BYTES)
-                return log_error_errno(-ERANGE, "--unwind-table-memory must be at least %llu bytes (one shard)",
+                return log_error_errno(-ERANGE,
+                                       "--unwind-table-memory must be at least %llu bytes (one shard)",
                                        (unsigned long long)PROFD_SHARD_BYTES);
 
         p = calloc(1, sizeof(*p));
@@ -124,7 +126,7 @@ int table_pool_new(struct bpf_object *obj, uint64_t memory_limit, TablePool **re
                 return -ENOMEM;
         for (unsigned i = 0; i < PROFD_POOL_MAX_SHARDS; i++)
                 p->shards[i].fd = -1;
-        p->shards_fd = p->rules_fd = p->mappings_fd = p->procs_fd = p->config_fd = -1;
+        p->shards_fd = p->rules_fd = p->mappings_fd = p->procs_fd = p->config_fd = p->execs_fd = -1;
         p->limit = memory_limit;
         p->max_shards = memory_limit / PROFD_SHARD_BYTES;
         if (p->max_shards > PROFD_POOL_MAX_SHARDS)
@@ -135,7 +137,9 @@ int table_pool_new(struct bpf_object *obj, uint64_t memory_limit, TablePool **re
         p->mappings_fd = find_map_fd(obj, "unwind_mappings");
         p->procs_fd = find_map_fd(obj, "unwind_procs");
         p->config_fd = find_map_fd(obj, "unwind_config");
-        if (p->shards_fd < 0 || p->rules_fd < 0 || p->mappings_fd < 0 || p->procs_fd < 0 || p->config_fd < 0)
+        p->execs_fd = find_map_fd(obj, "unwind_execs");
+        if (p->shards_fd < 0 || p->rules_fd < 0 || p->mappings_fd < 0 || p->procs_fd < 0 ||
+            p->config_fd < 0 || p->execs_fd < 0)
                 return -ENOENT;
 
         p->rules = calloc(PROFD_POOL_MAX_RULES, sizeof(*p->rules));
@@ -627,7 +631,8 @@ static int mapping_entries(pid_t pid, const PoolMapping *m, struct profd_unwind_
                 int r;
 
                 if (!m->table) {
-                        v.flags = PROFD_MAPPING_NO_TABLE;
+                        v.flags = PROFD_MAPPING_NO_TABLE |
+                                  (m->table_pending ? PROFD_MAPPING_TABLE_PENDING : 0);
                 } else {
                         const Segment *g = &m->table->segs[i];
 
@@ -717,7 +722,21 @@ static ssize_t proc_index(TablePool *p, pid_t pid, bool *found)
         return lo;
 }
 
+/* Whether pid exec'd after maps_ns (so mappings read at maps_ns are the old image's). */
+static bool exec_after(TablePool *p, pid_t pid, uint64_t maps_ns)
+{
+        uint32_t key = pid;
+        uint64_t exec_ns;
+
+        return bpf_map_lookup_elem(p->execs_fd, &key, &exec_ns) == 0 && exec_ns > maps_ns;
+}
+
 int table_pool_set_process(TablePool *p, pid_t pid, const PoolMapping *m, size_t n)
+{
+        return table_pool_set_process_at(p, pid, now_ns(), m, n);
+}
+
+int table_pool_set_process_at(TablePool *p, pid_t pid, uint64_t maps_ns, const PoolMapping *m, size_t n)
 {
         _cleanup_free_ PoolMapping *copy = NULL;
         struct profd_unwind_proc info = {};
@@ -770,9 +789,23 @@ int table_pool_set_process(TablePool *p, pid_t pid, const PoolMapping *m, size_t
         pr->maps = TAKE_PTR(copy);
         pr->n_maps = n;
 
+        /* The BPF exec hook records the exec, then deletes the pid from unwind_procs. Checking
+         * after our write closes the race: an exec before the check is seen here, one after it
+         * deletes what we wrote. */
         info.n_mappings = n;
+        info.maps_ns = maps_ns;
+        if (exec_after(p, pid, maps_ns)) {
+                (void)bpf_map_delete_elem(p->procs_fd, &key);
+                p->stale_snapshots++;
+                return r < 0 ? r : -ESTALE;
+        }
         if (bpf_map_update_elem(p->procs_fd, &key, &info, BPF_ANY) < 0 && r >= 0)
                 r = -errno;
+        if (exec_after(p, pid, maps_ns)) {
+                (void)bpf_map_delete_elem(p->procs_fd, &key);
+                p->stale_snapshots++;
+                return r < 0 ? r : -ESTALE;
+        }
         return r;
 }
 
@@ -790,6 +823,9 @@ int table_pool_remove_process(TablePool *p, pid_t pid)
                 return -ENOENT;
         pr = p->procs[i];
         (void)bpf_map_delete_elem(p->procs_fd, &key);
+        /* A later process with this pid did not exec then; a stale exec time would make its
+         * fork-copied mappings look older than its image. */
+        (void)bpf_map_delete_elem(p->execs_fd, &key);
         for (size_t k = 0; k < pr->n_keys; k++)
                 (void)bpf_map_delete_elem(p->mappings_fd, &pr->keys[k]);
         p->n_mapping_entries -= pr->n_keys;
@@ -861,11 +897,15 @@ void table_pool_write_metrics(const TablePool *p, FILE *f)
                 "profd_unwind_pool_place_failures_total %" PRIu64 "\n"
                 "# HELP profd_unwind_pool_entry_errors_total Mapping entries that could not be written.\n"
                 "# TYPE profd_unwind_pool_entry_errors_total counter\n"
-                "profd_unwind_pool_entry_errors_total %" PRIu64 "\n",
+                "profd_unwind_pool_entry_errors_total %" PRIu64 "\n"
+                "# HELP profd_unwind_pool_stale_snapshots_total Process mappings not installed: read before "
+                "the process exec'd.\n"
+                "# TYPE profd_unwind_pool_stale_snapshots_total counter\n"
+                "profd_unwind_pool_stale_snapshots_total %" PRIu64 "\n",
                 p->limit, (uint64_t)(p->n_shards * PROFD_SHARD_BYTES), live * 4, p->n_shards, referenced,
                 (uint64_t)p->n_tables - referenced, rows, rows ? (double)live * 4 / (double)rows : 0.0,
                 p->n_rules, p->n_procs, p->n_mapping_entries, p->placed, p->evicted, p->compactions,
-                p->place_failures, p->entry_errors);
+                p->place_failures, p->entry_errors, p->stale_snapshots);
 }
 
 size_t table_pool_n_tables(const TablePool *p)

@@ -34,9 +34,16 @@ typedef struct PoolMapping {
         uint64_t start, end; /* runtime addresses of the executable mapping */
         uint64_t load_bias;  /* runtime address - ELF vaddr */
         PoolTable *table;    /* NULL: no unwind table (frame-pointer step there) */
+        bool table_pending;  /* table NULL but the file has CFI (build not done, pool full): BPF
+                              * stops there with a visible reason instead of guessing */
 } PoolMapping;
 
-/* Replaces pid's mapping entries (sorted by start) in the BPF maps. */
+/* Replaces pid's mapping entries (sorted by start) in the BPF maps. maps_ns: CLOCK_MONOTONIC
+ * time taken before the mappings were read (for a forked child still sharing its parent's
+ * image: the parent's). If the process exec'd after maps_ns the mappings are the old image's:
+ * the pid is left unknown to the unwinder (frame-pointer walk, marked) and -ESTALE returned;
+ * read them again. table_pool_set_process() uses the current time. */
+int table_pool_set_process_at(TablePool *p, pid_t pid, uint64_t maps_ns, const PoolMapping *m, size_t n);
 int table_pool_set_process(TablePool *p, pid_t pid, const PoolMapping *m, size_t n);
 int table_pool_remove_process(TablePool *p, pid_t pid);
 /* Tables placed in the pool (for the service STATUS= line). */

@@ -202,9 +202,14 @@ static PoolTable *table_for(TablePool *pool, const char *path)
         return exes[n_exes++].table;
 }
 
-/* Registers the executable mappings of pid with the pool, the way the process tracker does. */
-static int register_process(TablePool *pool, pid_t pid)
+/* Registers the executable mappings of pid with the pool, the way the process tracker does.
+ * pending: this executable's table is "still being built" (NULL, table_pending). */
+static int register_process(TablePool *pool, pid_t pid, bool pending)
 {
+        char self[512];
+        ssize_t ls = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+        self[ls > 0 ? ls : 0] = 0;
         PoolMapping m[64];
         size_t n = 0;
         char fn[64], line[1024];
@@ -226,7 +231,10 @@ static int register_process(TablePool *pool, pid_t pid)
                         path[strcspn(path, "\n")] = 0;
                         if (elf_load_bias(path, a, off, &bias) == 0) {
                                 m[n].load_bias = bias;
-                                m[n].table = table_for(pool, path);
+                                if (pending && strcmp(path, self) == 0)
+                                        m[n].table_pending = true;
+                                else
+                                        m[n].table = table_for(pool, path);
                         }
                 }
                 n++;
@@ -250,12 +258,24 @@ static int register_process(TablePool *pool, pid_t pid)
         return r;
 }
 
+/* How a child is made known to the unwinder. */
+enum {
+        MODE_TABLES,  /* mappings with their tables */
+        MODE_PENDING, /* this executable's table not placed yet */
+        MODE_UNKNOWN, /* never registered */
+        MODE_EXEC,    /* registered, then execs this program again: old mappings must not be used */
+};
+
 typedef struct Child {
         int depth;
+        int mode;
         pid_t pid;
         int go_fd;
+        uint64_t delta; /* address shift of the exec'd image against ours */
         bool plt;
         uint64_t samples, in_leaf, complete, truncated, dwarf, wrong, in_plt;
+        uint64_t exec_complete, exec_wrong; /* MODE_EXEC, once registered again */
+        bool stale_refused;
         uint64_t stops[PROFD_STOP__MAX];
         bool printed;
 } Child;
@@ -266,6 +286,9 @@ static Child children[] = {
         {.depth = 600},
 #ifndef PROFD_BENCH_FP
         {.plt = true},
+        {.depth = 20, .mode = MODE_PENDING},
+        {.depth = 20, .mode = MODE_UNKNOWN},
+        {.depth = 20, .mode = MODE_EXEC},
 #endif
 };
 static Range r_leaf, r_recurse, r_start, r_plt_loop, r_plt[2];
@@ -278,7 +301,11 @@ static const char *child_name(const Child *c)
 
         if (c->plt)
                 return "plt";
-        snprintf(b, sizeof(buf[0]), "depth %d", c->depth);
+        snprintf(b, sizeof(buf[0]), "depth %d%s", c->depth,
+                 c->mode == MODE_PENDING   ? " table pending"
+                 : c->mode == MODE_UNKNOWN ? " unknown pid"
+                 : c->mode == MODE_EXEC    ? " after exec"
+                                           : "");
         return b;
 }
 
@@ -309,6 +336,36 @@ static void check_plt_record(Child *c, const SampleRecord *r)
                 c->wrong += r->count;
 }
 
+/* Children the unwinder cannot know (yet): every sample must say so, whatever frames it has.
+ * A frame-pointer walk through code without frame pointers often "ends" after one frame. */
+static void check_unverified_record(Child *c, const SampleRecord *r)
+{
+        uint32_t stop = r->user_flags & PROFD_STACK_REASON_MASK;
+        uint32_t want = c->mode == MODE_PENDING ? PROFD_STOP_TABLE_PENDING : PROFD_STOP_UNKNOWN_PID;
+
+        c->samples += r->count;
+        if (c->mode == MODE_PENDING && (r->n_user == 0 || !in_range(&r_leaf, r->user_frames[0])))
+                return;
+        c->in_leaf += r->count;
+        if (stop < PROFD_STOP__MAX)
+                c->stops[stop] += r->count;
+        /* pending: the leaf is in the executable, so the stack stops right there */
+        if (stop == want && (c->mode != MODE_PENDING || r->n_user == 1))
+                c->complete += r->count;
+        else
+                c->wrong += r->count;
+        if (!c->printed && stop != want) {
+                c->printed = true;
+                printf("%s: %u frames, flags %#x, first %#" PRIx64 "\n", child_name(c), r->n_user,
+                       r->user_flags, r->n_user ? r->user_frames[0] : 0);
+        }
+}
+
+static bool in_range_d(const Range *r, uint64_t pc, uint64_t delta)
+{
+        return pc - delta >= r->lo && pc - delta < r->hi;
+}
+
 static void check_record(Child *c, const SampleRecord *r)
 {
         uint32_t n_rec = 0, stop = r->user_flags & PROFD_STACK_REASON_MASK;
@@ -316,6 +373,27 @@ static void check_record(Child *c, const SampleRecord *r)
 
         if (c->plt) {
                 check_plt_record(c, r);
+                return;
+        }
+        if (c->mode == MODE_PENDING || c->mode == MODE_UNKNOWN || (c->mode == MODE_EXEC && !c->delta)) {
+                check_unverified_record(c, r);
+                return;
+        }
+        if (c->mode == MODE_EXEC) {
+                /* Re-registered after the exec: complete stacks in the new image. Samples taken
+                 * before that may still be drained now: unverified, they say so. */
+                if (stop == PROFD_STOP_UNKNOWN_PID)
+                        return;
+                if (r->n_user == 0 || !in_range_d(&r_leaf, r->user_frames[0], c->delta))
+                        return;
+                for (uint32_t i = 1; i < r->n_user; i++)
+                        if (in_range_d(&r_recurse, r->user_frames[i], c->delta))
+                                n_rec++;
+                if (stop == PROFD_STOP_OK && n_rec == (uint32_t)c->depth + 1 &&
+                    in_range_d(&r_start, r->user_frames[r->n_user - 1], c->delta))
+                        c->exec_complete += r->count;
+                else
+                        c->exec_wrong += r->count;
                 return;
         }
         c->samples += r->count;
@@ -377,6 +455,13 @@ static pid_t spawn(Child *c)
                 prctl(PR_SET_PDEATHSIG, SIGKILL);
                 if (read(p[0], &b, 1) != 1)
                         _exit(2);
+                if (c->mode == MODE_EXEC) {
+                        char depth[16];
+
+                        snprintf(depth, sizeof(depth), "%d", c->depth);
+                        execl("/proc/self/exe", "test-unwinder", "--recurse", depth, (char *)NULL);
+                        _exit(3);
+                }
                 if (c->plt)
                         plt_loop();
                 else
@@ -403,6 +488,55 @@ static void run_loop(sd_event *e, uint64_t usec)
         while (!done)
                 if (sd_event_run(e, UINT64_MAX) < 0)
                         break;
+}
+
+/* Start address of the first mapping of this program's file in pid (0: none). */
+static uint64_t exe_base(pid_t pid)
+{
+        char fn[64], line[1024], self[512];
+        ssize_t ls = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        uint64_t base = 0;
+        FILE *f;
+
+        if (ls <= 0)
+                return 0;
+        self[ls] = 0;
+        snprintf(fn, sizeof(fn), "/proc/%d/maps", pid);
+        f = fopen(fn, "re");
+        if (!f)
+                return 0;
+        while (!base && fgets(line, sizeof(line), f)) {
+                char *path = strchr(line, '/');
+
+                if (path) {
+                        path[strcspn(path, "\n")] = 0;
+                        if (strcmp(path, self) == 0)
+                                (void)sscanf(line, "%" SCNx64, &base);
+                }
+        }
+        fclose(f);
+        return base;
+}
+
+/* The MODE_EXEC child has exec'd: its pre-exec mappings must be refused, fresh ones accepted. */
+static void run_exec_followup(sd_event *e, TablePool *pool, Child *c)
+{
+        uint64_t base = exe_base(c->pid), ours = exe_base(getpid());
+        struct timespec now;
+        int r;
+
+        run_loop(e, 300 * 1000); /* let the drains hand over the unverified samples first */
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        /* A snapshot taken before the exec (an hour ago: certainly before). */
+        r = table_pool_set_process_at(pool, c->pid, (uint64_t)now.tv_sec * 1000000000ULL - 3600000000000ULL,
+                                      NULL, 0);
+        c->stale_refused = r == -ESTALE;
+        if (!base || !ours || register_process(pool, c->pid, false) < 0)
+                return;
+        c->delta = base - ours;
+        if (!c->delta)
+                c->delta = 1; /* no ASLR: the ranges are ours, in_range_d() is off by one byte */
+        run_loop(e, PHASE_USEC);
 }
 
 typedef struct ProgStats {
@@ -435,7 +569,7 @@ static uint64_t counter(Sampler *s, unsigned idx)
         return sum;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
         _cleanup_(sampler_freep) Sampler *s = NULL;
         _cleanup_(table_pool_freep) TablePool *pool = NULL;
@@ -445,6 +579,12 @@ int main(void)
         int r, failures = 0, stats_fd;
         uint64_t bias = 0;
 
+        if (argc == 3 && strcmp(argv[1], "--recurse") == 0) {
+                /* MODE_EXEC child after its exec */
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
+                recurse(atoi(argv[2]));
+                return 0;
+        }
         if (geteuid() != 0) {
                 fprintf(stderr, "SKIP: test-unwinder needs root to load BPF programs\n");
                 return 77;
@@ -498,7 +638,9 @@ int main(void)
                 fprintf(stderr, "bpf_enable_stats: %s (no ns/sample figures)\n", strerror(errno));
 
         for (size_t k = 0; pool && k < ELEMENTSOF(children); k++) {
-                r = register_process(pool, children[k].pid);
+                if (children[k].mode == MODE_UNKNOWN)
+                        continue;
+                r = register_process(pool, children[k].pid, children[k].mode == MODE_PENDING);
                 if (r < 0) {
                         fprintf(stderr, "FAIL: registering pid %d: %s\n", children[k].pid, strerror(-r));
                         return 1;
@@ -531,6 +673,8 @@ int main(void)
                 if (write(children[k].go_fd, "x", 1) != 1)
                         return 1;
                 run_loop(e, PHASE_USEC);
+                if (children[k].mode == MODE_EXEC)
+                        run_exec_followup(e, pool, &children[k]);
                 kill(children[k].pid, SIGSTOP);
                 run_loop(e, 300 * 1000); /* drain what the phase recorded */
                 prog_stats(s, &b);
@@ -578,6 +722,20 @@ int main(void)
                 } else if (c->plt && c->in_plt == 0) {
                         fprintf(stderr, "FAIL: plt: no sample landed in the PLT, its rule went untested\n");
                         failures++;
+                }
+                if (c->mode == MODE_EXEC) {
+                        printf("%s: after registering again: complete %" PRIu64 " wrong %" PRIu64
+                               "; pre-exec mappings refused: %s\n",
+                               child_name(c), c->exec_complete, c->exec_wrong,
+                               c->stale_refused ? "yes" : "NO");
+                        if (!c->stale_refused || c->exec_complete < 50 ||
+                            c->exec_complete * 100 < (c->exec_complete + c->exec_wrong) * 99) {
+                                fprintf(stderr,
+                                        "FAIL: %s: mappings read before the exec were accepted, or the "
+                                        "fresh ones did not unwind\n",
+                                        child_name(c));
+                                failures++;
+                        }
                 }
         }
         pool = table_pool_free(pool); /* its maps belong to the sampler's object */
