@@ -81,6 +81,40 @@ int main(int argc, char **argv)
 }
 """
 
+# Built without .eh_frame for its own code and stripped of DWARF: the only unwind information
+# for df_* is the .debug_frame in its separate debug file, found by build ID under the
+# process' root (a mount namespace where /usr/lib/debug is a bind mount only it sees).
+DF_SRC = r"""
+#include <stdlib.h>
+#include <time.h>
+volatile unsigned long sink;
+__attribute__((noinline)) void df_leaf(int n) { for (int i = 0; i < n; i++) sink += (unsigned long)i * 7; }
+__attribute__((noinline)) void df_mid(int n) { df_leaf(n); sink++; }
+__attribute__((noinline)) void df_outer(int n) { df_mid(n); sink++; }
+int main(int argc, char **argv)
+{
+        struct timespec ts;
+        double end;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        end = ts.tv_sec + ts.tv_nsec / 1e9 + atof(argv[1]);
+        do {
+                df_outer(100000);
+                clock_gettime(CLOCK_MONOTONIC, &ts);
+        } while (ts.tv_sec + ts.tv_nsec / 1e9 < end);
+        return 0;
+}
+"""
+
+
+def split_debug(prog, debugroot):
+    """objcopy the DWARF (with .debug_frame) to DEBUGROOT/.build-id/xx/rest.debug, strip prog."""
+    bid = build_id(prog)
+    d = os.path.join(debugroot, ".build-id", bid[:2])
+    os.makedirs(d, exist_ok=True)
+    subprocess.run(["objcopy", "--only-keep-debug", prog, os.path.join(d, bid[2:] + ".debug")], check=True)
+    subprocess.run(["objcopy", "--strip-debug", prog], check=True)
+
+
 CFLAGS = ["-O2", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", "-fno-optimize-sibling-calls"]
 
 
@@ -110,9 +144,30 @@ def main():
     plt_prog = cc(PLT_SRC, os.path.join(work, "plt-prog"),
                   ["-O2", "-g", "-fno-builtin", "-fcf-protection=full", "-Wl,-z,ibtplt", "-Wl,-z,lazy"])
 
+    df_prog = cc(DF_SRC, os.path.join(work, "df-prog"),
+                 ["-O2", "-g", "-fomit-frame-pointer", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables"])
+    debugroot = os.path.join(work, "debugroot")
+    split_debug(df_prog, debugroot)
+    sections = subprocess.run(["readelf", "-SW", df_prog], capture_output=True, text=True).stdout
+    check(".debug_frame" not in sections, "df-prog keeps no .debug_frame of its own")
+    ns_ok = subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0
+    # The same code (another build ID: its DWARF names another source file) in profd's own mount
+    # namespace, its debug file found through .gnu_debuglink next to the binary.
+    link_prog = cc(DF_SRC, os.path.join(work, "df-link-prog"),
+                   ["-O2", "-g", "-fomit-frame-pointer", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables"])
+    subprocess.run(["objcopy", "--only-keep-debug", link_prog, link_prog + ".debug"], check=True)
+    subprocess.run(["objcopy", "--strip-debug", "--add-gnu-debuglink=" + link_prog + ".debug", link_prog],
+                   check=True)
+    check(build_id(link_prog) != build_id(df_prog), "the two debug-file programs have distinct build IDs")
+
     with Daemon("--frequency", "99", "--labels", "comm,pid,thread_id") as d:
         p = subprocess.Popen([prog, "2.5"])
         plt_p = subprocess.Popen([plt_prog, "3"])
+        link_p = subprocess.Popen([link_prog, "3"])
+        df_p = None
+        if ns_ok:
+            df_p = subprocess.Popen(["unshare", "-m", "sh", "-c", "mount --bind '%s' /usr/lib/debug && exec '%s' 3"
+                                     % (debugroot, df_prog)])
         time.sleep(0.2)
         os.unlink(prog)  # from now on only /proc/PID/map_files (and profd's kept descriptor) reach it
         path_holder = {}
@@ -125,6 +180,9 @@ def main():
         p.wait()
         t.join()
         plt_p.wait()
+        link_p.wait()
+        if df_p:
+            df_p.wait()
         path = path_holder["p"]
 
     raw = pprof("-raw", path).stdout
@@ -175,6 +233,26 @@ def main():
     # The version is not kept in system_name either (go tool pprof -raw prints it in parentheses).
     vers = sorted(set(re.findall(r"\(([^()\s]+@@?GLIBC[^()\s]*)\)", raw)))
     check("__libc_start_main" in raw and not vers, "no system name carries a symbol version: %s" % vers[:5])
+
+    # Unwinding through the separate debug file's .debug_frame: by build ID under /proc/PID/root,
+    # and by .gnu_debuglink next to the binary.
+    def check_df(pid, what):
+        dts = [t for t in traces(path) if t.labels.get("pid") == [str(pid)]]
+        total = sum(t.value for t in dts)
+        full = sum(t.value for t in dts if t.frames[:4] == ["df_leaf", "df_mid", "df_outer", "main"]
+                   and "_start" in t.frames)
+        log("%d samples, %d unwound to _start (%s)" % (total, full, what))
+        for t in sorted(dts, key=lambda t: -t.value)[:3]:
+            log("  %d %s" % (t.value, t.frames))
+        check(total >= 99 * 3 * 0.3 and full >= 0.6 * total,
+              "no .eh_frame, .debug_frame only in %s: unwinds df_leaf <- df_mid <- df_outer <- main ... "
+              "_start: %d of %d samples" % (what, full, total))
+    check_df(link_p.pid, "a debug file named by .gnu_debuglink")
+    if not ns_ok:
+        log("=" * 70 + "\nNOT CHECKED: unshare -m is not permitted here (debug file under another "
+            "mount namespace)\n" + "=" * 70)
+    else:
+        check_df(df_p.pid, "a build-ID debug file under its own mount namespace's /usr/lib/debug")
     if not loc_ok:
         log(raw[-6000:])
     finish()
