@@ -8,7 +8,7 @@ if [ "${PROFD_SKIP_INSTALL:-0}" != 1 ]; then
         export DEBIAN_FRONTEND=noninteractive
         apt-get update -qq >/dev/null || { echo "apt-get update failed"; exit 1; }
         # shellcheck disable=SC2046
-        apt-get install -y -qq --no-install-recommends $(sed 's/#.*//' docs/debian-packages.txt) >/dev/null \
+        apt-get install -y -qq --no-install-recommends $(sed 's/#.*//' docs/debian-packages.txt docs/debian-packages-tests.txt) >/dev/null \
                 || { echo "apt-get install failed"; exit 1; }
 fi
 
