@@ -101,7 +101,7 @@ def browser(exe, *args):
 def main():
     exe = chromium()
     if not exe:
-        skip("chromium is not installed (Debian package chromium, listed in docs/debian-packages.txt): "
+        skip("chromium is not installed (Debian package chromium, listed in docs/debian-packages-tests.txt): "
              "cannot test the flame graph page in a browser")
     require_bpf()
     d = tmpdir()

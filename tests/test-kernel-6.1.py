@@ -192,7 +192,7 @@ def section(console, name):
 def main():
     # no root needed here: BPF runs as root inside the guest
     missing = [p for p in ("qemu-system-x86_64", "cpio", "busybox", "dpkg-deb", "apt-get") if not shutil.which(p)]
-    # these are in docs/debian-packages.txt: their absence is a broken setup, not a reason to skip
+    # these are in docs/debian-packages-tests.txt: their absence is a broken setup, not a reason to skip
     if not check(not missing, "tools present (qemu-system-x86, busybox-static, cpio): missing %s" % missing):
         finish()
     for host in PROGRAMS.values():

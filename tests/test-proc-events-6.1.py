@@ -50,7 +50,7 @@ def find_kernel():
 def main():
     for tool in ("qemu-system-x86_64", "cpio", "gcc"):
         if not shutil.which(tool):
-            skip(tool + " is not installed (docs/debian-packages.txt)")
+            skip(tool + " is not installed (docs/debian-packages-tests.txt)")
     busybox = shutil.which("busybox")
     if not busybox or b"ld-linux" in open(busybox, "rb").read(65536):
         skip("busybox-static is not installed")
