@@ -9,7 +9,9 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "symbolizer.h"
@@ -71,6 +73,10 @@ typedef struct Exe {
         size_t n_syms;
         bool syms_loaded;
         uint64_t id;  /* unique per open: cache entries of an evicted Exe never match again */
+        /* For a process that sees another filesystem than ours: its own /usr/lib/debug is searched
+         * too. Used by the Dwfl, so they live as long as it. */
+        Dwfl_Callbacks callbacks;
+        char *debuginfo_path;
         CuRange *cus; /* sorted by low; built on the first miss of dwfl_module_addrdie */
         size_t n_cus;
         bool cus_built;
@@ -155,6 +161,7 @@ static void exe_free(Exe *e)
         free(e->plt);
         free(e->cus);
         free(e->identity);
+        free(e->debuginfo_path);
         free(e);
 }
 
@@ -327,6 +334,30 @@ static void exe_evict_lru(Symbolizer *s)
         s->n_exe_evicted++;
 }
 
+static bool same_file(const char *a, const char *b)
+{
+        struct stat sa, sb;
+        return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* A process in another mount namespace or a chroot (a container) has its own /usr/lib/debug:
+ * searched after ours, by build ID (which libdwfl checks), so a debug package installed in the
+ * image names its stripped binaries. Not reachable once the process is gone: its executables
+ * are usually opened by the first profile that has its samples, while it still runs. */
+static char *process_debuginfo_path(const Symbolizer *s, pid_t pid)
+{
+        char root[64], ns[64], *path;
+
+        snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
+        snprintf(ns, sizeof(ns), "/proc/%d/ns/mnt", (int)pid);
+        if (pid <= 0 || (same_file(root, "/") && same_file(ns, "/proc/self/ns/mnt")) ||
+            access(root, X_OK) < 0)
+                return NULL;
+        if (asprintf(&path, "%s:%s/usr/lib/debug", s->debuginfo_path ?: ":.debug:/usr/lib/debug", root) < 0)
+                return NULL;
+        return path;
+}
+
 static int exe_open(Symbolizer *s, const Process *p, const ProcMapping *m, const char *identity, Exe **ret)
 {
         Exe *e;
@@ -353,7 +384,11 @@ static int exe_open(Symbolizer *s, const Process *p, const ProcMapping *m, const
                 *ret = e;
                 return 0;
         }
-        e->dwfl = dwfl_begin(&s->callbacks);
+        e->callbacks = s->callbacks;
+        e->debuginfo_path = process_debuginfo_path(s, p->pid);
+        if (e->debuginfo_path)
+                e->callbacks.debuginfo_path = &e->debuginfo_path;
+        e->dwfl = dwfl_begin(&e->callbacks);
         if (!e->dwfl) {
                 close(fd);
                 e->failed_ns = now_mono_ns();

@@ -81,9 +81,11 @@ int main(int argc, char **argv)
 }
 """
 
-# Built without .eh_frame for its own code and stripped of DWARF: the only unwind information
-# for df_* is the .debug_frame in its separate debug file, found by build ID under the
-# process' root (a mount namespace where /usr/lib/debug is a bind mount only it sees).
+# Built without .eh_frame for its own code and stripped: the only unwind information for df_* is
+# the .debug_frame in its separate debug file, found by build ID under the process' root (a mount
+# namespace where /usr/lib/debug is a bind mount only it sees); for the unwind tables and, as
+# it has no .symtab left, for the names too (so it runs past the window: a process' root is
+# only reachable while it lives).
 DF_SRC = r"""
 #include <stdlib.h>
 #include <time.h>
@@ -107,12 +109,13 @@ int main(int argc, char **argv)
 
 
 def split_debug(prog, debugroot):
-    """objcopy the DWARF (with .debug_frame) to DEBUGROOT/.build-id/xx/rest.debug, strip prog."""
+    """objcopy the DWARF (with .debug_frame) and .symtab to DEBUGROOT/.build-id/xx/rest.debug;
+    strip prog of both (its functions are named only from the debug file)."""
     bid = build_id(prog)
     d = os.path.join(debugroot, ".build-id", bid[:2])
     os.makedirs(d, exist_ok=True)
     subprocess.run(["objcopy", "--only-keep-debug", prog, os.path.join(d, bid[2:] + ".debug")], check=True)
-    subprocess.run(["objcopy", "--strip-debug", prog], check=True)
+    subprocess.run(["objcopy", "--strip-all", prog], check=True)
 
 
 CFLAGS = ["-O2", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", "-fno-optimize-sibling-calls"]
@@ -149,7 +152,8 @@ def main():
     debugroot = os.path.join(work, "debugroot")
     split_debug(df_prog, debugroot)
     sections = subprocess.run(["readelf", "-SW", df_prog], capture_output=True, text=True).stdout
-    check(".debug_frame" not in sections, "df-prog keeps no .debug_frame of its own")
+    check(".debug_frame" not in sections and ".symtab" not in sections,
+          "df-prog keeps no .debug_frame and no .symtab of its own")
     ns_ok = subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0
     # The same code (another build ID: its DWARF names another source file) in profd's own mount
     # namespace, its debug file found through .gnu_debuglink next to the binary.
@@ -166,7 +170,7 @@ def main():
         link_p = subprocess.Popen([link_prog, "3"])
         df_p = None
         if ns_ok:
-            df_p = subprocess.Popen(["unshare", "-m", "sh", "-c", "mount --bind '%s' /usr/lib/debug && exec '%s' 3"
+            df_p = subprocess.Popen(["unshare", "-m", "sh", "-c", "mount --bind '%s' /usr/lib/debug && exec '%s' 6"
                                      % (debugroot, df_prog)])
         time.sleep(0.2)
         os.unlink(prog)  # from now on only /proc/PID/map_files (and profd's kept descriptor) reach it
