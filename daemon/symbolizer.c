@@ -72,7 +72,7 @@ typedef struct Exe {
         ExeSym *syms;
         size_t n_syms;
         bool syms_loaded;
-        uint64_t id;  /* unique per open: cache entries of an evicted Exe never match again */
+        uint64_t id; /* unique per open: cache entries of an evicted Exe never match again */
         /* For a process that sees another filesystem than ours: its own /usr/lib/debug is searched
          * too. Used by the Dwfl, so they live as long as it. */
         Dwfl_Callbacks callbacks;
