@@ -28,6 +28,12 @@ enum profd_stop_reason {
 #define PROFD_STACK_TRUNCATED (1u << 8)
 #define PROFD_STACK_DWARF (1u << 9) /* at least one frame came from DWARF rows */
 
+/* Set in a user stack's ips[i] when the address is an exact pc (the sampled pc, or the pc a signal
+ * interrupted, restored from the rt_sigframe) rather than a return address: symbolize it as is,
+ * not as pc - 1. Never set in a user address (x86-64 user space ends at 2^47). daemon/sampler.c
+ * strips it and hands the flag out as SampleRecord.user_exact. */
+#define PROFD_FRAME_EXACT (1ULL << 63)
+
 struct profd_stack {
         __u32 len;
         __u32 flags;

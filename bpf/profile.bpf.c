@@ -303,6 +303,7 @@ static __always_inline bool step_frame_pointer(struct sample_state *st)
         st->sp = st->bp + 16;
         st->bp = frame[0];
         st->ip = frame[1];
+        st->exact = 0;
         return false;
 }
 
@@ -343,6 +344,10 @@ static __always_inline bool step_signal(struct sample_state *st)
                 stop(st, PROFD_STOP_BAD_READ);
                 return true;
         }
+        /* The trampoline's own frame: its "return address" is __restore_rt itself (the handler
+         * returns there), so it is symbolized as is too (pc - 1 is the nop glibc puts before it
+         * for unwinders that look up pc - 1, outside the symbol). */
+        st->user.ips[(st->user.len - 1) & (PROFD_MAX_USER_FRAMES - 1)] |= PROFD_FRAME_EXACT;
         st->bp = regs[0];
         st->sp = regs[1];
         st->ip = regs[2];
@@ -539,7 +544,7 @@ static __always_inline bool unwind_one(struct sample_state *st)
                 stop(st, PROFD_STOP_DEPTH);
                 return true;
         }
-        st->user.ips[len & (PROFD_MAX_USER_FRAMES - 1)] = st->ip;
+        st->user.ips[len & (PROFD_MAX_USER_FRAMES - 1)] = st->exact ? st->ip | PROFD_FRAME_EXACT : st->ip;
         st->user.len = len + 1;
 
         if (st->fp_only)
@@ -569,10 +574,8 @@ static __always_inline bool unwind_one(struct sample_state *st)
                 stop(st, PROFD_STOP_TABLE_PENDING);
                 return true;
         }
-        if (m->flags & PROFD_MAPPING_NO_TABLE) {
-                st->exact = 0;
+        if (m->flags & PROFD_MAPPING_NO_TABLE)
                 return step_frame_pointer(st);
-        }
         st->user.flags |= PROFD_STACK_DWARF;
         return step_dwarf(st, m, lookup_pc);
 }
@@ -667,7 +670,7 @@ int profd_sample(struct bpf_perf_event_data *ctx)
         }
         if (st->ip_valid && user_cs == PROFD_USER32_CS) {
                 /* A 32-bit (compat) task: neither its frames nor its CFI are x86-64. Keep the pc. */
-                st->user.ips[0] = st->ip;
+                st->user.ips[0] = st->ip | PROFD_FRAME_EXACT;
                 st->user.len = 1;
                 stop(st, PROFD_STOP_UNSUPPORTED);
         }

@@ -116,7 +116,7 @@ static void stack_node_free(StackNode *node)
                 if (*p)
                         *p = node->next;
                 s->n_stacks--;
-                s->bytes -= sizeof(StackNode) + node->stack.n * sizeof(uint64_t);
+                s->bytes -= sizeof(StackNode) + node->stack.n * sizeof(uint64_t) + (node->stack.exact ? node->stack.n : 0);
                 s->freed_total++;
         }
         free(node);
@@ -158,8 +158,10 @@ static int store_grow(StackStore *s)
 
 /* Returns the interned stack without taking a reference (the caller takes one per use). */
 static Stack *store_intern(StackStore *s, uint64_t hash, bool kernel, const uint64_t *frames, uint32_t n,
-                           uint32_t flags)
+                           uint32_t flags, const uint8_t *exact)
 {
+        bool keep_exact = false;
+
         if (hash == 0)
                 return NULL;
         if (s->n_stacks >= s->n_buckets && store_grow(s) < 0 && s->n_buckets == 0)
@@ -171,17 +173,27 @@ static Stack *store_intern(StackStore *s, uint64_t hash, bool kernel, const uint
                 if (node->stack.hash == hash && node->kernel == kernel)
                         return &node->stack;
 
-        StackNode *node = malloc(sizeof(StackNode) + (size_t)n * sizeof(uint64_t));
+        /* Only stacks through a signal frame have exact pcs beyond the leaf: the rest keep NULL. */
+        for (uint32_t i = 1; exact && i < n && !keep_exact; i++)
+                keep_exact = exact[i];
+        size_t extra = keep_exact ? n : 0;
+        StackNode *node = malloc(sizeof(StackNode) + (size_t)n * sizeof(uint64_t) + extra);
         if (!node)
                 return NULL;
         *node = (StackNode){.store = s, .kernel = kernel};
         node->stack = (Stack){.hash = hash, .n = n, .flags = flags};
         if (n > 0)
                 memcpy(node->stack.frames, frames, (size_t)n * sizeof(uint64_t));
+        if (keep_exact) {
+                uint8_t *e = (uint8_t *)(node->stack.frames + n);
+
+                memcpy(e, exact, n);
+                node->stack.exact = e;
+        }
         node->next = s->buckets[slot];
         s->buckets[slot] = node;
         s->n_stacks++;
-        s->bytes += sizeof(StackNode) + (size_t)n * sizeof(uint64_t);
+        s->bytes += sizeof(StackNode) + (size_t)n * sizeof(uint64_t) + extra;
         s->interned_total++;
         return &node->stack;
 }
@@ -349,9 +361,9 @@ void aggregator_add_interval(Aggregator *a, uint64_t start_ns, uint64_t end_ns, 
                         continue;
                 }
                 Stack *u = store_intern(a->stacks, r[i].user_hash, false, r[i].user_frames, r[i].n_user,
-                                        r[i].user_flags);
+                                        r[i].user_flags, r[i].user_exact);
                 Stack *k = store_intern(a->stacks, r[i].kernel_hash, true, r[i].kernel_frames, r[i].n_kernel,
-                                        0);
+                                        0, NULL);
                 if ((r[i].user_hash != 0 && !u) || (r[i].kernel_hash != 0 && !k)) {
                         a->dropped_samples_total += r[i].count; /* out of memory */
                         continue;

@@ -17,7 +17,10 @@ typedef struct Stack {
         unsigned refs;
         uint32_t n;
         uint32_t flags;     /* user stacks: PROFD_STACK_* | stop reason; 0 for kernel */
-        uint64_t frames[];  /* leaf first */
+        /* User stacks: per frame 1 = exact pc (symbolize as is), 0 = return address (pc - 1).
+         * NULL: frame 0 exact, the others not (SampleRecord.user_exact). */
+        const uint8_t *exact;
+        uint64_t frames[]; /* leaf first */
 } Stack;
 
 typedef struct AggSample {

@@ -219,8 +219,10 @@ static int fold_sample(FoldedJob *j, const AggSample *s)
                         p = NULL;
                 for (uint32_t i = 0; i < s->user->n; i++)
                         /* With kernel frames on top, the user leaf is where the thread entered
-                         * the kernel: an exact pc too (as the pprof encoder treats it). */
-                        if ((r = push_user(j, p, s->user->frames[i], i == 0)) < 0)
+                         * the kernel: an exact pc too (as the pprof encoder treats it), and so is
+                         * the pc a signal interrupted. */
+                        if ((r = push_user(j, p, s->user->frames[i],
+                                           i == 0 || (s->user->exact && s->user->exact[i]))) < 0)
                                 return r;
                 /* A stack that did not reach the entry point says so with a root-side frame. */
                 unsigned reason = s->user->flags & PROFD_STACK_REASON_MASK;

@@ -718,8 +718,10 @@ static int add_sample(PprofJob *j, const AggSample *s, unsigned *budget)
                         p = NULL;
                 for (uint32_t i = 0; i < s->user->n; i++) {
                         /* With kernel frames on top, the user "leaf" is where the thread entered
-                         * the kernel: an exact pc, not a return address. */
-                        r = user_location(j, &p, (pid_t)s->pid, s->user->frames[i], i == 0, budget, &id);
+                         * the kernel: an exact pc, not a return address. So is the pc a signal
+                         * interrupted (restored from the signal frame). */
+                        bool exact = i == 0 || (s->user->exact && s->user->exact[i]);
+                        r = user_location(j, &p, (pid_t)s->pid, s->user->frames[i], exact, budget, &id);
                         if (r < 0)
                                 return r;
                         j->loc_scratch[n++] = id;

@@ -73,7 +73,8 @@ typedef struct Drain {
         DrainedStack *stacks, *kstacks;
         size_t n_stacks, cap_stacks, n_kstacks, cap_kstacks;
         uint64_t *frames;
-        size_t n_frames, cap_frames;
+        uint8_t *exact; /* parallel to frames: PROFD_FRAME_EXACT of user frames */
+        size_t n_frames, cap_frames, cap_exact;
 
         void *batch_keys, *batch_values;
         size_t batch_keys_size, batch_values_size;
@@ -151,6 +152,7 @@ static void drain_done(Drain *d)
         free(d->stacks);
         free(d->kstacks);
         free(d->frames);
+        free(d->exact);
         free(d->batch_keys);
         free(d->batch_values);
         free(d->records);
@@ -398,9 +400,11 @@ static const DrainedStack *find_stack(const DrainedStack *v, size_t n, uint64_t 
         return hash ? bsearch(&k, v, n, sizeof(*v), cmp_stack) : NULL;
 }
 
-/* Copies the drained stack values (len-prefixed arrays of max_frames) into the frame pool. */
-static int collect_stacks(Drain *d, size_t n, size_t value_size, size_t max_frames, DrainedStack **stacks,
-                          size_t *n_stacks, size_t *cap_stacks)
+/* Copies the drained stack values (len-prefixed arrays of max_frames) into the frame pool. User
+ * frames: PROFD_FRAME_EXACT moves from the address into d->exact (kernel addresses have bit 63
+ * set by nature). */
+static int collect_stacks(Drain *d, size_t n, size_t value_size, size_t max_frames, bool user,
+                          DrainedStack **stacks, size_t *n_stacks, size_t *cap_stacks)
 {
         int r;
 
@@ -419,7 +423,15 @@ static int collect_stacks(Drain *d, size_t n, size_t value_size, size_t max_fram
                 r = grow((void **)&d->frames, &d->cap_frames, d->n_frames + len, sizeof(uint64_t));
                 if (r < 0)
                         return r;
+                r = grow((void **)&d->exact, &d->cap_exact, d->n_frames + len, sizeof(uint8_t));
+                if (r < 0)
+                        return r;
                 memcpy(d->frames + d->n_frames, v + 8, len * sizeof(uint64_t));
+                for (size_t k = d->n_frames; k < d->n_frames + len; k++) {
+                        d->exact[k] = user && (d->frames[k] & PROFD_FRAME_EXACT);
+                        if (user)
+                                d->frames[k] &= ~PROFD_FRAME_EXACT;
+                }
                 memcpy(&(*stacks)[*n_stacks].hash, (const uint8_t *)d->batch_keys + i * sizeof(uint64_t),
                        sizeof(uint64_t));
                 (*stacks)[*n_stacks].off = d->n_frames;
@@ -474,15 +486,15 @@ static int sampler_drain(Sampler *s)
         r = map_drain_all(d, stacks_fd, sizeof(uint64_t), sizeof(struct profd_stack), &n);
         if (r < 0)
                 return log_error_errno(r, "Failed to drain user stacks map: %m");
-        r = collect_stacks(d, n, sizeof(struct profd_stack), PROFD_MAX_USER_FRAMES, &d->stacks, &d->n_stacks,
-                           &d->cap_stacks);
+        r = collect_stacks(d, n, sizeof(struct profd_stack), PROFD_MAX_USER_FRAMES, true, &d->stacks,
+                           &d->n_stacks, &d->cap_stacks);
         if (r < 0)
                 return r;
 
         r = map_drain_all(d, kstacks_fd, sizeof(uint64_t), sizeof(struct profd_kstack), &n);
         if (r < 0)
                 return log_error_errno(r, "Failed to drain kernel stacks map: %m");
-        r = collect_stacks(d, n, sizeof(struct profd_kstack), PROFD_MAX_KERNEL_FRAMES, &d->kstacks,
+        r = collect_stacks(d, n, sizeof(struct profd_kstack), PROFD_MAX_KERNEL_FRAMES, false, &d->kstacks,
                            &d->n_kstacks, &d->cap_kstacks);
         if (r < 0)
                 return r;
@@ -505,6 +517,7 @@ static int sampler_drain(Sampler *s)
                         .user_hash = us ? k->user_hash : 0,
                         .kernel_hash = ks ? k->kernel_hash : 0,
                         .user_frames = us ? d->frames + us->off : NULL,
+                        .user_exact = us ? d->exact + us->off : NULL,
                         .n_user = us ? us->len : 0,
                         .user_flags = us ? us->flags : 0,
                         .kernel_frames = ks ? d->frames + ks->off : NULL,

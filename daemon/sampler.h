@@ -34,6 +34,9 @@ typedef struct SampleRecord {
         uint64_t user_hash, kernel_hash; /* 0: none */
         const uint64_t *user_frames;     /* leaf first */
         uint32_t n_user;
+        /* Per user frame: 1 = exact pc (the sampled pc, or the pc a signal interrupted), symbolize
+         * as is; 0 = return address, symbolize pc - 1. NULL: frame 0 exact, the others not. */
+        const uint8_t *user_exact;
         uint32_t user_flags; /* PROFD_STACK_* and stop reason */
         const uint64_t *kernel_frames;
         uint32_t n_kernel;

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -55,6 +56,29 @@ __attribute__((noinline)) static int recurse(int n)
         }
         r = recurse(n - 1);
         return r + x;
+}
+
+/* MODE_SIGNAL: a SIGALRM handler burning CPU on top of recurse()/leaf(). */
+static volatile uint64_t handler_sink;
+
+__attribute__((noinline)) static void handler_leaf(void)
+{
+        for (int i = 0; i < 1000000; i++)
+                handler_sink = handler_sink * 31 + i;
+}
+
+static void on_alarm(int sig)
+{
+        handler_leaf();
+}
+
+static void arm_alarm(void)
+{
+        struct sigaction sa = {.sa_handler = on_alarm, .sa_flags = SA_RESTART};
+        struct itimerval it = {.it_interval = {0, 4000}, .it_value = {0, 4000}};
+
+        sigaction(SIGALRM, &sa, NULL);
+        setitimer(ITIMER_REAL, &it, NULL);
 }
 
 /* labs() from libc through this executable's PLT (the test is built with -fno-builtin): samples
@@ -264,6 +288,7 @@ enum {
         MODE_PENDING, /* this executable's table not placed yet */
         MODE_UNKNOWN, /* never registered */
         MODE_EXEC,    /* registered, then execs this program again: old mappings must not be used */
+        MODE_SIGNAL,  /* a signal handler on top: exact pcs through the signal frame */
 };
 
 typedef struct Child {
@@ -276,6 +301,7 @@ typedef struct Child {
         uint64_t samples, in_leaf, complete, truncated, dwarf, wrong, in_plt;
         uint64_t exec_complete, exec_wrong; /* MODE_EXEC, once registered again */
         bool stale_refused;
+        uint64_t sig_ok, sig_bad; /* MODE_SIGNAL: samples in the handler, exact flags right or not */
         uint64_t stops[PROFD_STOP__MAX];
         bool printed;
 } Child;
@@ -289,9 +315,11 @@ static Child children[] = {
         {.depth = 20, .mode = MODE_PENDING},
         {.depth = 20, .mode = MODE_UNKNOWN},
         {.depth = 20, .mode = MODE_EXEC},
+        {.depth = 5, .mode = MODE_SIGNAL},
 #endif
 };
-static Range r_leaf, r_recurse, r_start, r_plt_loop, r_plt[2];
+static Range r_leaf, r_recurse, r_start, r_plt_loop, r_plt[2], r_handler_leaf;
+static uint64_t restorer; /* libc's __restore_rt, the handlers' return address */
 
 static const char *child_name(const Child *c)
 {
@@ -305,6 +333,7 @@ static const char *child_name(const Child *c)
                  c->mode == MODE_PENDING   ? " table pending"
                  : c->mode == MODE_UNKNOWN ? " unknown pid"
                  : c->mode == MODE_EXEC    ? " after exec"
+                 : c->mode == MODE_SIGNAL  ? " signal handler"
                                            : "");
         return b;
 }
@@ -377,6 +406,33 @@ static void check_record(Child *c, const SampleRecord *r)
         }
         if (c->mode == MODE_PENDING || c->mode == MODE_UNKNOWN || (c->mode == MODE_EXEC && !c->delta)) {
                 check_unverified_record(c, r);
+                return;
+        }
+        if (c->mode == MODE_SIGNAL && r->n_user > 0 && in_range(&r_handler_leaf, r->user_frames[0])) {
+                /* handler_leaf, on_alarm (unless it tail-called), __restore_rt (exact: symbolized as is),
+                 * the interrupted pc (exact), its callers (return addresses), down to _start. */
+                bool ok = stop == PROFD_STOP_OK && in_range(&r_start, r->user_frames[r->n_user - 1]) &&
+                          r->user_exact;
+                uint32_t t = 0;
+
+                for (uint32_t i = 1; i < r->n_user; i++)
+                        if (r->user_frames[i] == restorer)
+                                t = i;
+                ok = ok && t >= 1 && t + 1 < r->n_user;
+                for (uint32_t i = 0; ok && i < r->n_user; i++)
+                        ok = !!r->user_exact[i] == (i == 0 || i == t || i == t + 1);
+                if (ok)
+                        c->sig_ok += r->count;
+                else
+                        c->sig_bad += r->count;
+                if (!ok && !c->printed) {
+                        c->printed = true;
+                        printf("signal: %u frames, flags %#x, trampoline at %u, exact:", r->n_user,
+                               r->user_flags, t);
+                        for (uint32_t i = 0; i < r->n_user && r->user_exact; i++)
+                                printf(" %u", r->user_exact[i]);
+                        printf("\n");
+                }
                 return;
         }
         if (c->mode == MODE_EXEC) {
@@ -462,6 +518,8 @@ static pid_t spawn(Child *c)
                         execl("/proc/self/exe", "test-unwinder", "--recurse", depth, (char *)NULL);
                         _exit(3);
                 }
+                if (c->mode == MODE_SIGNAL)
+                        arm_alarm();
                 if (c->plt)
                         plt_loop();
                 else
@@ -600,6 +658,19 @@ int main(int argc, char **argv)
                 fprintf(stderr, "FAIL: symbols leaf/recurse/_start not found in the test executable\n");
                 return 1;
         }
+        if (symbol_range("handler_leaf", bias, &r_handler_leaf) < 0) {
+                fprintf(stderr, "FAIL: symbol handler_leaf not found in the test executable\n");
+                return 1;
+        }
+        {
+                /* Our libc is the children's: its restorer is theirs. */
+                struct sigaction sa = {.sa_handler = SIG_IGN}, old;
+
+                sigaction(SIGURG, &sa, &old);
+                sigaction(SIGURG, NULL, &sa);
+                sigaction(SIGURG, &old, NULL);
+                restorer = (uint64_t)(uintptr_t)sa.sa_restorer;
+        }
         (void)section_range(".plt", bias, &r_plt[0]);
         (void)section_range(".plt.sec", bias, &r_plt[1]);
         if (getenv("PROFD_TEST_DEBUG"))
@@ -722,6 +793,16 @@ int main(int argc, char **argv)
                 } else if (c->plt && c->in_plt == 0) {
                         fprintf(stderr, "FAIL: plt: no sample landed in the PLT, its rule went untested\n");
                         failures++;
+                }
+                if (c->mode == MODE_SIGNAL) {
+                        printf("%s: samples in the handler with the exact pcs flagged right: %" PRIu64
+                               ", wrong: %" PRIu64 " (restorer %#" PRIx64 ")\n",
+                               child_name(c), c->sig_ok, c->sig_bad, restorer);
+                        if (c->sig_ok < 20 || c->sig_bad * 100 > (c->sig_ok + c->sig_bad)) {
+                                fprintf(stderr, "FAIL: %s: exact pcs through the signal frame\n",
+                                        child_name(c));
+                                failures++;
+                        }
                 }
                 if (c->mode == MODE_EXEC) {
                         printf("%s: after registering again: complete %" PRIu64 " wrong %" PRIu64
