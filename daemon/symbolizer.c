@@ -979,9 +979,18 @@ static void set_frame(Symbolizer *s, SymFrame *f, const char *mangled, const cha
          * of the function's name (.dynsym keeps versions apart, in .gnu.version). Aliases at one
          * address differ only in it, so it would also split one function in two across hosts.
          * Our own "func@plt" labels stay whole. */
-        if (at && at > mangled && strcmp(at, "@plt") != 0)
+        bool plt = at && strcmp(at, "@plt") == 0;
+
+        if (at && at > mangled && !plt)
                 mangled = keep(s, strndup(mangled, (size_t)(at - mangled))) ?: mangled;
         f->name = demangle(s, mangled);
+        /* A C++ function's PLT stub reads "std::foo(int)@plt", as gdb and perf show it. */
+        if (plt && at > mangled && strncmp(mangled, "_Z", 2) == 0) {
+                const char *fn = keep(s, strndup(mangled, (size_t)(at - mangled)));
+                const char *d = fn ? demangle(s, fn) : NULL;
+                if (d && d != fn)
+                        f->name = keep_printf(s, "%s@plt", d) ?: mangled;
+        }
         f->system_name = mangled;
         f->file = file;
         f->line = line;

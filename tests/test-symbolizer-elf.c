@@ -190,25 +190,35 @@ static bool section_of(const char *path, const char *want, uint64_t *ret_addr, u
         return found;
 }
 
-/* Every "ADDR <func@plt>:" label objdump prints for the PLT sections must be what profd names
- * the entry's first and eighth byte (entries are 8 or 16 bytes). Returns the number of entries
- * compared, 0 if one differs. */
-static unsigned compare_with_objdump(Ctx *x, const char *bin, uint64_t bias)
+/* Every "ADDR <func@plt>:" label objdump prints for the PLT sections (demangled with -C) must be
+ * what profd names the entry's first and eighth byte (entries are 8 or 16 bytes). Returns the
+ * number of entries compared, 0 if one differs. */
+static unsigned compare_with_objdump(Ctx *x, const char *bin, uint64_t bias, bool demangle)
 {
-        char cmd[1024], line[1024];
+        char cmd[1024], line[4096];
         unsigned n = 0, bad = 0;
         FILE *f;
 
-        snprintf(cmd, sizeof(cmd), "objdump -d -j .plt -j .plt.sec -j .plt.got '%s' 2>/dev/null", bin);
+        snprintf(cmd, sizeof(cmd), "objdump -d %s -j .plt -j .plt.sec -j .plt.got '%s' 2>/dev/null",
+                 demangle ? "-C" : "", bin);
         f = popen(cmd, "r");
         if (!f)
                 return 0;
         while (fgets(line, sizeof(line), f)) {
                 unsigned long long vaddr;
-                char label[512];
-                /* "0000000000001080 <abs@plt>:"; PLT0 reads "<abs@plt-0x10>" in some sections. */
-                if (sscanf(line, "%llx <%511[^>]>:", &vaddr, label) != 2 || !strstr(label, "@plt") ||
-                    strpbrk(label, "+-"))
+                char *label, *end;
+                size_t len;
+                /* "0000000000001080 <abs@plt>:"; PLT0 reads "<abs@plt-0x10>" in some sections. C++
+                 * labels hold '<' and '>' themselves. */
+                line[strcspn(line, "\n")] = 0;
+                len = strlen(line);
+                vaddr = strtoull(line, &end, 16);
+                if (end == line || strncmp(end, " <", 2) != 0 || len < 3 ||
+                    strcmp(line + len - 2, ">:") != 0)
+                        continue;
+                label = end + 2;
+                line[len - 2] = 0;
+                if (!strstr(label, "@plt") || strstr(label, "@plt-") || strstr(label, "@plt+"))
                         continue;
                 for (unsigned off = 0; off < 8; off += 7) {
                         const char *got = name_at(x, bias + vaddr + off, NULL, 0);
@@ -263,7 +273,7 @@ static void test_variant(const char *dir, const char *variant, const char *flags
         if (strcmp(variant, "ibt") == 0)
                 check(has_section(bin, ".plt.sec"), "ibt: the linker made a .plt.sec");
         if (!is_static) {
-                unsigned n = compare_with_objdump(&x, bin, bias);
+                unsigned n = compare_with_objdump(&x, bin, bias, false);
                 check(n >= 5,
                       "%s: %u PLT entries named as objdump names them (abs, strlen, clock_gettime, "
                       "__cxa_finalize in .plt.got, ...)",
@@ -339,6 +349,50 @@ out:
         child_stop(&c);
 }
 
+/* A C++ program's PLT: stubs of C++ functions are demangled, "std::...(char const*)@plt", as
+ * objdump -C (and gdb, perf) show them; the system name keeps the mangled one. */
+static const char cxx_program[] =
+        "#include <cstdio>\n"
+        "#include <string>\n"
+        "#include <unistd.h>\n"
+        "int main(int argc, char **argv)\n"
+        "{\n"
+        "        std::string s(argv[0]);\n"
+        "        s.append(\"x\");\n"
+        "        std::printf(\"%p 0 0 0 0 0 0 0 %zu\\n\", (void *)main, s.size());\n"
+        "        std::fflush(stdout);\n"
+        "        char c;\n"
+        "        while (read(0, &c, 1) > 0)\n"
+        "                ;\n"
+        "}\n";
+
+static void test_cxx(const char *dir)
+{
+        char src[256], bin[256], cmd[1024];
+        _cleanup_(process_table_freep) ProcessTable *procs = NULL;
+        _cleanup_(symbolizer_freep) Symbolizer *sym = NULL;
+        Child c = {.pid = -1, .to = -1};
+        FILE *f;
+
+        snprintf(src, sizeof(src), "%s/cxx.cc", dir);
+        snprintf(bin, sizeof(bin), "%s/cxx", dir);
+        f = fopen(src, "w");
+        fputs(cxx_program, f);
+        fclose(f);
+        snprintf(cmd, sizeof(cmd), "g++ -O1 -o '%s' '%s'", bin, src);
+        if (!check(system(cmd) == 0, "c++: compiled") || process_table_new(NSEC_PER_SEC, &procs) < 0 ||
+            symbolizer_new(&sym) < 0 || !check(child_start(bin, NULL, &c) == 0, "c++: started"))
+                return;
+        Ctx x = {.procs = procs, .sym = sym};
+        const ProcMapping *m;
+        if (check(process_table_get(procs, c.pid, &x.p) == 0, "c++: process read") &&
+            (m = process_find_mapping(x.p, c.a[A_MAIN])) && m->bias_known) {
+                unsigned n = compare_with_objdump(&x, bin, m->load_bias, true);
+                check(n >= 5, "c++: %u PLT entries named as objdump -C names them", n);
+        }
+        child_stop(&c);
+}
+
 int main(void)
 {
         char dir[] = "/tmp/profd-test-symelf-XXXXXX", path[256], lib[256], cmd[1024];
@@ -373,6 +427,7 @@ int main(void)
         test_variant(dir, "ibt", "-fcf-protection=full -Wl,-z,ibtplt", lib);
         test_variant(dir, "ibt-now", "-fcf-protection=full -Wl,-z,ibtplt -Wl,-z,now", lib);
         test_variant(dir, "static", "-static -fcf-protection=none", NULL);
+        test_cxx(dir);
 
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
         (void)system(cmd);
