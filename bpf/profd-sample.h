@@ -78,6 +78,8 @@ enum profd_counter {
         PROFD_CNT_UNKNOWN_PID_FP,       /* pid's mappings not loaded yet: walked with frame pointers */
         PROFD_ERR_UNWIND_POOL,          /* mapping names a shard or rule that is not there */
         PROFD_CNT_RECORDED_NS,          /* with measure_cost: ns spent on recorded samples */
+        PROFD_CNT_ENTRY_NS,             /* with measure_cost: of which in the entry program */
+        PROFD_CNT_UNWIND_NS,            /* with measure_cost: of which in the step programs (and tail calls) */
         PROFD_STOP_REASON_BASE,         /* + enum profd_stop_reason: how user stacks ended */
         PROFD_CNT__MAX = PROFD_STOP_REASON_BASE + PROFD_STOP__MAX,
 };

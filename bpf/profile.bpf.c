@@ -89,10 +89,11 @@ struct sample_state {
         __u32 fp_only; /* pid not in the pool: frame pointers all the way */
         __u32 guess;   /* stop reason to report instead of the walk's own: the walk was unverified */
         __u32 cache_valid;
-        __u32 ip_valid;    /* user registers were found */
-        __u32 pool_gen;    /* profd_unwind_config.generation at sample start */
-        __u64 start_ns;    /* profd_measure_cost */
-        __u64 last_elf_pc; /* previous DWARF lookup: recursion repeats a pc */
+        __u32 ip_valid;     /* user registers were found */
+        __u32 pool_gen;     /* profd_unwind_config.generation at sample start */
+        __u64 start_ns;     /* profd_measure_cost */
+        __u64 entry_end_ns; /* profd_measure_cost: when the entry program tail-called */
+        __u64 last_elf_pc;  /* previous DWARF lookup: recursion repeats a pc */
         __u32 last_shard, last_offset, last_rule;
         struct profd_unwind_mapping cache; /* entry of the previous frame's mapping */
         __u64 win_base;                    /* user address of win[0]; 0: empty */
@@ -233,6 +234,14 @@ static __always_inline void count(__u32 idx)
 
         if (v)
                 *v += 1;
+}
+
+static __always_inline void count_add(__u32 idx, __u64 n)
+{
+        __u64 *v = bpf_map_lookup_elem(&counters, &idx);
+
+        if (v)
+                *v += n;
 }
 
 static __always_inline struct sample_state *get_state(void)
@@ -693,6 +702,8 @@ int profd_sample(struct bpf_perf_event_data *ctx)
                 }
         }
 
+        if (profd_measure_cost)
+                st->entry_end_ns = bpf_ktime_get_ns();
         bpf_tail_call(ctx, &progs, st->done ? PROFD_PROG_FINALIZE : PROFD_PROG_STEP);
         count(PROFD_DROP_TAIL_CALL);
         return 0;
@@ -800,6 +811,7 @@ static __always_inline int insert_key(void *map, struct profd_count_key *key)
 SEC("perf_event")
 int profd_finalize(struct bpf_perf_event_data *ctx)
 {
+        __u64 finalize_ns = profd_measure_cost ? bpf_ktime_get_ns() : 0;
         struct sample_state *st = get_state();
         __u32 reason;
         __u64 *v;
@@ -851,11 +863,9 @@ int profd_finalize(struct bpf_perf_event_data *ctx)
 recorded:
         count(PROFD_CNT_RECORDED);
         if (profd_measure_cost) {
-                __u32 idx = PROFD_CNT_RECORDED_NS;
-                __u64 *v = bpf_map_lookup_elem(&counters, &idx);
-
-                if (v)
-                        *v += bpf_ktime_get_ns() - st->start_ns;
+                count_add(PROFD_CNT_RECORDED_NS, bpf_ktime_get_ns() - st->start_ns);
+                count_add(PROFD_CNT_ENTRY_NS, st->entry_end_ns - st->start_ns);
+                count_add(PROFD_CNT_UNWIND_NS, finalize_ns - st->entry_end_ns);
         }
         return 0;
 }

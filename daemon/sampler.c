@@ -762,7 +762,8 @@ void sampler_write_metrics(const Sampler *s, FILE *f)
                 for (unsigned i = 0; i < PROFD_STOP_REASON_BASE; i++)
                         if (counter_names[i] && i != PROFD_ERR_KERNEL_STACK && i != PROFD_ERR_USER_REGS &&
                             i != PROFD_CNT_UNKNOWN_PID_FP && i != PROFD_ERR_UNWIND_POOL &&
-                            i != PROFD_CNT_RECORDED_NS)
+                            i != PROFD_CNT_RECORDED_NS && i != PROFD_CNT_ENTRY_NS &&
+                            i != PROFD_CNT_UNWIND_NS)
                                 fprintf(f, "profd_bpf_drops_total{reason=\"%s\"} %" PRIu64 "\n",
                                         counter_names[i], c[i]);
                 fprintf(f,

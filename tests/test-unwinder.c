@@ -739,6 +739,7 @@ int main(int argc, char **argv)
                 ProgStats a, b;
                 uint64_t rec0 = counter(s, PROFD_CNT_RECORDED), rec1;
                 uint64_t ns0 = counter(s, PROFD_CNT_RECORDED_NS), ns1;
+                uint64_t entry0 = counter(s, PROFD_CNT_ENTRY_NS), unwind0 = counter(s, PROFD_CNT_UNWIND_NS);
 
                 prog_stats(s, &a);
                 if (write(children[k].go_fd, "x", 1) != 1)
@@ -751,6 +752,7 @@ int main(int argc, char **argv)
                 prog_stats(s, &b);
                 rec1 = counter(s, PROFD_CNT_RECORDED);
                 ns1 = counter(s, PROFD_CNT_RECORDED_NS);
+                uint64_t entry1 = counter(s, PROFD_CNT_ENTRY_NS), unwind1 = counter(s, PROFD_CNT_UNWIND_NS);
                 /* Two views: the BPF clock around each recorded sample (only this child's
                  * samples), and bpf_stats run time with the filtered runs priced at the baseline. */
                 if (rec1 > rec0 && b.run_cnt >= a.run_cnt + (rec1 - rec0)) {
@@ -761,6 +763,11 @@ int main(int argc, char **argv)
                                "(bpf_stats; %" PRIu64 " recorded, %" PRIu64 " filtered runs)\n",
                                child_name(&children[k]), (double)(ns1 - ns0) / (double)(rec1 - rec0),
                                t / (double)(rec1 - rec0), rec1 - rec0, others);
+                        double n = (double)(rec1 - rec0);
+                        printf("BENCH %s: entry %.0f ns, unwind (steps) %.0f ns, finalize %.0f ns\n",
+                               child_name(&children[k]), (double)(entry1 - entry0) / n,
+                               (double)(unwind1 - unwind0) / n,
+                               (double)((ns1 - ns0) - (entry1 - entry0) - (unwind1 - unwind0)) / n);
                 }
         }
         for (size_t k = 0; k < ELEMENTSOF(children); k++) {
