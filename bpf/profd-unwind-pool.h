@@ -59,6 +59,19 @@ _Static_assert(sizeof(struct profd_unwind_config) == 8, "profd_unwind_config lay
 /* Per-CPU direct-mapped cache of (table location, ELF pc) -> rule: hot pcs repeat across
  * samples and recursion repeats one return address, and a hit skips the binary search. */
 #define PROFD_ROW_CACHE_SIZE 1024
+/* Per-CPU direct-mapped cache of mapping entries: (pid, pc >> 16) -> the entry covering pc, valid
+ * while the pid's profd_unwind_proc.version and the pool generation are unchanged. An LPM trie
+ * lookup walks ~10 cold nodes; most samples of a busy process hit here instead. */
+#define PROFD_MAPPING_CACHE_SIZE 256
+struct profd_mapping_cache_entry {
+        __u32 pid;
+        __u32 version;
+        __u32 generation;
+        __u32 valid;
+        struct profd_unwind_mapping m;
+};
+_Static_assert(sizeof(struct profd_mapping_cache_entry) == 64, "profd_mapping_cache_entry layout");
+
 struct profd_row_cache_entry {
         __u64 elf_pc;
         __u32 shard, offset;
@@ -69,7 +82,7 @@ _Static_assert(sizeof(struct profd_row_cache_entry) == 24, "profd_row_cache_entr
 
 struct profd_unwind_proc {
         __u32 n_mappings;
-        __u32 _pad;
+        __u32 version; /* unique per write (pool-wide counter): validates the BPF mapping cache */
         __u64 maps_ns; /* CLOCK_MONOTONIC time the mappings were read (before the read) */
 };
 _Static_assert(sizeof(struct profd_unwind_proc) == 16, "profd_unwind_proc layout");

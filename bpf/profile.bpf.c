@@ -64,9 +64,11 @@ _Static_assert((1u << (PROFD_BSEARCH_STEPS - 1)) >= PROFD_UT_PAGE_SIZE, "bsearch
 #define PROFD_UC_RBP 120
 #define PROFD_UC_RSP 160
 #define PROFD_UC_RIP 168
-/* Bytes of user stack copied per read: callers' frames lie just above, so one copy serves several
- * frames (each bpf_probe_read_user costs about as much as a 1 KiB copy). */
-#define PROFD_STACK_WINDOW 1024
+/* Most bytes of user stack copied per read: callers' frames lie just above, so one copy serves
+ * several frames (each bpf_probe_read_user costs about as much as a 1 KiB copy). A read stops at
+ * the end of its page (see read_stack), so one page is the most that is useful. */
+#define PROFD_PAGE_SIZE 4096
+#define PROFD_STACK_WINDOW PROFD_PAGE_SIZE
 _Static_assert((PROFD_STACK_WINDOW & (PROFD_STACK_WINDOW - 1)) == 0, "window offset is masked");
 /* At most one unknown-pid/unknown-pc report per pid per second. */
 #define PROFD_REPORT_INTERVAL_NS 1000000000ULL
@@ -91,12 +93,15 @@ struct sample_state {
         __u32 cache_valid;
         __u32 ip_valid;     /* user registers were found */
         __u32 pool_gen;     /* profd_unwind_config.generation at sample start */
+        __u32 proc_version; /* profd_unwind_proc.version at sample start */
+        __u64 uhash;        /* hash of the user frames recorded so far */
         __u64 start_ns;     /* profd_measure_cost */
         __u64 entry_end_ns; /* profd_measure_cost: when the entry program tail-called */
         __u64 last_elf_pc;  /* previous DWARF lookup: recursion repeats a pc */
         __u32 last_shard, last_offset, last_rule;
         struct profd_unwind_mapping cache; /* entry of the previous frame's mapping */
         __u64 win_base;                    /* user address of win[0]; 0: empty */
+        __u32 win_len;                     /* bytes valid from win_base */
         __u8 win[PROFD_STACK_WINDOW + 16];
         struct profd_count_key key;
         struct profd_stack user;
@@ -208,6 +213,15 @@ struct {
 } row_cache SEC(".maps");
 _Static_assert((PROFD_ROW_CACHE_SIZE & (PROFD_ROW_CACHE_SIZE - 1)) == 0, "row cache index is masked");
 
+struct {
+        __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+        __uint(max_entries, PROFD_MAPPING_CACHE_SIZE);
+        __type(key, __u32);
+        __type(value, struct profd_mapping_cache_entry);
+} mapping_cache SEC(".maps");
+_Static_assert((PROFD_MAPPING_CACHE_SIZE & (PROFD_MAPPING_CACHE_SIZE - 1)) == 0,
+               "mapping cache index is masked");
+
 /* Unknown pid / pc reports for the process tracker (struct profd_event). */
 struct {
         __uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -260,21 +274,50 @@ static __always_inline void stop(struct sample_state *st, __u32 reason)
         st->done = 1;
 }
 
-/* Reads 16 bytes of user stack at addr through the window, refilling it from addr on a miss.
- * Near the top of the stack the window may reach past the mapping: then only the need (8 or
- * 16) bytes the caller uses are read, exactly. */
+/* One multiply per frame (this loop runs over up to 512 frames per sample). For a fixed v the
+ * step is a bijection of h, so two stacks that differ in a single frame never collide;
+ * hash_final then spreads the bits. */
+#define PROFD_USER_HASH_SEED 0x9e3779b97f4a7c15ULL
+
+static __always_inline __u64 hash_mix(__u64 h, __u64 v)
+{
+        h ^= v;
+        h = (h << 29) | (h >> 35);
+        return h * 0x9e3779b97f4a7c15ULL;
+}
+
+static __always_inline __u64 hash_final(__u64 h)
+{
+        h ^= h >> 33;
+        h *= 0xff51afd7ed558ccdULL;
+        h ^= h >> 33;
+        h *= 0xc4ceb9fe1a85ec53ULL;
+        h ^= h >> 33;
+        return h ? h : 1; /* 0 means "no stack" */
+}
+
+/* Reads 16 bytes of user stack at addr through the window, refilling it from addr to the end of
+ * addr's page on a miss. Within 16 bytes of a page end only the need (8 or 16) bytes the caller
+ * uses are read, exactly. */
 static __always_inline int read_stack(struct sample_state *st, __u64 addr, __u64 ret[2], __u32 need)
 {
         __u64 off = addr - st->win_base;
 
-        if (!st->win_base || addr < st->win_base || off > PROFD_STACK_WINDOW - 16) {
-                if (bpf_probe_read_user(st->win, PROFD_STACK_WINDOW, (void *)addr) < 0) {
+        if (!st->win_base || addr < st->win_base || off + 16 > st->win_len) {
+                /* Up to the end of addr's page: that page is mapped (the frame is there), so the
+                 * read never faults. A read past the top of the stack mapping would, and a fault
+                 * costs ~0.8 us, more than several reads. */
+                __u32 len = PROFD_PAGE_SIZE - (addr & (PROFD_PAGE_SIZE - 1));
+
+                if (len > PROFD_STACK_WINDOW)
+                        len = PROFD_STACK_WINDOW;
+                if (len < 16 || bpf_probe_read_user(st->win, len, (void *)addr) < 0) {
                         st->win_base = 0;
-                        st->last_rule = 0;
                         ret[1] = 0;
                         return bpf_probe_read_user(ret, need == 8 ? 8 : 16, (void *)addr);
                 }
                 st->win_base = addr;
+                st->win_len = len;
                 off = 0;
         }
         off &= PROFD_STACK_WINDOW - 1;
@@ -357,6 +400,7 @@ static __always_inline bool step_signal(struct sample_state *st)
          * returns there), so it is symbolized as is too (pc - 1 is the nop glibc puts before it
          * for unwinders that look up pc - 1, outside the symbol). */
         st->user.ips[(st->user.len - 1) & (PROFD_MAX_USER_FRAMES - 1)] |= PROFD_FRAME_EXACT;
+        st->uhash = hash_mix(st->uhash, PROFD_FRAME_EXACT); /* the frame above changed */
         st->bp = regs[0];
         st->sp = regs[1];
         st->ip = regs[2];
@@ -553,8 +597,11 @@ static __always_inline bool unwind_one(struct sample_state *st)
                 stop(st, PROFD_STOP_DEPTH);
                 return true;
         }
-        st->user.ips[len & (PROFD_MAX_USER_FRAMES - 1)] = st->exact ? st->ip | PROFD_FRAME_EXACT : st->ip;
+        __u64 rec = st->exact ? st->ip | PROFD_FRAME_EXACT : st->ip;
+
+        st->user.ips[len & (PROFD_MAX_USER_FRAMES - 1)] = rec;
         st->user.len = len + 1;
+        st->uhash = hash_mix(st->uhash, rec);
 
         if (st->fp_only)
                 return step_frame_pointer(st);
@@ -564,16 +611,33 @@ static __always_inline bool unwind_one(struct sample_state *st)
         lookup_pc = st->exact ? st->ip : st->ip - 1;
         m = &st->cache;
         if (!st->cache_valid || lookup_pc < m->start || lookup_pc >= m->end) {
-                key.prefixlen = 32 + 64;
-                key.pid_be = __builtin_bswap32(st->key.pid);
-                key.addr_be = __builtin_bswap64(lookup_pc);
-                m = bpf_map_lookup_elem(&unwind_mappings, &key);
-                if (!m) {
-                        report(st, PROFD_EV_UNKNOWN_PC, st->ip);
-                        stop(st, PROFD_STOP_NO_MAPPING);
-                        return true;
+                __u32 ci = ((lookup_pc >> 16) ^ ((__u64)st->key.pid << 20)) * 0x9e3779b97f4a7c15ULL >> 56;
+                struct profd_mapping_cache_entry *ce;
+
+                ci &= PROFD_MAPPING_CACHE_SIZE - 1;
+                ce = bpf_map_lookup_elem(&mapping_cache, &ci);
+                if (ce && ce->valid && ce->pid == st->key.pid && ce->version == st->proc_version &&
+                    ce->generation == st->pool_gen && lookup_pc >= ce->m.start && lookup_pc < ce->m.end) {
+                        st->cache = ce->m;
+                } else {
+                        key.prefixlen = 32 + 64;
+                        key.pid_be = __builtin_bswap32(st->key.pid);
+                        key.addr_be = __builtin_bswap64(lookup_pc);
+                        m = bpf_map_lookup_elem(&unwind_mappings, &key);
+                        if (!m) {
+                                report(st, PROFD_EV_UNKNOWN_PC, st->ip);
+                                stop(st, PROFD_STOP_NO_MAPPING);
+                                return true;
+                        }
+                        st->cache = *m;
+                        if (ce) {
+                                ce->pid = st->key.pid;
+                                ce->version = st->proc_version;
+                                ce->generation = st->pool_gen;
+                                ce->m = *m;
+                                ce->valid = 1;
+                        }
                 }
-                st->cache = *m;
                 st->cache_valid = 1;
                 m = &st->cache;
         }
@@ -627,6 +691,7 @@ int profd_sample(struct bpf_perf_event_data *ctx)
         st->exact = 1;
         st->fp_only = 1;
         st->guess = PROFD_STOP_OK;
+        st->uhash = PROFD_USER_HASH_SEED;
         st->ip_valid = 0;
         st->cache_valid = 0;
         st->win_base = 0;
@@ -640,7 +705,11 @@ int profd_sample(struct bpf_perf_event_data *ctx)
         st->key.tid = (__u32)pid_tgid;
         st->key.cgroup_id = bpf_get_current_cgroup_id();
         bpf_get_current_comm(st->key.thread_comm, sizeof(st->key.thread_comm));
-        BPF_CORE_READ_STR_INTO(&st->key.comm, task, group_leader, comm);
+        /* The group leader's own samples: its name is the thread name (one helper call less). */
+        if (st->key.pid == st->key.tid)
+                __builtin_memcpy(st->key.comm, st->key.thread_comm, sizeof(st->key.comm));
+        else
+                BPF_CORE_READ_STR_INTO(&st->key.comm, task, group_leader, comm);
 
         /* cs as the full 8-byte slot: the perf_event context only allows 8-byte loads there, and
          * pt_regs is ABI (struct user_regs_struct), so slot 17 is cs on every kernel. */
@@ -681,6 +750,7 @@ int profd_sample(struct bpf_perf_event_data *ctx)
                 /* A 32-bit (compat) task: neither its frames nor its CFI are x86-64. Keep the pc. */
                 st->user.ips[0] = st->ip | PROFD_FRAME_EXACT;
                 st->user.len = 1;
+                st->uhash = hash_mix(st->uhash, st->user.ips[0]);
                 stop(st, PROFD_STOP_UNSUPPORTED);
         }
 
@@ -690,8 +760,10 @@ int profd_sample(struct bpf_perf_event_data *ctx)
         if (!st->done && cfg && cfg->active) {
                 st->pool_gen = cfg->generation;
                 __u32 pid = st->key.pid;
+                struct profd_unwind_proc *proc = bpf_map_lookup_elem(&unwind_procs, &pid);
 
-                if (bpf_map_lookup_elem(&unwind_procs, &pid)) {
+                if (proc) {
+                        st->proc_version = proc->version;
                         st->fp_only = 0;
                 } else {
                         /* Its code may have no frame pointers: a walk that ends "normally"
@@ -733,37 +805,11 @@ int profd_step(struct bpf_perf_event_data *ctx)
         return 0;
 }
 
-/* One multiply per frame (this loop runs over up to 512 frames per sample). For a fixed v the
- * step is a bijection of h, so two stacks that differ in a single frame never collide;
- * hash_final then spreads the bits. */
-static __always_inline __u64 hash_mix(__u64 h, __u64 v)
+/* The frames were mixed in as they were recorded (unwind_one): there the multiplies overlap the
+ * unwinding's memory accesses, a separate pass over 512 frames would be a serial chain. */
+static __always_inline __u64 hash_user(const struct sample_state *st)
 {
-        h ^= v;
-        h = (h << 29) | (h >> 35);
-        return h * 0x9e3779b97f4a7c15ULL;
-}
-
-static __always_inline __u64 hash_final(__u64 h)
-{
-        h ^= h >> 33;
-        h *= 0xff51afd7ed558ccdULL;
-        h ^= h >> 33;
-        h *= 0xc4ceb9fe1a85ec53ULL;
-        h ^= h >> 33;
-        return h ? h : 1; /* 0 means "no stack" */
-}
-
-static __always_inline __u64 hash_user(const struct profd_stack *s)
-{
-        __u64 h = hash_mix(0x9e3779b97f4a7c15ULL, ((__u64)s->flags << 32) | s->len);
-        __u32 len = s->len;
-
-        for (__u32 i = 0; i < PROFD_MAX_USER_FRAMES; i++) {
-                if (i >= len)
-                        break;
-                h = hash_mix(h, s->ips[i]);
-        }
-        return hash_final(h);
+        return hash_final(hash_mix(st->uhash, ((__u64)st->user.flags << 32) | st->user.len));
 }
 
 static __always_inline __u64 hash_kernel(const struct profd_kstack *s)
@@ -829,7 +875,7 @@ int profd_finalize(struct bpf_perf_event_data *ctx)
                 count(PROFD_STOP_REASON_BASE + reason);
 
         if (st->user.len > 0)
-                st->key.user_hash = hash_user(&st->user);
+                st->key.user_hash = hash_user(st);
         if (st->kernel.len > 0)
                 st->key.kernel_hash = hash_kernel(&st->kernel);
 

@@ -77,6 +77,7 @@ struct TablePool {
         uint32_t generation, active;
         uint64_t placed, evicted, compactions, place_failures, entry_errors;
         uint64_t stale_snapshots;
+        uint32_t proc_version; /* last profd_unwind_proc.version written */
 };
 
 static uint64_t now_ns(void)
@@ -793,6 +794,7 @@ int table_pool_set_process_at(TablePool *p, pid_t pid, uint64_t maps_ns, const P
          * after our write closes the race: an exec before the check is seen here, one after it
          * deletes what we wrote. */
         info.n_mappings = n;
+        info.version = ++p->proc_version;
         info.maps_ns = maps_ns;
         if (exec_after(p, pid, maps_ns)) {
                 (void)bpf_map_delete_elem(p->procs_fd, &key);
