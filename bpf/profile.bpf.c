@@ -421,7 +421,8 @@ static __always_inline void remember_rule(struct sample_state *st, const struct 
         st->last_rule = rule;
 }
 
-/* Global index + 1 of the rule in force at elf_pc in m's table; 0 (unwinding stopped) if none. */
+/* Global index + 1 of the rule in force at elf_pc in m's table; 0 if none (unwinding stopped if
+ * the pool itself is broken). */
 static __always_inline __u32 find_rule(struct sample_state *st, const struct profd_unwind_mapping *m,
                                        __u64 elf_pc)
 {
@@ -431,10 +432,8 @@ static __always_inline __u32 find_rule(struct sample_state *st, const struct pro
         __u16 target;
         void *inner;
 
-        if (elf_pc < m->base || ((elf_pc - m->base) >> PROFD_UT_PAGE_SHIFT) >= m->n_pages) {
-                stop(st, PROFD_STOP_NO_ROW);
+        if (elf_pc < m->base || ((elf_pc - m->base) >> PROFD_UT_PAGE_SHIFT) >= m->n_pages)
                 return 0;
-        }
 
         if (st->last_rule && st->last_elf_pc == elf_pc && st->last_offset == m->offset &&
             st->last_shard == m->shard)
@@ -479,10 +478,8 @@ static __always_inline __u32 find_rule(struct sample_state *st, const struct pro
                 else
                         r = mid;
         }
-        if (l <= lo || l > hi) {
-                stop(st, PROFD_STOP_NO_ROW);
+        if (l <= lo || l > hi)
                 return 0;
-        }
         w = sh->words[(rows + l - 1) & (PROFD_SHARD_WORDS - 1)];
         if (ce) {
                 ce->elf_pc = elf_pc;
@@ -493,6 +490,16 @@ static __always_inline __u32 find_rule(struct sample_state *st, const struct pro
         }
         remember_rule(st, m, elf_pc, (w >> 16) + 1);
         return (w >> 16) + 1;
+}
+
+/* No CFI covers the pc (hand-written assembly, a gap between functions): a validated
+ * frame-pointer step. Unverified: unless CFI later leads to the outermost frame, the stack reports
+ * no_row however it ends. */
+static __always_inline bool step_no_row(struct sample_state *st)
+{
+        if (st->guess == PROFD_STOP_OK)
+                st->guess = PROFD_STOP_NO_ROW;
+        return step_frame_pointer(st);
 }
 
 /* One DWARF step: the rule in force at pc, then CFA = rsp|rbp + offset (or the PLT forms),
@@ -506,7 +513,7 @@ static __always_inline bool step_dwarf(struct sample_state *st, const struct pro
         __u64 cfa, ra, saved[2];
 
         if (!rule_idx)
-                return true;
+                return st->done ? true : step_no_row(st);
         rule_idx--;
         rule = bpf_map_lookup_elem(&unwind_rules, &rule_idx);
         if (!rule) {
@@ -531,11 +538,14 @@ static __always_inline bool step_dwarf(struct sample_state *st, const struct pro
         case PROFD_CFA_SIGNAL:
                 return step_signal(st);
         case PROFD_CFA_UNDEF:
+                /* The outermost frame, found by CFI: whatever a frame-pointer step guessed on
+                 * the way led to the real bottom of the stack. */
+                if (st->guess == PROFD_STOP_NO_ROW)
+                        st->guess = PROFD_STOP_OK;
                 stop(st, PROFD_STOP_OK);
                 return true;
         case PROFD_CFA_END:
-                stop(st, PROFD_STOP_NO_ROW);
-                return true;
+                return step_no_row(st);
         default:
                 stop(st, PROFD_STOP_UNSUPPORTED);
                 return true;

@@ -44,6 +44,27 @@ __attribute__((noinline)) static void leaf(void)
                         sink = sink * 31 + i;
 }
 
+/* MODE_NOCFI: leaf() called from assembly without CFI, with a frame pointer: the unwinder has
+ * no row there and must step it with the frame pointer. */
+void nocfi_call_leaf(void);
+__asm__(".text\n"
+        ".globl nocfi_call_leaf\n"
+        ".type nocfi_call_leaf, @function\n"
+        "nocfi_call_leaf:\n"
+        "        push %rbp\n"
+        "        mov %rsp, %rbp\n"
+        "        call leaf_for_asm\n"
+        "        pop %rbp\n"
+        "        ret\n"
+        ".size nocfi_call_leaf, .-nocfi_call_leaf\n");
+
+__attribute__((noinline, used)) void leaf_for_asm(void)
+{
+        leaf();
+}
+
+static bool use_nocfi;
+
 /* The volatile local and the use of the result keep gcc from turning this into a loop. */
 __attribute__((noinline)) static int recurse(int n)
 {
@@ -51,7 +72,10 @@ __attribute__((noinline)) static int recurse(int n)
         int r;
 
         if (n == 0) {
-                leaf();
+                if (use_nocfi)
+                        nocfi_call_leaf();
+                else
+                        leaf();
                 return 0;
         }
         r = recurse(n - 1);
@@ -289,6 +313,7 @@ enum {
         MODE_UNKNOWN, /* never registered */
         MODE_EXEC,    /* registered, then execs this program again: old mappings must not be used */
         MODE_SIGNAL,  /* a signal handler on top: exact pcs through the signal frame */
+        MODE_NOCFI,   /* a frame without CFI on the way: frame-pointer step there */
 };
 
 typedef struct Child {
@@ -316,14 +341,16 @@ static Child children[] = {
         {.depth = 20, .mode = MODE_UNKNOWN},
         {.depth = 20, .mode = MODE_EXEC},
         {.depth = 5, .mode = MODE_SIGNAL},
+        {.depth = 10, .mode = MODE_NOCFI},
 #endif
 };
 static Range r_leaf, r_recurse, r_start, r_plt_loop, r_plt[2], r_handler_leaf;
 static uint64_t restorer; /* libc's __restore_rt, the handlers' return address */
+static Range r_nocfi, r_leaf_for_asm;
 
 static const char *child_name(const Child *c)
 {
-        static char buf[4][32];
+        static char buf[4][64];
         static unsigned n;
         char *b = buf[n++ % 4];
 
@@ -334,6 +361,7 @@ static const char *child_name(const Child *c)
                  : c->mode == MODE_UNKNOWN ? " unknown pid"
                  : c->mode == MODE_EXEC    ? " after exec"
                  : c->mode == MODE_SIGNAL  ? " signal handler"
+                 : c->mode == MODE_NOCFI   ? " through code without CFI"
                                            : "");
         return b;
 }
@@ -474,6 +502,12 @@ static void check_record(Child *c, const SampleRecord *r)
                 /* Frame pointers: the frameless leaf hides recurse(0); libc ends the chain. */
                 c->complete += r->count;
 #endif
+        } else if (c->mode == MODE_NOCFI &&
+                   (r->n_user < 4 || !(in_range(&r_nocfi, r->user_frames[1]) ||
+                                       (in_range(&r_leaf_for_asm, r->user_frames[1]) &&
+                                        in_range(&r_nocfi, r->user_frames[2]))))) {
+                /* leaf, leaf_for_asm (unless it tail-called), nocfi_call_leaf, recurse... */
+                c->wrong += r->count;
         } else if (stop == PROFD_STOP_OK && !truncated && n_rec == (uint32_t)c->depth + 1 &&
                    in_range(&r_start, r->user_frames[r->n_user - 1])) {
                 c->complete += r->count;
@@ -520,6 +554,7 @@ static pid_t spawn(Child *c)
                 }
                 if (c->mode == MODE_SIGNAL)
                         arm_alarm();
+                use_nocfi = c->mode == MODE_NOCFI;
                 if (c->plt)
                         plt_loop();
                 else
@@ -656,6 +691,11 @@ int main(int argc, char **argv)
         if (symbol_range("leaf", bias, &r_leaf) < 0 || symbol_range("recurse", bias, &r_recurse) < 0 ||
             symbol_range("_start", bias, &r_start) < 0 || symbol_range("plt_loop", bias, &r_plt_loop) < 0) {
                 fprintf(stderr, "FAIL: symbols leaf/recurse/_start not found in the test executable\n");
+                return 1;
+        }
+        if (symbol_range("nocfi_call_leaf", bias, &r_nocfi) < 0 ||
+            symbol_range("leaf_for_asm", bias, &r_leaf_for_asm) < 0) {
+                fprintf(stderr, "FAIL: symbols nocfi_call_leaf/leaf_for_asm not found\n");
                 return 1;
         }
         if (symbol_range("handler_leaf", bias, &r_handler_leaf) < 0) {
