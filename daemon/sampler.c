@@ -28,6 +28,10 @@
 #define SAMPLER_MAP_MIN_ENTRIES 4096u
 #define SAMPLER_COUNTS_MAX_ENTRIES 262144u
 #define SAMPLER_STACKS_MAX_ENTRIES 65536u
+/* How often the online CPU list is read again: a CPU that comes online (or back online: a CPU's
+ * perf event is removed from it when it goes offline) is sampled from the next check on. */
+#define SAMPLER_HOTPLUG_CHECK_NS (2 * NSEC_PER_SEC)
+#define SAMPLER_ONLINE_CPUS_PATH "/sys/devices/system/cpu/online"
 /* Entries per batch syscall while draining; grown on -ENOSPC (a bucket larger than the batch). */
 #define SAMPLER_BATCH 256u
 
@@ -90,8 +94,12 @@ struct Sampler {
         void *userdata;
 
         struct profile_bpf *skel;
-        struct bpf_link **links;
+        struct bpf_link **links; /* by CPU number */
+        bool *seen_offline;      /* by CPU: attached, then seen offline (its event is gone) */
+        size_t n_cpu_slots;
         size_t n_links;
+        sd_event_source *hotplug_timer;
+        uint64_t hotplug_attached;
         struct bpf_link *exec_link;
         int n_possible_cpus;
         uint32_t counts_entries, stacks_entries;
@@ -182,9 +190,11 @@ int sampler_new(sd_event *e, const SamplerOptions *o, sampler_interval_cb_t cb, 
 
 static void sampler_detach(Sampler *s)
 {
-        for (size_t i = 0; i < s->n_links; i++)
+        for (size_t i = 0; i < s->n_cpu_slots; i++)
                 bpf_link__destroy(s->links[i]);
         s->links = mfree(s->links);
+        s->seen_offline = mfree(s->seen_offline);
+        s->n_cpu_slots = 0;
         s->n_links = 0;
         bpf_link__destroy(s->exec_link);
         s->exec_link = NULL;
@@ -197,6 +207,7 @@ Sampler *sampler_free(Sampler *s)
         sampler_detach(s);
         sd_event_source_disable_unref(s->cut_timer);
         sd_event_source_disable_unref(s->drain_timer);
+        sd_event_source_disable_unref(s->hotplug_timer);
         profile_bpf__destroy(s->skel);
         drain_done(&s->drain);
         sd_event_unref(s->event);
@@ -204,8 +215,8 @@ Sampler *sampler_free(Sampler *s)
         return NULL;
 }
 
-/* Parses a CPU list such as "0-3,8,10-11" (sysfs "online"). */
-static int read_online_cpus(bool **ret, int *ret_n)
+/* Parses a CPU list such as "0-3,8,10-11" (sysfs "online"; path: tests may point it elsewhere). */
+static int read_online_cpus(const char *path, bool **ret, int *ret_n)
 {
         _cleanup_fclose_ FILE *f = NULL;
         _cleanup_free_ bool *cpus = NULL;
@@ -214,7 +225,7 @@ static int read_online_cpus(bool **ret, int *ret_n)
 
         if (n <= 0)
                 return n < 0 ? n : -ENODEV;
-        f = fopen("/sys/devices/system/cpu/online", "re");
+        f = fopen(path, "re");
         if (!f)
                 return -errno;
         if (!fgets(buf, sizeof(buf), f))
@@ -295,12 +306,45 @@ static int sampler_load(Sampler *s)
         return 0;
 }
 
+static const char *online_cpus_path(const Sampler *s)
+{
+        return s->opts.online_cpus_path ? s->opts.online_cpus_path : SAMPLER_ONLINE_CPUS_PATH;
+}
+
+/* Opens the cpu-clock event on cpu and attaches the sampler. -ENODEV: the CPU is offline. */
+static int attach_cpu(Sampler *s, int cpu)
+{
+        struct perf_event_attr attr = {
+                .type = PERF_TYPE_SOFTWARE,
+                .size = sizeof(attr),
+                .config = PERF_COUNT_SW_CPU_CLOCK,
+                .freq = 1,
+                .sample_freq = s->opts.frequency_hz,
+        };
+        struct bpf_link *link;
+        int fd, r;
+
+        fd = syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        link = bpf_program__attach_perf_event(s->skel->progs.profd_sample, fd);
+        if (!link) {
+                r = -errno;
+                close(fd);
+                return r;
+        }
+        s->links[cpu] = link; /* the link owns fd now */
+        s->seen_offline[cpu] = false;
+        s->n_links++;
+        return 0;
+}
+
 static int sampler_attach(Sampler *s)
 {
         _cleanup_free_ bool *online = NULL;
         int n, r;
 
-        r = read_online_cpus(&online, &n);
+        r = read_online_cpus(online_cpus_path(s), &online, &n);
         if (r < 0)
                 return log_error_errno(r, "Failed to read online CPUs: %m");
 
@@ -310,39 +354,69 @@ static int sampler_attach(Sampler *s)
                 return log_error_errno(-errno, "Failed to attach the BPF exec hook: %m");
 
         s->links = calloc(n, sizeof(*s->links));
-        if (!s->links)
+        s->seen_offline = calloc(n, sizeof(*s->seen_offline));
+        if (!s->links || !s->seen_offline)
                 return -ENOMEM;
+        s->n_cpu_slots = n;
 
         for (int cpu = 0; cpu < n; cpu++) {
-                struct perf_event_attr attr = {
-                        .type = PERF_TYPE_SOFTWARE,
-                        .size = sizeof(attr),
-                        .config = PERF_COUNT_SW_CPU_CLOCK,
-                        .freq = 1,
-                        .sample_freq = s->opts.frequency_hz,
-                };
-                struct bpf_link *link;
-                int fd;
-
                 if (!online[cpu])
                         continue;
-                fd = syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-                if (fd < 0) {
-                        if (errno == ENODEV) /* went offline meanwhile */
-                                continue;
-                        return log_error_errno(-errno, "Failed to open cpu-clock perf event on CPU %d: %m",
+                r = attach_cpu(s, cpu);
+                if (r == -ENODEV) /* went offline meanwhile: the hotplug check picks it up */
+                        continue;
+                if (r < 0)
+                        return log_error_errno(r, "Failed to sample CPU %d (perf_event_open, attach): %m",
                                                cpu);
-                }
-                link = bpf_program__attach_perf_event(s->skel->progs.profd_sample, fd);
-                if (!link) {
-                        r = -errno;
-                        close(fd);
-                        return log_error_errno(r, "Failed to attach BPF program on CPU %d: %m", cpu);
-                }
-                s->links[s->n_links++] = link; /* the link owns fd now */
         }
         if (s->n_links == 0)
                 return log_error_errno(-ENODEV, "No online CPU to sample");
+        return 0;
+}
+
+/* CPUs that came online since the last check get an event; one that went offline lost its
+ * event (the kernel removes per-CPU events from an offline CPU) and gets a new one when back. */
+static int on_hotplug_timer(sd_event_source *src, uint64_t usec, void *userdata)
+{
+        static LogRateLimit rl = LOG_RATELIMIT_INIT(60 * NSEC_PER_SEC, 3);
+        _cleanup_free_ bool *online = NULL;
+        Sampler *s = userdata;
+        unsigned suppressed;
+        int n, r;
+
+        r = read_online_cpus(online_cpus_path(s), &online, &n);
+        if (r >= 0)
+                for (int cpu = 0; cpu < n && (size_t)cpu < s->n_cpu_slots; cpu++) {
+                        if (!online[cpu]) {
+                                if (s->links[cpu])
+                                        s->seen_offline[cpu] = true;
+                                continue;
+                        }
+                        if (s->links[cpu] && !s->seen_offline[cpu])
+                                continue;
+                        if (s->links[cpu]) {
+                                bpf_link__destroy(s->links[cpu]);
+                                s->links[cpu] = NULL;
+                                s->n_links--;
+                        }
+                        r = attach_cpu(s, cpu);
+                        if (r >= 0) {
+                                s->hotplug_attached++;
+                                log_info("CPU %d came online: sampling it (%zu CPUs)", cpu, s->n_links);
+                        } else if (r != -ENODEV && log_ratelimit_test(&rl, &suppressed))
+                                log_warning_errno(r,
+                                                  "Failed to sample CPU %d, which came online (%u similar "
+                                                  "suppressed): %m",
+                                                  cpu, suppressed);
+                }
+        else if (log_ratelimit_test(&rl, &suppressed))
+                log_warning_errno(r, "Failed to read online CPUs (%u similar suppressed): %m", suppressed);
+
+        r = sd_event_source_set_time_relative(src, SAMPLER_HOTPLUG_CHECK_NS / NSEC_PER_USEC);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(src, SD_EVENT_ONESHOT);
+        if (r < 0)
+                return log_error_errno(r, "Failed to re-arm the CPU hotplug check: %m");
         return 0;
 }
 
@@ -672,6 +746,15 @@ int sampler_start(Sampler *s)
                 (void)sd_event_source_set_enabled(s->cut_timer, SD_EVENT_OFF);
                 return r;
         }
+        r = sd_event_add_time_relative(s->event, &s->hotplug_timer, CLOCK_MONOTONIC,
+                                       SAMPLER_HOTPLUG_CHECK_NS / NSEC_PER_USEC, 100 * 1000,
+                                       on_hotplug_timer, s);
+        if (r < 0) {
+                sampler_detach(s);
+                (void)sd_event_source_set_enabled(s->cut_timer, SD_EVENT_OFF);
+                return log_error_errno(r, "Failed to add the CPU hotplug check: %m");
+        }
+        (void)sd_event_source_set_description(s->hotplug_timer, "sampler-hotplug");
         s->live = true;
         log_info("Sampling %zu CPUs at %u Hz", s->n_links, s->opts.frequency_hz);
         return 0;
@@ -680,6 +763,11 @@ int sampler_start(Sampler *s)
 bool sampler_is_live(const Sampler *s)
 {
         return s && s->live;
+}
+
+size_t sampler_n_cpus(const Sampler *s)
+{
+        return s ? s->n_links : 0;
 }
 
 double sampler_rate(const Sampler *s)
@@ -734,10 +822,14 @@ void sampler_write_metrics(const Sampler *s, FILE *f)
                 "# HELP profd_sampled_cpus CPUs with an attached cpu-clock perf event.\n"
                 "# TYPE profd_sampled_cpus gauge\n"
                 "profd_sampled_cpus %zu\n"
+                "# HELP profd_sampled_cpus_attached_late_total CPUs that came online (or back online) after "
+                "start and were attached then.\n"
+                "# TYPE profd_sampled_cpus_attached_late_total counter\n"
+                "profd_sampled_cpus_attached_late_total %" PRIu64 "\n"
                 "# HELP profd_sampling_frequency_hertz Samples per second per CPU.\n"
                 "# TYPE profd_sampling_frequency_hertz gauge\n"
                 "profd_sampling_frequency_hertz %u\n",
-                s->n_links, s->opts.frequency_hz);
+                s->n_links, s->hotplug_attached, s->opts.frequency_hz);
 
         if (read_counters(s, c) >= 0) {
                 fprintf(f,

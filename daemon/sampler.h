@@ -22,6 +22,7 @@ typedef struct SamplerOptions {
         uint64_t drain_interval_ns; /* periodic cut, ~1 s */
         struct profd_filter_config filter; /* --pid/--comm/--unit/--cgroup for rodata; zeroes: none */
         bool measure_cost; /* BPF times each recorded sample (benchmarks): profd_bpf_recorded_ns_total */
+        const char *online_cpus_path; /* NULL: /sys/devices/system/cpu/online (tests fake hotplug) */
 } SamplerOptions;
 
 /* One (pid, tid, comm, cgroup, user stack, kernel stack) with its count in one interval.
@@ -58,6 +59,8 @@ int sampler_start(Sampler *s);
  * no new cut is made: *ret_cut_ns is that previous, equally exact, boundary. */
 int sampler_cut(Sampler *s, uint64_t *ret_cut_ns);
 bool sampler_is_live(const Sampler *s);
+/* CPUs with an attached perf event (CPUs that come online are added within ~2 s). */
+size_t sampler_n_cpus(const Sampler *s);
 /* Samples recorded per second over the last interval, for STATUS=. */
 double sampler_rate(const Sampler *s);
 /* The loaded BPF object (maps for the process tracker and table pool); NULL before start. */

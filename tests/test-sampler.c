@@ -192,6 +192,120 @@ __attribute__((noinline)) static pid_t spawn(void (*body)(void), const char *nam
 
 /* Kills and reaps a child; returns the CPU time it used, which is what samples measure (the
  * machine may be busy with other work, so wall time says little). */
+static int fail(const char *what, uint64_t got, const char *want)
+{
+        fprintf(stderr, "FAIL: %s: got %" PRIu64 ", want %s\n", what, got, want);
+        return 1;
+}
+
+static int on_phase(sd_event_source *src, uint64_t usec, void *userdata)
+{
+        *(bool *)userdata = true;
+        return 0;
+}
+
+/* sd_event_exit() would end the loop for good: phases use a flag instead. */
+static void run_for(sd_event *e, uint64_t usec)
+{
+        bool done = false;
+
+        sd_event_add_time_relative(e, NULL, CLOCK_MONOTONIC, usec, 0, on_phase, &done);
+        while (!done)
+                if (sd_event_run(e, UINT64_MAX) < 0)
+                        break;
+}
+
+static void write_file(const char *path, const char *text)
+{
+        FILE *f = fopen(path, "we");
+
+        if (f) {
+                fputs(text, f);
+                fclose(f);
+        }
+}
+
+static void on_interval_ignore(void *userdata, uint64_t start_ns, uint64_t end_ns,
+                               const SampleRecord *records, size_t n)
+{
+}
+
+/* CPU hotplug as the sampler sees it: the online list it reads is a file here, so CPUs can "come
+ * online" without taking real ones away from the machine. The perf events are real. */
+static int test_hotplug(void)
+{
+        char path[] = "/tmp/profd-test-online-XXXXXX", real[256] = "";
+        SamplerOptions o = {.frequency_hz = FREQ_HZ, .drain_interval_ns = 250 * 1000 * 1000ULL};
+        Sampler *s = NULL;
+        sd_event *e = NULL;
+        size_t n0, n1, n2, n3;
+        int fd, failures = 0;
+        FILE *f = fopen("/sys/devices/system/cpu/online", "re");
+
+        if (!f || !fgets(real, sizeof(real), f)) {
+                if (f)
+                        fclose(f);
+                return fail("read /sys/devices/system/cpu/online", 0, "1");
+        }
+        fclose(f);
+        if (strchr(real, '-') == NULL && strchr(real, ',') == NULL) {
+                printf("hotplug: one online CPU (%s), nothing to add: skipped\n", real);
+                return 0;
+        }
+        fd = mkstemp(path);
+        if (fd < 0)
+                return fail("mkstemp", errno, "0");
+        close(fd);
+        write_file(path, "0\n");
+        o.online_cpus_path = path;
+        if (sd_event_new(&e) < 0 || sampler_new(e, &o, on_interval_ignore, NULL, &s) < 0 ||
+            sampler_start(s) < 0) {
+                unlink(path);
+                return fail("hotplug sampler start", 0, "0");
+        }
+        n0 = sampler_n_cpus(s);
+        write_file(path, real);
+        run_for(e, 2600 * 1000);
+        n1 = sampler_n_cpus(s);
+        write_file(path, "0\n"); /* every other CPU goes offline */
+        run_for(e, 2600 * 1000);
+        n2 = sampler_n_cpus(s);
+        write_file(path, real); /* and comes back: new events */
+        run_for(e, 2600 * 1000);
+        n3 = sampler_n_cpus(s);
+        printf("hotplug: online %s sampled CPUs: %zu at start (list \"0\"), %zu after the list grew, %zu "
+               "while "
+               "the others were offline, %zu after they came back\n",
+               strtok(real, "\n"), n0, n1, n2, n3);
+        char *text = NULL;
+        size_t text_size = 0;
+        FILE *m = open_memstream(&text, &text_size);
+        unsigned long late = 0;
+
+        if (m) {
+                sampler_write_metrics(s, m);
+                fclose(m);
+        }
+        const char *l = text ? strstr(text, "\nprofd_sampled_cpus_attached_late_total ") : NULL;
+        if (l)
+                late = strtoul(l + strlen("\nprofd_sampled_cpus_attached_late_total "), NULL, 10);
+        free(text);
+        printf("hotplug: CPUs attached after start: %lu\n", late);
+        if (late != 2 * (n1 - 1))
+                failures +=
+                        fail("CPUs attached after start (came online, came back)", late, "2 x (CPUs - 1)");
+        if (n0 != 1)
+                failures += fail("CPUs sampled with online list \"0\"", n0, "1");
+        if (n1 < 2)
+                failures += fail("CPUs sampled after more came online", n1, ">= 2");
+        if (n3 != n1)
+                failures += fail("CPUs sampled after going offline and back", n3, "as before");
+        sampler_free(s);
+        sd_event_unref(e);
+        unlink(path);
+        return failures;
+}
+
 static uint64_t reap(pid_t pid)
 {
         struct rusage ru = {};
@@ -201,12 +315,6 @@ static uint64_t reap(pid_t pid)
                 return 0;
         return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ULL +
                (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ULL;
-}
-
-static int fail(const char *what, uint64_t got, const char *want)
-{
-        fprintf(stderr, "FAIL: %s: got %" PRIu64 ", want %s\n", what, got, want);
-        return 1;
 }
 
 int main(void)
@@ -292,6 +400,7 @@ int main(void)
 
         s = sampler_free(s);
         sd_event_unref(e);
+        failures += test_hotplug();
         if (failures)
                 return 1;
         printf("PASS\n");
