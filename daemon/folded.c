@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "folded.h" /* via aggregator.h -> sampler.h: bpf/profd-sample.h */
+#include "stack-markers.h"
 
 /* Samples symbolized per step: a few hundred addresses, well under a millisecond once the
  * symbolizer's per-executable caches are warm, so requests and drains are not held up. */
@@ -157,20 +158,6 @@ static int add_line(FoldedJob *j, const char *line, size_t len, uint64_t count)
         return 0;
 }
 
-/* Same words as the pprof encoder's markers, so both outputs read alike. */
-static const char *const stop_names[PROFD_STOP__MAX] = {
-        [PROFD_STOP_OK] = "ok",
-        [PROFD_STOP_DEPTH] = "depth limit",
-        [PROFD_STOP_BAD_READ] = "stack read failed",
-        [PROFD_STOP_NO_MAPPING] = "pc outside any mapping",
-        [PROFD_STOP_NO_ROW] = "no unwind info",
-        [PROFD_STOP_UNSUPPORTED] = "unsupported unwind rule",
-        [PROFD_STOP_UNKNOWN_PID] = "process not yet known",
-        [PROFD_STOP_BAD_FRAME] = "bad frame",
-        [PROFD_STOP_KERNEL_THREAD] = "kernel thread",
-        [PROFD_STOP_TABLE_PENDING] = "unwind table not ready",
-};
-
 /* addr is a return address except for the sample's own pc: step back into the call instruction
  * so that calls at the very end of a function name the caller, not the next function. */
 static int push_user(FoldedJob *j, const Process *p, uint64_t addr, bool is_pc)
@@ -225,19 +212,8 @@ static int fold_sample(FoldedJob *j, const AggSample *s)
                                            i == 0 || (s->user->exact && s->user->exact[i]))) < 0)
                                 return r;
                 /* A stack that did not reach the entry point says so with a root-side frame. */
-                unsigned reason = s->user->flags & PROFD_STACK_REASON_MASK;
                 char why[96];
-                if (s->user->flags & PROFD_STACK_TRUNCATED || reason == PROFD_STOP_DEPTH) {
-                        snprintf(why, sizeof(why), "[truncated: %u+ frames]", s->user->n);
-                        r = frames_push(&j->frames, why, NULL);
-                } else if (reason != PROFD_STOP_OK && reason != PROFD_STOP_KERNEL_THREAD) {
-                        if (reason < PROFD_STOP__MAX && stop_names[reason])
-                                snprintf(why, sizeof(why), "[unwind stopped: %s]", stop_names[reason]);
-                        else
-                                snprintf(why, sizeof(why), "[unwind stopped: reason %u]", reason);
-                        r = frames_push(&j->frames, why, NULL);
-                }
-                if (r < 0)
+                if (stack_marker(s->user, why, sizeof(why)) && (r = frames_push(&j->frames, why, NULL)) < 0)
                         return r;
         }
 

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "pprof-encode.h"
 #include "profile.pb-c.h"
+#include "stack-markers.h"
 
 /* Work units per step: one per frame, LOOKUP_COST per symbolizer call. Sized so a step takes
  * on the order of a millisecond or two once caches are warm. */
@@ -641,23 +642,6 @@ static int user_location(PprofJob *j, Process **pp, pid_t pid, uint64_t addr, bo
         return location_add(j, &k, h, addr, &res, ret);
 }
 
-static const char *stop_reason_string(unsigned reason)
-{
-        static const char *const names[PROFD_STOP__MAX] = {
-                [PROFD_STOP_OK] = "ok",
-                [PROFD_STOP_DEPTH] = "depth limit",
-                [PROFD_STOP_BAD_READ] = "stack read failed",
-                [PROFD_STOP_NO_MAPPING] = "pc outside any mapping",
-                [PROFD_STOP_NO_ROW] = "no unwind info",
-                [PROFD_STOP_UNSUPPORTED] = "unsupported unwind rule",
-                [PROFD_STOP_UNKNOWN_PID] = "process not yet known",
-                [PROFD_STOP_BAD_FRAME] = "bad frame",
-                [PROFD_STOP_KERNEL_THREAD] = "kernel thread",
-                [PROFD_STOP_TABLE_PENDING] = "unwind table not ready",
-        };
-        return reason < PROFD_STOP__MAX ? names[reason] : NULL;
-}
-
 static int64_t label_ref(PprofJob *j, Label key, const char *value)
 {
         Perftools__Profiles__Label *l;
@@ -711,7 +695,6 @@ static int add_sample(PprofJob *j, const AggSample *s, unsigned *budget)
                         j->loc_scratch[n++] = id;
                 }
         if (s->user) {
-                unsigned reason = s->user->flags & PROFD_STACK_REASON_MASK;
                 char marker[96];
 
                 if (s->user->n > 0 && process_table_get(j->procs, (pid_t)s->pid, &p) < 0)
@@ -726,18 +709,7 @@ static int add_sample(PprofJob *j, const AggSample *s, unsigned *budget)
                                 return r;
                         j->loc_scratch[n++] = id;
                 }
-                if (s->user->flags & PROFD_STACK_TRUNCATED || reason == PROFD_STOP_DEPTH) {
-                        snprintf(marker, sizeof(marker), "[truncated: %u+ frames]", s->user->n);
-                        r = marker_location(j, marker, &id);
-                        if (r < 0)
-                                return r;
-                        j->loc_scratch[n++] = id;
-                } else if (reason != PROFD_STOP_OK && reason != PROFD_STOP_KERNEL_THREAD) {
-                        const char *why = stop_reason_string(reason);
-                        if (why)
-                                snprintf(marker, sizeof(marker), "[unwind stopped: %s]", why);
-                        else
-                                snprintf(marker, sizeof(marker), "[unwind stopped: reason %u]", reason);
+                if (stack_marker(s->user, marker, sizeof(marker))) {
                         r = marker_location(j, marker, &id);
                         if (r < 0)
                                 return r;
