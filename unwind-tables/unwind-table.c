@@ -61,6 +61,23 @@ static int check_elf(Elf *elf, CfiError *err)
         return 0;
 }
 
+/* The GNU build ID among the notes in d (a note section or segment). Returns size, 0 if none. */
+static size_t note_build_id(Elf_Data *d, uint8_t id[UNWIND_TABLE_ID_MAX])
+{
+        size_t off = 0, name_off, desc_off;
+        GElf_Nhdr nh;
+
+        while ((off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
+                if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+                    memcmp((const char *)d->d_buf + name_off, "GNU", 4) == 0 && nh.n_descsz > 0 &&
+                    nh.n_descsz <= UNWIND_TABLE_ID_MAX) {
+                        memcpy(id, (const char *)d->d_buf + desc_off, nh.n_descsz);
+                        return nh.n_descsz;
+                }
+        }
+        return 0;
+}
+
 /* GNU build ID from SHT_NOTE sections, else PT_NOTE segments. Returns size, 0 if none. */
 static size_t find_build_id(Elf *elf, uint8_t id[UNWIND_TABLE_ID_MAX])
 {
@@ -74,16 +91,9 @@ static size_t find_build_id(Elf *elf, uint8_t id[UNWIND_TABLE_ID_MAX])
                 Elf_Data *d = elf_getdata(scn, NULL);
                 if (!d)
                         continue;
-                size_t off = 0, name_off, desc_off;
-                GElf_Nhdr nh;
-                while ((off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
-                        if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
-                            memcmp((const char *)d->d_buf + name_off, "GNU", 4) == 0 && nh.n_descsz > 0 &&
-                            nh.n_descsz <= UNWIND_TABLE_ID_MAX) {
-                                memcpy(id, (const char *)d->d_buf + desc_off, nh.n_descsz);
-                                return nh.n_descsz;
-                        }
-                }
+                size_t n = note_build_id(d, id);
+                if (n > 0)
+                        return n;
         }
         if (elf_getphdrnum(elf, &phnum) < 0)
                 return 0;
@@ -94,16 +104,9 @@ static size_t find_build_id(Elf *elf, uint8_t id[UNWIND_TABLE_ID_MAX])
                 Elf_Data *d = elf_getdata_rawchunk(elf, (int64_t)ph.p_offset, ph.p_filesz, ELF_T_NHDR);
                 if (!d)
                         continue;
-                size_t off = 0, name_off, desc_off;
-                GElf_Nhdr nh;
-                while ((off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
-                        if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
-                            memcmp((const char *)d->d_buf + name_off, "GNU", 4) == 0 && nh.n_descsz > 0 &&
-                            nh.n_descsz <= UNWIND_TABLE_ID_MAX) {
-                                memcpy(id, (const char *)d->d_buf + desc_off, nh.n_descsz);
-                                return nh.n_descsz;
-                        }
-                }
+                size_t n = note_build_id(d, id);
+                if (n > 0)
+                        return n;
         }
         return 0;
 }
