@@ -116,7 +116,8 @@ static void stack_node_free(StackNode *node)
                 if (*p)
                         *p = node->next;
                 s->n_stacks--;
-                s->bytes -= sizeof(StackNode) + node->stack.n * sizeof(uint64_t) + (node->stack.exact ? node->stack.n : 0);
+                s->bytes -= sizeof(StackNode) + node->stack.n * sizeof(uint64_t) +
+                            (node->stack.exact ? node->stack.n : 0);
                 s->freed_total++;
         }
         free(node);
