@@ -10,14 +10,7 @@
 
 #include "aggregator.h"
 
-static int failures;
-#define CHECK(cond)                                                                                         \
-        do {                                                                                                \
-                if (!(cond)) {                                                                              \
-                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);            \
-                        failures++;                                                                         \
-                }                                                                                           \
-        } while (0)
+#include "lib/test-util.h"
 
 #define S(x) ((uint64_t)(x)*1000000000ULL)
 
@@ -196,7 +189,7 @@ int main(void)
         }
 
         if (failures) {
-                fprintf(stderr, "%d check(s) failed\n", failures);
+                fprintf(stderr, "%u check(s) failed\n", failures);
                 return 1;
         }
         printf("all aggregator checks passed\n");

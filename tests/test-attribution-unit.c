@@ -9,17 +9,7 @@
 #include "flamegraph.h"
 #include "sample-filter.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                                    \
-        do {                                                                                                \
-                if (!(cond)) {                                                                              \
-                        failures++;                                                                         \
-                        printf("FAIL %s:%d: ", __FILE__, __LINE__);                                         \
-                        printf(__VA_ARGS__);                                                                \
-                        printf("\n");                                                                       \
-                }                                                                                           \
-        } while (0)
+#include "lib/test-util.h"
 
 static void test_render(void)
 {
@@ -148,7 +138,7 @@ int main(void)
         test_filter_parse();
         test_window_filter();
         if (failures) {
-                printf("%d failure(s)\n", failures);
+                printf("%u failure(s)\n", failures);
                 return 1;
         }
         printf("all passed\n");

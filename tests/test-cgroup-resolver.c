@@ -9,17 +9,7 @@
 
 #include "cgroup-resolver.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                                    \
-        do {                                                                                                \
-                if (!(cond)) {                                                                              \
-                        failures++;                                                                         \
-                        printf("FAIL %s:%d: ", __FILE__, __LINE__);                                         \
-                        printf(__VA_ARGS__);                                                                \
-                        printf("\n");                                                                       \
-                }                                                                                           \
-        } while (0)
+#include "lib/test-util.h"
 
 static bool streq_null(const char *a, const char *b)
 {
@@ -186,7 +176,7 @@ int main(void)
         test_cache_bounds();
         test_real();
         if (failures) {
-                printf("%d failure(s)\n", failures);
+                printf("%u failure(s)\n", failures);
                 return 1;
         }
         printf("all passed\n");

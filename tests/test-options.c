@@ -6,14 +6,7 @@
 
 #include "options.h"
 
-static int failures;
-#define CHECK(cond)                                                                                         \
-        do {                                                                                                \
-                if (!(cond)) {                                                                              \
-                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);            \
-                        failures++;                                                                         \
-                }                                                                                           \
-        } while (0)
+#include "lib/test-util.h"
 
 #define PARSE(o, ...)                                                                                       \
         ({                                                                                                  \
@@ -82,7 +75,7 @@ int main(void)
         CHECK(parse_size("99999999999999999999G", &v) < 0 && parse_size("17179869184G", &v) < 0);
 
         if (failures) {
-                fprintf(stderr, "%d check(s) failed\n", failures);
+                fprintf(stderr, "%u check(s) failed\n", failures);
                 return 1;
         }
         printf("all option checks passed\n");

@@ -27,21 +27,9 @@
 #include "profile.pb-c.h"
 #include "symbolizer.h"
 
-static unsigned failures;
-static char dir[] = "/tmp/profd-test-pprof-XXXXXX";
+#include "lib/test-util.h"
 
-static bool check(bool cond, const char *fmt, ...)
-{
-        va_list ap;
-        va_start(ap, fmt);
-        printf("%s ", cond ? "ok  " : "FAIL");
-        vprintf(fmt, ap);
-        printf("\n");
-        va_end(ap);
-        if (!cond)
-                failures++;
-        return cond;
-}
+static char dir[] = "/tmp/profd-test-pprof-XXXXXX";
 
 static void die(const char *what)
 {

@@ -20,20 +20,8 @@
 #include "process-table.h"
 #include "symbolizer.h"
 
-static unsigned failures;
+#include "lib/test-util.h"
 
-static bool check(bool cond, const char *fmt, ...)
-{
-        va_list ap;
-        va_start(ap, fmt);
-        printf("%s ", cond ? "ok  " : "FAIL");
-        vprintf(fmt, ap);
-        printf("\n");
-        va_end(ap);
-        if (!cond)
-                failures++;
-        return cond;
-}
 
 static const char program[] =
         "#define _GNU_SOURCE\n"

@@ -21,20 +21,8 @@
 #include "process-table.h"
 #include "symbolizer.h"
 
-static unsigned failures;
+#include "lib/test-util.h"
 
-static bool check(bool cond, const char *fmt, ...)
-{
-        va_list ap;
-        va_start(ap, fmt);
-        printf("%s ", cond ? "ok  " : "FAIL");
-        vprintf(fmt, ap);
-        printf("\n");
-        va_end(ap);
-        if (!cond)
-                failures++;
-        return cond;
-}
 
 static uint64_t now_ns(void)
 {
