@@ -6,9 +6,8 @@ import os
 import re
 import signal
 import subprocess
-import time
 
-from profdtest import PROFD, check, finish, free_port, http_get, log, require_bpf, skip, tmpdir
+from profdtest import PROFD, check, finish, free_port, log, require_bpf, skip, tmpdir, wait_healthy
 
 
 def run_profd(args, journal_stream_of_stderr, seconds=3):
@@ -27,14 +26,7 @@ def run_profd(args, journal_stream_of_stderr, seconds=3):
             env.pop("JOURNAL_STREAM", None)
         p = subprocess.Popen([PROFD, "--http-address", "127.0.0.1:%d" % port, *args], stdout=subprocess.DEVNULL,
                              stderr=err, env=env)
-        deadline = time.time() + 30
-        while time.time() < deadline and p.poll() is None:
-            try:
-                if http_get("http://127.0.0.1:%d/healthz" % port, timeout=2)[0] == 200:
-                    break
-            except OSError:
-                pass
-            time.sleep(0.1)
+        wait_healthy(port, p)
         if p.poll() is None:
             p.send_signal(signal.SIGTERM)
         rc = p.wait(timeout=15)

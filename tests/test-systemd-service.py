@@ -18,7 +18,7 @@ import socket
 import subprocess
 import time
 
-from profdtest import (BUILD, check, finish, free_port, http_get, log, require_bpf, skip, tmpdir)
+from profdtest import (BUILD, check, finish, free_port, http_get, log, require_bpf, skip, tmpdir, wait_healthy)
 
 SYSTEMD = "/lib/systemd/systemd"
 CAP_BITS = {"CAP_DAC_READ_SEARCH": 2, "CAP_SYS_PTRACE": 19, "CAP_SYSLOG": 34, "CAP_PERFMON": 38, "CAP_BPF": 39,
@@ -324,17 +324,7 @@ def run_checks(sd, port, sock_port, caps, unitdir, logpath):
     r = sd.systemctl("start", "profd.socket")
     check(r.returncode == 0, "systemctl start profd.socket succeeds")
     check(sd.show("profd.service", "ActiveState").get("ActiveState") == "inactive", "service not started yet")
-    status = None
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        try:
-            status = http_get("http://127.0.0.1:%d/healthz" % sock_port, timeout=15)[0]
-            if status == 200:
-                break
-        except OSError:
-            pass
-        time.sleep(0.3)
-    check(status == 200, "first request on the socket starts profd and gets 200")
+    check(wait_healthy(sock_port, request_timeout=15), "first request on the socket starts profd and gets 200")
     st = sd.show("profd.service", "ActiveState", "SubState", "TriggeredBy")
     check(st.get("ActiveState") == "active", "profd.service is active, triggered by profd.socket (%r)" % st)
     st_code, _, body = http_get("http://127.0.0.1:%d/debug/pprof/profile?seconds=1" % sock_port, timeout=60)

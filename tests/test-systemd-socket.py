@@ -10,7 +10,7 @@ import subprocess
 import time
 
 from profdtest import (PROFD, cc, check, fetch_profile, finish, free_port, http_get, log, pprof, require_bpf,
-                       skip, tmpdir, traces)
+                       skip, tmpdir, traces, wait_healthy)
 
 # -O0: every function, the leaf too, keeps a frame pointer (gcc omits it in leaves otherwise).
 SPIN = r"""
@@ -75,17 +75,7 @@ def main():
     spinner = None
     try:
         # The first connection makes systemd-socket-activate exec profd; it waits in the backlog.
-        deadline = time.time() + 30
-        status = None
-        while time.time() < deadline and proc.poll() is None:
-            try:
-                status = http_get("http://127.0.0.1:%d/healthz" % port, timeout=10)[0]
-                if status == 200:
-                    break
-            except OSError:
-                pass
-            time.sleep(0.2)
-        if not check(status == 200, "/healthz answers 200 on the activated socket"):
+        if not check(wait_healthy(port, proc, request_timeout=10), "/healthz answers 200 on the activated socket"):
             raise RuntimeError("profd did not come up under socket activation")
         exe = os.readlink("/proc/%d/exe" % proc.pid)
         check(os.path.basename(exe) == "profd", "the activated process is profd (%s)" % exe)

@@ -88,6 +88,21 @@ def http_get(url, timeout=120):
         return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
 
 
+def wait_healthy(port, proc=None, timeout=30, request_timeout=2):
+    """Polls /healthz on the loopback port until it answers 200 (True); False once timeout seconds
+    pass or proc (when given) exits. A socket-activated profd answers the first request only after
+    it has started, so callers there pass a longer request_timeout."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and (proc is None or proc.poll() is None):
+        try:
+            if http_get("http://127.0.0.1:%d/healthz" % port, timeout=request_timeout)[0] == 200:
+                return True
+        except OSError:
+            pass
+        time.sleep(0.1)
+    return False
+
+
 class Daemon:
     """The real profd on a free loopback port. Use as a context manager."""
 
@@ -109,19 +124,11 @@ class Daemon:
         cmd = [*self.prefix, self.binary, "--http-address", "127.0.0.1:%d" % self.port, *self.args]
         log("starting: " + " ".join(cmd))
         self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT, env=self.env)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                self.dump_log()
-                raise RuntimeError("profd exited early with %d" % self.proc.returncode)
-            try:
-                st, _, _ = http_get(self.base + "/healthz", timeout=2)
-                if st == 200:
-                    return self
-            except OSError:
-                pass
-            time.sleep(0.1)
+        if wait_healthy(self.port, self.proc):
+            return self
         self.dump_log()
+        if self.proc.poll() is not None:
+            raise RuntimeError("profd exited early with %d" % self.proc.returncode)
         raise RuntimeError("profd did not become healthy in 30 s")
 
     def get(self, path, timeout=120):
