@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "aggregator.h"
+#include "hash.h"
 #include "log.h"
 
 /* Bounds the bucket count even when requests cut far more often than the periodic drain. */
@@ -91,19 +92,9 @@ struct Aggregator {
 
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
-static uint64_t mix64(uint64_t x)
-{
-        x ^= x >> 33;
-        x *= 0xff51afd7ed558ccdULL;
-        x ^= x >> 33;
-        x *= 0xc4ceb9fe1a85ec53ULL;
-        x ^= x >> 33;
-        return x;
-}
-
 static size_t store_slot(const StackStore *s, uint64_t hash, bool kernel)
 {
-        return mix64(hash ^ (kernel ? 0x9e3779b97f4a7c15ULL : 0)) & (s->n_buckets - 1);
+        return hash_mix64(hash ^ (kernel ? 0x9e3779b97f4a7c15ULL : 0)) & (s->n_buckets - 1);
 }
 
 static void stack_node_free(StackNode *node)
@@ -146,7 +137,7 @@ static int store_grow(StackStore *s)
         for (size_t i = 0; i < s->n_buckets; i++)
                 for (StackNode *node = s->buckets[i], *next; node; node = next) {
                         next = node->next;
-                        size_t slot = mix64(node->stack.hash ^ (node->kernel ? 0x9e3779b97f4a7c15ULL : 0)) &
+                        size_t slot = hash_mix64(node->stack.hash ^ (node->kernel ? 0x9e3779b97f4a7c15ULL : 0)) &
                                       (n - 1);
                         node->next = b[slot];
                         b[slot] = node;
@@ -438,10 +429,10 @@ void aggregator_cancel_wait(Aggregator *a, void *handle)
 /* Merge key of a sample: everything but the count. Stacks are interned, so pointers compare. */
 static uint64_t sample_key_hash(const AggSample *s)
 {
-        uint64_t h = mix64(((uint64_t)s->pid << 32) | s->tid);
-        h = mix64(h ^ (uintptr_t)s->user);
-        h = mix64(h ^ (uintptr_t)s->kernel);
-        h = mix64(h ^ s->cgroup_id);
+        uint64_t h = hash_mix64(((uint64_t)s->pid << 32) | s->tid);
+        h = hash_mix64(h ^ (uintptr_t)s->user);
+        h = hash_mix64(h ^ (uintptr_t)s->kernel);
+        h = hash_mix64(h ^ s->cgroup_id);
         for (size_t i = 0; i < PROFD_COMM_LEN && s->comm[i]; i++)
                 h = h * 31 + (unsigned char)s->comm[i];
         for (size_t i = 0; i < PROFD_COMM_LEN && s->thread_comm[i]; i++)

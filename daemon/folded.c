@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "folded.h" /* via aggregator.h -> sampler.h: bpf/profd-sample.h */
+#include "hash.h"
 #include "stack-markers.h"
 
 /* Samples symbolized per step: a few hundred addresses, well under a millisecond once the
@@ -105,16 +106,6 @@ struct FoldedJob {
         Buf line;
 };
 
-static uint64_t fnv1a(const char *s, size_t n)
-{
-        uint64_t h = 0xcbf29ce484222325ULL;
-        for (size_t i = 0; i < n; i++) {
-                h ^= (unsigned char)s[i];
-                h *= 0x100000001b3ULL;
-        }
-        return h;
-}
-
 static int slots_grow(FoldedJob *j)
 {
         size_t n = j->n_slots ? j->n_slots * 2 : 1024;
@@ -137,7 +128,7 @@ static int slots_grow(FoldedJob *j)
 
 static int add_line(FoldedJob *j, const char *line, size_t len, uint64_t count)
 {
-        uint64_t h = fnv1a(line, len);
+        uint64_t h = hash_fnv1a(HASH_FNV1A_INIT, line, len);
         int r;
 
         if ((j->n_used + 1) * 2 > j->n_slots && (r = slots_grow(j)) < 0)

@@ -16,6 +16,7 @@
 #include <zlib.h>
 
 #include "bpf/profd-sample.h"
+#include "hash.h"
 #include "log.h"
 #include "pprof-encode.h"
 #include "profile.pb-c.h"
@@ -134,30 +135,11 @@ static uint64_t now_mono_ns(void)
         return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
 }
 
-static uint64_t mix64(uint64_t h)
-{
-        h ^= h >> 33;
-        h *= 0xff51afd7ed558ccdULL;
-        h ^= h >> 33;
-        h *= 0xc4ceb9fe1a85ec53ULL;
-        h ^= h >> 33;
-        return h;
-}
-
-static uint64_t hash_bytes(const void *p, size_t n)
-{
-        const unsigned char *s = p;
-        uint64_t h = 1469598103934665603ULL;
-        for (size_t i = 0; i < n; i++)
-                h = (h ^ s[i]) * 1099511628211ULL;
-        return mix64(h);
-}
-
 static uint64_t hash_u64s(const uint64_t *v, size_t n)
 {
         uint64_t h = 0x9e3779b97f4a7c15ULL;
         for (size_t i = 0; i < n; i++)
-                h = mix64(h ^ v[i]) + i;
+                h = hash_mix64(h ^ v[i]) + i;
         return h;
 }
 
@@ -334,7 +316,7 @@ static int64_t intern(PprofJob *j, const char *s)
         escaped = utf8_escape(s);
         if (escaped)
                 s = escaped;
-        h = hash_bytes(s, strlen(s));
+        h = hash_mix64(hash_fnv1a(HASH_FNV1A_INIT, s, strlen(s)));
         slot = h;
         while ((id = index_next(&j->string_index, h, &slot)))
                 if (strcmp(j->strings[id - 1], s) == 0)

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hash.h"
 #include "log.h"
 #include "symbolizer.h"
 
@@ -139,14 +140,6 @@ static uint64_t now_mono_ns(void)
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t hash_str(const char *s)
-{
-        uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-        for (; *s; s++)
-                h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-        return h;
 }
 
 static void exe_free(Exe *e)
@@ -316,7 +309,7 @@ static const char *demangle(Symbolizer *s, const char *mangled)
 
 static Exe *exe_lookup(Symbolizer *s, const char *identity)
 {
-        uint64_t h = hash_str(identity);
+        uint64_t h = hash_fnv1a(HASH_FNV1A_INIT, identity, strlen(identity));
         for (size_t i = 0; i < s->n_exes; i++)
                 if (s->exes[i]->hash == h && strcmp(s->exes[i]->identity, identity) == 0)
                         return s->exes[i];
@@ -373,7 +366,7 @@ static int exe_open(Symbolizer *s, const Process *p, const ProcMapping *m, const
                 free(e);
                 return -ENOMEM;
         }
-        e->hash = hash_str(identity);
+        e->hash = hash_fnv1a(HASH_FNV1A_INIT, identity, strlen(identity));
         e->id = ++s->next_exe_id;
         s->exes[s->n_exes++] = e;
 
@@ -1432,14 +1425,13 @@ static uint64_t modules_fingerprint(void)
 {
         _cleanup_fclose_ FILE *f = fopen("/proc/modules", "re");
         char buf[4096];
-        uint64_t h = 1469598103934665603ULL;
+        uint64_t h = HASH_FNV1A_INIT;
         size_t n;
 
         if (!f)
                 return 0;
         while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
-                for (size_t i = 0; i < n; i++)
-                        h = (h ^ (unsigned char)buf[i]) * 1099511628211ULL;
+                h = hash_fnv1a(h, buf, n);
         return h;
 }
 
