@@ -10,6 +10,7 @@
 
 #include "exe-cache.h"
 #include "log.h"
+#include "time-util.h"
 
 /* Builds waiting at most; each holds an open file. A burst beyond this (thousands of new
  * executables at once) leaves entries unbuilt until a process maps them again. */
@@ -65,13 +66,6 @@ struct ExeCache {
                 n_identity_mismatch;
         uint64_t errors[_ERR_MAX];
 };
-
-static uint64_t now_mono_ns(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
-}
 
 static int entry_cmp(const void *a, const void *b)
 {
@@ -182,7 +176,7 @@ int exe_cache_get(ExeCache *c, const uint8_t *id, size_t id_size, const char *na
         memcpy(e->id, id, id_size);
         e->id_size = id_size;
         e->name = strdup(name ?: "?");
-        e->unused_ns = now_mono_ns();
+        e->unused_ns = now_ns(CLOCK_MONOTONIC);
         if (!e->name || !tsearch(e, &c->by_id, entry_cmp)) {
                 free(e->name);
                 free(e);
@@ -304,7 +298,7 @@ void exe_cache_ensure(ExeCache *c, ExeEntry *e, int fd, const char *debug_root, 
                 queue_build(c, e, fd, debug_root, urgent);
                 return;
         case EXE_FAILED:
-                if (e->error == -ENOSPC && e->failed_ns + EXE_CACHE_POOL_FULL_RETRY_NS <= now_mono_ns())
+                if (e->error == -ENOSPC && e->failed_ns + EXE_CACHE_POOL_FULL_RETRY_NS <= now_ns(CLOCK_MONOTONIC))
                         queue_build(c, e, fd, debug_root, urgent);
                 return;
         case EXE_QUEUED:
@@ -328,7 +322,7 @@ void exe_cache_unuse(ExeCache *c, ExeEntry *e)
         if (--e->users > 0)
                 return;
         c->n_unused++;
-        e->unused_ns = now_mono_ns();
+        e->unused_ns = now_ns(CLOCK_MONOTONIC);
         if (e->pool_table) {
                 table_pool_release(c->pool, e->pool_table);
                 e->pool_table = NULL;
@@ -370,7 +364,7 @@ static void entry_failed(ExeCache *c, ExeEntry *e, int r, const char *msg)
 
         e->state = EXE_FAILED;
         e->error = r;
-        e->failed_ns = now_mono_ns();
+        e->failed_ns = now_ns(CLOCK_MONOTONIC);
         c->errors[reason]++;
         log_debug_errno(r, "No unwind table for %s (%s): %s", e->name, err_names[reason],
                         msg ?: strerror(-r));
@@ -402,9 +396,9 @@ static int run_one_build(ExeCache *c)
         opts.use_debug_file = true;
         if (e->name && e->name[0] == '/' && strncmp(e->name, "/memfd:", 7) != 0)
                 opts.file_path = e->name;
-        t0 = now_mono_ns();
+        t0 = now_ns(CLOCK_MONOTONIC);
         r = unwind_table_build_fd(j.fd, e->name, &opts, &t, &error);
-        t0 = now_mono_ns() - t0;
+        t0 = now_ns(CLOCK_MONOTONIC) - t0;
         c->n_build_ns += t0;
         if (t0 > c->max_build_ns) {
                 c->max_build_ns = t0;

@@ -21,6 +21,7 @@
 #include "pprof-encode.h"
 #include "profile.pb-c.h"
 #include "stack-markers.h"
+#include "time-util.h"
 
 /* Work units per step: one per frame, LOOKUP_COST per symbolizer call. Sized so a step takes
  * on the order of a millisecond or two once caches are warm. */
@@ -127,13 +128,6 @@ struct PprofJob {
 
         uint64_t n_frames, n_unsymbolized;
 };
-
-static uint64_t now_mono_ns(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
-}
 
 static uint64_t hash_u64s(const uint64_t *v, size_t n)
 {
@@ -964,13 +958,13 @@ int pprof_job_step(PprofJob *j)
 
         switch (j->phase) {
         case PHASE_SAMPLES:
-                uint64_t deadline = now_mono_ns() + STEP_MAX_NS;
+                uint64_t deadline = now_ns(CLOCK_MONOTONIC) + STEP_MAX_NS;
                 while (j->next_sample < j->window->n_samples && budget < STEP_BUDGET) {
                         r = add_sample(j, &j->window->samples[j->next_sample], &budget);
                         if (r < 0)
                                 return r;
                         j->next_sample++;
-                        if (now_mono_ns() > deadline)
+                        if (now_ns(CLOCK_MONOTONIC) > deadline)
                                 break;
                 }
                 if (j->next_sample == j->window->n_samples) {

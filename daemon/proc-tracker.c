@@ -14,6 +14,7 @@
 #include "log.h"
 #include "proc-events.h"
 #include "proc-tracker.h"
+#include "time-util.h"
 
 /* Tracked processes refreshed per event-loop iteration: a burst of execs (or the start-up scan of
  * thousands of processes) is spread over iterations so sample drains and HTTP go in between. */
@@ -122,20 +123,6 @@ static inline void closedirp(DIR **d)
 {
         if (*d)
                 closedir(*d);
-}
-
-static uint64_t now_mono_ns(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t now_realtime_ns(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
 }
 
 static int tracked_cmp(const void *a, const void *b)
@@ -299,7 +286,7 @@ static void schedule_recheck(ProcTracker *t, Tracked *p, uint64_t addr)
                 t->n_recheck++;
         }
         if (t->recheck_timer) {
-                uint64_t usec = (now_mono_ns() + RECHECK_DELAY_NS) / NSEC_PER_USEC;
+                uint64_t usec = (now_ns(CLOCK_MONOTONIC) + RECHECK_DELAY_NS) / NSEC_PER_USEC;
                 (void)sd_event_source_set_time(t->recheck_timer, usec);
                 (void)sd_event_source_set_enabled(t->recheck_timer, SD_EVENT_ONESHOT);
         }
@@ -342,7 +329,7 @@ static int push(ProcTracker *t, Tracked *p)
                                        (int)p->pid);
         }
         t->n_pushes++;
-        p->pushed_ns = now_mono_ns();
+        p->pushed_ns = now_ns(CLOCK_MONOTONIC);
         /* The last push of the window decides: a library mapped later whose table is still being
          * built makes the process not ready again. */
         if (p->exec_ns && p->pushed_ns - p->exec_ns <= EXEC_READY_WINDOW_NS)
@@ -470,7 +457,7 @@ static int refresh(ProcTracker *t, Tracked *p)
         int r;
 
         p->dirty = false;
-        p->refreshed_ns = now_mono_ns();
+        p->refreshed_ns = now_ns(CLOCK_MONOTONIC);
         p->maps_ns = p->refreshed_ns;
         t->n_refreshes++;
         r = process_table_refresh(t->procs, p->pid, &proc);
@@ -575,7 +562,7 @@ static int on_worker(sd_event_source *s, void *userdata)
                 (void)sd_event_source_set_enabled(s, SD_EVENT_OFF);
                 if (t->scan_pending) {
                         t->scan_pending = false;
-                        t->scan_ns = now_mono_ns() - t->scan_start_ns;
+                        t->scan_ns = now_ns(CLOCK_MONOTONIC) - t->scan_start_ns;
                         log_info("Process tracker: %zu processes read at start in %.1f ms; %zu unwind table "
                                  "builds queued",
                                  t->scan_processes, (double)t->scan_ns / 1e6, exe_cache_queued(t->cache));
@@ -640,7 +627,7 @@ static void on_event(const struct profd_event *ev, void *userdata)
                 p = tracked_find(t, pid);
                 if (p)
                         tracked_drop(t, p);
-                process_table_mark_exited(t->procs, pid, now_realtime_ns());
+                process_table_mark_exited(t->procs, pid, now_ns(CLOCK_REALTIME));
                 return;
         case PROFD_EV_FORK:
                 on_fork(t, pid, (pid_t)ev->ppid);
@@ -674,7 +661,7 @@ static void on_event(const struct profd_event *ev, void *userdata)
         case PROFD_EV_UNKNOWN_PID:
         case PROFD_EV_UNKNOWN_PC:
                 p = tracked_find(t, pid);
-                if (p && (p->dirty || p->refreshed_ns + UNKNOWN_REFRESH_INTERVAL_NS > now_mono_ns())) {
+                if (p && (p->dirty || p->refreshed_ns + UNKNOWN_REFRESH_INTERVAL_NS > now_ns(CLOCK_MONOTONIC))) {
                         t->n_unknown_ratelimited++;
                         return;
                 }
@@ -750,7 +737,7 @@ static int scan_proc(ProcTracker *t, bool reconcile)
                 next = p->next;
                 if (!p->seen) {
                         t->n_reconcile_gone += reconcile;
-                        process_table_mark_exited(t->procs, p->pid, now_realtime_ns());
+                        process_table_mark_exited(t->procs, p->pid, now_ns(CLOCK_REALTIME));
                         tracked_drop(t, p);
                 }
         }
@@ -761,7 +748,7 @@ static int scan_proc(ProcTracker *t, bool reconcile)
 static int on_gc(sd_event_source *s, uint64_t usec, void *userdata)
 {
         ProcTracker *t = userdata;
-        uint64_t now = now_mono_ns(), dropped;
+        uint64_t now = now_ns(CLOCK_MONOTONIC), dropped;
 
         exe_cache_gc(t->cache, now);
         for (Tracked *p = t->head; p; p = p->next) {
@@ -830,7 +817,7 @@ int proc_tracker_new(sd_event *e, ProcessTable *procs, TablePool *pool, const Pr
                 return r;
         (void)sd_event_source_set_enabled(t->recheck_timer, SD_EVENT_OFF);
 
-        t->last_sweep_ns = now_mono_ns();
+        t->last_sweep_ns = now_ns(CLOCK_MONOTONIC);
         r = sd_event_add_time(e, &t->gc_timer, CLOCK_MONOTONIC,
                               (t->last_sweep_ns + GC_INTERVAL_NS) / NSEC_PER_USEC,
                               NSEC_PER_SEC / NSEC_PER_USEC, on_gc, t);
@@ -845,7 +832,7 @@ int proc_tracker_new(sd_event *e, ProcessTable *procs, TablePool *pool, const Pr
                 return r;
 
         if (!t->opts.no_initial_scan) {
-                t->scan_start_ns = now_mono_ns();
+                t->scan_start_ns = now_ns(CLOCK_MONOTONIC);
                 t->scan_pending = true;
                 r = scan_proc(t, false);
                 if (r < 0)

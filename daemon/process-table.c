@@ -15,6 +15,7 @@
 #include "log.h"
 #include "proc-maps.h"
 #include "process-table.h"
+#include "time-util.h"
 
 /* PT_LOAD segments remembered per file; real ELF files have 2-5, more is hostile input. */
 #define PROC_FILE_MAX_LOADS 16
@@ -53,13 +54,6 @@ struct ProcessTable {
         uint64_t n_reads, n_read_errors, n_bad_lines, n_pid_reuse, n_exited_total, n_forgotten, n_evicted,
                 n_table_full, n_truncated, n_no_file, n_not_elf;
 };
-
-static uint64_t now_realtime_ns(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
-}
 
 static void proc_file_unref(ProcessTable *t, ProcFile *f)
 {
@@ -473,7 +467,7 @@ static int process_read(ProcessTable *t, Process *p)
         p->generation++;
         p->bad_lines = bad;
         p->mappings_truncated = c.truncated;
-        p->checked_ns = now_realtime_ns();
+        p->checked_ns = now_ns(CLOCK_REALTIME);
         t->n_bad_lines += bad;
         t->n_truncated += c.truncated;
         t->n_no_file += c.no_file;
@@ -574,8 +568,8 @@ int process_table_get(ProcessTable *t, pid_t pid, Process **ret)
                 /* An exited entry whose pid is alive again with another start time was reused:
                  * new samples of this pid belong to the new process. Checked at most once a
                  * second per entry: a profile asks for the same pid once per sample. */
-                if (p->exited_ns && p->checked_ns + NSEC_PER_SEC <= now_realtime_ns() &&
-                    (p->checked_ns = now_realtime_ns(), read_stat(pid, &start, NULL) >= 0) &&
+                if (p->exited_ns && p->checked_ns + NSEC_PER_SEC <= now_ns(CLOCK_REALTIME) &&
+                    (p->checked_ns = now_ns(CLOCK_REALTIME), read_stat(pid, &start, NULL) >= 0) &&
                     start != p->start_time) {
                         t->n_pid_reuse++;
                         remove_at(t, i);
@@ -606,7 +600,7 @@ int process_table_refresh(ProcessTable *t, pid_t pid, Process **ret)
         if (r == -ESRCH) {
                 /* Gone: keep what we knew for the grace period. */
                 if (!p->exited_ns) {
-                        p->exited_ns = now_realtime_ns();
+                        p->exited_ns = now_ns(CLOCK_REALTIME);
                         t->n_exited_total++;
                 }
                 *ret = p;

@@ -16,6 +16,7 @@
 #include "hash.h"
 #include "log.h"
 #include "symbolizer.h"
+#include "time-util.h"
 
 /* Executables with an open Dwfl at once; the least recently used is closed beyond this.
  * Each holds a mapping of the file plus whatever DWARF was parsed from it. */
@@ -134,13 +135,6 @@ struct Symbolizer {
         uint64_t n_user, n_user_symbolized, n_user_dwarf, n_user_no_file, n_user_no_symbol, n_kernel,
                 n_kernel_symbolized, n_exe_opened, n_exe_evicted, n_exe_failed, n_kallsyms_loads;
 };
-
-static uint64_t now_mono_ns(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
-}
 
 static void exe_free(Exe *e)
 {
@@ -372,7 +366,7 @@ static int exe_open(Symbolizer *s, const Process *p, const ProcMapping *m, const
 
         fd = process_open_mapping(p, m);
         if (fd < 0) {
-                e->failed_ns = now_mono_ns();
+                e->failed_ns = now_ns(CLOCK_MONOTONIC);
                 s->n_exe_failed++;
                 *ret = e;
                 return 0;
@@ -384,7 +378,7 @@ static int exe_open(Symbolizer *s, const Process *p, const ProcMapping *m, const
         e->dwfl = dwfl_begin(&e->callbacks);
         if (!e->dwfl) {
                 close(fd);
-                e->failed_ns = now_mono_ns();
+                e->failed_ns = now_ns(CLOCK_MONOTONIC);
                 s->n_exe_failed++;
                 *ret = e;
                 return 0;
@@ -399,7 +393,7 @@ static int exe_open(Symbolizer *s, const Process *p, const ProcMapping *m, const
                 close(fd);
                 dwfl_end(e->dwfl);
                 e->dwfl = NULL;
-                e->failed_ns = now_mono_ns();
+                e->failed_ns = now_ns(CLOCK_MONOTONIC);
                 s->n_exe_failed++;
         } else
                 s->n_exe_opened++;
@@ -1248,7 +1242,7 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
         }
         process_mapping_identity(m, identity, sizeof(identity));
         e = exe_lookup(s, identity);
-        if (e && !e->dwfl && now_mono_ns() - e->failed_ns > SYMBOLIZER_RETRY_NS) {
+        if (e && !e->dwfl && now_ns(CLOCK_MONOTONIC) - e->failed_ns > SYMBOLIZER_RETRY_NS) {
                 for (size_t i = 0; i < s->n_exes; i++)
                         if (s->exes[i] == e) {
                                 s->exes[i] = s->exes[--s->n_exes];
@@ -1347,7 +1341,7 @@ static int kallsyms_load(Symbolizer *s, const char *path)
         s->ksyms = NULL;
         s->knames = NULL;
         s->n_ksyms = s->knames_size = 0;
-        s->kallsyms_loaded_ns = now_mono_ns();
+        s->kallsyms_loaded_ns = now_ns(CLOCK_MONOTONIC);
         s->n_kallsyms_loads++;
 
         f = fopen(path, "re");
@@ -1437,7 +1431,7 @@ static uint64_t modules_fingerprint(void)
 
 static bool kallsyms_stale(Symbolizer *s)
 {
-        uint64_t now = now_mono_ns();
+        uint64_t now = now_ns(CLOCK_MONOTONIC);
 
         if (s->kallsyms_pinned)
                 return false;
@@ -1457,7 +1451,7 @@ static bool kallsyms_stale(Symbolizer *s)
 static void kallsyms_refresh(Symbolizer *s)
 {
         s->modules_hash = modules_fingerprint();
-        s->modules_checked_ns = now_mono_ns();
+        s->modules_checked_ns = now_ns(CLOCK_MONOTONIC);
         (void)kallsyms_load(s, "/proc/kallsyms");
 }
 
