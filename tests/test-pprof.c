@@ -27,6 +27,7 @@
 #include "profile.pb-c.h"
 #include "symbolizer.h"
 
+#include "lib/test-child.h"
 #include "lib/test-util.h"
 
 static char dir[] = "/tmp/profd-test-pprof-XXXXXX";
@@ -134,24 +135,18 @@ typedef struct Child {
 
 static void child_start(const char *path, Child *c)
 {
-        int in[2], out[2];
-        if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
-                die("pipe");
-        c->pid = fork();
-        if (c->pid < 0)
-                die("fork");
+        int to_fd = -1, from_fd = -1;
+        c->pid = fork_piped(&to_fd, &from_fd);
+        if (c->pid < 0) {
+                errno = -c->pid;
+                die("fork with pipes");
+        }
         if (c->pid == 0) {
-                dup2(in[0], 0);
-                dup2(out[1], 1);
-                close(in[1]);
-                close(out[0]);
                 execl(path, path, (char *)NULL);
                 _exit(127);
         }
-        close(in[0]);
-        close(out[1]);
-        c->to = fdopen(in[1], "w");
-        FILE *from = fdopen(out[0], "r");
+        c->to = fdopen(to_fd, "w");
+        FILE *from = fdopen(from_fd, "r");
         int pid;
         void *a, *b, *d;
         if (fscanf(from, "%d %p %p %p", &pid, &a, &b, &d) != 4 || pid != c->pid) {

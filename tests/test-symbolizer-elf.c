@@ -20,6 +20,7 @@
 #include "process-table.h"
 #include "symbolizer.h"
 
+#include "lib/test-child.h"
 #include "lib/test-util.h"
 
 
@@ -83,27 +84,20 @@ typedef struct Child {
 
 static int child_start(const char *path, const char *arg, Child *c)
 {
-        int in[2], out[2];
+        int from = -1;
         char buf[512];
         ssize_t n;
         void *p[_A_MAX];
 
-        if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
-                return -errno;
-        c->pid = fork();
+        c->pid = fork_piped(&c->to, &from);
         if (c->pid < 0)
-                return -errno;
+                return c->pid;
         if (c->pid == 0) {
-                dup2(in[0], 0);
-                dup2(out[1], 1);
                 execl(path, path, arg, (char *)NULL);
                 _exit(127);
         }
-        close(in[0]);
-        close(out[1]);
-        c->to = in[1];
-        n = read(out[0], buf, sizeof(buf) - 1);
-        close(out[0]);
+        n = read(from, buf, sizeof(buf) - 1);
+        close(from);
         if (n <= 0)
                 return -EIO;
         buf[n] = 0;
