@@ -30,6 +30,7 @@
 #include "pprof-encode.h"
 #include "flamegraph.h"
 #include "folded.h"
+#include "proc-tracker.h"
 
 /* Each connection costs a little memory; scrapers use one or two. Waiting profile requests hold
  * a connection each, so the limit grows with --max-concurrent-profiles to leave room for the
@@ -131,6 +132,7 @@ static int route_index(HttpServer *s, Request *req);
 static int route_profile(HttpServer *s, Request *req);
 static int route_metrics(HttpServer *s, Request *req);
 static int route_healthz(HttpServer *s, Request *req);
+static int route_process(HttpServer *s, Request *req);
 
 static int pprof_start(Daemon *d, ProfileWindow *w, const ProfileQuery *q, void **ret_job)
 {
@@ -247,6 +249,10 @@ static const Route routes[] = {
         {"/metrics", "Prometheus metrics of the daemon (samples, drops by reason, maps, requests)", NULL,
          route_metrics, NULL},
         {"/healthz", "200 once sampling is live, 503 before", NULL, route_healthz, NULL},
+        {"/debug/profd/process",
+         "DWARF unwinding state of one process (pid=N): whether its unwind tables are in place, "
+         "per executable mapping",
+         "/debug/profd/process?pid=1", route_process, NULL},
 };
 #define N_ROUTES ELEMENTSOF(routes)
 #define ROUTE_UNKNOWN N_ROUTES /* counter row for paths no route matches */
@@ -777,6 +783,32 @@ static int route_healthz(HttpServer *s, Request *req)
         if (s->daemon->sampler && sampler_is_live(s->daemon->sampler))
                 return queue_text(req, 200, "text/plain; charset=utf-8", false, "ok\n");
         return queue_error(req, 503, "sampling is not live yet\n");
+}
+
+static int route_process(HttpServer *s, Request *req)
+{
+        const char *v = MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, "pid");
+        _cleanup_free_ char *buf = NULL;
+        size_t size = 0;
+        unsigned long pid;
+        char *end;
+        FILE *f;
+        int r;
+
+        if (!v || *v < '1' || *v > '9' || (errno = 0, pid = strtoul(v, &end, 10), errno) || *end ||
+            pid > INT32_MAX)
+                return queue_error(req, 400, "pid: expected a process id (pid=N)\n");
+        if (!s->daemon->tracker)
+                return queue_error(req, 404, "DWARF unwinding is off: no process is tracked\n");
+        f = open_memstream(&buf, &size);
+        if (!f)
+                return queue_error(req, 500, "out of memory\n");
+        r = proc_tracker_write_process(s->daemon->tracker, (pid_t)pid, f);
+        if (fclose(f) != 0 || r == -ENOMEM)
+                return queue_error(req, 500, "out of memory\n");
+        if (r < 0)
+                return queue_error(req, 404, "pid %lu is not tracked\n", pid);
+        return queue(req, 200, TAKE_PTR(buf), size, "text/plain; charset=utf-8", NULL, false);
 }
 
 static int route_metrics(HttpServer *s, Request *req)

@@ -34,6 +34,9 @@
 /* exec -> all mappings in the pool is recorded for this long after an exec: the dynamic loader
  * maps libraries during the first milliseconds, a later dlopen is not part of start-up. */
 #define EXEC_READY_WINDOW_NS (2 * NSEC_PER_SEC)
+/* The exec event and the pool's exec time are taken by two programs on the same tracepoint, a few
+ * microseconds apart; two execs of one process are never this close (an exec alone takes longer). */
+#define SAME_EXEC_SLACK_NS (50 * 1000ULL)
 
 typedef struct TrackedMapping {
         uint64_t start, end, offset, dev, inode;
@@ -52,6 +55,7 @@ typedef struct Tracked {
         uint64_t recheck_addr;
         uint8_t recheck_tries;
         bool dirty, push, queued, recheck, recheck_fired, seen;
+        bool exec_adopted; /* exec_ns came from the pool, before its exec event */
         bool background;  /* found by a /proc scan, not by an event: its builds wait */
         bool queued_back; /* queued behind the others (background) */
         struct Tracked *prev, *next;
@@ -292,6 +296,23 @@ static void schedule_recheck(ProcTracker *t, Tracked *p, uint64_t addr)
         }
 }
 
+/* The maps just pushed were read after the pid's last exec (the pool refuses older ones). When the
+ * exec event is still in the ring buffer behind them, take the exec time from the pool so this push
+ * counts as the one that made the new image ready; the event, when it comes, is then the same exec. */
+static void adopt_pool_exec(ProcTracker *t, Tracked *p)
+{
+        uint64_t exec_ns;
+
+        if (table_pool_last_exec(t->pool, p->pid, &exec_ns) < 0)
+                return;
+        if (exec_ns <= p->exec_ns + SAME_EXEC_SLACK_NS || exec_ns > p->maps_ns ||
+            now_ns(CLOCK_MONOTONIC) - exec_ns > EXEC_READY_WINDOW_NS)
+                return;
+        record_ready(t, p); /* an earlier exec that never got ready */
+        p->exec_ns = exec_ns;
+        p->exec_adopted = true;
+}
+
 static int push(ProcTracker *t, Tracked *p)
 {
         _cleanup_free_ PoolMapping *pm = NULL;
@@ -315,6 +336,8 @@ static int push(ProcTracker *t, Tracked *p)
                         ready = false;
         }
         r = table_pool_set_process_at(t->pool, p->pid, p->maps_ns, pm, p->n_maps);
+        if (r >= 0)
+                adopt_pool_exec(t, p);
         for (size_t i = 0; i < p->n_maps; i++)
                 p->maps[i].pushed_table = r >= 0 && pm[i].table;
         if (r == -ESTALE) {
@@ -636,8 +659,15 @@ static void on_event(const struct profd_event *ev, void *userdata)
                 p = tracked_get(t, pid);
                 if (!p)
                         return;
-                record_ready(t, p);
                 p->background = false;
+                if (p->exec_adopted && ev->ktime_ns + SAME_EXEC_SLACK_NS >= p->exec_ns &&
+                    ev->ktime_ns <= p->exec_ns + SAME_EXEC_SLACK_NS) {
+                        /* Already pushed with mappings read after this exec. */
+                        p->exec_adopted = false;
+                        return;
+                }
+                record_ready(t, p);
+                p->exec_adopted = false;
                 /* bpf_ktime_get_ns() is CLOCK_MONOTONIC. */
                 p->exec_ns = ev->ktime_ns;
                 /* The unwinder forgot the pid at exec: push even if the maps look the same. */
@@ -905,6 +935,39 @@ int proc_tracker_find_mapping(ProcTracker *t, pid_t pid, const char *path_suffix
                 }
         }
         return -ENOENT;
+}
+
+int proc_tracker_write_process(ProcTracker *t, pid_t pid, FILE *f)
+{
+        Tracked *p = tracked_find(t, pid);
+        ProcTrackerProcess info;
+        Process *proc = NULL;
+
+        if (!p)
+                return -ENOENT;
+        (void)process_table_get(t->procs, pid, &proc);
+        if (proc_tracker_get_process(t, pid, &info) < 0) {
+                fprintf(f, "pid %d\nstate reading\n", (int)pid);
+                return 0;
+        }
+        /* ready: the last push gave the unwinder every table it will get for these mappings, and
+         * it was made from mappings read after the last exec the tracker knows of. */
+        fprintf(f, "pid %d\nstate %s\nmappings %zu\nwith_table %zu\npending %zu\n", (int)pid,
+                info.n_pending == 0 && !p->dirty && !p->push && (!p->exec_ns || p->pushed_ns >= p->exec_ns)
+                        ? "ready"
+                        : "pending",
+                info.n_mappings, info.n_with_table, info.n_pending);
+        for (size_t i = 0; i < p->n_maps; i++) {
+                const TrackedMapping *m = &p->maps[i];
+                const ProcMapping *pm = proc ? process_find_mapping(proc, m->start) : NULL;
+                const char *state = m->pushed_table ? "table"
+                                    : !m->exe || m->exe->state == EXE_FAILED ? "none"
+                                                                             : "pending";
+
+                fprintf(f, "mapping %" PRIx64 "-%" PRIx64 " %s %s\n", m->start, m->end, state,
+                        pm && pm->path ? pm->path : "?");
+        }
+        return 0;
 }
 
 int proc_tracker_refresh_pid(ProcTracker *t, pid_t pid)

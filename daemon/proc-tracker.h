@@ -51,6 +51,9 @@ int proc_tracker_get_process(ProcTracker *t, pid_t pid, ProcTrackerProcess *ret)
 /* Whether pid has a mapping of a file whose path ends in suffix, and whether it was pushed to the
  * pool with its table (tests). */
 int proc_tracker_find_mapping(ProcTracker *t, pid_t pid, const char *path_suffix, bool *ret_has_table);
+/* pid's unwinding state as text, one "key value" per line: state ready|pending|reading, counts, and
+ * one "mapping START-END table|pending|none PATH" line per executable mapping. -ENOENT: untracked. */
+int proc_tracker_write_process(ProcTracker *t, pid_t pid, FILE *f);
 size_t proc_tracker_n_processes(const ProcTracker *t);
 /* True while processing is queued (events, refreshes, builds): tests run the loop until idle. */
 bool proc_tracker_busy(const ProcTracker *t);

@@ -732,6 +732,19 @@ static bool exec_after(TablePool *p, pid_t pid, uint64_t maps_ns)
         return bpf_map_lookup_elem(p->execs_fd, &key, &exec_ns) == 0 && exec_ns > maps_ns;
 }
 
+int table_pool_last_exec(TablePool *p, pid_t pid, uint64_t *ret_ns)
+{
+        uint32_t key = pid;
+        uint64_t exec_ns;
+
+        if (!p || pid <= 0 || !ret_ns)
+                return -EINVAL;
+        if (bpf_map_lookup_elem(p->execs_fd, &key, &exec_ns) < 0)
+                return -errno;
+        *ret_ns = exec_ns;
+        return 0;
+}
+
 int table_pool_set_process(TablePool *p, pid_t pid, const PoolMapping *m, size_t n)
 {
         return table_pool_set_process_at(p, pid, now_ns(), m, n);

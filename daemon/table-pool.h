@@ -45,6 +45,8 @@ typedef struct PoolMapping {
  * read them again. table_pool_set_process() uses the current time. */
 int table_pool_set_process_at(TablePool *p, pid_t pid, uint64_t maps_ns, const PoolMapping *m, size_t n);
 int table_pool_set_process(TablePool *p, pid_t pid, const PoolMapping *m, size_t n);
+/* CLOCK_MONOTONIC time of pid's last exec as the BPF exec hook recorded it (-ENOENT: none known). */
+int table_pool_last_exec(TablePool *p, pid_t pid, uint64_t *ret_ns);
 int table_pool_remove_process(TablePool *p, pid_t pid);
 /* Tables placed in the pool (for the service STATUS= line). */
 size_t table_pool_n_tables(const TablePool *p);

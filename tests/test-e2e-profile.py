@@ -203,7 +203,14 @@ def main():
         # Its whole life is inside the window: all its CPU time must be there, counted at 99 Hz.
         check(total > 0 and abs(total - gone_cpu * 99) <= 0.25 * gone_cpu * 99 + 5,
               "the short-lived process is in the profile with all its samples (%d for %.2f s CPU)" % (total, gone_cpu))
-        check(all(t.labels.get("comm") == ["e2e-short"] for t in ts), "it keeps its comm label after exiting")
+        # Between fork and exec the child still runs python's code under python's comm: those few
+        # samples are not the program's. Every sample of the program itself keeps its comm.
+        own = [t for t in ts if t.frames[:len(CHAIN)] == CHAIN]
+        others = [t for t in ts if t not in own]
+        for t in others:
+            log("  sample not of the program's code: %s %s" % (t.labels.get("comm"), t.frames[:6]))
+        check(own and all(t.labels.get("comm") == ["e2e-short"] for t in own),
+              "it keeps its comm label after exiting")
         check(total > 0 and named >= 0.9 * total,
               "its frames are symbolized after it exited (%d of %d samples with the full named chain)" % (named, total))
     finish()

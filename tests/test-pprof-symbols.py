@@ -187,8 +187,16 @@ def main():
         link_p = subprocess.Popen([link_prog, "3"])
         df_p = None
         if ns_ok:
-            df_p = subprocess.Popen(["unshare", "-m", "sh", "-c", "mount --bind '%s' /usr/lib/debug && exec '%s' 4.6"
-                                     % (debugroot, df_prog)])
+            # /usr/lib/debug exists only where some -dbg package is installed: otherwise an overlay
+            # on /usr (in that namespace alone) adds it, so the host's tree is never touched.
+            upper, overlay_work = os.path.join(work, "usr-upper"), os.path.join(work, "usr-work")
+            os.makedirs(os.path.join(upper, "lib", "debug"), exist_ok=True)
+            os.makedirs(overlay_work, exist_ok=True)
+            df_p = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                                     "{ [ -d /usr/lib/debug ] || mount -t overlay overlay -o "
+                                     "lowerdir=/usr,upperdir='%s',workdir='%s' /usr; } && "
+                                     "mount --bind '%s' /usr/lib/debug && exec '%s' 4.6"
+                                     % (upper, overlay_work, debugroot, df_prog)])
         df_path = fetch_while([link_p] + ([df_p] if df_p else []), [])
 
     raw = pprof("-raw", path).stdout

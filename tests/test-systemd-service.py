@@ -80,6 +80,14 @@ class PrivateSystemd:
         return dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l)
 
     def __exit__(self, *exc):
+        if not self.pid1 and self.proc and self.proc.poll() is None:
+            # Never got as far as asking it: its PID 1 is unshare's child all the same.
+            kids = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True).stdout.split()
+            for k in kids:
+                try:
+                    os.kill(int(k), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
         if self.pid1:
             # Stopped units clean up after themselves (PrivateTmp= directories, dynamic user).
             self.systemctl("stop", "profd.socket", "profd.service", check=False)
@@ -201,10 +209,12 @@ def main():
     with open(os.path.join(defaults_dir, "profd"), "w") as f:
         f.write(defaults)
 
+    sd_ctx = PrivateSystemd(dest, unitdir, defaults_dir, sbindir)
     try:
-        sd_ctx = PrivateSystemd(dest, unitdir, defaults_dir, sbindir)
         sd = sd_ctx.__enter__()
     except RuntimeError as e:
+        # Whatever did start (the namespace's systemd, its cgroups) goes before the skip.
+        sd_ctx.__exit__(None, None, None)
         skip("cannot boot a private systemd here: %s" % e)
     try:
         run_checks(sd, port, sock_port, caps, unitdir, logpath)

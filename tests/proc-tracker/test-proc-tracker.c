@@ -179,6 +179,7 @@ int main(int argc, char **argv)
         char line[256];
         Helper h = {};
         uint64_t t0, lat[8];
+        size_t n_lat = 0;
         int r, grandchild = 0;
         struct bpf_map *rb;
         char *metrics = NULL;
@@ -424,17 +425,18 @@ int main(int argc, char **argv)
                 w = (Want){c.pid, "proc-helper", "libc.so.6"};
                 if (r < 0 || !run_until(ready, &w, 5000) ||
                     proc_tracker_get_process(tracker, c.pid, &p) < 0 || !p.exec_ns) {
-                        CHECK(false, "cached helper run %zu ready", i);
-                        lat[i] = UINT64_MAX;
+                        CHECK(false, "cached helper run %zu ready (exec seen: %s)", i,
+                              p.exec_ns ? "yes" : "no");
                 } else
-                        lat[i] = p.pushed_ns - p.exec_ns;
+                        lat[n_lat++] = p.pushed_ns - p.exec_ns;
                 (void)helper_cmd(&c, NULL, line, sizeof(line));
                 (void)helper_finish(&c);
         }
-        qsort(lat, ELEMENTSOF(lat), sizeof(lat[0]), cmp_u64);
-        printf("     cached executable, exec -> all mappings pushed with tables: median %.2f ms, max %.2f "
-               "ms (%zu runs)\n",
-               lat[ELEMENTSOF(lat) / 2] / 1e6, lat[ELEMENTSOF(lat) - 1] / 1e6, ELEMENTSOF(lat));
+        qsort(lat, n_lat, sizeof(lat[0]), cmp_u64);
+        if (n_lat > 0)
+                printf("     cached executable, exec -> all mappings pushed with tables: median %.2f ms, max "
+                       "%.2f ms (%zu of %zu runs ready)\n",
+                       lat[n_lat / 2] / 1e6, lat[n_lat - 1] / 1e6, n_lat, ELEMENTSOF(lat));
 
         mf = open_memstream(&metrics, &metrics_size);
         proc_tracker_write_metrics(tracker, mf);

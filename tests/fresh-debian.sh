@@ -1,0 +1,105 @@
+#!/bin/bash
+# Runs README command 2 (./tests/run-all.sh) the way a new user would: on a brand-new Debian 12
+# root made here with debootstrap (minbase: nothing installed beyond apt and the essentials), with
+# this source tree unpacked in it, as root, in a mount namespace of its own where / is a mount
+# point and proc, sysfs, cgroup2, /dev and a private /run and /dev/shm are mounted.
+#
+#   tests/fresh-debian.sh [--keep] [DIR]
+#
+# DIR (default: a new folder under /var/tmp) holds the root; it is removed at the end unless
+# --keep is given. Takes ~10-15 minutes (debootstrap ~2, the packages ~4, the suite ~5-8).
+# Not part of the suite: it needs the network to Debian's archive and ~3 GB of disk.
+# The last line is the suite's own "N passed, N failed, N skipped", prefixed with "fresh-debian:".
+set -u
+cd "$(dirname "$0")/.."
+src=$PWD
+
+keep=0
+if [ "${1:-}" = --keep ]; then
+        keep=1
+        shift
+fi
+if [ "$(id -u)" != 0 ]; then
+        echo "fresh-debian: must run as root (debootstrap, chroot, mounts)" >&2
+        exit 1
+fi
+for tool in debootstrap unshare chroot; do
+        if ! command -v "$tool" >/dev/null; then
+                echo "fresh-debian: $tool is missing: apt-get install -y debootstrap util-linux coreutils" >&2
+                exit 1
+        fi
+done
+
+dir=${1:-$(mktemp -d /var/tmp/profd-fresh.XXXXXX)}
+mkdir -p "$dir" || exit 1
+dir=$(cd "$dir" && pwd)
+root=$dir/root
+log=$dir/run-all.log
+mirror=${PROFD_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+
+cleanup() {
+        # Every mount lives in the namespace, which is gone once its processes are; anything still
+        # running from the root (a test that leaked a process) is reported and stopped.
+        local leaked
+        leaked=$(for p in /proc/[0-9]*; do
+                [ "$(readlink "$p/root" 2>/dev/null)" = "$root" ] && echo "${p#/proc/}"
+        done)
+        if [ -n "$leaked" ]; then
+                echo "fresh-debian: processes left running in the root: $(echo $leaked)" >&2
+                # shellcheck disable=SC2086
+                kill -9 $leaked 2>/dev/null
+        fi
+        if [ "$keep" = 0 ] && ! grep -q " $root[/ ]" /proc/self/mountinfo; then
+                rm -rf --one-file-system "$dir"
+        fi
+}
+trap cleanup EXIT
+
+echo "fresh-debian: debootstrap bookworm (minbase) into $root"
+if [ ! -x "$root/usr/bin/apt-get" ]; then
+        debootstrap --variant=minbase bookworm "$root" "$mirror" >"$dir/debootstrap.log" 2>&1 || {
+                tail -n 20 "$dir/debootstrap.log"
+                echo "fresh-debian: debootstrap failed"
+                exit 1
+        }
+fi
+# What a freshly installed Debian 12 has: the release, its updates and security suites.
+cat >"$root/etc/apt/sources.list" <<EOF
+deb $mirror bookworm main
+deb $mirror bookworm-updates main
+deb http://deb.debian.org/debian-security bookworm-security main
+EOF
+cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+
+echo "fresh-debian: copying the source tree to /root/profd in the root"
+rm -rf "$root/root/profd"
+mkdir -p "$root/root/profd"
+if git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then
+        # Tracked and new files as they are in the working tree (not build folders or caches).
+        git -C "$src" ls-files -z --cached --others --exclude-standard |
+                (cd "$src" && xargs -0 tar -c --ignore-failed-read 2>/dev/null) | tar -x -C "$root/root/profd"
+else
+        tar -C "$src" --exclude='./build*' -c . | tar -x -C "$root/root/profd"
+fi
+
+echo "fresh-debian: running ./tests/run-all.sh in the root (log: $log)"
+# Own mount namespace; / is a bind mount of the root (a mount point, as on a real machine).
+unshare --mount --propagation private -- /bin/bash -c '
+        set -e
+        root=$1
+        mount --bind "$root" "$root"
+        mount -t proc proc "$root/proc"
+        mount -t sysfs sysfs "$root/sys"
+        mount -t cgroup2 cgroup2 "$root/sys/fs/cgroup"
+        mount -t bpf bpf "$root/sys/fs/bpf" 2>/dev/null || true
+        mount --rbind /dev "$root/dev"
+        mount -t tmpfs tmpfs "$root/dev/shm"
+        mount -t tmpfs -o mode=755 tmpfs "$root/run"
+        set +e
+        exec chroot "$root" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+                HOME=/root TERM=dumb LANG=C.UTF-8 /bin/bash -c "cd /root/profd && ./tests/run-all.sh"
+' fresh-debian "$root" 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+last=$(tail -n 1 "$log")
+echo "fresh-debian: $last"
+exit "$status"
