@@ -24,11 +24,11 @@ import sys
 import threading
 import time
 
-from profdtest import BUILD, Daemon, check, fetch_profile, finish, log, require_bpf, tmpdir, traces
+from profdtest import BUILD, Daemon, check, fetch_profile, finish, log, require_bpf, tmpdir, traces, unwind_ready
 
 FREQUENCY = 99
 WINDOW_S = 4             # profile window per scenario
-WARMUP_S = 0.8           # from exec to the start of the window: tables for a new executable
+WARMUP_S = 0.3           # from the go (tables in place) to the start of the window
 THRESHOLD = 0.99
 MIN_SAMPLES = 40         # below this a percentage means little (the machine may be very busy)
 SCEN_DIR = os.path.join(BUILD, "tests", "scenarios")
@@ -103,7 +103,7 @@ SCENARIOS = [
     Scenario("dlopen", "dl_", [("dlopen'd module", r"dl_module_leaf;dl_module_mid;dl_module_entry;dl_run;"
                                 + BELOW_MAIN),
                                ("clock read", CLOCK + BELOW_MAIN)], required=["dlopen'd module"],
-             args=(os.path.join(SCEN_DIR, "scen-dlopen-module.so"),), delay_s=WARMUP_S + 0.7,
+             args=(os.path.join(SCEN_DIR, "scen-dlopen-module.so"),), delay_s=0.7,
              doc="module dlopen'ed 0.7 s into the profile window, after profd started"),
 ]
 
@@ -291,22 +291,33 @@ def perf_samples(path, t_from, t_to):
 
 # ---- one scenario -------------------------------------------------------------------------------
 
+def say(proc, line):
+    try:
+        proc.stdin.write(line + "\n")
+        proc.stdin.flush()
+    except OSError:
+        pass   # it exited: its exit status says why
+
+
 def run_scenario(daemon, sc, perf_ok, work):
     log("\n=== scenario %s: %s" % (sc.name, sc.doc))
     if not os.path.exists(sc.binary):
         check(False, "%s: scenario program %s was built" % (sc.name, sc.binary))
         return
-    duration = WARMUP_S + WINDOW_S + 0.7 - sc.delay_s   # alive until the window has been cut
+    # Burn time from the go: alive until the window has been cut.
+    duration = (WINDOW_S + 0.7 - sc.delay_s) if sc.delay_s else (WARMUP_S + WINDOW_S + 0.7)
     args = [sc.binary, "%.2f" % duration, *sc.args]
     if sc.delay_s:
         args.append(str(int(sc.delay_s * 1000)))
-    t_start = time.monotonic()
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # SCEN_WAIT_GO: the program waits on stdin, so it burns only once profd has its tables.
+    proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, env=dict(os.environ, SCEN_WAIT_GO="1"))
     perf_data = os.path.join(work, sc.name + ".perf.data")
     perf = perf_start(proc.pid, perf_data) if perf_ok else None
     # Alongside the window, back-to-back 1 s windows: when samples lack their chain, these say
     # whether that happens only right after exec/dlopen (tables not placed yet) or all along.
     seconds = []
+    main_window = []
 
     def fetch_seconds():
         for i in range(WINDOW_S):
@@ -314,15 +325,34 @@ def run_scenario(daemon, sc, perf_ok, work):
                 seconds.append(fetch_profile(daemon, 1, path=os.path.join(work, "%s.%d.pb.gz" % (sc.name, i))))
             except (RuntimeError, OSError) as e:
                 log("per-second window %d: %s" % (i, e))
+
+    def fetch_main():
+        main_window.append(fetch_profile(daemon, WINDOW_S, path=os.path.join(work, sc.name + ".pb.gz")))
+
     try:
-        time.sleep(max(0.0, t_start + WARMUP_S - time.monotonic()))
+        unwind_ready(daemon, proc.pid, os.path.basename(sc.binary), sc.name)
+        if not sc.delay_s:
+            say(proc, "go")
+            time.sleep(WARMUP_S)
         t_from = time.monotonic()
         per_second = threading.Thread(target=fetch_seconds)
         per_second.start()
-        path = fetch_profile(daemon, WINDOW_S, path=os.path.join(work, sc.name + ".pb.gz"))
+        main = threading.Thread(target=fetch_main)
+        main.start()
+        if sc.delay_s:
+            # dlopen() while the window runs; the burn starts once the module's table is in place.
+            time.sleep(sc.delay_s)
+            say(proc, "dlopen")
+            unwind_ready(daemon, proc.pid, os.path.basename(sc.args[0]), sc.name + " module")
+            say(proc, "go")
+        main.join()
         t_to = time.monotonic()
         per_second.join()
     finally:
+        try:
+            proc.stdin.close()   # never told go: EOF makes it exit
+        except OSError:
+            pass
         try:
             proc.wait(timeout=duration + 30)
         except subprocess.TimeoutExpired:
@@ -334,6 +364,10 @@ def run_scenario(daemon, sc, perf_ok, work):
             except subprocess.TimeoutExpired:
                 perf.terminate()
                 perf.wait()
+    if not main_window:
+        check(False, "%s: the profile window was fetched" % sc.name)
+        return
+    path = main_window[0]
     check(proc.returncode == 0, "%s: scenario program exited 0 (got %s: %s)"
           % (sc.name, proc.returncode, proc.stderr.read().strip()[-300:]))
 
@@ -378,7 +412,7 @@ def run_scenario(daemon, sc, perf_ok, work):
                     if not any(rx.search(";".join(frames)) for _, rx in sc.chains):
                         b += t.value
             timeline.append("%d/%d" % (b, n))
-        log("  samples without the chain / samples, per second of the window (from %.1f s after exec): %s"
+        log("  samples without the chain / samples, per second of the window (from %.1f s after the go): %s"
             % (WARMUP_S, " ".join(timeline)))
         show(profd, total, "all profd stacks (leaf;...;main):")
 

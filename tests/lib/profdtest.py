@@ -237,3 +237,22 @@ def fetch_profile(d, seconds, extra="", path=None):
     with open(path, "wb") as f:
         f.write(body)
     return path
+
+
+def unwind_ready(daemon, pid, path_suffix, what, timeout_s=60):
+    """Waits until profd says pid's unwind tables are in place (GET /debug/profd/process?pid=N:
+    "state ready" and the mapping of path_suffix with its table), however busy the machine is.
+    Records a failure with profd's last answer when that takes longer than timeout_s."""
+    t0 = time.monotonic()
+    text = ""
+    want = re.compile(r"^mapping \S+ table .*" + re.escape(path_suffix) + r"$", re.M)
+    while time.monotonic() - t0 < timeout_s:
+        st, _, body = daemon.get("/debug/profd/process?pid=%d" % pid, timeout=10)
+        text = body.decode(errors="replace")
+        if st == 200 and re.search(r"^state ready$", text, re.M) and want.search(text):
+            log("%s: unwind tables in place %.3f s after asking" % (what, time.monotonic() - t0))
+            return True
+        time.sleep(0.02)
+    check(False, "%s: profd has pid %d's unwind tables in place within %d s; it says:\n%s"
+          % (what, pid, timeout_s, text))
+    return False

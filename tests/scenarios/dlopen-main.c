@@ -2,7 +2,8 @@
 /* A library loaded with dlopen while the profiler already runs: the program first sleeps
  * (argv[3] ms), so the module's code appears in the process only later, then burns in it:
  *   main -> dl_run -> (dlsym) [module] dl_module_entry -> dl_module_mid -> dl_module_leaf
- * Usage: scen-dlopen SECONDS MODULE_PATH DELAY_MS   (SECONDS counts from after the dlopen) */
+ * Usage: scen-dlopen SECONDS MODULE_PATH DELAY_MS   (SECONDS counts from after the dlopen)
+ * With SCEN_WAIT_GO=1 the delay is a line on stdin instead, and another line starts the burn. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -28,7 +29,10 @@ int main(int argc, char **argv)
                 fprintf(stderr, "usage: %s SECONDS MODULE_PATH [DELAY_MS]\n", argv[0]);
                 return 2;
         }
-        usleep((useconds_t)(argc > 3 ? atoi(argv[3]) : 1000) * 1000);
+        if (getenv("SCEN_WAIT_GO"))
+                scen_wait_go();
+        else
+                usleep((useconds_t)(argc > 3 ? atoi(argv[3]) : 1000) * 1000);
         module = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
         if (!module) {
                 fprintf(stderr, "dlopen: %s\n", dlerror());

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -35,12 +36,25 @@ static inline double scen_now(void)
 
 static double scen_deadline __attribute__((unused));
 
-/* argv[1]: how long to burn, in seconds (default 5, at most 600 so nothing runs unbounded). */
+/* With SCEN_WAIT_GO=1 in the environment, waits for a line on stdin: the test first waits until the
+ * profiler has this process's unwind tables in place, then says go (EOF: exit 3, never burn). */
+static inline void scen_wait_go(void)
+{
+        const char *w = getenv("SCEN_WAIT_GO");
+        char line[16];
+
+        if (w && w[0] == '1' && !fgets(line, sizeof(line), stdin))
+                exit(3);
+}
+
+/* argv[1]: how long to burn, in seconds (default 5, at most 600 so nothing runs unbounded), from
+ * the go (see scen_wait_go()). */
 static inline void scen_init(int argc, char **argv)
 {
         double secs = argc > 1 ? atof(argv[1]) : 5.0;
         if (secs <= 0 || secs > 600)
                 secs = 5.0;
+        scen_wait_go();
         scen_deadline = scen_now() + secs;
 }
 
