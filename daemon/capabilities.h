@@ -5,9 +5,11 @@
 
 #include <stdint.h>
 
-/* Oldest kernel with everything the BPF side relies on (CAP_BPF/CAP_PERFMON, BPF ring buffer). */
-#define PROFD_MIN_KERNEL_MAJOR 5
-#define PROFD_MIN_KERNEL_MINOR 8
+/* Oldest kernel with everything the BPF side relies on: non-preallocated hash maps in perf_event
+ * programs (6.1; the in-kernel stack and count maps), besides CAP_BPF/CAP_PERFMON, ring buffers and
+ * bpf_task_pt_regs() from older releases. Kept in step with README.md, docs/ and profd(8). */
+#define PROFD_MIN_KERNEL_MAJOR 6
+#define PROFD_MIN_KERNEL_MINOR 1
 
 typedef struct CapabilityNeed {
         int cap;          /* CAP_* */

@@ -1055,7 +1055,7 @@ int http_server_new(Daemon *d, HttpServer **ret)
         (void)sd_event_source_set_description(s->io, "http-epoll");
         (void)sd_event_source_set_description(s->timer, "http-timeout");
 
-        log_info("Serving HTTP on %s", s->address);
+        log_debug("Serving HTTP on %s", s->address);
         *ret = TAKE_PTR(s);
         return 0;
 }

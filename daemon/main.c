@@ -107,6 +107,23 @@ static void daemon_done(Daemon *d)
         options_done(&d->options);
 }
 
+/* The line a user looks for: where the profiles are. */
+static void log_ready_line(Daemon *d)
+{
+        const char *a = http_server_address(d->http);
+
+        if (a[0] == ':')
+                log_info("profd %s ready: sampling at %u Hz; profiles on port %s of every address, e.g. "
+                         "curl -o cpu.pb.gz 'http://localhost%s/debug/pprof/profile?seconds=30'",
+                         PROFD_VERSION, d->options.frequency_hz, a + 1, a);
+        else if (strchr(a, ':'))
+                log_info("profd %s ready: sampling at %u Hz; profiles at http://%s/debug/pprof/profile?seconds=30",
+                         PROFD_VERSION, d->options.frequency_hz, a);
+        else
+                log_info("profd %s ready: sampling at %u Hz; serving HTTP on %s", PROFD_VERSION,
+                         d->options.frequency_hz, a);
+}
+
 static int run(int argc, char **argv)
 {
         _cleanup_(daemon_done) Daemon d = {};
@@ -221,8 +238,7 @@ static int run(int argc, char **argv)
         if (r < 0)
                 return log_error_errno(r, "Cannot add the process table timer: %m"), 1;
 
-        log_info("profd %s sampling at %u Hz, serving on %s", PROFD_VERSION, d.options.frequency_hz,
-                 http_server_address(d.http));
+        log_ready_line(&d);
         /* BPF attached on every CPU and HTTP listening: ready. */
         r = notifier_ready(d.notifier);
         if (r < 0)

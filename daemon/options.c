@@ -85,8 +85,19 @@ static void help(void)
                "  -h --help                   show this help\n"
                "     --version                show the version\n"
                "\n"
-               "Endpoints: /debug/pprof/profile?seconds=N[&labels=LIST], /debug/pprof/, /metrics, "
-               "/healthz\n",
+               "Endpoints (GET):\n"
+               "  /debug/pprof/profile         gzipped pprof of the next N seconds; parameters:\n"
+               "                                 seconds=N (default 30, at most --max-seconds)\n"
+               "                                 labels=LIST (as --labels, for this request)\n"
+               "                                 pid=PID, comm=NAME, unit=UNIT (repeatable filters)\n"
+               "                                 format=pprof|folded|flamegraph\n"
+               "  /debug/pprof/flamegraph      flame graph page of the next N seconds (same parameters)\n"
+               "  /debug/pprof/                index of the endpoints\n"
+               "  /metrics                     Prometheus metrics (samples, drops by reason, tables)\n"
+               "  /healthz                     200 once sampling is live, 503 before\n"
+               "  /debug/profd/process?pid=N   whether a process's unwind tables are in place\n"
+               "\n"
+               "Needs Linux 6.1 or newer (x86-64, with BTF) and root or the capabilities in profd(8).\n",
                DEFAULT_FREQUENCY_HZ, DEFAULT_MAX_SECONDS, DEFAULT_MAX_CONCURRENT_PROFILES);
 }
 

@@ -172,14 +172,14 @@ static int hooks_attach(ProcEvents *pe)
                         h->attached = way->via;
                         h->attached_prog = way->prog;
                         if (way->per_syscall)
-                                log_warning("Watching new executable mappings through the syscall exit "
+                                log_debug("Watching new executable mappings through the syscall exit "
                                             "tracepoint: no trampolines, kprobes or uprobes here; this "
                                             "adds a few hundred ns to every syscall on the host");
                 }
                 if (h->attached)
                         n_attached++;
                 else if (pe->loader_uprobes)
-                        log_info("No %s hook: the loader uprobes see dlopen, and the unwinder's "
+                        log_debug("No %s hook: the loader uprobes see dlopen, and the unwinder's "
                                  "unknown-pc reports cover other new executable mappings",
                                  h->name);
                 else
@@ -300,7 +300,7 @@ int proc_events_new(sd_event *e, proc_event_fn fn, void *userdata, const char *m
         }
         (void)sd_event_source_set_description(pe->io, "process-events");
 
-        log_info("Process events via: exec %s, exit %s, fork %s, mmap %s, mprotect %s",
+        log_debug("Process events via: exec %s, exit %s, fork %s, mmap %s, mprotect %s",
                  pe->hooks[HOOK_EXEC].attached ?: "-", pe->hooks[HOOK_EXIT].attached ?: "-",
                  pe->hooks[HOOK_FORK].attached ?: "-", pe->hooks[HOOK_MMAP].attached ?: "-",
                  pe->hooks[HOOK_MPROTECT].attached ?: "-");

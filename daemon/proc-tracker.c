@@ -586,8 +586,8 @@ static int on_worker(sd_event_source *s, void *userdata)
                 if (t->scan_pending) {
                         t->scan_pending = false;
                         t->scan_ns = now_ns(CLOCK_MONOTONIC) - t->scan_start_ns;
-                        log_info("Process tracker: %zu processes read at start in %.1f ms; %zu unwind table "
-                                 "builds queued",
+                        log_info("Found %zu processes at start (read in %.1f ms); building unwind tables "
+                                 "for %zu executables in the background",
                                  t->scan_processes, (double)t->scan_ns / 1e6, exe_cache_queued(t->cache));
                 }
         }

@@ -82,6 +82,44 @@ else
         tar -C "$src" --exclude='./build*' -c . | tar -x -C "$root/root/profd"
 fi
 
+# In the root: command 2 as written; then command 1 as written, in the background, and the README's
+# "Then:" block as written against it (the profile and flame graph files must come back valid).
+cat >"$root/root/fresh-inner.sh" <<'EOS'
+#!/bin/bash
+cd /root/profd || exit 1
+./tests/run-all.sh
+rc=$?
+echo "fresh-debian: command 2 exited $rc"
+cmd1=$(awk '/^# 1\./ { getline; print; exit }' README.md)
+then=$(awk '/^Then/ { f = 1 } f && /^```sh/ { g = 1; next } g && /^```/ { exit } g' README.md)
+echo "fresh-debian: README command 1: $cmd1"
+setsid bash -c "$cmd1" >/root/command1.log 2>&1 </dev/null &
+up=0
+for _ in $(seq 1 600); do
+        if (exec 3<>/dev/tcp/127.0.0.1/7071) 2>/dev/null; then up=1; break; fi
+        sleep 1
+done
+then_rc=1
+if [ "$up" = 1 ]; then
+        echo "fresh-debian: profd is serving; the README's Then: block:"
+        echo "$then"
+        mkdir -p /root/then && cd /root/then && bash -e -c "$then" >/root/then.log 2>&1
+        then_rc=$?
+        tail -n 15 /root/then.log
+        gzip -t /root/then/cpu.pb.gz 2>/dev/null || then_rc=1
+        grep -q '<svg\|<html' /root/then/fg.html 2>/dev/null || then_rc=1
+else
+        echo "fresh-debian: README command 1 did not serve :7071 within 10 minutes:"
+        tail -n 20 /root/command1.log
+fi
+pkill -TERM -f build/daemon/profd
+sleep 2
+tail -n 5 /root/command1.log
+echo "fresh-debian: README Then: block $([ "$then_rc" = 0 ] && echo ok || echo FAILED)"
+[ "$rc" = 0 ] && [ "$then_rc" = 0 ]
+EOS
+chmod +x "$root/root/fresh-inner.sh"
+
 echo "fresh-debian: running ./tests/run-all.sh in the root (log: $log)"
 # Own mount namespace; / is a bind mount of the root (a mount point, as on a real machine).
 unshare --mount --propagation private -- /bin/bash -c '
@@ -97,9 +135,10 @@ unshare --mount --propagation private -- /bin/bash -c '
         mount -t tmpfs -o mode=755 tmpfs "$root/run"
         set +e
         exec chroot "$root" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-                HOME=/root TERM=dumb LANG=C.UTF-8 /bin/bash -c "cd /root/profd && ./tests/run-all.sh"
+                HOME=/root TERM=dumb LANG=C.UTF-8 /root/fresh-inner.sh
 ' fresh-debian "$root" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
-last=$(tail -n 1 "$log")
-echo "fresh-debian: $last"
+summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+readme=$(grep -E '^fresh-debian: README Then: block' "$log" | tail -n 1)
+echo "fresh-debian: ${summary:-no test summary}; ${readme#fresh-debian: }"
 exit "$status"

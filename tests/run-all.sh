@@ -6,17 +6,30 @@ cd "$(dirname "$0")/.."
 
 if [ "${PROFD_SKIP_INSTALL:-0}" != 1 ]; then
         export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq >/dev/null || { echo "apt-get update failed"; exit 1; }
-        # shellcheck disable=SC2046
-        apt-get install -y -qq --no-install-recommends $(sed 's/#.*//' docs/debian-packages.txt docs/debian-packages-tests.txt) >/dev/null \
-                || { echo "apt-get install failed"; exit 1; }
+        pkgs=$(sed 's/#.*//' docs/debian-packages.txt docs/debian-packages-tests.txt)
+        echo "run-all: installing $(echo $pkgs | wc -w) Debian packages (docs/debian-packages*.txt):" \
+                "~4 minutes on a fresh machine, seconds once they are installed"
+        aptlog=$(mktemp)
+        # shellcheck disable=SC2086
+        if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends $pkgs; } >"$aptlog" 2>&1; then
+                tail -n 30 "$aptlog"
+                rm -f "$aptlog"
+                echo "run-all: apt-get failed"
+                echo "0 passed, 1 failed, 0 skipped"
+                exit 1
+        fi
+        rm -f "$aptlog"
+else
+        echo "run-all: PROFD_SKIP_INSTALL=1: not installing packages"
 fi
 
 builddir=${BUILDDIR:-build}
 if [ ! -f "$builddir/build.ninja" ]; then
         meson setup "$builddir" || exit 1
 fi
-meson compile -C "$builddir" || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
+echo "run-all: building in $builddir"
+meson compile -C "$builddir" || { echo "build failed"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
+echo "run-all: running the tests (~8 minutes; one at a time: they sample the whole machine)"
 
 log=$(mktemp)
 meson test -C "$builddir" --print-errorlogs --num-processes 1 "$@" 2>&1 | tee "$log"

@@ -88,7 +88,7 @@ def chromium():
 
 
 def browser(exe, *args):
-    profile = tempfile.mkdtemp(prefix="profd-chromium-")
+    profile = tempfile.mkdtemp(prefix="chromium-")  # under the test's own TMPDIR
     cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
            "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
            "--user-data-dir=" + profile, *args]

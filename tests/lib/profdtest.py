@@ -19,6 +19,27 @@ PROFD = os.path.join(BUILD, "daemon", "profd")
 
 _failures = []
 
+# Everything a test writes goes under one folder of its own, removed when the test ends (pass, fail,
+# skip, or meson's SIGTERM at a timeout); child processes (compilers, go tool pprof) use it as TMPDIR.
+# World-traversable: units under test run as other users and read programs built here.
+SESSION = tempfile.mkdtemp(prefix="profd-test-")
+os.chmod(SESSION, 0o755)
+os.environ["TMPDIR"] = SESSION
+tempfile.tempdir = SESSION
+
+
+def _remove_session():
+    shutil.rmtree(SESSION, ignore_errors=True)
+
+
+def _on_sigterm(signo, frame):
+    sys.exit(128 + signo)  # runs atexit (and finally: blocks), unlike the default action
+
+
+import atexit  # noqa: E402
+atexit.register(_remove_session)
+signal.signal(signal.SIGTERM, _on_sigterm)
+
 
 def log(*a):
     print(*a, flush=True)
@@ -63,8 +84,7 @@ def free_port():
 
 
 def tmpdir():
-    d = tempfile.mkdtemp(prefix="profd-test-")
-    return d
+    return tempfile.mkdtemp(prefix="t-", dir=SESSION)
 
 
 def cc(src, out, flags=(), compiler="gcc", libs=()):
@@ -160,8 +180,8 @@ class Daemon:
 def go_env():
     env = dict(os.environ)
     env.setdefault("HOME", "/root")
-    env.setdefault("GOCACHE", os.path.join(tempfile.gettempdir(), "profd-gocache"))
-    env["PPROF_TMPDIR"] = tempfile.gettempdir()
+    env["GOCACHE"] = os.path.join(SESSION, "gocache")
+    env["PPROF_TMPDIR"] = SESSION
     env["PPROF_BINARY_PATH"] = "/nonexistent"  # never look for local binaries: profd names functions
     return env
 
