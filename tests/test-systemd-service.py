@@ -69,7 +69,9 @@ class PrivateSystemd:
         raise RuntimeError("private systemd did not come up")
 
     def systemctl(self, *args, check=True):
-        r = subprocess.run(["nsenter", "-t", str(self.pid1), "-m", "-p", "systemctl", "--no-pager", *args],
+        # -r -w: entering a mount namespace moves to its root mount; where this runs in a chroot (a
+        # container, tests/fresh-debian.sh) that is not where the private systemd lives.
+        r = subprocess.run(["nsenter", "-t", str(self.pid1), "-m", "-p", "-r", "-w", "systemctl", "--no-pager", *args],
                            capture_output=True, text=True, timeout=60)
         if check and r.returncode != 0:
             log("systemctl %s: %s%s" % (" ".join(args), r.stdout, r.stderr))
