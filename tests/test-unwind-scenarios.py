@@ -43,7 +43,7 @@ CLOCK = r"(?:__)?clock_gettime;"
 
 
 class Scenario:
-    def __init__(self, name, own, chains, required=None, args=(), delay_s=0.0, doc=""):
+    def __init__(self, name, own, chains, required=None, args=(), delay_s=0.0, doc="", perf_threshold=THRESHOLD):
         self.name = name
         self.own = own    # name prefix of the scenario's own functions
         # leaf-first regexes matched at the bottom of the ';'-joined stack; frames above the leaf
@@ -53,6 +53,8 @@ class Scenario:
         self.args = args
         self.delay_s = delay_s
         self.doc = doc
+        # share of perf's samples whose stack profd must also have recorded
+        self.perf_threshold = perf_threshold
 
     @property
     def binary(self):
@@ -99,7 +101,11 @@ SCENARIOS = [
         ("throwing", r"[^;]+;exc_thrower(?:\.cold)?;exc_hot_loop;" + BELOW_MAIN),
         ("catching", r"[^;]+;exc_hot_loop(?:\.cold)?;" + BELOW_MAIN)],
              required=["in the catch block"],
-             doc="C++ throw/catch in the hot loop, work in the catch block (.cold fragment)"),
+             doc="C++ throw/catch in the hot loop, work in the catch block (.cold fragment)",
+             # perf's own DWARF walk inside libgcc's unwinder yields ~1% of stacks the program cannot
+             # have (e.g. _Unwind_RaiseException;exc_hot_loop;exc_hot_loop;main, __cxa_throw and
+             # exc_thrower.cold missing): seen in 1 of 5 runs under load, 4 of 366 samples
+             perf_threshold=0.98),
     Scenario("dlopen", "dl_", [("dlopen'd module", r"dl_module_leaf;dl_module_mid;dl_module_entry;dl_run;"
                                 + BELOW_MAIN),
                                ("clock read", CLOCK + BELOW_MAIN)], required=["dlopen'd module"],
@@ -443,8 +449,9 @@ def run_scenario(daemon, sc, perf_ok, work):
         % (truncated, ptotal, pdepth, ddepth, 100 * overlap, rare_profd, rare_perf))
     ok = check(agree_profd >= THRESHOLD * total, "%s: >= 99%% of profd's samples have a stack perf also "
                "recorded: %d/%d = %.2f%%" % (sc.name, agree_profd, total, 100.0 * agree_profd / total))
-    ok &= check(agree_perf >= THRESHOLD * ptotal, "%s: >= 99%% of perf's samples have a stack profd also "
-                "recorded: %d/%d = %.2f%%" % (sc.name, agree_perf, ptotal, 100.0 * agree_perf / ptotal))
+    ok &= check(agree_perf >= sc.perf_threshold * ptotal, "%s: >= %g%% of perf's samples have a stack profd also "
+                "recorded: %d/%d = %.2f%%" % (sc.name, 100 * sc.perf_threshold, agree_perf, ptotal,
+                                              100.0 * agree_perf / ptotal))
     if only_profd:
         show(only_profd, total, "profd stacks perf did not record:")
     if only_perf:
