@@ -37,7 +37,8 @@ enum {
  * verifier walks every iteration of the frame loop (and of each frame's 17-step binary search):
  * with 20 frames the step program verifies in 115K (5.10, 6.1) to 375K (6.18) of the 1M processed
  * instructions allowed (docs/kernels.md), so there is room for more per-frame logic but not for
- * twice the frames per step. On 5.10 the tail-call limit is also 33 (MAX_TAIL_CALL_CNT 32 + 1). */
+ * twice the frames per step. Kernels before 5.17 define MAX_TAIL_CALL_CNT as 32: the budget of 32
+ * fits them too. */
 #define PROFD_FRAMES_PER_STEP 20
 #define PROFD_MAX_STEPS 31
 _Static_assert((PROFD_MAX_USER_FRAMES + 1 + PROFD_FRAMES_PER_STEP - 1) / PROFD_FRAMES_PER_STEP <=
