@@ -35,8 +35,10 @@ enum {
  * so ceil((PROFD_MAX_USER_FRAMES + 1) / PROFD_FRAMES_PER_STEP) must stay <= 31 (the +1 is the
  * probe that tells a complete 512-frame stack from a truncated one). 20 gives 26 steps. The
  * verifier walks every iteration of the frame loop (and of each frame's 17-step binary search):
- * with 20 frames the step program verifies in ~270K of the 1M processed instructions allowed,
- * so there is room for more per-frame logic but not for twice the frames per step. */
+ * with 20 frames the step program verifies in 115K (5.10, 6.1) to 375K (6.18) of the 1M processed
+ * instructions allowed (docs/kernels.md), so there is room for more per-frame logic but not for
+ * twice the frames per step. Kernels before 5.17 define MAX_TAIL_CALL_CNT as 32: the budget of 32
+ * fits them too. */
 #define PROFD_FRAMES_PER_STEP 20
 #define PROFD_MAX_STEPS 31
 _Static_assert((PROFD_MAX_USER_FRAMES + 1 + PROFD_FRAMES_PER_STEP - 1) / PROFD_FRAMES_PER_STEP <=
@@ -51,6 +53,7 @@ _Static_assert((PROFD_MAX_USER_FRAMES & (PROFD_MAX_USER_FRAMES - 1)) == 0, "fram
 
 #define PF_KTHREAD_FLAG 0x00200000
 #define EEXIST 17
+#define EFAULT 14
 /* __USER32_CS: the code segment of 32-bit (compat) tasks; 64-bit tasks run with 0x33. */
 #define PROFD_USER32_CS 0x23
 /* Index of cs in x86-64 struct pt_regs viewed as __u64[]. */
@@ -75,6 +78,15 @@ _Static_assert((PROFD_STACK_WINDOW & (PROFD_STACK_WINDOW - 1)) == 0, "window off
 
 /* Benchmarks: time every recorded sample from entry to the end of finalize. */
 const volatile bool profd_measure_cost = false;
+/* Kernel features, probed by the daemon before load (daemon/kernel-features.c). Code behind a false
+ * one is dead: the verifier, which knows these frozen values, never looks at it, so helpers newer
+ * than the running kernel may appear there. */
+const volatile bool profd_have_task_btf = true;      /* bpf_get_current_task_btf(), 5.11 */
+const volatile bool profd_have_task_pt_regs = true;  /* bpf_task_pt_regs(), 5.15 */
+/* Without bpf_task_pt_regs(): the user registers saved at syscall/interrupt entry sit at the top of
+ * the task's kernel stack, as x86-64's task_pt_regs() computes them (no padding on x86-64). The
+ * daemon sets THREAD_SIZE (16 KiB; 32 KiB with KASAN). */
+const volatile __u32 profd_thread_size = 16384;
 
 /* Generation samples are counted in; written by the daemon (see daemon/sampler.c). */
 volatile __u32 profd_gen = 0;
@@ -663,6 +675,45 @@ static __always_inline bool unwind_one(struct sample_state *st)
         return step_dwarf(st, m, lookup_pc);
 }
 
+static __always_inline bool task_is_kernel_thread(struct task_struct *task)
+{
+        if (profd_have_task_btf)
+                return (task->flags & PF_KTHREAD_FLAG) || !task->mm;
+        return (BPF_CORE_READ(task, flags) & PF_KTHREAD_FLAG) || !BPF_CORE_READ(task, mm);
+}
+
+/* The user registers of current, interrupted in the kernel (syscall, fault, interrupt): what the
+ * kernel saved on entry, at the top of the task's kernel stack. -EFAULT when they are not a 64-bit
+ * user context (a kernel thread's, or unreadable). */
+static __always_inline int user_regs(struct task_struct *task, struct sample_state *st, __u64 *ret_cs)
+{
+        struct pt_regs regs;
+
+        if (profd_have_task_btf && profd_have_task_pt_regs) {
+                struct pt_regs *u = (struct pt_regs *)bpf_task_pt_regs(task);
+
+                if (!u)
+                        return -EFAULT;
+                regs.ip = u->ip;
+                regs.sp = u->sp;
+                regs.bp = u->bp;
+                regs.cs = u->cs;
+        } else {
+                void *stack = BPF_CORE_READ(task, stack);
+
+                if (!stack || bpf_probe_read_kernel(&regs, sizeof(regs),
+                                                    stack + profd_thread_size - sizeof(regs)) < 0)
+                        return -EFAULT;
+        }
+        if ((regs.cs & 3) != 3)
+                return -EFAULT;
+        st->ip = regs.ip;
+        st->sp = regs.sp;
+        st->bp = regs.bp;
+        *ret_cs = regs.cs & 0xffff;
+        return 0;
+}
+
 SEC("perf_event")
 int profd_sample(struct bpf_perf_event_data *ctx)
 {
@@ -683,7 +734,8 @@ int profd_sample(struct bpf_perf_event_data *ctx)
                 return 0;
         }
 
-        task = bpf_get_current_task_btf();
+        /* Untyped on kernels before 5.11: every field below is read with BPF_CORE_READ. */
+        task = profd_have_task_btf ? bpf_get_current_task_btf() : (struct task_struct *)bpf_get_current_task();
         if (!profd_sample_wanted(task)) {
                 count(PROFD_CNT_FILTERED);
                 return 0;
@@ -733,7 +785,7 @@ int profd_sample(struct bpf_perf_event_data *ctx)
                         st->kernel.len = n / sizeof(__u64);
         }
 
-        if ((task->flags & PF_KTHREAD_FLAG) || !task->mm) {
+        if (task_is_kernel_thread(task)) {
                 stop(st, PROFD_STOP_KERNEL_THREAD);
         } else if (!in_kernel) {
                 st->ip = ctx->regs.ip;
@@ -743,17 +795,11 @@ int profd_sample(struct bpf_perf_event_data *ctx)
         } else {
                 /* The sample hit a syscall, fault or interrupt: the user state is what the
                  * kernel saved on entry, at the top of the task's kernel stack. */
-                struct pt_regs *uregs = (struct pt_regs *)bpf_task_pt_regs(task);
-
-                if (!uregs || (uregs->cs & 3) != 3) {
+                if (user_regs(task, st, &user_cs) < 0) {
                         count(PROFD_ERR_USER_REGS);
                         stop(st, PROFD_STOP_BAD_READ);
                 } else {
-                        st->ip = uregs->ip;
-                        st->sp = uregs->sp;
-                        st->bp = uregs->bp;
                         st->ip_valid = 1;
-                        user_cs = uregs->cs & 0xffff;
                 }
         }
         if (st->ip_valid && user_cs == PROFD_USER32_CS) {

@@ -112,8 +112,7 @@ int kernel_check_supported(void)
         if (uname(&u) == 0 && sscanf(u.release, "%u.%u", &major, &minor) == 2 &&
             (major < PROFD_MIN_KERNEL_MAJOR ||
              (major == PROFD_MIN_KERNEL_MAJOR && minor < PROFD_MIN_KERNEL_MINOR))) {
-                log_error("profd: unsupported kernel %s: Linux %d.%d or newer is needed (non-preallocated BPF "
-                          "hash maps in perf_event programs)",
+                log_error("profd: unsupported kernel %s: Linux %d.%d or newer is needed (see docs/kernels.md)",
                           u.release, PROFD_MIN_KERNEL_MAJOR, PROFD_MIN_KERNEL_MINOR);
                 return -EOPNOTSUPP;
         }

@@ -5,11 +5,11 @@
 
 #include <stdint.h>
 
-/* Oldest kernel with everything the BPF side relies on: non-preallocated hash maps in perf_event
- * programs (6.1; the in-kernel stack and count maps), besides CAP_BPF/CAP_PERFMON, ring buffers and
- * bpf_task_pt_regs() from older releases. Kept in step with README.md, docs/ and profd(8). */
-#define PROFD_MIN_KERNEL_MAJOR 6
-#define PROFD_MIN_KERNEL_MINOR 1
+/* Oldest kernel profd supports: 5.10 (BPF ring buffer 5.8, CAP_BPF/CAP_PERFMON 5.8, tail calls from
+ * subprograms, BTF-typed tracepoints). Newer features are probed, not inferred from this number
+ * (kernel-features.h). Kept in step with README.md, docs/kernels.md and profd(8). */
+#define PROFD_MIN_KERNEL_MAJOR 5
+#define PROFD_MIN_KERNEL_MINOR 10
 
 typedef struct CapabilityNeed {
         int cap;          /* CAP_* */

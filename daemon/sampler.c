@@ -16,6 +16,7 @@
 
 #include "log.h"
 #include "macro.h"
+#include "kernel-features.h"
 #include "sampler.h"
 
 #include "profile.skel.h"
@@ -28,6 +29,11 @@
 #define SAMPLER_MAP_MIN_ENTRIES 4096u
 #define SAMPLER_COUNTS_MAX_ENTRIES 262144u
 #define SAMPLER_STACKS_MAX_ENTRIES 65536u
+/* Preallocated maps (kernels before 6.1, see kernel-features.h) hold their whole size in kernel
+ * memory from the start (~4 KiB per user stack entry): sized to twice the samples of one interval
+ * like the others, from a smaller floor, and capped so a 64-CPU host at 99 Hz still fits. */
+#define SAMPLER_PREALLOC_MIN_ENTRIES 1024u
+#define SAMPLER_PREALLOC_MAX_ENTRIES 16384u
 /* How often the online CPU list is read again: a CPU that comes online (or back online: a CPU's
  * perf event is removed from it when it goes offline) is sampled from the next check on. */
 #define SAMPLER_HOTPLUG_CHECK_NS (2 * NSEC_PER_SEC)
@@ -258,6 +264,8 @@ static uint32_t clamp_u32(uint64_t v, uint32_t lo, uint32_t hi)
 
 static int sampler_load(Sampler *s)
 {
+        const KernelFeatures *kf;
+        bool dynamic_maps;
         uint64_t per_interval;
         int r;
 
@@ -272,8 +280,16 @@ static int sampler_load(Sampler *s)
         /* Distinct keys per interval cannot exceed samples per interval. */
         per_interval = (uint64_t)s->opts.frequency_hz * (uint64_t)s->n_possible_cpus *
                        (s->opts.drain_interval_ns / 1000000 + 1) / 1000;
-        s->counts_entries = clamp_u32(2 * per_interval, SAMPLER_MAP_MIN_ENTRIES, SAMPLER_COUNTS_MAX_ENTRIES);
-        s->stacks_entries = clamp_u32(2 * per_interval, SAMPLER_MAP_MIN_ENTRIES, SAMPLER_STACKS_MAX_ENTRIES);
+        kf = kernel_features_get();
+        dynamic_maps = kf->have[KERNEL_FEATURE_PERF_EVENT_DYNAMIC_MAPS];
+        if (dynamic_maps) {
+                s->counts_entries = clamp_u32(2 * per_interval, SAMPLER_MAP_MIN_ENTRIES, SAMPLER_COUNTS_MAX_ENTRIES);
+                s->stacks_entries = clamp_u32(2 * per_interval, SAMPLER_MAP_MIN_ENTRIES, SAMPLER_STACKS_MAX_ENTRIES);
+        } else {
+                s->counts_entries = clamp_u32(2 * per_interval, SAMPLER_PREALLOC_MIN_ENTRIES,
+                                              SAMPLER_PREALLOC_MAX_ENTRIES);
+                s->stacks_entries = s->counts_entries;
+        }
 
         struct bpf_map *sized[] = {
                 s->skel->maps.counts_0, s->skel->maps.counts_1,  s->skel->maps.stacks_0,
@@ -281,6 +297,8 @@ static int sampler_load(Sampler *s)
         };
         for (size_t i = 0; i < ELEMENTSOF(sized); i++) {
                 r = bpf_map__set_max_entries(sized[i], i < 2 ? s->counts_entries : s->stacks_entries);
+                if (r >= 0 && !dynamic_maps)
+                        r = bpf_map__set_map_flags(sized[i], bpf_map__map_flags(sized[i]) & ~BPF_F_NO_PREALLOC);
                 if (r < 0)
                         return log_error_errno(r, "Failed to size BPF map %s: %m", bpf_map__name(sized[i]));
         }
@@ -288,8 +306,34 @@ static int sampler_load(Sampler *s)
         /* --pid/--comm and whether cgroups filter (the cgroup list is a map, see filter.bpf.h). */
         memcpy((void *)&s->skel->rodata->profd_filter, &s->opts.filter, sizeof(s->opts.filter));
         s->skel->rodata->profd_measure_cost = s->opts.measure_cost;
+        s->skel->rodata->profd_have_task_btf = kf->have[KERNEL_FEATURE_TASK_BTF];
+        s->skel->rodata->profd_have_task_pt_regs = kf->have[KERNEL_FEATURE_TASK_PT_REGS];
+        s->skel->rodata->profd_thread_size = kf->thread_size;
+
+        /* BPF_LOG_STATS: only the verifier's closing statistics, even when the load succeeds. */
+        char stats[4][512]; /* entry, step, finalize (and room for one more) */
+        struct bpf_program *prog;
+        size_t n_prog = 0;
+        if (s->opts.verifier_stats)
+                bpf_object__for_each_program(prog, s->skel->obj) {
+                        if (n_prog >= ELEMENTSOF(stats))
+                                break;
+                        stats[n_prog][0] = 0;
+                        (void)bpf_program__set_log_level(prog, 4);
+                        (void)bpf_program__set_log_buf(prog, stats[n_prog++], sizeof(stats[0]));
+                }
 
         r = profile_bpf__load(s->skel);
+        n_prog = 0;
+        if (s->opts.verifier_stats && r >= 0)
+                bpf_object__for_each_program(prog, s->skel->obj) {
+                        const char *p;
+                        if (n_prog >= ELEMENTSOF(stats))
+                                break;
+                        p = strstr(stats[n_prog++], "processed ");
+                        log_info("Verifier: %s: %.*s", bpf_program__name(prog), p ? (int)strcspn(p, "\n") : 2,
+                                 p ?: "-");
+                }
         if (r < 0)
                 return log_error_errno(r, "Failed to load BPF programs (root or CAP_BPF+CAP_PERFMON needed, "
                                           "kernel with BTF): %m");
@@ -809,6 +853,7 @@ void sampler_write_metrics(const Sampler *s, FILE *f)
 
         if (!s || !f)
                 return;
+        kernel_features_write_metrics(kernel_features_get(), f);
 
         fprintf(f,
                 "# HELP profd_sampling_live 1 once the perf events are attached.\n"

@@ -22,6 +22,7 @@ typedef struct SamplerOptions {
         uint64_t drain_interval_ns; /* periodic cut, ~1 s */
         struct profd_filter_config filter; /* --pid/--comm/--unit/--cgroup for rodata; zeroes: none */
         bool measure_cost; /* BPF times each recorded sample (benchmarks): profd_bpf_recorded_ns_total */
+        bool verifier_stats; /* log each program's verifier statistics (instructions processed) */
         const char *online_cpus_path; /* NULL: /sys/devices/system/cpu/online (tests fake hotplug) */
 } SamplerOptions;
 

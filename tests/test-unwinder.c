@@ -27,6 +27,7 @@
 #include <bpf/libbpf.h>
 
 #include "sampler.h"
+#include "kernel-features.h"
 #include "table-pool.h"
 #include "unwind-tables/unwind-table.h"
 
@@ -734,6 +735,21 @@ int main(int argc, char **argv)
         if (r < 0) {
                 fprintf(stderr, "FAIL: sampler: %s\n", strerror(-r));
                 return 1;
+        }
+        if (getenv("PROFD_KERNEL_FEATURES_OFF")) {
+                /* The fallbacks really are in place: preallocated maps, untyped task reads. */
+                const struct bpf_map *m = bpf_object__find_map_by_name(sampler_bpf_object(s), "stacks_0");
+                const KernelFeatures *kf = kernel_features_get();
+
+                if (!m || (bpf_map__map_flags(m) & BPF_F_NO_PREALLOC) ||
+                    kf->have[KERNEL_FEATURE_PERF_EVENT_DYNAMIC_MAPS] || kf->have[KERNEL_FEATURE_TASK_PT_REGS] ||
+                    kf->have[KERNEL_FEATURE_TASK_BTF]) {
+                        fprintf(stderr, "FAIL: PROFD_KERNEL_FEATURES_OFF is set but the fallbacks are not used\n");
+                        return 1;
+                }
+                printf("fallbacks in place: preallocated stack maps (%u entries), task fields through "
+                       "bpf_probe_read_kernel, user registers from the kernel stack (THREAD_SIZE %u)\n",
+                       bpf_map__max_entries(m), kf->thread_size);
         }
 #ifdef PROFD_BENCH_FP
         r = 0; /* no pool: the unwinder walks frame pointers */

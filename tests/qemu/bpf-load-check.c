@@ -104,6 +104,7 @@ int main(void)
         SamplerOptions so = {
                 .frequency_hz = CHECK_FREQUENCY_HZ,
                 .drain_interval_ns = 250000000ull,
+                .verifier_stats = true,
         };
         Counts c = {};
         int failed = 0, r;

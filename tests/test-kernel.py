@@ -1,32 +1,46 @@
 #!/usr/bin/env python3
-"""profd on Debian 12's own kernel (6.1), booted under qemu (TCG; no KVM needed).
+"""profd on another kernel, booted under qemu (TCG; no KVM needed): one of Debian 11's 5.10,
+Debian 12's 6.1 and Debian 13's 6.12 cloud kernels (test-kernel.py 5.10|6.1|6.12).
 
-The kernel package is fetched with `apt-get download` into a cache directory (SKIP, loudly, only
-if that fails). An initramfs gets busybox, build/daemon/profd and tests/qemu/bpf-load-check with
-their shared libraries (from ldd, plus the dynamic loader), the no-frame-pointer scenario program
-scen-plain and scen-recursion and tests/qemu/init. In the guest:
+The kernel package comes from Debian's archive with apt-get download, through a private sources
+list and private apt state (this machine's own apt configuration is never touched), into a cache
+directory that later runs reuse (SKIP, loudly, only if the archive cannot be reached). An
+initramfs gets busybox, build/daemon/profd and tests/qemu/bpf-load-check with their shared
+libraries (from ldd, plus the dynamic loader), the no-frame-pointer scenario programs scen-plain,
+scen-recursion and scen-shlib (with its library) and tests/qemu/init. In the guest:
 
 1. bpf-load-check loads and attaches profd's BPF objects with the daemon's own code and counts
    DWARF-unwound samples; libbpf's warnings (the verifier log, if a program is rejected) are
-   printed here whatever happens later, since they are what fixing a 6.1 load failure needs;
-2. profd runs on 127.0.0.1, scen-plain and scen-recursion (300 frames: the whole tail-call
-   chain) burn CPU, busybox wget fetches /debug/pprof/profile?seconds=N; the profile comes back
-   base64-encoded on the serial console and is checked here with `go tool pprof -traces`: >= 99%
-   of each program's samples carry its complete chain down to main and _start.
+   printed here whatever happens later, since they are what fixing a load failure needs, and so
+   are the verifier's instruction counts per program;
+2. profd runs on 127.0.0.1; the scenario programs start after it (300 frames for scen-recursion:
+   the whole tail-call chain; scen-shlib calls through a shared library and back) while busybox dd
+   makes syscalls (kernel frames); busybox wget fetches /debug/pprof/profile?seconds=N; the profile
+   comes back base64-encoded on the serial console and is checked here with `go tool pprof
+   -traces`: >= 99% of each program's samples carry its complete chain down to main and _start,
+   and dd's samples carry kernel frames.
 
-Environment: PROFD_KERNEL_CACHE (default BUILD/kernel-6.1-cache) keeps the downloaded package."""
+Environment: PROFD_KERNEL_CACHE (default BUILD/kernel-cache) keeps the downloaded packages."""
 import base64
 import glob
 import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 
 from profdtest import BUILD, SRC, check, finish, log, skip, tmpdir, traces
 
-CACHE = os.environ.get("PROFD_KERNEL_CACHE") or os.path.join(BUILD, "kernel-6.1-cache")
-PKG_RX = re.compile(r"^linux-image-6\.1\.0-(\d+)-cloud-amd64-unsigned$")
+CACHE = os.environ.get("PROFD_KERNEL_CACHE") or os.path.join(BUILD, "kernel-cache")
+MIRROR = os.environ.get("PROFD_DEBIAN_MIRROR") or "http://deb.debian.org/debian"
+KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+# kernel -> (Debian suite, package name pattern with the ABI number as group 1)
+KERNELS = {
+    "5.10": ("bullseye", re.compile(r"^linux-image-5\.10\.0-(\d+)-cloud-amd64-unsigned$")),
+    "6.1": ("bookworm", re.compile(r"^linux-image-6\.1\.0-(\d+)-cloud-amd64-unsigned$")),
+    "6.12": ("trixie", re.compile(r"^linux-image-6\.12\.(\d+)\+deb13-cloud-amd64-unsigned$")),
+}
 WINDOW_S = 6          # profile seconds in the guest
 BURN_S = 12           # scenario run time in the guest (covers startup + window)
 QEMU_TIMEOUT_S = 170  # boot, BPF check (~5 s), profile (~10 s), under TCG emulation
@@ -40,7 +54,15 @@ SCENARIOS = {  # name -> (description, expected chains, leaf first)
         re.compile(r"(?:^|;)(?:__)?clock_gettime;" + BELOW_MAIN)]),
     "recursion": ("rec_leaf;rec_descend x300;rec_start;main..._start", [
         re.compile(r"(?:^|;)rec_leaf;(?:rec_descend;){300}rec_start;" + BELOW_MAIN)]),
+    "shlib": ("shlib_lib_leaf|shlib_callback_leaf ... shlib_lib_entry;shlib_caller;main..._start", [
+        re.compile(r"(?:^|;)shlib_lib_leaf;shlib_lib_mid;shlib_lib_entry;shlib_caller;" + BELOW_MAIN),
+        re.compile(r"(?:^|;)shlib_callback_leaf;shlib_callback;shlib_lib_mid;shlib_lib_entry;shlib_caller;"
+                   + BELOW_MAIN),
+        re.compile(r"(?:^|;)(?:__)?clock_gettime;" + BELOW_MAIN)]),
 }
+
+
+SYSCALL_ENTRY = {"entry_SYSCALL_64_after_hwframe", "do_syscall_64", "entry_SYSCALL_64"}
 
 
 def real_frames(frames):
@@ -52,6 +74,7 @@ PROGRAMS = {  # guest path -> host path
     "/bpf-load-check": os.path.join(BUILD, "tests", "qemu", "bpf-load-check"),
     "/scen-plain": os.path.join(BUILD, "tests", "scenarios", "scen-plain"),
     "/scen-recursion": os.path.join(BUILD, "tests", "scenarios", "scen-recursion"),
+    "/scen-shlib": os.path.join(BUILD, "tests", "scenarios", "scen-shlib"),
 }
 
 
@@ -60,36 +83,58 @@ def run(cmd, **kw):
 
 
 def abi(name):
-    m = re.search(r"linux-image-6\.1\.0-(\d+)-", os.path.basename(name))
+    m = re.search(r"linux-image-[0-9.]+?[-.](\d+)[-+]", os.path.basename(name))
     return int(m.group(1)) if m else -1
 
 
-def kernel_package():
-    """Path of a linux-image-6.1 cloud .deb in the cache, downloading the newest one if needed."""
+def apt_private(suite, *args, **kw):
+    """apt-get/apt-cache with a sources list and state of their own under CACHE/apt-SUITE."""
+    base = os.path.join(CACHE, "apt-" + suite)
+    for d in ("lists/partial", "cache/archives/partial"):
+        os.makedirs(os.path.join(base, d), exist_ok=True)
+    sources = os.path.join(base, "sources.list")
+    with open(sources, "w") as f:
+        f.write("deb [signed-by=%s] %s %s main\n" % (KEYRING, MIRROR, suite))
+        f.write("deb [signed-by=%s] %s-security %s-security main\n" % (KEYRING, MIRROR, suite))
+    opts = ["-o", "Dir::Etc::SourceList=" + sources, "-o", "Dir::Etc::SourceParts=/dev/null",
+            "-o", "Dir::State::Lists=" + os.path.join(base, "lists"),
+            "-o", "Dir::Cache=" + os.path.join(base, "cache"), "-o", "Dir::State::Status=/dev/null",
+            "-o", "APT::Sandbox::User=root", "-o", "Debug::NoLocking=1"]
+    return run([args[0]] + opts + list(args[1:]), **kw)
+
+
+def kernel_package(version):
+    """Path of the kernel's cloud .deb in the cache, downloading the newest one if needed."""
+    suite, rx = KERNELS[version]
     os.makedirs(CACHE, exist_ok=True)
-    debs = sorted(glob.glob(os.path.join(CACHE, "linux-image-6.1.0-*-cloud-amd64-unsigned_*.deb")), key=abi)
+    debs = sorted((p for p in glob.glob(os.path.join(CACHE, "linux-image-*.deb"))
+                   if rx.match(os.path.basename(p).split("_")[0])), key=abi)
     if debs:
         return debs[-1]
-    r = run(["apt-cache", "search", "--names-only", r"^linux-image-6\.1\.0-[0-9]+-cloud-amd64-unsigned$"])
-    names = sorted({l.split()[0] for l in r.stdout.splitlines() if l.split() and PKG_RX.match(l.split()[0])},
-                   key=abi, reverse=True)
+    r = apt_private(suite, "apt-get", "update", timeout=600)
+    if r.returncode != 0:
+        skip("apt-get update of Debian's %s suite failed (no network/mirror?): cannot boot its %s kernel: %s"
+             % (suite, version, (r.stderr.strip() or r.stdout.strip())[-300:]))
+    r = apt_private(suite, "apt-cache", "search", "--names-only", rx.pattern)
+    names = sorted({l.split()[0] for l in r.stdout.splitlines() if l.split() and rx.match(l.split()[0])},
+                   key=lambda n: int(rx.match(n).group(1)), reverse=True)
     if not names:
-        skip("no linux-image-6.1.0-*-cloud-amd64-unsigned package known to apt (apt-get update? Debian 12 "
-             "sources?): cannot boot Debian 12's kernel. apt-cache: " + (r.stderr.strip() or "no match"))
+        check(False, "Debian's %s suite lists a %s cloud kernel package (%s)" % (suite, version, rx.pattern))
+        finish()
     errors = []
-    for name in names[:3]:
-        log("downloading %s into %s" % (name, CACHE))
-        r = run(["apt-get", "download", name], cwd=CACHE, timeout=600)
+    for name in names[:4]:   # the newest may not be on the mirror yet (or any more)
+        log("downloading %s (%s) into %s" % (name, suite, CACHE))
+        r = apt_private(suite, "apt-get", "download", name, cwd=CACHE, timeout=600)
         debs = glob.glob(os.path.join(CACHE, name + "_*.deb"))
         if r.returncode == 0 and debs:
             return debs[0]
         errors.append("%s: %s" % (name, (r.stderr.strip() or r.stdout.strip())[-300:]))
-    skip("apt-get download of Debian 12's 6.1 kernel failed (no network/mirror?): " + " | ".join(errors))
+    skip("apt-get download of Debian's %s kernel failed (no network/mirror?): %s" % (version, " | ".join(errors)))
 
 
-def kernel_image():
+def kernel_image(version):
     for attempt in (1, 2):
-        deb = kernel_package()
+        deb = kernel_package(version)
         out = os.path.join(CACHE, os.path.basename(deb)[:-4])
         images = glob.glob(os.path.join(out, "boot", "vmlinuz-*"))
         if images:
@@ -157,6 +202,9 @@ def build_initramfs(work):
         libs.update(shared_libraries(host))
     for lib in sorted(libs):   # ldd names the dynamic loader by the path programs ask for
         copy_into(root, lib, lib)
+        if os.path.realpath(lib).startswith(os.path.realpath(BUILD) + "/"):
+            # the project's own libraries are found through $ORIGIN: next to the programs
+            copy_into(root, lib, "/" + os.path.basename(lib))
     copy_into(root, os.path.join(SRC, "tests", "qemu", "init"), "/init")
     os.chmod(os.path.join(root, "init"), 0o755)
     with open(os.path.join(root, "test.conf"), "w") as f:
@@ -182,9 +230,9 @@ def check_scenario(name, desc, chains, mine):
     total = sum(t.value for t in mine)
     complete = sum(t.value for t in mine if good(t))
     log("scen-%s: %d samples, %d with the complete chain" % (name, total, complete))
-    ok = check(total >= 40, "6.1 guest: >= 40 samples of scen-%s (%d)" % (name, total))
+    ok = check(total >= 40, GUEST + ">= 40 samples of scen-%s (%d)" % (name, total))
     if ok:
-        ok = check(complete >= THRESHOLD * total, "6.1 guest: >= 99%% of scen-%s's samples carry %s: %d/%d = %.2f%%"
+        ok = check(complete >= THRESHOLD * total, GUEST + ">= 99%% of scen-%s's samples carry %s: %d/%d = %.2f%%"
                    % (name, desc, complete, total, 100.0 * complete / total))
     stacks = {}
     for t in mine:
@@ -206,7 +254,17 @@ def section(console, name):
     return m.group(1) if m else None
 
 
+VERSION = None
+GUEST = None
+
+
 def main():
+    global VERSION, GUEST
+    if len(sys.argv) != 2 or sys.argv[1] not in KERNELS:
+        log("usage: test-kernel.py %s" % "|".join(KERNELS))
+        sys.exit(2)
+    VERSION = sys.argv[1]
+    GUEST = VERSION + " guest: "
     # no root needed here: BPF runs as root inside the guest
     missing = [p for p in ("qemu-system-x86_64", "cpio", "busybox", "dpkg-deb", "apt-get") if not shutil.which(p)]
     # these are in docs/debian-packages-tests.txt: their absence is a broken setup, not a reason to skip
@@ -216,7 +274,7 @@ def main():
         if not check(os.path.exists(host), "built: " + host):
             finish()
 
-    kernel = kernel_image()
+    kernel = kernel_image(VERSION)
     log("kernel: " + kernel)
     work = tmpdir()
     initrd = build_initramfs(work)
@@ -239,7 +297,9 @@ def main():
     log("console: " + os.path.join(work, "console.log"))
 
     m = re.search(r"GUEST-KERNEL (\S+)", console)
-    if not check(m and m.group(1).startswith("6.1."), "guest runs kernel 6.1 (%s)" % (m.group(1) if m else "no output")):
+    release = m.group(1) if m else VERSION
+    if not check(m and m.group(1).startswith(VERSION + "."), "guest runs kernel %s (%s)"
+                 % (VERSION, m.group(1) if m else "no output")):
         log(console[-6000:])
         finish()
 
@@ -253,15 +313,18 @@ def main():
     for line in bpf.splitlines():
         m = re.match(r"^BPF-CHECK (.+?): (ok|FAILED.*)$", line.strip())
         if m:
-            check(m.group(2) == "ok", "6.1 guest: %s (%s)" % (m.group(1), m.group(2)))
-    check("BPF-CHECK-EXIT 0" in bpf, "6.1 guest: bpf-load-check exited 0")
+            check(m.group(2) == "ok", GUEST + "%s (%s)" % (m.group(1), m.group(2)))
+    check("BPF-CHECK-EXIT 0" in bpf, GUEST + "bpf-load-check exited 0")
+    insns = re.findall(r"Verifier: (\S+): processed (\d+) insns", bpf)
+    log("verifier budget on %s (instructions processed, limit 1000000): %s"
+        % (release, ", ".join("%s %s" % kv for kv in insns) or "not reported"))
 
     profd_log = section(console, "PROFD-LOG") or ""
     metrics = section(console, "METRICS") or ""
     pids = dict(re.findall(r"SCENARIO-PID (\w+) (\d+)", console))
     b64 = section(console, "PROFILE")
     ok = check(set(pids) == set(SCENARIOS) and b64 is not None and "WGET-EXIT 0" in console,
-               "6.1 guest: profile fetched over HTTP inside the guest")
+               GUEST + "profile fetched over HTTP inside the guest")
     if ok:
         data = base64.b64decode("".join(l.strip() for l in b64.splitlines()
                                         if re.match(r"^[A-Za-z0-9+/=]+$", l.strip())))
@@ -272,6 +335,15 @@ def main():
         all_traces = traces(path)
         for name, (desc, chains) in SCENARIOS.items():
             ok &= check_scenario(name, desc, chains, [t for t in all_traces if t.labels.get("pid") == [pids[name]]])
+        m = re.search(r"SYSCALLS-PID (\d+)", console)
+        dd = [t for t in all_traces if m and t.labels.get("pid") == [m.group(1)]]
+        n = sum(t.value for t in dd)
+        nk = sum(t.value for t in dd if SYSCALL_ENTRY & set(t.frames))
+        log("dd: %d samples, %d with the kernel's syscall entry frames" % (n, nk))
+        for t in sorted(dd, key=lambda t: -t.value)[:3]:
+            log("  %5d  %s" % (t.value, ";".join(t.frames[:12])))
+        ok &= check(n >= 40 and nk >= 0.5 * n, GUEST + "kernel frames: most samples of a syscall loop (busybox dd) "
+                    "carry the syscall entry frames: %d of %d" % (nk, n))
     if not ok or not check(rc == 0, "qemu exited cleanly (%s)" % rc):
         log("---- guest /metrics ----\n" + metrics + "---- guest profd log ----\n" + profd_log[-6000:])
     else:
