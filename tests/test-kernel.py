@@ -322,6 +322,8 @@ def main():
     profd_log = section(console, "PROFD-LOG") or ""
     metrics = section(console, "METRICS") or ""
     pids = dict(re.findall(r"SCENARIO-PID (\w+) (\d+)", console))
+    late = re.findall(r"NOT-READY (\d+)", console)
+    check(not late, GUEST + "profd had the programs' unwind tables in place within 30 s (not: %s)" % late)
     b64 = section(console, "PROFILE")
     ok = check(set(pids) == set(SCENARIOS) and b64 is not None and "WGET-EXIT 0" in console,
                GUEST + "profile fetched over HTTP inside the guest")

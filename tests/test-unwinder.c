@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /* The DWARF unwinder on real processes: this program is built -O2 -fomit-frame-pointer, so only
- * .eh_frame can unwind it. Children recurse 20, 300 and 600 deep and burn CPU in a leaf; the
+ * .eh_frame can unwind it. Children recurse 20, 100, 300 and 600 deep and burn CPU in a leaf; the
  * parent builds the unwind tables of every executable mapping (this program, libc, ld.so),
  * places them in the BPF table pool, registers the children's mappings, and checks the sampled
  * stacks: complete down to _start with the exact recursion depth, or for 600 (deeper than
@@ -334,6 +334,7 @@ typedef struct Child {
 
 static Child children[] = {
         {.depth = 20},
+        {.depth = 100},
         {.depth = 300},
         {.depth = 600},
 #ifndef PROFD_BENCH_FP
