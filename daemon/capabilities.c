@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
+#include <errno.h>
 #include <linux/capability.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
@@ -104,18 +106,49 @@ int capabilities_check(const CapabilityNeed **ret_missing)
         return 0;
 }
 
-int kernel_check_supported(void)
+int kernel_check_release(const char *release)
 {
-        struct utsname u;
         unsigned major = 0, minor = 0;
 
-        if (uname(&u) == 0 && sscanf(u.release, "%u.%u", &major, &minor) == 2 &&
+        if (sscanf(release, "%u.%u", &major, &minor) == 2 &&
             (major < PROFD_MIN_KERNEL_MAJOR ||
              (major == PROFD_MIN_KERNEL_MAJOR && minor < PROFD_MIN_KERNEL_MINOR))) {
                 log_error("profd: unsupported kernel %s: Linux %d.%d or newer is needed (see docs/kernels.md)",
-                          u.release, PROFD_MIN_KERNEL_MAJOR, PROFD_MIN_KERNEL_MINOR);
+                          release, PROFD_MIN_KERNEL_MAJOR, PROFD_MIN_KERNEL_MINOR);
                 return -EOPNOTSUPP;
         }
+        /* A known kernel bug, not a missing feature, so a version is all there is to go by: on 5.19 and
+         * 6.0 a BPF program reading user memory from a perf event (every sample profd takes) can lock up
+         * the machine (Debian bug #1033398, parca-agent #1675). Fixed in 6.1 and later stable releases;
+         * those two series ended without the fix. */
+        if ((major == 5 && minor == 19) || (major == 6 && minor == 0)) {
+                const char *allow = getenv("PROFD_ALLOW_UNSAFE_KERNEL");
+
+                if (!allow || strcmp(allow, "1") != 0) {
+                        log_error("profd: kernel %s has a known bug that can freeze the whole machine when BPF "
+                                  "reads user memory from perf events, as profd does on every sample "
+                                  "(5.19 and 6.0; fixed from 6.1, see docs/kernels.md). Upgrade the kernel, "
+                                  "or set PROFD_ALLOW_UNSAFE_KERNEL=1 to run anyway",
+                                  release);
+                        return -EOPNOTSUPP;
+                }
+                log_warning("Kernel %s has a known bug that can freeze the machine under BPF profiling; running "
+                            "anyway because PROFD_ALLOW_UNSAFE_KERNEL=1",
+                            release);
+        }
+        return 0;
+}
+
+int kernel_check_supported(void)
+{
+        struct utsname u;
+        int r;
+
+        if (uname(&u) < 0)
+                return log_error_errno(-errno, "profd: cannot read the kernel release: %m");
+        r = kernel_check_release(u.release);
+        if (r < 0)
+                return r;
         /* CO-RE relocations need the running kernel's type information. */
         if (access("/sys/kernel/btf/vmlinux", R_OK) < 0) {
                 log_error("profd: unsupported kernel: /sys/kernel/btf/vmlinux is missing (kernel built "

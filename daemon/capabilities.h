@@ -26,5 +26,8 @@ const CapabilityNeed *capabilities_needed(size_t *ret_n);
 int capabilities_check(const CapabilityNeed **ret_missing);
 /* 0, or -EOPNOTSUPP after logging one line naming what the kernel lacks. */
 int kernel_check_supported(void);
+/* The release-number part of it: below the minimum, or a release with a known profiling bug
+ * (refused unless PROFD_ALLOW_UNSAFE_KERNEL=1). -EOPNOTSUPP after logging why. */
+int kernel_check_release(const char *release);
 /* Bit mask of the effective set (bit n = capability n). */
 int capabilities_effective(uint64_t *ret);
