@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-/* Quick check, run inside the Debian 6.1 guest (test-kernel-6.1.py) before the full profile path:
+/* Quick check, run inside the qemu guests of test-kernel.py (5.10, 6.1, 6.12) before the full profile path:
  * do profd's BPF objects load and attach on this kernel, and do samples with DWARF-unwound user
  * stacks come out? Uses the daemon's own sampler, table pool and process tracker, so it loads
  * exactly what profd loads. libbpf's warnings go to stdout (the serial console): when the
