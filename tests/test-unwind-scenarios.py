@@ -43,7 +43,7 @@ CLOCK = r"(?:__)?clock_gettime;"
 
 
 class Scenario:
-    def __init__(self, name, own, chains, required=None, args=(), delay_s=0.0, doc="", perf_threshold=THRESHOLD):
+    def __init__(self, name, own, chains, required=None, args=(), delay_s=0.0, doc="", agree_threshold=THRESHOLD):
         self.name = name
         self.own = own    # name prefix of the scenario's own functions
         # leaf-first regexes matched at the bottom of the ';'-joined stack; frames above the leaf
@@ -53,8 +53,8 @@ class Scenario:
         self.args = args
         self.delay_s = delay_s
         self.doc = doc
-        # share of perf's samples whose stack profd must also have recorded
-        self.perf_threshold = perf_threshold
+        # share of each tool's samples whose stack the other must also have recorded
+        self.agree_threshold = agree_threshold
 
     @property
     def binary(self):
@@ -102,10 +102,13 @@ SCENARIOS = [
         ("catching", r"[^;]+;exc_hot_loop(?:\.cold)?;" + BELOW_MAIN)],
              required=["in the catch block"],
              doc="C++ throw/catch in the hot loop, work in the catch block (.cold fragment)",
-             # perf's own DWARF walk inside libgcc's unwinder yields ~1% of stacks the program cannot
-             # have (e.g. _Unwind_RaiseException;exc_hot_loop;exc_hot_loop;main, __cxa_throw and
-             # exc_thrower.cold missing): seen in 1 of 5 runs under load, 4 of 366 samples
-             perf_threshold=0.98),
+             # Inside libgcc's _Unwind_RaiseException, at the pcs where it installs the catching frame's
+             # context, the CFI describes a stack that is momentarily not the real one: both tools
+             # then record [unknown];_Unwind_RaiseException;exc_hot_loop;exc_hot_loop;main (~1% of
+             # the samples, same .eh_frame, same answer). A stack that rare is in one tool's window
+             # and not the other's by chance: seen 4 of 366 in perf's, 5 of 377 in profd's, in
+             # separate runs under load.
+             agree_threshold=0.98),
     Scenario("dlopen", "dl_", [("dlopen'd module", r"dl_module_leaf;dl_module_mid;dl_module_entry;dl_run;"
                                 + BELOW_MAIN),
                                ("clock read", CLOCK + BELOW_MAIN)], required=["dlopen'd module"],
@@ -447,10 +450,11 @@ def run_scenario(daemon, sc, perf_ok, work):
     log("perf truncated %d/%d samples before main (deepest perf stack %d frames, profd %d); distribution "
         "overlap %.1f%%; rare stacks matched below their first own frame: profd %d, perf %d"
         % (truncated, ptotal, pdepth, ddepth, 100 * overlap, rare_profd, rare_perf))
-    ok = check(agree_profd >= THRESHOLD * total, "%s: >= 99%% of profd's samples have a stack perf also "
-               "recorded: %d/%d = %.2f%%" % (sc.name, agree_profd, total, 100.0 * agree_profd / total))
-    ok &= check(agree_perf >= sc.perf_threshold * ptotal, "%s: >= %g%% of perf's samples have a stack profd also "
-                "recorded: %d/%d = %.2f%%" % (sc.name, 100 * sc.perf_threshold, agree_perf, ptotal,
+    ok = check(agree_profd >= sc.agree_threshold * total, "%s: >= %g%% of profd's samples have a stack perf also "
+               "recorded: %d/%d = %.2f%%" % (sc.name, 100 * sc.agree_threshold, agree_profd, total,
+                                             100.0 * agree_profd / total))
+    ok &= check(agree_perf >= sc.agree_threshold * ptotal, "%s: >= %g%% of perf's samples have a stack profd also "
+                "recorded: %d/%d = %.2f%%" % (sc.name, 100 * sc.agree_threshold, agree_perf, ptotal,
                                               100.0 * agree_perf / ptotal))
     if only_profd:
         show(only_profd, total, "profd stacks perf did not record:")
