@@ -102,12 +102,11 @@ SCENARIOS = [
         ("catching", r"[^;]+;exc_hot_loop(?:\.cold)?;" + BELOW_MAIN)],
              required=["in the catch block"],
              doc="C++ throw/catch in the hot loop, work in the catch block (.cold fragment)",
-             # Inside libgcc's _Unwind_RaiseException, at the pcs where it installs the catching frame's
-             # context, the CFI describes a stack that is momentarily not the real one: both tools
-             # then record [unknown];_Unwind_RaiseException;exc_hot_loop;exc_hot_loop;main (~1% of
-             # the samples, same .eh_frame, same answer). A stack that rare is in one tool's window
-             # and not the other's by chance: seen 4 of 366 in perf's, 5 of 377 in profd's, in
-             # separate runs under load.
+             # At some pcs inside libgcc's _Unwind_RaiseException both tools record
+             # [unknown];_Unwind_RaiseException;exc_hot_loop;exc_hot_loop;main (~1% of the samples;
+             # they read the same .eh_frame). A stack that rare is in one tool's window and not the
+             # other's by chance: seen 4 of 366 in perf's, 5 of 377 in profd's, in separate runs
+             # under load.
              agree_threshold=0.98),
     Scenario("dlopen", "dl_", [("dlopen'd module", r"dl_module_leaf;dl_module_mid;dl_module_entry;dl_run;"
                                 + BELOW_MAIN),
