@@ -29,11 +29,6 @@ static const char *const fallbacks[_KERNEL_FEATURE_MAX] = {
                 "maps are preallocated, sized to the sample rate (more kernel memory while idle)",
 };
 
-const char *kernel_feature_name(KernelFeature f)
-{
-        return f < _KERNEL_FEATURE_MAX ? feature_names[f] : NULL;
-}
-
 /* libbpf's own probe: loads a perf_event program that calls the helper. */
 static bool have_helper(enum bpf_func_id id)
 {

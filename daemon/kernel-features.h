@@ -27,5 +27,4 @@ typedef struct KernelFeatures {
 /* Probes once per process (later calls return the same answers). Logs each missing feature and
  * its fallback once. Never fails: a probe that cannot run counts as "missing". */
 const KernelFeatures *kernel_features_get(void);
-const char *kernel_feature_name(KernelFeature f);
 void kernel_features_write_metrics(const KernelFeatures *k, FILE *f);
