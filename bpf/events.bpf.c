@@ -114,6 +114,60 @@ static __always_inline __u32 current_tgid(void)
         return bpf_get_current_pid_tgid() >> 32;
 }
 
+/* Executable file mappings come in bursts (a program's start-up maps a few dozen libraries, and all
+ * of those must get through at once); a process that keeps mapping (a dlopen/dlclose loop) would
+ * wake the daemon thousands of times a second. Token bucket per process: MMAP_EVENT_BURST events,
+ * then one per MMAP_EVENT_REFILL_NS. The daemon keeps re-reading a process that fills its bucket
+ * until its maps stop changing, so the events held back here lose nothing for good. */
+#define MMAP_EVENT_BURST 64
+#define MMAP_EVENT_REFILL_NS (10 * 1000 * 1000ULL)
+/* Processes remembered for that limit; LRU, so the oldest are forgotten (and get a full bucket). */
+#define MMAP_RATELIMIT_PIDS 4096
+
+struct mmap_bucket {
+        __u64 last_ns; /* tokens were last topped up at this time */
+        __u64 tokens;
+};
+
+struct {
+        __uint(type, BPF_MAP_TYPE_LRU_HASH);
+        __uint(max_entries, MMAP_RATELIMIT_PIDS);
+        __type(key, __u32);
+        __type(value, struct mmap_bucket);
+} mmap_buckets SEC(".maps");
+
+/* Racing CPUs may both take the last token: the limit is approximate, never stricter. */
+static __always_inline bool mmap_event_allowed(__u32 tgid)
+{
+        __u64 now = bpf_ktime_get_ns(), refill;
+        struct mmap_bucket *b = bpf_map_lookup_elem(&mmap_buckets, &tgid);
+
+        if (!b) {
+                struct mmap_bucket fresh = {.last_ns = now, .tokens = MMAP_EVENT_BURST - 1};
+                bpf_map_update_elem(&mmap_buckets, &tgid, &fresh, BPF_ANY);
+                return true;
+        }
+        refill = (now - b->last_ns) / MMAP_EVENT_REFILL_NS;
+        if (refill > 0) {
+                b->tokens = b->tokens + refill > MMAP_EVENT_BURST ? MMAP_EVENT_BURST : b->tokens + refill;
+                b->last_ns = now;
+        }
+        if (b->tokens == 0) {
+                count(PROFD_EVCNT_MMAP_RATELIMITED);
+                return false;
+        }
+        b->tokens--;
+        return true;
+}
+
+static __always_inline void emit_mmap(__u64 addr, __u64 len)
+{
+        __u32 tgid = current_tgid();
+
+        if (mmap_event_allowed(tgid))
+                emit(PROFD_EV_MMAP_EXEC, tgid, 0, addr, len);
+}
+
 /* Anonymous executable memory (JITs) has no unwind table; the daemon picks it up on the next
  * refresh of the process, or when the unwinder reports a pc in no known mapping. Reporting it
  * here would flood the ring with W^X toggles of JIT runtimes. */
@@ -121,7 +175,7 @@ static __always_inline int on_mmap_done(struct file *file, __u64 len, __u64 prot
 {
         if (!file || !(prot & PROT_EXEC) || ret >= (__u64)-MAX_ERRNO)
                 return 0;
-        emit(PROFD_EV_MMAP_EXEC, current_tgid(), 0, ret, len);
+        emit_mmap(ret, len);
         return 0;
 }
 
@@ -187,7 +241,7 @@ static __always_inline int on_sys_exit(struct pt_regs *regs, long ret)
         if (nr == NR_MMAP) {
                 if (BPF_CORE_READ(regs, r10) & MAP_ANONYMOUS)
                         return 0;
-                emit(PROFD_EV_MMAP_EXEC, current_tgid(), 0, ret, BPF_CORE_READ(regs, si));
+                emit_mmap(ret, BPF_CORE_READ(regs, si));
         } else
                 emit_mprotect(BPF_CORE_READ(regs, di), BPF_CORE_READ(regs, si));
         return 0;
@@ -259,7 +313,7 @@ int raw_fork(struct bpf_raw_tracepoint_args *ctx)
 SEC("uprobe")
 int BPF_KPROBE(uprobe_dl_debug_state)
 {
-        emit(PROFD_EV_MMAP_EXEC, current_tgid(), 0, PROFD_EV_ADDR_LOADER, 0);
+        emit_mmap(PROFD_EV_ADDR_LOADER, 0);
         return 0;
 }
 
@@ -268,7 +322,7 @@ SEC("kprobe/security_mmap_file")
 int BPF_KPROBE(kp_mmap, struct file *file, unsigned long prot)
 {
         if (file && (prot & PROT_EXEC))
-                emit(PROFD_EV_MMAP_EXEC, current_tgid(), 0, PROFD_EV_ADDR_UNKNOWN, 0);
+                emit_mmap(PROFD_EV_ADDR_UNKNOWN, 0);
         return 0;
 }
 

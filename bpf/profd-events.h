@@ -28,7 +28,8 @@ _Static_assert(sizeof(struct profd_event) == 40, "profd_event layout");
 #define PROFD_EVCNT_SENT 0
 #define PROFD_EVCNT_DROPPED 8
 #define PROFD_EVCNT_RATELIMITED 16 /* mprotect +X events not sent: same process < 100 ms ago */
-#define PROFD_EVCNT__MAX 17
+#define PROFD_EVCNT_MMAP_RATELIMITED 17 /* file mapping events not sent: the process's burst used up */
+#define PROFD_EVCNT__MAX 18
 
 /* MMAP_EXEC with addr 0: "some executable file mapping is being created, address not known yet"
  * (fallback hooks that run before the mapping exists); the daemon re-reads maps a little later. */

@@ -180,6 +180,7 @@ static int run(int argc, char **argv)
         r = process_table_new(history_ns, &d.processes);
         if (r < 0)
                 return log_error_errno(r, "Cannot create the process table: %m"), 1;
+        process_table_set_memory_budget(d.processes, d.options.process_table_memory);
         r = cgroup_resolver_new(NULL, CGROUP_CACHE_MAX, history_ns, &d.cgroups);
         if (r < 0) {
                 if (d.options.filter.n_units > 0 || d.options.filter.n_cgroups > 0)

@@ -6,10 +6,13 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <linux/types.h>
 #include <string.h>
 
+#include "bpf/profd-unwind-pool.h"
 #include "log.h"
 #include "options.h"
+#include "process-table.h"
 
 #define DEFAULT_HTTP_ADDRESS ":7071"
 #define DEFAULT_FREQUENCY_HZ 19
@@ -33,6 +36,7 @@ enum {
         ARG_LABELS,
         ARG_MAX_CONCURRENT_PROFILES,
         ARG_UNWIND_TABLE_MEMORY,
+        ARG_PROCESS_TABLE_MEMORY,
         ARG_LOG_LEVEL,
         ARG_PID,
         ARG_COMM,
@@ -48,6 +52,7 @@ static const struct option long_options[] = {
         {"labels", required_argument, NULL, ARG_LABELS},
         {"max-concurrent-profiles", required_argument, NULL, ARG_MAX_CONCURRENT_PROFILES},
         {"unwind-table-memory", required_argument, NULL, ARG_UNWIND_TABLE_MEMORY},
+        {"process-table-memory", required_argument, NULL, ARG_PROCESS_TABLE_MEMORY},
         {"log-level", required_argument, NULL, ARG_LOG_LEVEL},
         {"pid", required_argument, NULL, ARG_PID},
         {"comm", required_argument, NULL, ARG_COMM},
@@ -74,7 +79,9 @@ static void help(void)
                "                              (default " DEFAULT_LABELS "; \"\" for none)\n"
                "  --max-concurrent-profiles N profile requests served at once; more get 503 (default %u)\n"
                "  --unwind-table-memory SIZE  memory for DWARF unwind tables, suffix K, M or G\n"
-               "                              (default 256M)\n"
+               "                              (default 256M; at least 4M, one shard)\n"
+               "  --process-table-memory SIZE memory for the mappings of known processes, incl. exited\n"
+               "                              ones kept for symbolization (default 32M; at least 1M)\n"
                "  --pid PID                   sample only this process (repeatable)\n"
                "  --comm NAME                 sample only processes or threads of this name (repeatable)\n"
                "  --unit UNIT                 sample only this systemd unit's cgroup and below, e.g.\n"
@@ -189,6 +196,7 @@ int options_parse(int argc, char **argv, Options *ret)
                 .max_seconds = DEFAULT_MAX_SECONDS,
                 .max_concurrent_profiles = DEFAULT_MAX_CONCURRENT_PROFILES,
                 .unwind_table_memory = DEFAULT_UNWIND_TABLE_MEMORY,
+                .process_table_memory = PROCESS_TABLE_DEFAULT_MEMORY,
                 .log_level = LOG_INFO,
         };
         int c, r;
@@ -260,9 +268,20 @@ int options_parse(int argc, char **argv, Options *ret)
                         }
                         break;
                 case ARG_UNWIND_TABLE_MEMORY:
+                        /* Less than one shard would leave no room for any table: DWARF
+                         * unwinding would be off without anyone asking for it. */
                         if (parse_size(optarg, &o.unwind_table_memory) < 0 ||
-                            o.unwind_table_memory < (1ULL << 20)) {
+                            o.unwind_table_memory < PROFD_SHARD_BYTES) {
                                 r = bad_value("unwind-table-memory", optarg,
+                                              "expected a size of at least 4M (one table shard), with "
+                                              "suffix K, M or G");
+                                goto fail;
+                        }
+                        break;
+                case ARG_PROCESS_TABLE_MEMORY:
+                        if (parse_size(optarg, &o.process_table_memory) < 0 ||
+                            o.process_table_memory < (1ULL << 20) || o.process_table_memory > (1ULL << 40)) {
+                                r = bad_value("process-table-memory", optarg,
                                               "expected a size of at least 1M, with suffix K, M or G");
                                 goto fail;
                         }

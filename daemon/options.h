@@ -13,7 +13,8 @@ typedef struct Options {
         LabelSet labels;       /* default comm,pid */
         char *labels_string;
         unsigned max_concurrent_profiles; /* default 8: more get 503 */
-        uint64_t unwind_table_memory;     /* bytes; default 256M */
+        uint64_t unwind_table_memory;     /* bytes; default 256M, at least one shard */
+        uint64_t process_table_memory;    /* bytes; default 32M */
         int log_level;
         SampleFilter filter;              /* --pid/--comm/--unit/--cgroup, applied in BPF */
 } Options;

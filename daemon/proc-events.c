@@ -173,15 +173,15 @@ static int hooks_attach(ProcEvents *pe)
                         h->attached_prog = way->prog;
                         if (way->per_syscall)
                                 log_debug("Watching new executable mappings through the syscall exit "
-                                            "tracepoint: no trampolines, kprobes or uprobes here; this "
-                                            "adds a few hundred ns to every syscall on the host");
+                                          "tracepoint: no trampolines, kprobes or uprobes here; this "
+                                          "adds a few hundred ns to every syscall on the host");
                 }
                 if (h->attached)
                         n_attached++;
                 else if (pe->loader_uprobes)
                         log_debug("No %s hook: the loader uprobes see dlopen, and the unwinder's "
-                                 "unknown-pc reports cover other new executable mappings",
-                                 h->name);
+                                  "unknown-pc reports cover other new executable mappings",
+                                  h->name);
                 else
                         log_warning("Cannot attach the %s hook in any way; the reconcile sweep and the "
                                     "unwinder's unknown-pid/pc reports stand in for its events",
@@ -301,9 +301,9 @@ int proc_events_new(sd_event *e, proc_event_fn fn, void *userdata, const char *m
         (void)sd_event_source_set_description(pe->io, "process-events");
 
         log_debug("Process events via: exec %s, exit %s, fork %s, mmap %s, mprotect %s",
-                 pe->hooks[HOOK_EXEC].attached ?: "-", pe->hooks[HOOK_EXIT].attached ?: "-",
-                 pe->hooks[HOOK_FORK].attached ?: "-", pe->hooks[HOOK_MMAP].attached ?: "-",
-                 pe->hooks[HOOK_MPROTECT].attached ?: "-");
+                  pe->hooks[HOOK_EXEC].attached ?: "-", pe->hooks[HOOK_EXIT].attached ?: "-",
+                  pe->hooks[HOOK_FORK].attached ?: "-", pe->hooks[HOOK_MMAP].attached ?: "-",
+                  pe->hooks[HOOK_MPROTECT].attached ?: "-");
         *ret = pe;
         return 0;
 fail:
@@ -435,11 +435,15 @@ void proc_events_write_metrics(const ProcEvents *pe, FILE *f)
         for (size_t i = 0; i < _HOOK_MAX; i++)
                 fprintf(f, "profd_process_event_hook{hook=\"%s\",via=\"%s\"} 1\n", pe->hooks[i].name,
                         pe->hooks[i].attached ?: "none");
-        fputs("# HELP profd_process_events_ratelimited_total mprotect +X events not sent: same process "
-              "within 100 ms.\n"
+        fputs("# HELP profd_process_events_ratelimited_total Events not sent by BPF: mprotect +X within "
+              "100 ms of the process's last one, file mappings past the process's burst of 64 (then "
+              "one per 10 ms).\n"
               "# TYPE profd_process_events_ratelimited_total counter\n",
               f);
-        fprintf(f, "profd_process_events_ratelimited_total %" PRIu64 "\n", c[PROFD_EVCNT_RATELIMITED]);
+        fprintf(f, "profd_process_events_ratelimited_total{event=\"mprotect\"} %" PRIu64 "\n",
+                c[PROFD_EVCNT_RATELIMITED]);
+        fprintf(f, "profd_process_events_ratelimited_total{event=\"mmap\"} %" PRIu64 "\n",
+                c[PROFD_EVCNT_MMAP_RATELIMITED]);
         if (pe->loader_uprobes) {
                 size_t n = 0;
                 for (size_t i = 0; i < pe->n_loaders; i++)

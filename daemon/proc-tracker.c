@@ -37,6 +37,12 @@
 /* The exec event and the pool's exec time are taken by two programs on the same tracepoint, a few
  * microseconds apart; two execs of one process are never this close (an exec alone takes longer). */
 #define SAME_EXEC_SLACK_NS (50 * 1000ULL)
+/* Re-reads of one process's maps after mmap events are spaced at least this far apart; the
+ * spacing doubles while events keep coming (a dlopen/dlclose loop, a JIT mapping code in a loop)
+ * up to REFRESH_MAX_INTERVAL_NS and falls back once the process is quiet for that long. Events
+ * in between are coalesced into the next read. An exec is never held back. */
+#define REFRESH_MIN_INTERVAL_NS (10 * 1000 * 1000ULL)
+#define REFRESH_MAX_INTERVAL_NS (1 * NSEC_PER_SEC)
 
 typedef struct TrackedMapping {
         uint64_t start, end, offset, dev, inode;
@@ -53,11 +59,14 @@ typedef struct Tracked {
         uint64_t maps_ns; /* when maps were read (a fork copy: when the parent's were) */
         uint64_t exec_ns, ready_ns, pushed_ns;
         uint64_t recheck_addr;
+        uint64_t refresh_interval_ns; /* current spacing of mmap-driven re-reads */
+        uint64_t deferred_until_ns;   /* held back by the spacing until then; 0: not held */
         uint8_t recheck_tries;
         bool dirty, push, queued, recheck, recheck_fired, seen;
+        bool urgent;       /* exec: refresh at once whatever the spacing */
         bool exec_adopted; /* exec_ns came from the pool, before its exec event */
-        bool background;  /* found by a /proc scan, not by an event: its builds wait */
-        bool queued_back; /* queued behind the others (background) */
+        bool background;   /* found by a /proc scan, not by an event: its builds wait */
+        bool queued_back;  /* queued behind the others (background) */
         struct Tracked *prev, *next;
         struct Tracked *queue_next;
 } Tracked;
@@ -108,13 +117,15 @@ struct ProcTracker {
         Tracked *q_head, *q_tail; /* refresh/push queue */
         size_t n_recheck;
 
-        sd_event_source *worker, *gc_timer, *recheck_timer;
+        sd_event_source *worker, *gc_timer, *recheck_timer, *deferred_timer;
+        size_t n_deferred;
         uint64_t last_sweep_ns;
         uint64_t events_dropped; /* as of the last housekeeping */
         uint64_t scan_start_ns, scan_ns;
         bool scan_pending;
         size_t scan_processes;
 
+        uint64_t n_refresh_deferred, n_refresh_coalesced;
         uint64_t n_refreshes, n_unchanged, n_pushes, n_forks_copied, n_unknown_ratelimited, n_reconcile_new,
                 n_reconcile_gone, n_rechecks, n_exits;
         uint64_t map_errors[_MAP_ERR_MAX];
@@ -223,6 +234,8 @@ static void tracked_drop(ProcTracker *t, Tracked *p)
         queue_unlink(t, p);
         if (p->recheck)
                 t->n_recheck--;
+        if (p->deferred_until_ns)
+                t->n_deferred--;
         if (p->pushed_ns) {
                 r = table_pool_remove_process(t->pool, p->pid);
                 if (r < 0 && r != -ENOENT)
@@ -269,8 +282,86 @@ static void enqueue(ProcTracker *t, Tracked *p)
 
 static void mark_dirty(ProcTracker *t, Tracked *p)
 {
+        if (p->dirty && (p->queued || p->deferred_until_ns))
+                t->n_refresh_coalesced++;
         p->dirty = true;
+        if (p->deferred_until_ns && !p->urgent)
+                return; /* the deferred timer queues it */
         enqueue(t, p);
+}
+
+static void arm_deferred_timer(ProcTracker *t, uint64_t when_ns)
+{
+        uint64_t cur = 0;
+
+        if (!t->deferred_timer)
+                return;
+        if (sd_event_source_get_enabled(t->deferred_timer, NULL) > 0 &&
+            sd_event_source_get_time(t->deferred_timer, &cur) >= 0 && cur <= when_ns / NSEC_PER_USEC)
+                return;
+        (void)sd_event_source_set_time(t->deferred_timer, when_ns / NSEC_PER_USEC);
+        (void)sd_event_source_set_enabled(t->deferred_timer, SD_EVENT_ONESHOT);
+}
+
+static void defer_refresh(ProcTracker *t, Tracked *p, uint64_t due)
+{
+        p->dirty = true;
+        if (!p->deferred_until_ns)
+                t->n_deferred++;
+        p->deferred_until_ns = due;
+        arm_deferred_timer(t, due);
+}
+
+/* The worker is about to re-read p: false (and p held back, counted) when p was read too
+ * recently for a non-urgent read. */
+static bool refresh_allowed(ProcTracker *t, Tracked *p, uint64_t now)
+{
+        uint64_t due;
+
+        if (p->urgent || !p->refreshed_ns || !p->refresh_interval_ns)
+                return true;
+        due = p->refreshed_ns + p->refresh_interval_ns;
+        if (now >= due)
+                return true;
+        t->n_refresh_deferred++;
+        defer_refresh(t, p, due);
+        return false;
+}
+
+static void refresh_spacing_update(Tracked *p, uint64_t now)
+{
+        uint64_t gap = p->refreshed_ns ? now - p->refreshed_ns : UINT64_MAX;
+
+        if (gap >= REFRESH_MAX_INTERVAL_NS || !p->refresh_interval_ns)
+                p->refresh_interval_ns = REFRESH_MIN_INTERVAL_NS;
+        else if (gap < 2 * p->refresh_interval_ns)
+                p->refresh_interval_ns = p->refresh_interval_ns * 2 > REFRESH_MAX_INTERVAL_NS
+                                                 ? REFRESH_MAX_INTERVAL_NS
+                                                 : p->refresh_interval_ns * 2;
+}
+
+static int on_deferred(sd_event_source *s, uint64_t usec, void *userdata)
+{
+        ProcTracker *t = userdata;
+        uint64_t now = now_ns(CLOCK_MONOTONIC), next = UINT64_MAX;
+        size_t seen = 0;
+
+        for (Tracked *p = t->head; p && seen < t->n_deferred; p = p->next) {
+                if (!p->deferred_until_ns)
+                        continue;
+                seen++;
+                if (p->deferred_until_ns <= now) {
+                        p->deferred_until_ns = 0;
+                        enqueue(t, p);
+                } else if (p->deferred_until_ns < next)
+                        next = p->deferred_until_ns;
+        }
+        t->n_deferred = 0;
+        for (Tracked *p = t->head; p && next != UINT64_MAX; p = p->next)
+                t->n_deferred += p->deferred_until_ns != 0;
+        if (next != UINT64_MAX)
+                arm_deferred_timer(t, next);
+        return 0;
 }
 
 static void mark_push(ProcTracker *t, Tracked *p)
@@ -480,6 +571,12 @@ static int refresh(ProcTracker *t, Tracked *p)
         int r;
 
         p->dirty = false;
+        p->urgent = false;
+        if (p->deferred_until_ns) {
+                p->deferred_until_ns = 0;
+                t->n_deferred--;
+        }
+        refresh_spacing_update(p, now_ns(CLOCK_MONOTONIC));
         p->refreshed_ns = now_ns(CLOCK_MONOTONIC);
         p->maps_ns = p->refreshed_ns;
         t->n_refreshes++;
@@ -561,6 +658,11 @@ static int refresh(ProcTracker *t, Tracked *p)
                 t->n_unchanged++;
                 return 0;
         }
+        /* Mapping churn: BPF holds events back once the process used up its burst, so the last
+         * change may never be reported. Look again after the current spacing until the maps stop
+         * changing. */
+        if (p->refresh_interval_ns > REFRESH_MIN_INTERVAL_NS)
+                defer_refresh(t, p, p->refreshed_ns + p->refresh_interval_ns);
         return push(t, p);
 }
 
@@ -576,9 +678,10 @@ static int on_worker(sd_event_source *s, void *userdata)
                         t->q_tail = NULL;
                 p->queued = false;
                 p->queue_next = NULL;
-                if (p->dirty)
-                        (void)refresh(t, p); /* may free p */
-                else if (p->push)
+                if (p->dirty) {
+                        if (refresh_allowed(t, p, now_ns(CLOCK_MONOTONIC)))
+                                (void)refresh(t, p); /* may free p */
+                } else if (p->push)
                         (void)push(t, p);
         }
         if (!t->q_head) {
@@ -672,6 +775,8 @@ static void on_event(const struct profd_event *ev, void *userdata)
                 p->exec_ns = ev->ktime_ns;
                 /* The unwinder forgot the pid at exec: push even if the maps look the same. */
                 p->push = true;
+                p->urgent = true;
+                p->refresh_interval_ns = 0; /* a new program: no history of churn */
                 mark_dirty(t, p);
                 return;
         case PROFD_EV_MMAP_EXEC:
@@ -691,7 +796,8 @@ static void on_event(const struct profd_event *ev, void *userdata)
         case PROFD_EV_UNKNOWN_PID:
         case PROFD_EV_UNKNOWN_PC:
                 p = tracked_find(t, pid);
-                if (p && (p->dirty || p->refreshed_ns + UNKNOWN_REFRESH_INTERVAL_NS > now_ns(CLOCK_MONOTONIC))) {
+                if (p &&
+                    (p->dirty || p->refreshed_ns + UNKNOWN_REFRESH_INTERVAL_NS > now_ns(CLOCK_MONOTONIC))) {
                         t->n_unknown_ratelimited++;
                         return;
                 }
@@ -847,6 +953,12 @@ int proc_tracker_new(sd_event *e, ProcessTable *procs, TablePool *pool, const Pr
                 return r;
         (void)sd_event_source_set_enabled(t->recheck_timer, SD_EVENT_OFF);
 
+        r = sd_event_add_time(e, &t->deferred_timer, CLOCK_MONOTONIC, 0, 1000, on_deferred, t);
+        if (r < 0)
+                return r;
+        (void)sd_event_source_set_enabled(t->deferred_timer, SD_EVENT_OFF);
+        (void)sd_event_source_set_description(t->deferred_timer, "process-tracker-deferred");
+
         t->last_sweep_ns = now_ns(CLOCK_MONOTONIC);
         r = sd_event_add_time(e, &t->gc_timer, CLOCK_MONOTONIC,
                               (t->last_sweep_ns + GC_INTERVAL_NS) / NSEC_PER_USEC,
@@ -880,6 +992,7 @@ ProcTracker *proc_tracker_free(ProcTracker *t)
         sd_event_source_disable_unref(t->worker);
         sd_event_source_disable_unref(t->gc_timer);
         sd_event_source_disable_unref(t->recheck_timer);
+        sd_event_source_disable_unref(t->deferred_timer);
         while (t->head)
                 tracked_drop(t, t->head);
         exe_cache_free(t->cache);
@@ -960,7 +1073,7 @@ int proc_tracker_write_process(ProcTracker *t, pid_t pid, FILE *f)
         for (size_t i = 0; i < p->n_maps; i++) {
                 const TrackedMapping *m = &p->maps[i];
                 const ProcMapping *pm = proc ? process_find_mapping(proc, m->start) : NULL;
-                const char *state = m->pushed_table ? "table"
+                const char *state = m->pushed_table                          ? "table"
                                     : !m->exe || m->exe->state == EXE_FAILED ? "none"
                                                                              : "pending";
 
@@ -1039,10 +1152,18 @@ void proc_tracker_write_metrics(const ProcTracker *t, FILE *f)
                 "missed.\n"
                 "# TYPE profd_proc_tracker_reconciled_total counter\n"
                 "profd_proc_tracker_reconciled_total{what=\"new\"} %" PRIu64 "\n"
-                "profd_proc_tracker_reconciled_total{what=\"gone\"} %" PRIu64 "\n",
+                "profd_proc_tracker_reconciled_total{what=\"gone\"} %" PRIu64 "\n"
+                "# HELP profd_proc_tracker_refreshes_deferred_total Re-reads of a process's maps held "
+                "back because it was read moments ago (mapping churn; spacing 10 ms doubling to 1 s).\n"
+                "# TYPE profd_proc_tracker_refreshes_deferred_total counter\n"
+                "profd_proc_tracker_refreshes_deferred_total %" PRIu64 "\n"
+                "# HELP profd_proc_tracker_events_coalesced_total Mapping events folded into a re-read "
+                "already pending.\n"
+                "# TYPE profd_proc_tracker_events_coalesced_total counter\n"
+                "profd_proc_tracker_events_coalesced_total %" PRIu64 "\n",
                 t->n_tracked, (double)t->scan_ns / 1e9, t->n_refreshes, t->n_unchanged, t->n_pushes,
                 t->n_forks_copied, t->n_exits, t->n_rechecks, t->n_unknown_ratelimited, t->n_reconcile_new,
-                t->n_reconcile_gone);
+                t->n_reconcile_gone, t->n_refresh_deferred, t->n_refresh_coalesced);
         fputs("# HELP profd_proc_tracker_errors_total Processes or mappings left without unwind entries, by "
               "reason.\n"
               "# TYPE profd_proc_tracker_errors_total counter\n",

@@ -12,9 +12,11 @@
 #include <sys/sysmacros.h>
 #include <time.h>
 
+#include "hash.h"
 #include "log.h"
 #include "proc-maps.h"
 #include "process-table.h"
+#include "string-pool.h"
 #include "time-util.h"
 
 /* PT_LOAD segments remembered per file; real ELF files have 2-5, more is hostile input. */
@@ -25,9 +27,11 @@
 #define GC_CHECK_INTERVAL_NS (5 * NSEC_PER_SEC)
 
 struct ProcFile {
-        dev_t dev; /* as /proc/PID/maps prints it */
+        ProcFile *next; /* hash chain */
+        dev_t dev;      /* as /proc/PID/maps prints it */
         uint64_t inode;
-        int fd; /* -1 when over PROCESS_TABLE_MAX_OPEN_FILES */
+        uint64_t used_ns; /* CLOCK_MONOTONIC of the last read of a process that maps it */
+        int fd;           /* -1 when over the descriptor budget */
         unsigned refs;
         bool elf_ok;
         uint16_t e_type;
@@ -44,26 +48,46 @@ struct ProcessTable {
         uint64_t exit_grace_ns;
         Process **procs; /* sorted by pid */
         size_t n_procs, cap_procs;
-        ProcFile **files;
-        size_t n_files, cap_files;
+        ProcFile **file_buckets; /* by device + inode; power-of-two count */
+        size_t n_files, n_file_buckets;
         unsigned n_open_fds, max_open_fds;
+        StringPool *paths;
+        size_t max_bytes;
+        size_t proc_bytes; /* Process structs and their mapping arrays */
         ProcFile *vdso;
         bool vdso_tried;
         size_t gc_cursor;
 
         uint64_t n_reads, n_read_errors, n_bad_lines, n_pid_reuse, n_exited_total, n_forgotten, n_evicted,
-                n_table_full, n_truncated, n_no_file, n_not_elf;
+                n_table_full, n_truncated, n_no_file, n_not_elf, n_evicted_memory, n_truncated_memory,
+                n_fd_evicted;
 };
+
+#define FILE_MIN_BUCKETS 256
+
+static size_t file_bucket(const ProcessTable *t, dev_t dev, uint64_t inode)
+{
+        return hash_mix64(inode ^ hash_mix64(dev)) & (t->n_file_buckets - 1);
+}
+
+static size_t process_bytes(const Process *p)
+{
+        return sizeof(*p) + p->n_mappings * sizeof(ProcMapping);
+}
 
 static void proc_file_unref(ProcessTable *t, ProcFile *f)
 {
         if (!f || --f->refs > 0)
                 return;
-        for (size_t i = 0; i < t->n_files; i++)
-                if (t->files[i] == f) {
-                        t->files[i] = t->files[--t->n_files];
-                        break;
-                }
+        if (f != t->vdso) {
+                for (ProcFile **link = &t->file_buckets[file_bucket(t, f->dev, f->inode)]; *link;
+                     link = &(*link)->next)
+                        if (*link == f) {
+                                *link = f->next;
+                                t->n_files--;
+                                break;
+                        }
+        }
         if (f->fd >= 0) {
                 close(f->fd);
                 t->n_open_fds--;
@@ -75,8 +99,9 @@ static void process_free(ProcessTable *t, Process *p)
 {
         if (!p)
                 return;
+        t->proc_bytes -= process_bytes(p);
         for (size_t i = 0; i < p->n_mappings; i++) {
-                free(p->mappings[i].path);
+                string_pool_unref(t->paths, p->mappings[i].path);
                 proc_file_unref(t, p->mappings[i].file);
         }
         free(p->mappings);
@@ -111,8 +136,27 @@ int process_table_new(uint64_t exit_grace_ns, ProcessTable **ret)
         (void)elf_version(EV_CURRENT);
         t->exit_grace_ns = exit_grace_ns;
         t->max_open_fds = open_files_budget();
+        t->max_bytes = PROCESS_TABLE_DEFAULT_MEMORY;
+        t->file_buckets = calloc(FILE_MIN_BUCKETS, sizeof(*t->file_buckets));
+        if (!t->file_buckets || string_pool_new(&t->paths) < 0) {
+                free(t->file_buckets);
+                free(t);
+                return -ENOMEM;
+        }
+        t->n_file_buckets = FILE_MIN_BUCKETS;
         *ret = t;
         return 0;
+}
+
+void process_table_set_memory_budget(ProcessTable *t, size_t bytes)
+{
+        t->max_bytes = bytes ?: PROCESS_TABLE_DEFAULT_MEMORY;
+}
+
+size_t process_table_memory(const ProcessTable *t)
+{
+        return t->proc_bytes + t->n_files * sizeof(ProcFile) + t->n_file_buckets * sizeof(ProcFile *) +
+               string_pool_bytes(t->paths) + t->cap_procs * sizeof(Process *);
 }
 
 ProcessTable *process_table_free(ProcessTable *t)
@@ -123,7 +167,8 @@ ProcessTable *process_table_free(ProcessTable *t)
                 process_free(t, t->procs[i]);
         free(t->procs);
         proc_file_unref(t, t->vdso);
-        free(t->files);
+        free(t->file_buckets);
+        string_pool_free(t->paths);
         return mfree(t);
 }
 
@@ -173,42 +218,79 @@ out:
         elf_end(elf);
 }
 
+static void file_buckets_grow(ProcessTable *t)
+{
+        size_t n = t->n_file_buckets * 2;
+        ProcFile **b = calloc(n, sizeof(*b));
+
+        if (!b)
+                return; /* longer chains, still correct */
+        for (size_t i = 0; i < t->n_file_buckets; i++)
+                for (ProcFile *f = t->file_buckets[i], *next; f; f = next) {
+                        next = f->next;
+                        f->next = b[hash_mix64(f->inode ^ hash_mix64(f->dev)) & (n - 1)];
+                        b[hash_mix64(f->inode ^ hash_mix64(f->dev)) & (n - 1)] = f;
+                }
+        free(t->file_buckets);
+        t->file_buckets = b;
+        t->n_file_buckets = n;
+}
+
+/* At the descriptor budget: the open file that was mapped least recently (usually one that only
+ * exited processes still reference) gives its descriptor up. A linear scan, done only when a new
+ * file arrives at the budget. Returns false when nothing can give one up. */
+static bool proc_file_evict_fd(ProcessTable *t, uint64_t now)
+{
+        ProcFile *victim = NULL;
+
+        for (size_t i = 0; i < t->n_file_buckets; i++)
+                for (ProcFile *f = t->file_buckets[i]; f; f = f->next)
+                        if (f->fd >= 0 && (!victim || f->used_ns < victim->used_ns))
+                                victim = f;
+        /* Mapped in the last second: churn, not staleness; keep it and go without. */
+        if (!victim || victim->used_ns + NSEC_PER_SEC > now)
+                return false;
+        close(victim->fd);
+        victim->fd = -1;
+        t->n_open_fds--;
+        t->n_fd_evicted++;
+        return true;
+}
+
 static ProcFile *proc_file_new(ProcessTable *t, int fd, dev_t dev, uint64_t inode)
 {
+        uint64_t now = now_ns(CLOCK_MONOTONIC);
         ProcFile *f = calloc(1, sizeof(*f));
+        size_t b;
+
         if (!f)
                 return NULL;
-        if (t->n_files == t->cap_files) {
-                size_t cap = t->cap_files ? t->cap_files * 2 : 64;
-                ProcFile **n = reallocarray(t->files, cap, sizeof(*n));
-                if (!n) {
-                        free(f);
-                        return NULL;
-                }
-                t->files = n;
-                t->cap_files = cap;
-        }
         f->dev = dev;
         f->inode = inode;
         f->fd = -1;
         f->refs = 1;
+        f->used_ns = now;
         proc_file_read_elf(f, fd);
         if (!f->elf_ok)
                 t->n_not_elf++;
-        if (t->n_open_fds < t->max_open_fds) {
+        if (t->n_open_fds < t->max_open_fds || proc_file_evict_fd(t, now)) {
                 f->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
                 if (f->fd >= 0)
                         t->n_open_fds++;
         }
-        t->files[t->n_files++] = f;
+        b = file_bucket(t, dev, inode);
+        f->next = t->file_buckets[b];
+        t->file_buckets[b] = f;
+        if (++t->n_files > t->n_file_buckets)
+                file_buckets_grow(t);
         return f;
 }
 
 static ProcFile *proc_file_find(ProcessTable *t, dev_t dev, uint64_t inode)
 {
-        for (size_t i = 0; i < t->n_files; i++)
-                if (t->files[i]->dev == dev && t->files[i]->inode == inode)
-                        return t->files[i];
+        for (ProcFile *f = t->file_buckets[file_bucket(t, dev, inode)]; f; f = f->next)
+                if (f->dev == dev && f->inode == inode)
+                        return f;
         return NULL;
 }
 
@@ -283,8 +365,11 @@ typedef struct ReadCtx {
         pid_t pid;
         ProcMapping *mappings;
         size_t n, cap;
+        size_t max_mappings;
+        uint64_t now;
         bool truncated;
         unsigned no_file;
+        unsigned dropped; /* mappings past max_mappings */
 } ReadCtx;
 
 static int open_mapped_file(pid_t pid, uint64_t start, uint64_t end, const char *path, bool deleted)
@@ -308,8 +393,9 @@ static int read_cb(const ProcMapsLine *l, void *userdata)
 
         if (!l->executable)
                 return 0;
-        if (c->n >= PROCESS_MAX_MAPPINGS) {
+        if (c->n >= c->max_mappings) {
                 c->truncated = true;
+                c->dropped++;
                 return 0;
         }
         if (c->n == c->cap) {
@@ -327,7 +413,7 @@ static int read_cb(const ProcMapsLine *l, void *userdata)
         m.inode = l->inode;
         m.executable = true;
         m.deleted = l->deleted;
-        m.path = strdup(l->path);
+        m.path = string_pool_ref(c->t->paths, l->path);
         if (!m.path)
                 return -ENOMEM;
 
@@ -337,9 +423,10 @@ static int read_cb(const ProcMapsLine *l, void *userdata)
                         m.file->refs++;
         } else if (l->inode != 0 && !proc_maps_path_is_pseudo(l->path)) {
                 ProcFile *f = proc_file_find(c->t, m.dev, m.inode);
-                if (f)
+                if (f) {
                         f->refs++;
-                else {
+                        f->used_ns = c->now;
+                } else {
                         _cleanup_close_ int fd =
                                 open_mapped_file(c->pid, l->start, l->end, l->path, l->deleted);
                         if (fd >= 0)
@@ -350,8 +437,8 @@ static int read_cb(const ProcMapsLine *l, void *userdata)
                 m.file = f;
         }
         if (m.file) {
-                memcpy(m.build_id, m.file->build_id, m.file->build_id_size);
-                m.build_id_size = m.file->build_id_size;
+                m.build_id = m.file->build_id_size ? m.file->build_id : NULL;
+                m.build_id_size = (uint8_t)m.file->build_id_size;
                 mapping_set_bias(&m);
         }
         c->mappings[c->n++] = m;
@@ -408,7 +495,7 @@ static int read_stat(pid_t pid, uint64_t *ret_start, char comm[17])
 static void mappings_free(ProcessTable *t, ProcMapping *m, size_t n)
 {
         for (size_t i = 0; i < n; i++) {
-                free(m[i].path);
+                string_pool_unref(t->paths, m[i].path);
                 proc_file_unref(t, m[i].file);
         }
         free(m);
@@ -419,7 +506,9 @@ static int process_read(ProcessTable *t, Process *p)
 {
         char path[64];
         _cleanup_fclose_ FILE *f = NULL;
-        ReadCtx c = {.t = t, .pid = p->pid};
+        ReadCtx c = {
+                .t = t, .pid = p->pid, .now = now_ns(CLOCK_MONOTONIC), .max_mappings = PROCESS_MAX_MAPPINGS};
+        bool over_budget = process_table_memory(t) > t->max_bytes;
         uint64_t start, start_after;
         char comm[17], state = 0;
         unsigned bad = 0;
@@ -435,6 +524,8 @@ static int process_read(ProcessTable *t, Process *p)
                 r = -ESRCH;
                 goto fail;
         }
+        if (over_budget)
+                c.max_mappings = PROCESS_MAX_MAPPINGS_OVER_BUDGET;
         snprintf(path, sizeof(path), "/proc/%d/maps", (int)p->pid);
         f = fopen(path, "re");
         if (!f) {
@@ -459,7 +550,14 @@ static int process_read(ProcessTable *t, Process *p)
                 goto fail;
         }
 
+        /* Exact size: the snapshot may outlive the process by the whole history window. */
+        if (c.n > 0 && c.n < c.cap) {
+                ProcMapping *n = reallocarray(c.mappings, c.n, sizeof(*n));
+                if (n)
+                        c.mappings = n;
+        }
         mappings_free(t, p->mappings, p->n_mappings);
+        t->proc_bytes += (c.n - p->n_mappings) * sizeof(ProcMapping);
         p->mappings = c.mappings;
         p->n_mappings = c.n;
         p->start_time = start;
@@ -469,7 +567,9 @@ static int process_read(ProcessTable *t, Process *p)
         p->mappings_truncated = c.truncated;
         p->checked_ns = now_ns(CLOCK_REALTIME);
         t->n_bad_lines += bad;
-        t->n_truncated += c.truncated;
+        t->n_truncated += c.truncated && !over_budget;
+        if (over_budget)
+                t->n_truncated_memory += c.dropped;
         t->n_no_file += c.no_file;
         return 0;
 fail:
@@ -498,19 +598,26 @@ static void remove_at(ProcessTable *t, size_t i)
         t->n_procs--;
 }
 
-/* Makes room by forgetting the process that exited longest ago. */
-static int evict_one(ProcessTable *t)
+/* Makes room by forgetting the process that exited longest ago (never keep). */
+static int evict_one(ProcessTable *t, const Process *keep)
 {
         size_t victim = SIZE_MAX;
         for (size_t i = 0; i < t->n_procs; i++)
-                if (t->procs[i]->exited_ns &&
+                if (t->procs[i]->exited_ns && t->procs[i] != keep &&
                     (victim == SIZE_MAX || t->procs[i]->exited_ns < t->procs[victim]->exited_ns))
                         victim = i;
         if (victim == SIZE_MAX)
                 return -ENOSPC;
         remove_at(t, victim);
-        t->n_evicted++;
         return 0;
+}
+
+/* Over the memory budget, exited processes go oldest first (their samples in older windows lose
+ * their names; counted). Live ones stay: their reads are cut short instead (process_read). */
+static void enforce_budget(ProcessTable *t, const Process *keep)
+{
+        while (process_table_memory(t) > t->max_bytes && evict_one(t, keep) >= 0)
+                t->n_evicted_memory++;
 }
 
 static int insert_new(ProcessTable *t, pid_t pid, Process **ret)
@@ -521,18 +628,22 @@ static int insert_new(ProcessTable *t, pid_t pid, Process **ret)
         int r;
 
         if (t->n_procs >= PROCESS_TABLE_MAX_PROCESSES) {
-                r = evict_one(t);
+                r = evict_one(t, NULL);
                 if (r < 0) {
                         t->n_table_full++;
                         return r;
                 }
+                t->n_evicted++;
         }
+        enforce_budget(t, NULL);
         p = calloc(1, sizeof(*p));
         if (!p)
                 return -ENOMEM;
         p->pid = pid;
+        t->proc_bytes += sizeof(*p);
         r = process_read(t, p);
         if (r < 0) {
+                t->proc_bytes -= sizeof(*p);
                 free(p);
                 return r;
         }
@@ -596,6 +707,7 @@ int process_table_refresh(ProcessTable *t, pid_t pid, Process **ret)
                 return insert_new(t, pid, ret);
         p = t->procs[i];
         old_start = p->start_time;
+        enforce_budget(t, p);
         r = process_read(t, p);
         if (r == -ESRCH) {
                 /* Gone: keep what we knew for the grace period. */
@@ -752,7 +864,7 @@ void process_table_write_metrics(const ProcessTable *t, FILE *f)
                 "# TYPE profd_process_table_open_files gauge\n"
                 "profd_process_table_open_files %u\n"
                 "# HELP profd_process_table_open_files_limit Most mapped files held open (half the fd "
-                "limit, <= 4096).\n"
+                "limit, <= 256).\n"
                 "# TYPE profd_process_table_open_files_limit gauge\n"
                 "profd_process_table_open_files_limit %u\n"
                 "# HELP profd_process_table_reads_total Reads of /proc/PID/maps.\n"
@@ -771,8 +883,28 @@ void process_table_write_metrics(const ProcessTable *t, FILE *f)
                 "profd_process_table_events_total{event=\"exited\"} %" PRIu64 "\n"
                 "profd_process_table_events_total{event=\"forgotten\"} %" PRIu64 "\n"
                 "profd_process_table_events_total{event=\"evicted\"} %" PRIu64 "\n"
-                "profd_process_table_events_total{event=\"pid_reused\"} %" PRIu64 "\n",
+                "profd_process_table_events_total{event=\"pid_reused\"} %" PRIu64 "\n"
+                "profd_process_table_events_total{event=\"evicted_memory\"} %" PRIu64 "\n"
+                "profd_process_table_events_total{event=\"open_file_closed\"} %" PRIu64 "\n"
+                "# HELP profd_process_table_memory_bytes Heap held by the table: snapshots, mappings, "
+                "files, "
+                "interned paths.\n"
+                "# TYPE profd_process_table_memory_bytes gauge\n"
+                "profd_process_table_memory_bytes %zu\n"
+                "# HELP profd_process_table_memory_limit_bytes The table's budget "
+                "(--process-table-memory).\n"
+                "# TYPE profd_process_table_memory_limit_bytes gauge\n"
+                "profd_process_table_memory_limit_bytes %zu\n"
+                "# HELP profd_process_table_paths Distinct mapping paths (interned).\n"
+                "# TYPE profd_process_table_paths gauge\n"
+                "profd_process_table_paths %zu\n"
+                "# HELP profd_process_table_mappings_dropped_total Executable mappings not kept when a "
+                "process was read, by reason.\n"
+                "# TYPE profd_process_table_mappings_dropped_total counter\n"
+                "profd_process_table_mappings_dropped_total{reason=\"over_memory_budget\"} %" PRIu64 "\n",
                 t->n_procs, exited, mappings, t->n_files, t->n_open_fds, t->max_open_fds, t->n_reads,
                 t->n_read_errors, t->n_bad_lines, t->n_truncated, t->n_no_file, t->n_not_elf,
-                t->n_table_full, t->n_exited_total, t->n_forgotten, t->n_evicted, t->n_pid_reuse);
+                t->n_table_full, t->n_exited_total, t->n_forgotten, t->n_evicted, t->n_pid_reuse,
+                t->n_evicted_memory, t->n_fd_evicted, process_table_memory(t), t->max_bytes,
+                string_pool_count(t->paths), t->n_truncated_memory);
 }

@@ -15,18 +15,22 @@ typedef struct ProcessTable ProcessTable;
 /* One mapped file, shared by every mapping of it in every process (key: device + inode). */
 typedef struct ProcFile ProcFile;
 
+/* Kept small: an exited process's snapshot lives for the whole history window, and a host can
+ * hold hundreds of thousands of mappings (80 bytes each; paths and files are shared). */
 typedef struct ProcMapping {
         uint64_t start, end, offset; /* runtime addresses, file offset */
         uint64_t dev, inode;
-        char *path;          /* as in /proc/PID/maps; "[vdso]", "" for anonymous */
+        const char *path;         /* as in /proc/PID/maps, interned; "[vdso]", "" for anonymous */
+        ProcFile *file;           /* NULL for anonymous mappings and when the file could not be opened */
+        const uint8_t *build_id;  /* the file's GNU build ID (build_id_size bytes), else NULL */
+        uint64_t load_bias;       /* runtime address - ELF vaddr; valid when bias_known */
+        uint8_t build_id_size;    /* 0: unknown / none */
         bool executable;
-        bool deleted;        /* "(deleted)" suffix */
-        uint8_t build_id[64];
-        size_t build_id_size; /* 0: unknown / none */
-        uint64_t load_bias;   /* runtime address - ELF vaddr; valid when bias_known */
+        bool deleted;             /* "(deleted)" suffix */
         bool bias_known;
-        ProcFile *file;       /* NULL for anonymous mappings and when the file could not be opened */
+        uint8_t pad_[4];
 } ProcMapping;
+_Static_assert(sizeof(ProcMapping) == 80, "ProcMapping grew: every exited process pays for it");
 
 typedef struct Process {
         pid_t pid;
@@ -45,12 +49,22 @@ typedef struct Process {
  * executable mappings keeps the first PROCESS_MAX_MAPPINGS (counted on /metrics). */
 #define PROCESS_TABLE_MAX_PROCESSES 32768
 #define PROCESS_MAX_MAPPINGS 8192
+/* The memory budget of the table (process snapshots, mappings, files, interned paths): over it,
+ * exited processes are forgotten oldest first; when only live processes remain, a process read
+ * while over budget keeps its first PROCESS_MAX_MAPPINGS_OVER_BUDGET mappings. Both are
+ * counted on /metrics. */
+#define PROCESS_TABLE_DEFAULT_MEMORY (32u << 20)
+#define PROCESS_MAX_MAPPINGS_OVER_BUDGET 256
 /* Mapped files are kept open (so that exited processes, deleted files and other mount
  * namespaces can still be read) up to this many descriptors, and at most half of RLIMIT_NOFILE
- * (process_table_new() raises a low soft limit towards the hard one, up to 16384). */
-#define PROCESS_TABLE_MAX_OPEN_FILES 4096
+ * (process_table_new() raises a low soft limit towards the hard one, up to 16384). Over it, the
+ * file that a process mapped least recently gives up its descriptor (counted on /metrics). */
+#define PROCESS_TABLE_MAX_OPEN_FILES 256
 
 int process_table_new(uint64_t exit_grace_ns, ProcessTable **ret);
+/* 0 means PROCESS_TABLE_DEFAULT_MEMORY. */
+void process_table_set_memory_budget(ProcessTable *t, size_t bytes);
+size_t process_table_memory(const ProcessTable *t);
 ProcessTable *process_table_free(ProcessTable *t);
 DEFINE_TRIVIAL_CLEANUP_FUNC(ProcessTable *, process_table_free);
 

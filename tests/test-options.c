@@ -23,7 +23,7 @@ int main(void)
         CHECK(options_parse(1, none, &o) == 0);
         CHECK(strcmp(o.http_address, ":7071") == 0);
         CHECK(o.frequency_hz == 19 && o.max_seconds == 300 && o.max_concurrent_profiles == 8);
-        CHECK(o.unwind_table_memory == 256ULL << 20);
+        CHECK(o.unwind_table_memory == 256ULL << 20 && o.process_table_memory == 32ULL << 20);
         CHECK(o.labels.enabled[LABEL_COMM] && o.labels.enabled[LABEL_PID] &&
               !o.labels.enabled[LABEL_THREAD_ID]);
         options_done(&o);
@@ -54,6 +54,13 @@ int main(void)
         CHECK(PARSE(&o, "--max-seconds", "0") == -EINVAL);
         CHECK(PARSE(&o, "--labels", "comm,bogus") == -EINVAL);
         CHECK(PARSE(&o, "--unwind-table-memory", "12Q") == -EINVAL);
+        /* Below one 4 MiB shard no table fits: refused, not DWARF unwinding silently off. */
+        CHECK(PARSE(&o, "--unwind-table-memory", "3M") == -EINVAL);
+        CHECK(PARSE(&o, "--unwind-table-memory", "4M") == 0 && o.unwind_table_memory == 4ULL << 20);
+        options_done(&o);
+        CHECK(PARSE(&o, "--process-table-memory", "512K") == -EINVAL);
+        CHECK(PARSE(&o, "--process-table-memory", "64M") == 0 && o.process_table_memory == 64ULL << 20);
+        options_done(&o);
         CHECK(PARSE(&o, "--log-level", "chatty") == -EINVAL);
         CHECK(PARSE(&o, "--http-address", "7071") == -EINVAL);
         CHECK(PARSE(&o, "--http-address", ":http") == -EINVAL);
