@@ -7,6 +7,7 @@
 
 #include "flamegraph-html.h" /* generated from flamegraph.html: flamegraph_html[] */
 #include "flamegraph.h"
+#include "utf8.h"
 
 /* Frames in the page's tree (distinct root-first paths). A busy 64-CPU host sampled for 300 s
  * stays well below; beyond it the rest of a stack is merged into one "[more stacks]" frame, which
@@ -222,18 +223,28 @@ static void tree_done(Tree *t)
 }
 
 /* JSON string for a <script> block: also escapes '<' so that "</script>" in a name cannot end
- * the block. Bytes >= 0x80 pass through (the page is UTF-8; the daemon made names valid). */
+ * the block. Valid UTF-8 passes through (the page is UTF-8); any other byte (a title carrying a
+ * query's bytes) becomes the text \xNN, as in pprof and folded output. */
 static void json_string(FILE *f, const char *s, size_t len)
 {
         fputc('"', f);
-        for (size_t i = 0; i < len; i++) {
+        for (size_t i = 0; i < len;) {
                 unsigned char c = (unsigned char)s[i];
+                size_t n = utf8_char_len(s + i, len - i);
                 if (c == '"' || c == '\\')
                         fprintf(f, "\\%c", c);
-                else if (c < 0x20 || c == '<' || c == '>' || c == '&' || c == 0x7f)
+                else if (c == '<' || c == '>' || c == '&')
                         fprintf(f, "\\u%04x", c);
-                else
-                        fputc(c, f);
+                else if (n == 0 && (c < 0x20 || c == 0x7f))
+                        fprintf(f, "\\u%04x", c);
+                else if (n == 0)
+                        fprintf(f, "\\\\x%02x", c);
+                else {
+                        fwrite(s + i, 1, n, f);
+                        i += n;
+                        continue;
+                }
+                i++;
         }
         fputc('"', f);
 }

@@ -7,6 +7,7 @@
 #include "folded.h" /* via aggregator.h -> sampler.h: bpf/profd-sample.h */
 #include "hash.h"
 #include "stack-markers.h"
+#include "utf8.h"
 
 /* Samples symbolized per step: a few hundred addresses, well under a millisecond once the
  * symbolizer's per-executable caches are warm, so requests and drains are not held up. */
@@ -36,17 +37,29 @@ static int buf_reserve(Buf *b, size_t more)
 
 /* Appends a frame name made safe for the format: ';' separates frames and the last space comes
  * before the count, so ';' and control characters become '_' (spaces inside names are fine). */
+/* Folded lines are UTF-8 text: bytes that are not valid UTF-8 and control characters become
+ * \xNN (as in pprof), ';' (the frame separator) becomes '_', and a name is cut at a character
+ * boundary. */
 static int buf_add_name(Buf *b, const char *s, const char *suffix)
 {
-        size_t n = strnlen(s, FOLDED_MAX_NAME), sl = suffix ? strlen(suffix) : 0;
-        bool cut = s[n] != 0;
-        int r = buf_reserve(b, n + sl + 4);
+        _cleanup_free_ char *escaped = NULL;
+        size_t n, sl = suffix ? strlen(suffix) : 0;
+        bool cut;
+        int r;
+
+        if (utf8_escape(s, &escaped) < 0)
+                return -ENOMEM;
+        if (escaped)
+                s = escaped;
+        n = strnlen(s, FOLDED_MAX_NAME);
+        cut = s[n] != 0;
+        while (cut && n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+                n--;
+        r = buf_reserve(b, n + sl + 4);
         if (r < 0)
                 return r;
-        for (size_t i = 0; i < n; i++) {
-                char c = s[i];
-                b->p[b->n++] = (c == ';' || (unsigned char)c < 0x20 || c == 0x7f) ? '_' : c;
-        }
+        for (size_t i = 0; i < n; i++)
+                b->p[b->n++] = s[i] == ';' ? '_' : s[i];
         if (cut) {
                 memcpy(b->p + b->n, "...", 3);
                 b->n += 3;

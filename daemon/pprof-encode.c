@@ -19,6 +19,7 @@
 #include "hash.h"
 #include "log.h"
 #include "pprof-encode.h"
+#include "utf8.h"
 #include "profile.pb-c.h"
 #include "stack-markers.h"
 #include "time-util.h"
@@ -231,71 +232,6 @@ static bool grow2(void **a, size_t ea, void **b, size_t eb, size_t *cap, size_t 
         return true;
 }
 
-/* pprof strings must be valid UTF-8; comm, paths and symbol names are arbitrary bytes. Bad
- * bytes and control characters become \xNN. Returns NULL if s is fine as it is. */
-static char *utf8_escape(const char *s)
-{
-        const unsigned char *p = (const unsigned char *)s;
-        bool clean = true;
-        size_t len = strlen(s);
-        char *out, *w;
-
-        for (size_t i = 0; i < len && clean;) {
-                unsigned char c = p[i];
-                size_t n = c < 0x80             ? 1
-                           : (c & 0xe0) == 0xc0 ? 2
-                           : (c & 0xf0) == 0xe0 ? 3
-                           : (c & 0xf8) == 0xf0 ? 4
-                                                : 0;
-                if (n == 0 || i + n > len || c < 0x20 || c == 0x7f || (n == 2 && c < 0xc2) ||
-                    (n == 4 && c > 0xf4)) {
-                        clean = false;
-                        break;
-                }
-                for (size_t k = 1; k < n; k++)
-                        if ((p[i + k] & 0xc0) != 0x80)
-                                clean = false;
-                /* Overlong 3/4-byte forms and UTF-16 surrogates are invalid too. */
-                if (clean && n == 3 && ((c == 0xe0 && p[i + 1] < 0xa0) || (c == 0xed && p[i + 1] >= 0xa0)))
-                        clean = false;
-                if (clean && n == 4 && ((c == 0xf0 && p[i + 1] < 0x90) || (c == 0xf4 && p[i + 1] >= 0x90)))
-                        clean = false;
-                i += n;
-        }
-        if (clean)
-                return NULL;
-
-        w = out = malloc(len * 4 + 1);
-        if (!out)
-                return NULL;
-        for (size_t i = 0; i < len;) {
-                unsigned char c = p[i];
-                size_t n = c < 0x80             ? 1
-                           : (c & 0xe0) == 0xc0 ? 2
-                           : (c & 0xf0) == 0xe0 ? 3
-                           : (c & 0xf8) == 0xf0 ? 4
-                                                : 0;
-                bool ok = n > 0 && i + n <= len && c >= 0x20 && c != 0x7f && !(n == 2 && c < 0xc2) &&
-                          !(n == 4 && c > 0xf4);
-                for (size_t k = 1; ok && k < n; k++)
-                        ok = (p[i + k] & 0xc0) == 0x80;
-                if (ok && n == 3 && ((c == 0xe0 && p[i + 1] < 0xa0) || (c == 0xed && p[i + 1] >= 0xa0)))
-                        ok = false;
-                if (ok && n == 4 && ((c == 0xf0 && p[i + 1] < 0x90) || (c == 0xf4 && p[i + 1] >= 0x90)))
-                        ok = false;
-                if (ok) {
-                        memcpy(w, p + i, n);
-                        w += n;
-                        i += n;
-                } else {
-                        w += sprintf(w, "\\x%02x", c);
-                        i++;
-                }
-        }
-        *w = 0;
-        return out;
-}
-
 /* Index of s in the string table, adding it if new; <0 on allocation failure. */
 static int64_t intern(PprofJob *j, const char *s)
 {
@@ -307,7 +243,9 @@ static int64_t intern(PprofJob *j, const char *s)
 
         if (!s)
                 return 0;
-        escaped = utf8_escape(s);
+        /* pprof strings must be valid UTF-8. */
+        if (utf8_escape(s, &escaped) < 0)
+                return -ENOMEM;
         if (escaped)
                 s = escaped;
         h = hash_mix64(hash_fnv1a(HASH_FNV1A_INIT, s, strlen(s)));
