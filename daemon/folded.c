@@ -282,7 +282,7 @@ int folded_job_step(FoldedJob *j)
                 }
         j->slots = mfree(j->slots);
         j->n_slots = j->n_used = 0;
-        qsort(j->sorted, j->n_sorted, sizeof(FoldedStack), cmp_stack);
+        qsort_safe(j->sorted, j->n_sorted, sizeof(FoldedStack), cmp_stack);
         /* The window (and its stack references) is no longer needed. */
         j->w = profile_window_free(j->w);
         return 1;

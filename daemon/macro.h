@@ -60,3 +60,18 @@ static inline void *mfree(void *p)
 #define NSEC_PER_SEC 1000000000ULL
 #define USEC_PER_SEC 1000000ULL
 #define NSEC_PER_USEC 1000ULL
+
+/* qsort() and memcpy() must not get NULL even for zero elements (C says so; UBSan checks it), and
+ * an empty array is often still NULL: these do nothing for n == 0 (as systemd's do). */
+static inline void qsort_safe(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
+{
+        if (n > 1)
+                qsort(base, n, size, cmp);
+}
+
+static inline void *memcpy_safe(void *dst, const void *src, size_t n)
+{
+        if (n == 0)
+                return dst;
+        return __builtin_memcpy(dst, src, n);
+}

@@ -558,7 +558,7 @@ static int collect_stacks(Drain *d, size_t n, size_t value_size, size_t max_fram
                 (*n_stacks)++;
                 d->n_frames += len;
         }
-        qsort(*stacks, *n_stacks, sizeof(DrainedStack), cmp_stack);
+        qsort_safe(*stacks, *n_stacks, sizeof(DrainedStack), cmp_stack);
         return 0;
 }
 
@@ -597,8 +597,8 @@ static int sampler_drain(Sampler *s)
                 d->counts = c;
                 d->cap_counts = cap;
         }
-        memcpy(d->keys, d->batch_keys, n * sizeof(*d->keys));
-        memcpy(d->counts, d->batch_values, n * sizeof(uint64_t));
+        memcpy_safe(d->keys, d->batch_keys, n * sizeof(*d->keys));
+        memcpy_safe(d->counts, d->batch_values, n * sizeof(uint64_t));
         d->n_counts = n;
 
         r = map_drain_all(d, stacks_fd, sizeof(uint64_t), sizeof(struct profd_stack), &n);

@@ -469,7 +469,7 @@ static AddrRange *exe_text_sections(Exe *e, size_t *ret_n)
                     sh.sh_size > 0 && sh.sh_addr + sh.sh_size > sh.sh_addr)
                         r[n++] = (AddrRange){sh.sh_addr + bias, sh.sh_addr + sh.sh_size + bias};
         }
-        qsort(r, n, sizeof(*r), addrrange_cmp);
+        qsort_safe(r, n, sizeof(*r), addrrange_cmp);
         *ret_n = n;
         return r;
 }
@@ -708,7 +708,7 @@ static void exe_load_plt(Exe *e)
                         else if (pass == 1 && have_plt_got && strcmp(name, ".rela.dyn") == 0)
                                 plt_read_relocs(e, elf, scn, &sh, false, &pr);
                 }
-        qsort(pr.slots, pr.n_slots, sizeof(*pr.slots), gotslot_cmp);
+        qsort_safe(pr.slots, pr.n_slots, sizeof(*pr.slots), gotslot_cmp);
 
         for (size_t k = 0; k < e->n_plt_secs; k++) {
                 GElf_Shdr sh;
@@ -745,7 +745,7 @@ static void exe_load_plt(Exe *e)
                 }
         }
 done:
-        qsort(e->plt, e->n_plt, sizeof(*e->plt), exesym_cmp);
+        qsort_safe(e->plt, e->n_plt, sizeof(*e->plt), exesym_cmp);
         free(pr.slots);
         free(pr.jump_slots);
 }
@@ -791,7 +791,7 @@ static void exe_load_syms(Exe *e)
                 for (size_t i = first; i < k; i++)
                         e->syms[i].size <<= 2;
         }
-        qsort(e->syms, k, sizeof(*e->syms), exesym_cmp);
+        qsort_safe(e->syms, k, sizeof(*e->syms), exesym_cmp);
         size_t w = 0;
         for (size_t i = 0; i < k; i++) {
                 if (w > 0 && e->syms[w - 1].addr == e->syms[i].addr) {
@@ -1018,7 +1018,7 @@ static void exe_build_cu_index(Exe *e)
                 }
         }
 done:
-        qsort(e->cus, e->n_cus, sizeof(*e->cus), curange_cmp);
+        qsort_safe(e->cus, e->n_cus, sizeof(*e->cus), curange_cmp);
 }
 
 /* The CU holding pc (a module address) and the bias to DWARF addresses. */
@@ -1401,7 +1401,7 @@ static int kallsyms_load(Symbolizer *s, const char *path)
                 }
                 s->ksyms[s->n_ksyms++] = (KSym){.addr = addr, .name = name_off, .module = mod_off};
         }
-        qsort(s->ksyms, s->n_ksyms, sizeof(*s->ksyms), ksym_cmp);
+        qsort_safe(s->ksyms, s->n_ksyms, sizeof(*s->ksyms), ksym_cmp);
         s->kallsyms_hidden = total > 0 && nonzero == 0;
         s->kallsyms_error = total == 0 ? -ENODATA : 0;
         return s->kallsyms_error;

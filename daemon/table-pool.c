@@ -690,7 +690,7 @@ static int proc_write_entries(TablePool *p, Proc *pr, const PoolMapping *m, size
                         p->entry_errors++;
                 }
         if (n_keys > 1)
-                qsort(keys, n_keys, sizeof(*keys), cmp_key);
+                qsort_safe(keys, n_keys, sizeof(*keys), cmp_key);
 
         /* pr->keys is sorted too: delete what the new set lacks. */
         for (size_t i = 0; i < pr->n_keys; i++) {

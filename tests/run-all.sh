@@ -31,18 +31,63 @@ echo "run-all: building in $builddir"
 meson compile -C "$builddir" || { echo "build failed"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 echo "run-all: running the tests (~8 minutes; one at a time: they sample the whole machine)"
 
+ok=0 fail=0 skip=0 skipped_lines=""
+# Adds one meson test run's counts (its log in $1, its exit status in $2) to the totals.
+tally() {
+        local log=$1 status=$2 o f s x u t
+        get() { sed -n "s/^$1: *\([0-9]\+\).*/\1/p" "$log" | tail -n 1; }
+        o=$(get Ok); f=$(get Fail); s=$(get Skipped); x=$(get 'Expected Fail')
+        u=$(get 'Unexpected Pass'); t=$(get Timeout)
+        f=$(( ${f:-0} + ${u:-0} + ${t:-0} ))
+        if [ "$status" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+        ok=$(( ok + ${o:-0} + ${x:-0} )); fail=$(( fail + f )); skip=$(( skip + ${s:-0} ))
+        skipped_lines="$skipped_lines$(grep -E '^ *[0-9]+/[0-9]+ .* SKIP' "$log")"
+}
+
 log=$(mktemp)
 meson test -C "$builddir" --print-errorlogs --num-processes 1 "$@" 2>&1 | tee "$log"
-status=${PIPESTATUS[0]}
+tally "$log" "${PIPESTATUS[0]}"
 
-get() { sed -n "s/^$1: *\([0-9]\+\).*/\1/p" "$log" | tail -n 1; }
-ok=$(get Ok); fail=$(get Fail); skip=$(get Skipped); xfail=$(get 'Expected Fail')
-upass=$(get 'Unexpected Pass'); timeout=$(get Timeout)
-ok=${ok:-0}; fail=$(( ${fail:-0} + ${upass:-0} + ${timeout:-0} )); skip=${skip:-0}; ok=$(( ok + ${xfail:-0} ))
+# The same daemon and unit tests built with AddressSanitizer and UndefinedBehaviorSanitizer
+# (meson's b_sanitize option): any report fails the run. Skipped when tests are named on the
+# command line, or with PROFD_SANITIZE=0. Not here: the qemu kernel matrix (guests run the
+# plain build) and the unwinder unit tests (their sampled child programs are the instrumented
+# test binary itself, whose PLT and exec behaviour ASan changes).
+if [ $# -eq 0 ] && [ "${PROFD_SANITIZE:-1}" = 1 ]; then
+        sanbuild="$builddir-sanitize"
+        echo "run-all: AddressSanitizer + UndefinedBehaviorSanitizer build in $sanbuild (~4 more minutes)"
+        if [ ! -f "$sanbuild/build.ninja" ]; then
+                meson setup "$sanbuild" -Db_sanitize=address,undefined -Db_lundef=false >/dev/null || fail=$((fail + 1))
+        fi
+        if meson compile -C "$sanbuild" >/dev/null; then
+                sanlogs=$(mktemp -d)
+                export ASAN_OPTIONS="log_path=$sanlogs/asan:abort_on_error=1:detect_leaks=1"
+                export UBSAN_OPTIONS="log_path=$sanlogs/ubsan:print_stacktrace=1:halt_on_error=1"
+                meson test -C "$sanbuild" --print-errorlogs --num-processes 1 \
+                        cgroup-resolver attribution-unit sampler table-pool pprof symbolizer-proc \
+                        symbolizer-elf proc-events proc-tracker proc-tracker-sys-exit aggregator options \
+                        kernel-check systemd-log-ratelimit unwind-tables-reference unwind-tables-malformed \
+                        e2e-http hostile-load e2e-profile pprof-symbols flamegraph short-lived \
+                        2>&1 | tee "$log"
+                tally "$log" "${PIPESTATUS[0]}"
+                unset ASAN_OPTIONS UBSAN_OPTIONS
+                if compgen -G "$sanlogs/*" >/dev/null; then
+                        echo "run-all: SANITIZER REPORTS:"
+                        cat "$sanlogs"/*
+                        fail=$((fail + 1))
+                else
+                        echo "run-all: sanitizers: 0 reports"
+                fi
+                rm -rf "$sanlogs"
+        else
+                echo "run-all: the sanitizer build failed"
+                fail=$((fail + 1))
+        fi
+fi
+
 if [ "$skip" -gt 0 ]; then
-        echo "SKIPPED TESTS:"; grep -E '^ *[0-9]+/[0-9]+ .* SKIP' "$log"
+        echo "SKIPPED TESTS:"; echo "$skipped_lines"
 fi
 rm -f "$log"
-if [ "$status" -ne 0 ] && [ "$fail" -eq 0 ]; then fail=1; fi
 echo "$ok passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]

@@ -21,11 +21,12 @@ import subprocess
 import threading
 import time
 
-from profdtest import (PROFD, SRC, Daemon, cc, check, fetch_profile, finish, log, require_bpf, tmpdir,
-                       traces, unwind_ready)
+from profdtest import (PROFD, SRC, Daemon, cc, check, fetch_profile, finish, log, require_bpf, sanitized,
+                       tmpdir, traces, unwind_ready)
 
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"]
 RSS_LIMIT_KB = 128 * 1024
+SANITIZED = sanitized()
 FD_LIMIT = 600
 
 
@@ -111,7 +112,11 @@ class Watch:
 def bounded(d, w, what):
     hwm = status_kb(d.proc.pid, "VmHWM")
     log("%s: profd peak RSS %.1f MiB (VmHWM), most descriptors seen %d" % (what, hwm / 1024, w.max_fds))
-    check(hwm < RSS_LIMIT_KB, "%s: profd's peak RSS %.1f MiB < 128 MiB" % (what, hwm / 1024))
+    if SANITIZED:
+        log("NOTE %s: AddressSanitizer build: its shadow memory is in the RSS, the 128 MiB bound is "
+            "checked by the plain build only" % what)
+    else:
+        check(hwm < RSS_LIMIT_KB, "%s: profd's peak RSS %.1f MiB < 128 MiB" % (what, hwm / 1024))
     check(w.max_fds < FD_LIMIT, "%s: profd's descriptors (at most %d) < %d" % (what, w.max_fds, FD_LIMIT))
 
 
@@ -177,7 +182,9 @@ def main():
             "(all processes); %d mapping events held back in BPF" % (cycles, t1 - t0, 100 * share, refreshes,
                                                                       held))
         check(cycles > 1000, "dlopen loop: the loop ran (%d cycles)" % cycles)
-        check(share < 0.10, "dlopen loop: profd used < 10%% of a core (%.1f%%)" % (100 * share))
+        # An ASan build does the same work several times slower: the bound is the plain build's.
+        check(share < (0.30 if SANITIZED else 0.10),
+              "dlopen loop: profd used < %d%% of a core (%.1f%%)" % (30 if SANITIZED else 10, 100 * share))
         check(refreshes < 400, "dlopen loop: maps re-reads stay bounded (%d in %.0f s)" % (refreshes, t1 - t0))
         check(held > 0, "dlopen loop: BPF held mapping events back, counted (%d)" % held)
         # Once the loop stops, the tracker's last look (it keeps looking while the maps change)

@@ -330,7 +330,9 @@ int main(void)
                 if (run("%s -g -O2 -fno-omit-frame-pointer -DVARIANT=%zu -o '%s' '%s'",
                         strcmp(v[i].name, "clang") == 0 ? "clang++" : "g++", i, v[i].path, src) != 0)
                         die("compiler");
-                snprintf(v[i].build_id, sizeof(v[i].build_id), "%s", build_id_hex(v[i].path));
+                char *bid_hex = build_id_hex(v[i].path);
+                snprintf(v[i].build_id, sizeof(v[i].build_id), "%s", bid_hex);
+                free(bid_hex);
         }
         {
                 bool distinct = true;
@@ -515,13 +517,13 @@ int main(void)
         perftools__profiles__profile__free_unpacked(p, NULL);
 
         /* What go tool pprof makes of it. */
-        char *raw = capture("HOME=${HOME:-/root} GOCACHE=/tmp/profd-gocache PPROF_TMPDIR=%s "
+        char *raw = capture("HOME=${HOME:-/root} GOCACHE=%s/gocache PPROF_TMPDIR=%s "
                             "PPROF_BINARY_PATH=/nonexistent go tool pprof -raw '%s' 2>&1",
-                            dir, profile_path);
+                            dir, dir, profile_path);
         printf("---- go tool pprof -raw ----\n%s----\n", raw);
-        char *traces = capture("HOME=${HOME:-/root} GOCACHE=/tmp/profd-gocache PPROF_TMPDIR=%s "
+        char *traces = capture("HOME=${HOME:-/root} GOCACHE=%s/gocache PPROF_TMPDIR=%s "
                                "PPROF_BINARY_PATH=/nonexistent go tool pprof -traces '%s' 2>&1",
-                               dir, profile_path);
+                               dir, dir, profile_path);
         printf("---- go tool pprof -traces ----\n%s----\n", traces);
         check(strstr(raw, "PeriodType: cpu nanoseconds") != NULL, "pprof: period type cpu nanoseconds");
         check(strstr(raw, "samples/count cpu/nanoseconds") != NULL, "pprof: sample types");

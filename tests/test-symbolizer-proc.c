@@ -484,11 +484,11 @@ static void test_go(void)
 
         for (int pie = 0; pie < 2; pie++) {
                 snprintf(cmd, sizeof(cmd),
-                         "cd '%s' && HOME=${HOME:-/root} GOCACHE=${GOCACHE:-/tmp/profd-gocache} "
+                         "cd '%s' && HOME=${HOME:-/root} GOCACHE=%s/gocache "
                          "GOFLAGS=-mod=mod "
                          "go build %s -ldflags='-s -w' -o prog . && readelf -S prog | grep -q ' .symtab' ; "
                          "test $? = 1",
-                         dir, pie ? "-buildmode=pie" : "");
+                         dir, dir, pie ? "-buildmode=pie" : "");
                 if (!check(system(cmd) == 0, "built a stripped Go program%s (no .symtab)",
                            pie ? " (PIE)" : ""))
                         continue;

@@ -70,6 +70,16 @@ def finish():
     sys.exit(0)
 
 
+def sanitized(binary=None):
+    """True when profd is an AddressSanitizer build (meson -Db_sanitize=...): its RSS then holds
+    ASan's shadow memory and says nothing about profd's own bounds."""
+    try:
+        out = subprocess.run(["ldd", binary or PROFD], capture_output=True, text=True, timeout=30).stdout
+    except OSError:
+        return False
+    return "libasan" in out
+
+
 def require_bpf():
     if os.geteuid() != 0:
         skip("BPF tests need root (CAP_BPF, CAP_PERFMON)")

@@ -255,6 +255,7 @@ static int check_file(const char *path, uint64_t *total_checked)
         printf("\n");
         *total_checked += checked;
 
+        dwarf_cfi_end(ref.eh); /* dwarf_getcfi_elf()'s CFI is the caller's to free */
         dwarf_end(ref.dw);
         dwarf_end(ref.dwfile);
         if (ref.elf)
