@@ -33,6 +33,9 @@ struct ProcFile {
         uint64_t used_ns; /* CLOCK_MONOTONIC of the last read of a process that maps it */
         int fd;           /* -1 when over the descriptor budget */
         unsigned refs;
+        /* Mapped deleted, or by a process in another mount namespace: once its processes exit,
+         * the kept descriptor is the only way to read it. Gives its descriptor up last. */
+        bool precious;
         bool elf_ok;
         uint16_t e_type;
         uint8_t build_id[64];
@@ -52,6 +55,7 @@ struct ProcessTable {
         size_t n_files, n_file_buckets;
         unsigned n_open_fds, max_open_fds;
         StringPool *paths;
+        uint64_t self_mnt_ns; /* inode of profd's mount namespace */
         size_t max_bytes;
         size_t proc_bytes; /* Process structs and their mapping arrays */
         ProcFile *vdso;
@@ -237,15 +241,18 @@ static void file_buckets_grow(ProcessTable *t)
 }
 
 /* At the descriptor budget: the open file that was mapped least recently (usually one that only
- * exited processes still reference) gives its descriptor up. A linear scan, done only when a new
- * file arrives at the budget. Returns false when nothing can give one up. */
+ * exited processes still reference) gives its descriptor up, one that can be opened again by its
+ * path in our namespace before a precious one. A linear scan, done only when a new file arrives
+ * at the budget. Returns false when nothing can give one up. */
 static bool proc_file_evict_fd(ProcessTable *t, uint64_t now)
 {
         ProcFile *victim = NULL;
 
         for (size_t i = 0; i < t->n_file_buckets; i++)
                 for (ProcFile *f = t->file_buckets[i]; f; f = f->next)
-                        if (f->fd >= 0 && (!victim || f->used_ns < victim->used_ns))
+                        if (f->fd >= 0 &&
+                            (!victim || (victim->precious && !f->precious) ||
+                             (victim->precious == f->precious && f->used_ns < victim->used_ns)))
                                 victim = f;
         /* Mapped in the last second: churn, not staleness; keep it and go without. */
         if (!victim || victim->used_ns + NSEC_PER_SEC > now)
@@ -257,7 +264,7 @@ static bool proc_file_evict_fd(ProcessTable *t, uint64_t now)
         return true;
 }
 
-static ProcFile *proc_file_new(ProcessTable *t, int fd, dev_t dev, uint64_t inode)
+static ProcFile *proc_file_new(ProcessTable *t, int fd, dev_t dev, uint64_t inode, bool precious)
 {
         uint64_t now = now_ns(CLOCK_MONOTONIC);
         ProcFile *f = calloc(1, sizeof(*f));
@@ -270,6 +277,7 @@ static ProcFile *proc_file_new(ProcessTable *t, int fd, dev_t dev, uint64_t inod
         f->fd = -1;
         f->refs = 1;
         f->used_ns = now;
+        f->precious = precious;
         proc_file_read_elf(f, fd);
         if (!f->elf_ok)
                 t->n_not_elf++;
@@ -367,6 +375,7 @@ typedef struct ReadCtx {
         size_t n, cap;
         size_t max_mappings;
         uint64_t now;
+        bool foreign_ns; /* the process is in another mount namespace than profd */
         bool truncated;
         unsigned no_file;
         unsigned dropped; /* mappings past max_mappings */
@@ -426,11 +435,12 @@ static int read_cb(const ProcMapsLine *l, void *userdata)
                 if (f) {
                         f->refs++;
                         f->used_ns = c->now;
+                        f->precious = f->precious || m.deleted || c->foreign_ns;
                 } else {
                         _cleanup_close_ int fd =
                                 open_mapped_file(c->pid, l->start, l->end, l->path, l->deleted);
                         if (fd >= 0)
-                                f = proc_file_new(c->t, fd, m.dev, m.inode);
+                                f = proc_file_new(c->t, fd, m.dev, m.inode, m.deleted || c->foreign_ns);
                         else
                                 c->no_file++;
                 }
@@ -509,6 +519,7 @@ static int process_read(ProcessTable *t, Process *p)
         ReadCtx c = {
                 .t = t, .pid = p->pid, .now = now_ns(CLOCK_MONOTONIC), .max_mappings = PROCESS_MAX_MAPPINGS};
         bool over_budget = process_table_memory(t) > t->max_bytes;
+        struct stat ns;
         uint64_t start, start_after;
         char comm[17], state = 0;
         unsigned bad = 0;
@@ -526,6 +537,10 @@ static int process_read(ProcessTable *t, Process *p)
         }
         if (over_budget)
                 c.max_mappings = PROCESS_MAX_MAPPINGS_OVER_BUDGET;
+        snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)p->pid);
+        if (t->self_mnt_ns == 0 && stat("/proc/self/ns/mnt", &ns) == 0)
+                t->self_mnt_ns = ns.st_ino;
+        c.foreign_ns = stat(path, &ns) == 0 && ns.st_ino != t->self_mnt_ns;
         snprintf(path, sizeof(path), "/proc/%d/maps", (int)p->pid);
         f = fopen(path, "re");
         if (!f) {

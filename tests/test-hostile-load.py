@@ -4,7 +4,7 @@ profd (tests/churn/churn.c does the work):
 
 1. The mapping storm: 300 short-lived processes, each mapping 2,000 distinct files under ~200-byte
    names. profd's peak RSS stays below 128 MiB and its descriptors below 600; the process table
-   keeps to its memory budget (4M here) by forgetting exited processes (counted) and to its
+   keeps to its memory budget (2M here) by forgetting exited processes (counted) and to its
    descriptor budget.
 2. A dlopen/dlclose loop: BPF holds mapping events back past a burst and the tracker spaces its
    re-reads, so profd spends well under 10% of a core (and a bounded number of re-reads) on it; the
@@ -140,9 +140,9 @@ def main():
     shutil.copy(lib, os.path.join(storm_dir, "lib.so"))
     os.chown(storm_dir, 65534, 65534)
 
-    # A small process-table budget, so that the storm crosses it (the default, 32M, holds the
-    # storm's ~80,000 mappings).
-    with Daemon("--process-table-memory", "4M") as d:
+    # A small process-table budget, so that the storm crosses it however many of its processes
+    # profd gets to read (the default, 32M, holds the storm's ~80,000 mappings).
+    with Daemon("--process-table-memory", "2M") as d:
         pid = d.proc.pid
 
         # 1. the mapping storm
@@ -185,7 +185,9 @@ def main():
         # An ASan build does the same work several times slower: the bound is the plain build's.
         check(share < (0.30 if SANITIZED else 0.10),
               "dlopen loop: profd used < %d%% of a core (%.1f%%)" % (30 if SANITIZED else 10, 100 * share))
-        check(refreshes < 400, "dlopen loop: maps re-reads stay bounded (%d in %.0f s)" % (refreshes, t1 - t0))
+        # The whole host's re-reads (a build next door adds its own); without the limits the loop
+        # alone caused ~28,000 in 10 s.
+        check(refreshes < 1000, "dlopen loop: maps re-reads stay bounded (%d in %.0f s)" % (refreshes, t1 - t0))
         check(held > 0, "dlopen loop: BPF held mapping events back, counted (%d)" % held)
         # Once the loop stops, the tracker's last look (it keeps looking while the maps change)
         # finds the library that stays; then every sample in it is unwound and named.
