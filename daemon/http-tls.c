@@ -206,6 +206,7 @@ out:
 }
 
 /* Installed into MHD's own credentials: refuses every handshake that did not get profd's. */
+static gnutls_certificate_retrieve_function2 refuse_handshake; /* the type MHD passes on */
 static int refuse_handshake(gnutls_session_t session, const gnutls_datum_t *req_ca_dn, int nreqs,
                             const gnutls_pk_algorithm_t *pk_algos, int pk_algos_length,
                             gnutls_pcert_st **pcert, unsigned int *pcert_length, gnutls_privkey_t *pkey)

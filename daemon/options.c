@@ -123,6 +123,7 @@ static void help(void)
                "  /metrics                     Prometheus metrics (samples, drops by reason, tables)\n"
                "  /healthz                     200 once sampling is live, 503 before\n"
                "  /debug/profd/process?pid=N   whether a process's unwind tables are in place\n"
+               "  With --auth-token-file every endpoint but /healthz answers 401 without the token.\n"
                "\n"
                "Needs Linux 5.10 or newer (x86-64, with BTF) and root or the capabilities in profd(8).\n",
                DEFAULT_FREQUENCY_HZ, DEFAULT_MAX_SECONDS, DEFAULT_MAX_CONCURRENT_PROFILES);
