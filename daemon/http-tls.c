@@ -67,26 +67,25 @@ static void creds_unref(TlsCreds *c)
         free(c);
 }
 
-/* Serial and expiry of the first certificate, for logs and /metrics. */
-static void creds_describe(TlsCreds *c, char *subject, size_t subject_size)
+/* Serial and expiry of the served certificate, for logs and /metrics. */
+static void creds_describe(TlsCreds *c, gnutls_x509_crt_t crt, char *subject, size_t subject_size)
 {
-        gnutls_datum_t der;
-        gnutls_x509_crt_t crt;
         unsigned char serial[32];
         size_t serial_size = sizeof(serial), n = subject_size;
 
-        snprintf(subject, subject_size, "?");
-        if (gnutls_certificate_get_crt_raw(c->cred, 0, 0, &der) < 0 || gnutls_x509_crt_init(&crt) < 0)
-                return;
-        if (gnutls_x509_crt_import(crt, &der, GNUTLS_X509_FMT_DER) >= 0) {
-                c->not_after = (int64_t)gnutls_x509_crt_get_expiration_time(crt);
-                if (gnutls_x509_crt_get_serial(crt, serial, &serial_size) >= 0)
-                        for (size_t i = 0; i < serial_size && 2 * i + 2 < sizeof(c->serial); i++)
-                                snprintf(c->serial + 2 * i, 3, "%02x", serial[i]);
-                if (gnutls_x509_crt_get_dn(crt, subject, &n) < 0)
-                        snprintf(subject, subject_size, "?");
-        }
-        gnutls_x509_crt_deinit(crt);
+        c->not_after = (int64_t)gnutls_x509_crt_get_expiration_time(crt);
+        if (gnutls_x509_crt_get_serial(crt, serial, &serial_size) >= 0)
+                for (size_t i = 0; i < serial_size && 2 * i + 2 < sizeof(c->serial); i++)
+                        snprintf(c->serial + 2 * i, 3, "%02x", serial[i]);
+        if (gnutls_x509_crt_get_dn(crt, subject, &n) < 0)
+                snprintf(subject, subject_size, "?");
+}
+
+static void crt_list_free(gnutls_x509_crt_t *list, unsigned n)
+{
+        for (unsigned i = 0; i < n; i++)
+                gnutls_x509_crt_deinit(list[i]);
+        gnutls_free(list);
 }
 
 /* One generation from the files; logs what is wrong with them. */
@@ -96,6 +95,9 @@ static int creds_load(HttpTls *t, TlsCreds **ret)
         size_t cert_size = 0, key_size = 0, ca_size = 0;
         struct stat st = {};
         TlsCreds *c = NULL;
+        gnutls_x509_crt_t *chain = NULL, *cas = NULL;
+        unsigned n_chain = 0, n_cas = 0;
+        gnutls_x509_privkey_t pkey = NULL;
         int r;
 
         r = config_file_read(t->cert_file, PEM_FILE_MAX, false, &cert, &cert_size, NULL);
@@ -161,10 +163,29 @@ static int creds_load(HttpTls *t, TlsCreds **ret)
         c->n_ref = 1;
         t->n_generations++;
 
+        /* Parsed here rather than with gnutls_certificate_set_x509_key_mem2(), which leaks the
+         * certificate it was parsing when the PEM is corrupt (GnuTLS 3.7.9): a reload with a bad
+         * file must cost nothing. */
         gnutls_datum_t cd = {(unsigned char *)cert, (unsigned)cert_size};
+        r = gnutls_x509_crt_list_import2(&chain, &n_chain, &cd, GNUTLS_X509_FMT_PEM, 0);
+        if (r >= 0 && n_chain == 0)
+                r = GNUTLS_E_NO_CERTIFICATE_FOUND;
+        if (r < 0) {
+                log_error("Cannot use --tls-cert %s: %s", t->cert_file, gnutls_strerror(r));
+                r = -EINVAL;
+                goto out;
+        }
         gnutls_datum_t kd = {(unsigned char *)key, (unsigned)key_size};
-        /* Also checks that the key belongs to the certificate. */
-        r = gnutls_certificate_set_x509_key_mem2(c->cred, &cd, &kd, GNUTLS_X509_FMT_PEM, NULL, 0);
+        r = gnutls_x509_privkey_init(&pkey);
+        if (r >= 0)
+                r = gnutls_x509_privkey_import2(pkey, &kd, GNUTLS_X509_FMT_PEM, NULL, 0);
+        if (r < 0) {
+                log_error("Cannot use --tls-key %s: %s", t->key_file, gnutls_strerror(r));
+                r = -EINVAL;
+                goto out;
+        }
+        /* Copies both, and checks that the key belongs to the certificate. */
+        r = gnutls_certificate_set_x509_key(c->cred, chain, n_chain, pkey);
         if (r < 0) {
                 log_error("Cannot use --tls-cert %s with --tls-key %s: %s", t->cert_file, t->key_file,
                           gnutls_strerror(r));
@@ -173,7 +194,9 @@ static int creds_load(HttpTls *t, TlsCreds **ret)
         }
         if (ca) {
                 gnutls_datum_t ad = {(unsigned char *)ca, (unsigned)ca_size};
-                r = gnutls_certificate_set_x509_trust_mem(c->cred, &ad, GNUTLS_X509_FMT_PEM);
+                r = gnutls_x509_crt_list_import2(&cas, &n_cas, &ad, GNUTLS_X509_FMT_PEM, 0);
+                if (r >= 0)
+                        r = gnutls_certificate_set_x509_trust(c->cred, cas, n_cas);
                 if (r <= 0) {
                         log_error("Cannot use --tls-client-ca %s: %s", t->client_ca_file,
                                   r < 0 ? gnutls_strerror(r) : "no PEM certificate in it");
@@ -184,7 +207,7 @@ static int creds_load(HttpTls *t, TlsCreds **ret)
         }
 
         char subject[256];
-        creds_describe(c, subject, sizeof(subject));
+        creds_describe(c, chain[0], subject, sizeof(subject));
         time_t now = time(NULL), na = (time_t)c->not_after;
         struct tm tm;
         char until[64] = "?";
@@ -199,6 +222,10 @@ static int creds_load(HttpTls *t, TlsCreds **ret)
         r = 0;
 out:
         creds_unref(c);
+        crt_list_free(chain, n_chain);
+        crt_list_free(cas, n_cas);
+        if (pkey)
+                gnutls_x509_privkey_deinit(pkey);
         free(cert);
         config_file_free_secret(key, key_size);
         free(ca);
