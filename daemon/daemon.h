@@ -17,6 +17,8 @@ typedef struct TablePool TablePool;
 typedef struct ProcTracker ProcTracker;
 typedef struct Notifier Notifier;
 typedef struct LoopMonitor LoopMonitor;
+typedef struct HttpTls HttpTls;
+typedef struct HttpAuth HttpAuth;
 
 typedef struct Daemon {
         sd_event *event;
@@ -26,6 +28,11 @@ typedef struct Daemon {
         ProcessTable *processes;
         Symbolizer *symbolizer;
         HttpServer *http;
+
+        /* Who may scrape: the bearer token (if any) and refusal counters; TLS (NULL: plain HTTP). */
+        HttpAuth *auth;
+        HttpTls *tls;
+
         TablePool *pool;      /* BPF unwind tables; NULL: frame-pointer unwinding only */
         ProcTracker *tracker; /* keeps the pool's per-process entries current */
         CgroupResolver *cgroups;     /* NULL without a cgroup2 mount */

@@ -24,7 +24,9 @@
 #include <time.h>
 
 #include "daemon.h"
+#include "http-auth.h"
 #include "http-server.h"
+#include "http-tls.h"
 #include "log.h"
 #include "metrics.h"
 #include "pprof-encode.h"
@@ -89,10 +91,12 @@ typedef struct Request {
         const char *content_type;
         const char *content_disposition;
         bool error; /* text/plain reason with X-Go-Pprof */
+        /* 401: the WWW-Authenticate challenge (a static string). */
+        const char *www_authenticate;
 } Request;
 
 /* Request counters by endpoint and status, bounded: unknown paths share one endpoint. */
-static const unsigned counted_statuses[] = {200, 400, 404, 405, 500, 503};
+static const unsigned counted_statuses[] = {200, 400, 401, 403, 404, 405, 500, 503};
 #define N_STATUSES (ELEMENTSOF(counted_statuses) + 1) /* + "other" */
 
 struct HttpServer {
@@ -292,6 +296,8 @@ static enum MHD_Result queue(Request *req, unsigned status, void *body, size_t s
                 MHD_add_response_header(resp, "X-Go-Pprof", "1");
         if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
                 MHD_add_response_header(resp, "Allow", "GET, HEAD");
+        if (req->www_authenticate)
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, req->www_authenticate);
         MHD_add_response_header(resp, "Cache-Control", "no-store");
         enum MHD_Result r = MHD_queue_response(req->connection, status, resp);
         MHD_destroy_response(resp);
@@ -840,10 +846,11 @@ static int route_index(HttpServer *s, Request *req)
         }
         fprintf(f,
                 "</ul>\n<p>Example: <code>go tool pprof "
-                "http://HOST:PORT/debug/pprof/profile?seconds=30</code></p>\n"
+                "%s://HOST:PORT/debug/pprof/profile?seconds=30</code></p>\n"
                 "<p>Labels: comm, pid, thread_id, thread_name, unit, container_id; default <code>%s</code>. "
                 "Longest window: %u s.</p>\n</body></html>\n",
-                s->daemon->options.labels_string ?: "", s->daemon->options.max_seconds);
+                http_tls_scheme(s->daemon->tls), s->daemon->options.labels_string ?: "",
+                s->daemon->options.max_seconds);
         if (fclose(f) != 0) {
                 free(buf);
                 return queue_error(req, 500, "out of memory\n");
@@ -888,6 +895,15 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
                 return MHD_YES; /* spurious call while suspended work is in progress */
         }
 
+        /* Before anything else looks at the request. /healthz stays open for liveness checks
+         * (it tells nothing but whether sampling runs). */
+        if (!req->route || req->route->handler != route_healthz) {
+                const char *why;
+                unsigned status = http_auth_check_request(s->daemon->auth, s->daemon->tls, connection, &why,
+                                                          &req->www_authenticate);
+                if (status != 0)
+                        return queue_error(req, status, "%s\n", why);
+        }
         if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
                 return queue_error(req, MHD_HTTP_METHOD_NOT_ALLOWED, "method %.16s not allowed: use GET\n",
                                    method);
@@ -910,6 +926,14 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
         free(req->body);
         free(req);
         *con_cls = NULL;
+}
+
+/* TLS: each new connection gets the current credentials and keeps them until it closes. */
+static void on_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+        HttpServer *s = cls;
+        http_tls_connection_notify(s->daemon->tls, connection, socket_context, code);
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -1027,10 +1051,13 @@ int http_server_new(Daemon *d, HttpServer **ret)
         unsigned connection_limit = d->options.max_concurrent_profiles + HTTP_CONNECTIONS_BESIDES_PROFILES;
         if (connection_limit < HTTP_CONNECTION_LIMIT)
                 connection_limit = HTTP_CONNECTION_LIMIT;
+        unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
         s->mhd = MHD_start_daemon(
-                MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_access, s,
-                MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, /* first, or MHD says so on stderr */
-                MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                flags | http_tls_mhd_flags(d->tls), 0, NULL, NULL, on_access, s, MHD_OPTION_EXTERNAL_LOGGER,
+                on_mhd_log, s, /* first, or MHD says so on stderr */
+                /* TLS (http-tls.c): its options, and each new connection's credentials. */
+                MHD_OPTION_ARRAY, http_tls_mhd_options(d->tls), MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+                s, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                 MHD_OPTION_CONNECTION_LIMIT, connection_limit, MHD_OPTION_CONNECTION_TIMEOUT,
                 (unsigned)HTTP_CONNECTION_TIMEOUT_S, MHD_OPTION_END);
         if (!s->mhd)

@@ -10,7 +10,9 @@
 
 #include "capabilities.h"
 #include "daemon.h"
+#include "http-auth.h"
 #include "http-server.h"
+#include "http-tls.h"
 #include "log.h"
 #include "metrics.h"
 #include "proc-tracker.h"
@@ -79,6 +81,21 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
         return sd_event_exit(d->event, 0);
 }
 
+/* systemctl reload (ExecReload=kill -HUP): the files named on the command line are read again;
+ * open connections and in-flight profiles carry on with what they have. */
+static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata)
+{
+        Daemon *d = userdata;
+        if (!d->tls && !d->options.auth_token_file) {
+                log_info("Received SIGHUP: no TLS files or token file to re-read");
+                return 0;
+        }
+        log_info("Received SIGHUP: re-reading the TLS certificate, key, client CAs and token file");
+        (void)http_tls_reload(d->tls);
+        (void)http_auth_reload(d->auth);
+        return 0;
+}
+
 /* The STATUS= line systemctl status shows. */
 static void notify_stats(void *userdata, NotifyStats *ret)
 {
@@ -93,6 +110,8 @@ static void daemon_done(Daemon *d)
         /* HTTP first (answers waiting requests), then the sampler (detaches every BPF link and perf
          * event), then what they used. */
         d->http = http_server_free(d->http);
+        d->tls = http_tls_free(d->tls); /* after HTTP: its connections held the credentials */
+        d->auth = http_auth_free(d->auth);
         d->cgroup_filter = cgroup_filter_free(d->cgroup_filter);
         d->tracker = proc_tracker_free(d->tracker);
         d->pool = table_pool_free(d->pool);
@@ -110,15 +129,16 @@ static void daemon_done(Daemon *d)
 /* The line a user looks for: where the profiles are. */
 static void log_ready_line(Daemon *d)
 {
-        const char *a = http_server_address(d->http);
+        const char *a = http_server_address(d->http), *scheme = http_tls_scheme(d->tls);
 
         if (a[0] == ':')
                 log_info("profd %s ready: sampling at %u Hz; profiles on port %s of every address, e.g. "
-                         "curl -o cpu.pb.gz 'http://localhost%s/debug/pprof/profile?seconds=30'",
-                         PROFD_VERSION, d->options.frequency_hz, a + 1, a);
+                         "curl -o cpu.pb.gz '%s://localhost%s/debug/pprof/profile?seconds=30'",
+                         PROFD_VERSION, d->options.frequency_hz, a + 1, scheme, a);
         else if (strchr(a, ':'))
-                log_info("profd %s ready: sampling at %u Hz; profiles at http://%s/debug/pprof/profile?seconds=30",
-                         PROFD_VERSION, d->options.frequency_hz, a);
+                log_info("profd %s ready: sampling at %u Hz; profiles at "
+                         "%s://%s/debug/pprof/profile?seconds=30",
+                         PROFD_VERSION, d->options.frequency_hz, scheme, a);
         else
                 log_info("profd %s ready: sampling at %u Hz; serving HTTP on %s", PROFD_VERSION,
                          d->options.frequency_hz, a);
@@ -141,6 +161,18 @@ static int run(int argc, char **argv)
         log_set_max_level(d.options.log_level);
         d.start_ns = now_realtime_ns();
 
+        /* Who may scrape, first: a certificate, key, CA or token file that cannot be used is a
+         * configuration error like a bad flag (one line, exit 2), found before anything loads. */
+        r = http_auth_new(d.options.auth_token_file, &d.auth);
+        if (r < 0)
+                return r == -ENOMEM ? 1 : 2;
+        if (d.options.tls_cert_file) {
+                r = http_tls_new(d.options.tls_cert_file, d.options.tls_key_file,
+                                 d.options.tls_client_ca_file, d.auth, &d.tls);
+                if (r < 0)
+                        return r == -ENOMEM ? 1 : 2;
+        }
+
         /* One clear line and exit 1 before anything is loaded; STATUS= repeats it for systemctl
          * status even when the journal is not there. */
         const CapabilityNeed *missing = NULL;
@@ -159,14 +191,17 @@ static int run(int argc, char **argv)
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);
         sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
         if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
                 return log_error_errno(errno, "Cannot block signals: %m"), 1;
         signal(SIGPIPE, SIG_IGN);
         r = sd_event_add_signal(d.event, NULL, SIGTERM, on_signal, &d);
         if (r >= 0)
                 r = sd_event_add_signal(d.event, NULL, SIGINT, on_signal, &d);
+        if (r >= 0)
+                r = sd_event_add_signal(d.event, NULL, SIGHUP, on_sighup, &d);
         if (r < 0)
-                return log_error_errno(r, "Cannot watch SIGTERM/SIGINT: %m"), 1;
+                return log_error_errno(r, "Cannot watch SIGTERM/SIGINT/SIGHUP: %m"), 1;
 
         /* sd-event sends WATCHDOG=1 from the loop itself when systemd asked for it. */
         r = notifier_new(d.event, notify_stats, &d, &d.notifier);
@@ -190,6 +225,7 @@ static int run(int argc, char **argv)
         r = symbolizer_new(&d.symbolizer);
         if (r < 0)
                 return log_error_errno(r, "Cannot create the symbolizer: %m"), 1;
+        symbolizer_set_kernel_addresses(d.symbolizer, d.options.kernel_addresses);
 
         SamplerOptions so = {.frequency_hz = d.options.frequency_hz, .drain_interval_ns = DRAIN_INTERVAL_NS};
         sample_filter_to_bpf(&d.options.filter, &so.filter);

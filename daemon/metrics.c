@@ -7,7 +7,9 @@
 #include <time.h>
 
 #include "daemon.h"
+#include "http-auth.h"
 #include "http-server.h"
+#include "http-tls.h"
 #include "log.h"
 #include "metrics.h"
 #include "proc-tracker.h"
@@ -159,6 +161,9 @@ int metrics_render(Daemon *d, char **ret_text, size_t *ret_size)
                 symbolizer_write_metrics(d->symbolizer, f);
         if (d->http)
                 http_server_write_metrics(d->http, f);
+        /* Written also when TLS or the token is off (zero), so every family is always there. */
+        http_auth_write_metrics(d->auth, f);
+        http_tls_write_metrics(d->tls, f);
         if (d->loop_monitor)
                 loop_monitor_write_metrics(d->loop_monitor, f);
         if (d->cgroups)

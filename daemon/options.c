@@ -43,6 +43,11 @@ enum {
         ARG_UNIT,
         ARG_CGROUP,
         ARG_VERSION,
+        ARG_TLS_CERT,
+        ARG_TLS_KEY,
+        ARG_TLS_CLIENT_CA,
+        ARG_AUTH_TOKEN_FILE,
+        ARG_KERNEL_ADDRESSES,
 };
 
 static const struct option long_options[] = {
@@ -58,6 +63,11 @@ static const struct option long_options[] = {
         {"comm", required_argument, NULL, ARG_COMM},
         {"unit", required_argument, NULL, ARG_UNIT},
         {"cgroup", required_argument, NULL, ARG_CGROUP},
+        {"tls-cert", required_argument, NULL, ARG_TLS_CERT},
+        {"tls-key", required_argument, NULL, ARG_TLS_KEY},
+        {"tls-client-ca", required_argument, NULL, ARG_TLS_CLIENT_CA},
+        {"auth-token-file", required_argument, NULL, ARG_AUTH_TOKEN_FILE},
+        {"kernel-addresses", no_argument, NULL, ARG_KERNEL_ADDRESSES},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, ARG_VERSION},
         {}};
@@ -70,8 +80,18 @@ static void help(void)
                "\n"
                "Options:\n"
                "  --http-address [HOST]:PORT  listen address (default " DEFAULT_HTTP_ADDRESS
-               "; all addresses\n"
-               "                              when HOST is empty). Ignored under socket activation.\n"
+               ": EVERY address of the\n"
+               "                              host; e.g. 127.0.0.1:7071 for local scrapers only).\n"
+               "                              Ignored under socket activation.\n"
+               "  --tls-cert FILE             serve HTTPS with this PEM certificate (chain); needs\n"
+               "  --tls-key FILE              its PEM private key (not readable by every user)\n"
+               "  --tls-client-ca FILE        require client certificates signed by these PEM CAs (mTLS)\n"
+               "  --auth-token-file FILE      require 'Authorization: Bearer <token>' on every endpoint\n"
+               "                              but /healthz; the token is the file's content (the file\n"
+               "                              must not be readable by every user). Certificates, key,\n"
+               "                              CAs and token are re-read on SIGHUP.\n"
+               "  --kernel-addresses          put kernel text addresses into profiles (they reveal the\n"
+               "                              KASLR offset; default: kernel frames by name only)\n"
                "  --frequency HZ              samples per second per CPU (default %u)\n"
                "  --max-seconds N             longest ?seconds= a profile request may ask for (default %u)\n"
                "  --labels LIST               labels on every sample, comma-separated, from comm, pid,\n"
@@ -103,6 +123,7 @@ static void help(void)
                "  /metrics                     Prometheus metrics (samples, drops by reason, tables)\n"
                "  /healthz                     200 once sampling is live, 503 before\n"
                "  /debug/profd/process?pid=N   whether a process's unwind tables are in place\n"
+               "  With --auth-token-file every endpoint but /healthz answers 401 without the token.\n"
                "\n"
                "Needs Linux 5.10 or newer (x86-64, with BTF) and root or the capabilities in profd(8).\n",
                DEFAULT_FREQUENCY_HZ, DEFAULT_MAX_SECONDS, DEFAULT_MAX_CONCURRENT_PROFILES);
@@ -177,6 +198,10 @@ void options_done(Options *o)
                 return;
         o->http_address = mfree(o->http_address);
         o->labels_string = mfree(o->labels_string);
+        o->tls_cert_file = mfree(o->tls_cert_file);
+        o->tls_key_file = mfree(o->tls_key_file);
+        o->tls_client_ca_file = mfree(o->tls_client_ca_file);
+        o->auth_token_file = mfree(o->auth_token_file);
 }
 
 static int set_string(char **p, const char *v)
@@ -299,6 +324,27 @@ int options_parse(int argc, char **argv, Options *ret)
                         }
                         break;
                 }
+                case ARG_TLS_CERT:
+                case ARG_TLS_KEY:
+                case ARG_TLS_CLIENT_CA:
+                case ARG_AUTH_TOKEN_FILE: {
+                        /* In enum order. */
+                        static const char *const flags[] = {"tls-cert", "tls-key", "tls-client-ca",
+                                                            "auth-token-file"};
+                        char **files[] = {&o.tls_cert_file, &o.tls_key_file, &o.tls_client_ca_file,
+                                          &o.auth_token_file};
+                        size_t i = (size_t)(c - ARG_TLS_CERT);
+                        if (!*optarg) {
+                                r = bad_value(flags[i], optarg, "expected a file name");
+                                goto fail;
+                        }
+                        if (set_string(files[i], optarg) < 0)
+                                goto oom;
+                        break;
+                }
+                case ARG_KERNEL_ADDRESSES:
+                        o.kernel_addresses = true;
+                        break;
                 case ARG_LOG_LEVEL:
                         r = log_level_from_string(optarg);
                         if (r < 0) {
@@ -326,6 +372,18 @@ int options_parse(int argc, char **argv, Options *ret)
         if (optind < argc) {
                 fprintf(stderr, "profd: unexpected argument '%s' (profd takes only options; see --help)\n",
                         argv[optind]);
+                r = -EINVAL;
+                goto fail;
+        }
+
+        if (!o.tls_cert_file != !o.tls_key_file) {
+                fprintf(stderr, "profd: --tls-cert and --tls-key go together (see --help)\n");
+                r = -EINVAL;
+                goto fail;
+        }
+        if (o.tls_client_ca_file && !o.tls_cert_file) {
+                fprintf(stderr, "profd: --tls-client-ca needs --tls-cert and --tls-key: client "
+                                "certificates are only asked for over HTTPS (see --help)\n");
                 r = -EINVAL;
                 goto fail;
         }

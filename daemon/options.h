@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "labels.h"
@@ -17,6 +18,13 @@ typedef struct Options {
         uint64_t process_table_memory;    /* bytes; default 32M */
         int log_level;
         SampleFilter filter;              /* --pid/--comm/--unit/--cgroup, applied in BPF */
+        /* HTTPS (--tls-cert and --tls-key together), client certificates (--tls-client-ca) and a
+         * bearer token (--auth-token-file); NULL: off. Files are read at start and on SIGHUP. */
+        char *tls_cert_file;
+        char *tls_key_file;
+        char *tls_client_ca_file;
+        char *auth_token_file;
+        bool kernel_addresses; /* --kernel-addresses: serve kernel text addresses (KASLR) */
 } Options;
 
 /* Parses argv. Returns 0 to run, 1 when --help/--version was handled (exit 0), -EINVAL after

@@ -90,6 +90,7 @@ struct PprofJob {
         size_t n_mappings, cap_mappings;
         Index mapping_index;
         uint64_t kernel_mapping_id;
+        bool kernel_addresses; /* false: kernel locations and mapping carry no address */
 
         Perftools__Profiles__Location **locations;
         LocKey *loc_keys;
@@ -360,7 +361,8 @@ static int user_mapping_id(PprofJob *j, const ProcMapping *pm, uint64_t *ret)
 static int kernel_mapping_id(PprofJob *j, uint64_t addr, uint64_t *ret)
 {
         /* One mapping for the whole kernel (vmlinux and modules); its range grows to cover
-         * every kernel address seen. */
+         * every kernel address seen. Without kernel addresses it stays 0-0 (the name and build
+         * ID still say which kernel). */
         if (!j->kernel_mapping_id) {
                 MapKey k = {addr, addr + 1, 0, UINT64_MAX, UINT64_MAX};
                 const uint8_t *bid;
@@ -371,10 +373,14 @@ static int kernel_mapping_id(PprofJob *j, uint64_t addr, uint64_t *ret)
                         return r;
         }
         Perftools__Profiles__Mapping *m = j->mappings[j->kernel_mapping_id - 1];
-        if (addr < m->memory_start)
-                m->memory_start = addr;
-        if (addr >= m->memory_limit)
-                m->memory_limit = addr + 1;
+        if (!j->kernel_addresses)
+                m->memory_start = m->memory_limit = 0;
+        else {
+                if (addr < m->memory_start)
+                        m->memory_start = addr;
+                if (addr >= m->memory_limit)
+                        m->memory_limit = addr + 1;
+        }
         *ret = j->kernel_mapping_id;
         return 0;
 }
@@ -489,7 +495,9 @@ static int kernel_location(PprofJob *j, uint64_t addr, bool leaf, unsigned *budg
         if (r < 0)
                 return r;
         j->n_unsymbolized += !res.symbolized;
-        return location_add(j, &k, h, addr, &res, ret);
+        /* The key keeps the address (one location per distinct return site, as pprof expects);
+         * the profile gets it only when allowed. */
+        return location_add(j, &k, h, j->kernel_addresses ? addr : 0, &res, ret);
 }
 
 static bool refreshed_before(PprofJob *j, pid_t pid)
@@ -704,6 +712,7 @@ int pprof_job_new(ProfileWindow *w, Symbolizer *sym, ProcessTable *procs, const 
         j->window = w;
         j->sym = sym;
         j->procs = procs;
+        j->kernel_addresses = symbolizer_kernel_addresses_shown(sym);
         if (o)
                 j->options = *o;
         j->period = w->frequency_hz > 0 ? (int64_t)(NSEC_PER_SEC / w->frequency_hz) : 0;

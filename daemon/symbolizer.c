@@ -119,6 +119,8 @@ struct Symbolizer {
         uint64_t kallsyms_loaded_ns;
         bool kallsyms_hidden;
         bool kallsyms_pinned; /* loaded from a file given by the caller: never reread */
+        /* --kernel-addresses; whether "not served" was logged. */
+        bool show_kernel_addresses, warned_kernel_addresses_hidden;
         uint64_t modules_hash, modules_checked_ns;
         uint8_t kernel_build_id[64];
         size_t kernel_build_id_size;
@@ -1455,6 +1457,31 @@ static void kallsyms_refresh(Symbolizer *s)
         (void)kallsyms_load(s, "/proc/kallsyms");
 }
 
+void symbolizer_set_kernel_addresses(Symbolizer *s, bool show)
+{
+        s->show_kernel_addresses = show;
+        s->warned_kernel_addresses_hidden = false;
+        (void)symbolizer_kernel_addresses_shown(s);
+}
+
+bool symbolizer_kernel_addresses_shown(Symbolizer *s)
+{
+        if (!s->show_kernel_addresses)
+                return false;
+        if (kallsyms_stale(s))
+                kallsyms_refresh(s);
+        if (s->kallsyms_error == 0 && !s->kallsyms_hidden) {
+                s->warned_kernel_addresses_hidden = false;
+                return true;
+        }
+        if (!s->warned_kernel_addresses_hidden)
+                log_warning("--kernel-addresses: not serving kernel addresses, the kernel hides them from "
+                            "profd itself (/proc/kallsyms shows %s: kernel.kptr_restrict, CAP_SYSLOG)",
+                            s->kallsyms_hidden ? "only zeros" : "nothing");
+        s->warned_kernel_addresses_hidden = true;
+        return false;
+}
+
 int symbolizer_kernel(Symbolizer *s, uint64_t addr, SymResult *ret)
 {
         size_t lo = 0, hi;
@@ -1466,9 +1493,8 @@ int symbolizer_kernel(Symbolizer *s, uint64_t addr, SymResult *ret)
                 kallsyms_refresh(s);
 
         if (s->kallsyms_hidden) {
-                unknown_frame(
-                        s, keep_printf(s, "[kernel] 0x%" PRIx64 " (kallsyms hidden: kptr_restrict)", addr),
-                        ret);
+                /* Never the address: the kernel itself refuses to show it. */
+                unknown_frame(s, keep_printf(s, "[kernel] (kallsyms hidden: kptr_restrict)"), ret);
                 return 0;
         }
         hi = s->n_ksyms;
@@ -1480,7 +1506,11 @@ int symbolizer_kernel(Symbolizer *s, uint64_t addr, SymResult *ret)
                         hi = mid;
         }
         if (lo == 0) {
-                unknown_frame(s, keep_printf(s, "[unknown] [kernel.kallsyms] 0x%" PRIx64, addr), ret);
+                if (symbolizer_kernel_addresses_shown(s))
+                        unknown_frame(s, keep_printf(s, "[unknown] [kernel.kallsyms] 0x%" PRIx64, addr),
+                                      ret);
+                else
+                        unknown_frame(s, keep_printf(s, "[unknown] [kernel.kallsyms]"), ret);
                 return 0;
         }
         k = &s->ksyms[lo - 1];

@@ -38,6 +38,15 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Symbolizer *, symbolizer_free);
  * the leaf) pass address - 1 so the call, not the instruction after it, is named. */
 int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint64_t addr, SymResult *ret);
 int symbolizer_kernel(Symbolizer *s, uint64_t addr, SymResult *ret);
+/* Kernel text addresses reveal where KASLR put the kernel, so by default nothing profd serves
+ * carries them: kernel frames are names, and names of frames that have none (no symbol, or
+ * kallsyms hidden) say so without the address. show (--kernel-addresses) lets them through, but
+ * only while the kernel shows profd real addresses in /proc/kallsyms: under kptr_restrict=2 (or
+ * without CAP_SYSLOG) the kernel hides them from profd itself, and profd does not pass on what
+ * kptr_restrict hides. */
+void symbolizer_set_kernel_addresses(Symbolizer *s, bool show);
+/* Whether kernel addresses may be served now (pprof location addresses, mapping range). */
+bool symbolizer_kernel_addresses_shown(Symbolizer *s);
 void symbolizer_write_metrics(const Symbolizer *s, FILE *f);
 /* Where separate debuginfo is searched (libdwfl syntax, default ":.debug:/usr/lib/debug"). */
 int symbolizer_set_debuginfo_path(Symbolizer *s, const char *path);

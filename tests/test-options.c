@@ -70,6 +70,25 @@ int main(void)
         options_done(&o);
         CHECK(PARSE(&o, "stray") == -EINVAL);
 
+        /* Who may scrape: the files are only named here (read at start-up, see test-http-auth.py). */
+        CHECK(PARSE(&o, "--tls-cert", "/c.pem", "--tls-key", "/k.pem", "--tls-client-ca", "/ca.pem",
+                    "--auth-token-file", "/t", "--kernel-addresses") == 0);
+        CHECK(strcmp(o.tls_cert_file, "/c.pem") == 0 && strcmp(o.tls_key_file, "/k.pem") == 0 &&
+              strcmp(o.tls_client_ca_file, "/ca.pem") == 0 && strcmp(o.auth_token_file, "/t") == 0 &&
+              o.kernel_addresses);
+        options_done(&o);
+        CHECK(options_parse(1, none, &o) == 0);
+        CHECK(!o.tls_cert_file && !o.auth_token_file && !o.kernel_addresses);
+        options_done(&o);
+        CHECK(PARSE(&o, "--auth-token-file", "/t") == 0 && !o.tls_cert_file);
+        options_done(&o);
+        CHECK(PARSE(&o, "--tls-cert", "/c.pem") == -EINVAL);
+        CHECK(PARSE(&o, "--tls-key", "/k.pem") == -EINVAL);
+        CHECK(PARSE(&o, "--tls-client-ca", "/ca.pem") == -EINVAL);
+        CHECK(PARSE(&o, "--tls-cert", "", "--tls-key", "/k.pem") == -EINVAL);
+        CHECK(PARSE(&o, "--auth-token-file") == -EINVAL);
+        CHECK(PARSE(&o, "--kernel-addresses=yes") == -EINVAL);
+
         /* --help / --version: handled, exit 0. */
         CHECK(PARSE(&o, "--version") == 1);
 

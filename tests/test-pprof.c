@@ -505,6 +505,20 @@ int main(void)
                               S(p, km->build_id));
                 free(want);
         }
+        /* Kernel addresses are not served by default (KASLR): named frames, zero addresses. */
+        if (km) {
+                size_t n_kernel = 0, n_nonzero = 0;
+                for (size_t i = 0; i < p->n_location; i++)
+                        if (p->location[i]->mapping_id == km->id) {
+                                n_kernel++;
+                                n_nonzero += p->location[i]->address != 0;
+                        }
+                check(n_kernel >= 3 && n_nonzero == 0 && km->memory_start == 0 && km->memory_limit == 0 &&
+                              km->file_offset == 0,
+                      "default: %zu kernel locations, %zu with an address; kernel mapping 0x%" PRIx64
+                      "-0x%" PRIx64,
+                      n_kernel, n_nonzero, km->memory_start, km->memory_limit);
+        }
         for (size_t i = 0; i < p->n_location; i++)
                 if (p->location[i]->mapping_id && p->location[i]->address) {
                         const Perftools__Profiles__Mapping *m = p->mapping[p->location[i]->mapping_id - 1];
@@ -515,6 +529,42 @@ int main(void)
                                 break;
                 }
         perftools__profiles__profile__free_unpacked(p, NULL);
+
+        /* --kernel-addresses: the same window with the real kernel addresses, inside the mapping. */
+        {
+                ProfileWindow *w2 = NULL;
+                void *data2 = NULL;
+                size_t size2 = 0;
+                symbolizer_set_kernel_addresses(sym, true);
+                check(symbolizer_kernel_addresses_shown(sym),
+                      "kernel addresses shown with kallsyms readable");
+                r = aggregator_window(agg, t0, t0 + NSEC_PER_SEC, &w2);
+                if (r == 0)
+                        r = pprof_encode_window(w2, sym, procs, &o, &data2, &size2);
+                check(r == 0, "encoded with kernel addresses (%d)", r);
+                Perftools__Profiles__Profile *p2 = r == 0 ? decode(data2, size2) : NULL;
+                const Perftools__Profiles__Mapping *km2 = p2 ? mapping_named(p2, "[kernel.kallsyms]") : NULL;
+                size_t n_found = 0;
+                if (km2)
+                        for (size_t i = 0; i < p2->n_location; i++) {
+                                const Perftools__Profiles__Location *l = p2->location[i];
+                                if (l->mapping_id != km2->id)
+                                        continue;
+                                for (size_t k = 0; k < 3; k++)
+                                        n_found += l->address == kstack[k];
+                                check(l->address >= km2->memory_start && l->address < km2->memory_limit,
+                                      "kernel location 0x%" PRIx64 " inside the kernel mapping", l->address);
+                        }
+                check(km2 && n_found == 3 && km2->memory_start == kstack[1] &&
+                              km2->memory_limit == kstack[2] + 1,
+                      "--kernel-addresses: the 3 kernel frames at their addresses, mapping 0x%" PRIx64
+                      "-0x%" PRIx64,
+                      km2 ? km2->memory_start : 0, km2 ? km2->memory_limit : 0);
+                if (p2)
+                        perftools__profiles__profile__free_unpacked(p2, NULL);
+                free(data2);
+                symbolizer_set_kernel_addresses(sym, false);
+        }
 
         /* What go tool pprof makes of it. */
         char *raw = capture("HOME=${HOME:-/root} GOCACHE=%s/gocache PPROF_TMPDIR=%s "
@@ -591,8 +641,15 @@ int main(void)
                 symbolizer_new(&s2);
                 symbolizer_load_kallsyms(s2, kallsyms_hidden);
                 r = symbolizer_kernel(s2, 0xffffffff81100020, &res);
-                check(r == 0 && !res.symbolized && strstr(res.frames[0].name, "kptr_restrict"),
-                      "kallsyms hidden: '%s'", r == 0 ? res.frames[0].name : "");
+                check(r == 0 && !res.symbolized && strstr(res.frames[0].name, "kptr_restrict") &&
+                              !strstr(res.frames[0].name, "0x"),
+                      "kallsyms hidden: '%s', no address", r == 0 ? res.frames[0].name : "");
+                /* The kernel hides its addresses from profd: --kernel-addresses does not reveal them. */
+                symbolizer_set_kernel_addresses(s2, true);
+                check(!symbolizer_kernel_addresses_shown(s2), "kallsyms hidden: --kernel-addresses serves none");
+                r = symbolizer_kernel(s2, 0xffffffff81100020, &res);
+                check(r == 0 && !strstr(res.frames[0].name, "0x"), "kallsyms hidden + --kernel-addresses: '%s'",
+                      r == 0 ? res.frames[0].name : "");
         }
         /* Kernel symbol lookup edges. */
         {
@@ -601,7 +658,15 @@ int main(void)
                 check(r == 0 && strcmp(res.frames[0].name, "entry_SYSCALL_64_after_hwframe") == 0,
                       "kallsyms: local text symbol");
                 r = symbolizer_kernel(sym, 0xffffffff80000000, &res);
-                check(r == 0 && !res.symbolized, "kallsyms: address below every symbol is unknown");
+                check(r == 0 && !res.symbolized && !strstr(res.frames[0].name, "0x"),
+                      "kallsyms: address below every symbol is unknown, without its address: '%s'",
+                      r == 0 ? res.frames[0].name : "");
+                symbolizer_set_kernel_addresses(sym, true);
+                r = symbolizer_kernel(sym, 0xffffffff80000000, &res);
+                check(r == 0 && strstr(res.frames[0].name, "0xffffffff80000000"),
+                      "--kernel-addresses: the unknown kernel frame names its address: '%s'",
+                      r == 0 ? res.frames[0].name : "");
+                symbolizer_set_kernel_addresses(sym, false);
                 r = symbolizer_kernel(sym, 0xffffffffc0100001, &res);
                 check(r == 0 && res.frames[0].file && strcmp(res.frames[0].file, "[nf_tables]") == 0,
                       "kallsyms: module name kept");

@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import textwrap
 
 from profdtest import BUILD, SRC, check, finish, log, skip, tmpdir
 
@@ -77,6 +78,24 @@ def main():
     r = run(cmd, env=env)
     check(r.returncode == 0, "systemd-analyze verify exits 0")
     check(r.stdout.strip() == "" and r.stderr.strip() == "", "systemd-analyze verify prints no warnings")
+    check(re.search(r"^ExecReload=/bin/kill -HUP \$MAINPID$", unit, re.M) is not None,
+          "systemctl reload sends SIGHUP (re-reads TLS files and token)")
+
+    # The LoadCredential= drop-in docs/security.md gives for TLS files and the token, as written
+    # there (ExecStart= pointed at this install's binary), must verify cleanly too.
+    with open(os.path.join(SRC, "docs", "security.md")) as f:
+        blocks = re.findall(r"```ini\n(.*?)```", f.read(), re.S)
+    dropin = next((textwrap.dedent(b) for b in blocks if "LoadCredential=" in b), None)
+    if check(dropin is not None and "${CREDENTIALS_DIRECTORY}/token" in dropin,
+             "docs/security.md has a LoadCredential= drop-in passing the token file"):
+        dropin = re.sub(r"^ExecStart=/\S+/profd ", "ExecStart=%s " % execstart, dropin, flags=re.M)
+        os.makedirs(service + ".d", exist_ok=True)
+        with open(os.path.join(service + ".d", "credentials.conf"), "w") as f:
+            f.write(dropin)
+        r = run(cmd, env=env)  # the units again, the service now with its drop-in
+        check(r.returncode == 0 and r.stdout.strip() == "" and r.stderr.strip() == "",
+              "systemd-analyze verify: the documented credentials drop-in loads without a warning")
+        shutil.rmtree(service + ".d")
 
     r = run(["systemd-analyze", "security", "--no-pager", "--offline=true", service], env=env)
     m = re.search(r"Overall exposure level for profd\.service: ([0-9.]+)", r.stdout + r.stderr)

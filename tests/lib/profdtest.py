@@ -118,14 +118,18 @@ def http_get(url, timeout=120):
         return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
 
 
-def wait_healthy(port, proc=None, timeout=30, request_timeout=2):
+def wait_healthy(port, proc=None, timeout=30, request_timeout=2, healthz=None):
     """Polls /healthz on the loopback port until it answers 200 (True); False once timeout seconds
     pass or proc (when given) exits. A socket-activated profd answers the first request only after
-    it has started, so callers there pass a longer request_timeout."""
+    it has started, so callers there pass a longer request_timeout. healthz(port, timeout), when
+    given, asks instead and returns the status (HTTPS, client certificates)."""
     deadline = time.time() + timeout
     while time.time() < deadline and (proc is None or proc.poll() is None):
         try:
-            if http_get("http://127.0.0.1:%d/healthz" % port, timeout=request_timeout)[0] == 200:
+            if healthz:
+                if healthz(port, request_timeout) == 200:
+                    return True
+            elif http_get("http://127.0.0.1:%d/healthz" % port, timeout=request_timeout)[0] == 200:
                 return True
         except OSError:
             pass
@@ -136,7 +140,8 @@ def wait_healthy(port, proc=None, timeout=30, request_timeout=2):
 class Daemon:
     """The real profd on a free loopback port. Use as a context manager."""
 
-    def __init__(self, *args, port=None, env=None, prefix=(), binary=None):
+    def __init__(self, *args, port=None, env=None, prefix=(), binary=None, healthz=None):
+        self.healthz = healthz  # see wait_healthy(); for profd serving HTTPS
         self.port = port or free_port()
         self.args = list(args)
         self.env = env
@@ -154,7 +159,7 @@ class Daemon:
         cmd = [*self.prefix, self.binary, "--http-address", "127.0.0.1:%d" % self.port, *self.args]
         log("starting: " + " ".join(cmd))
         self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT, env=self.env)
-        if wait_healthy(self.port, self.proc):
+        if wait_healthy(self.port, self.proc, healthz=self.healthz):
             return self
         self.dump_log()
         if self.proc.poll() is not None:
