@@ -10,6 +10,7 @@
 
 #include "exe-cache.h"
 #include "log.h"
+#include "safe-open.h"
 #include "time-util.h"
 
 /* Builds waiting at most; each holds an open file. A burst beyond this (thousands of new
@@ -155,7 +156,8 @@ ExeCache *exe_cache_free(ExeCache *c)
         return mfree(c);
 }
 
-int exe_cache_get(ExeCache *c, const uint8_t *id, size_t id_size, const char *name, ExeEntry **ret)
+int exe_cache_get(ExeCache *c, const uint8_t *id, size_t id_size, const uint8_t *build_id,
+                  size_t build_id_size, const char *name, ExeEntry **ret)
 {
         ExeEntry key, *e;
         void **found;
@@ -175,6 +177,10 @@ int exe_cache_get(ExeCache *c, const uint8_t *id, size_t id_size, const char *na
                 return -ENOMEM;
         memcpy(e->id, id, id_size);
         e->id_size = id_size;
+        if (build_id_size > 0 && build_id_size <= sizeof(e->build_id)) {
+                memcpy(e->build_id, build_id, build_id_size);
+                e->build_id_size = build_id_size;
+        }
         e->name = strdup(name ?: "?");
         e->unused_ns = now_ns(CLOCK_MONOTONIC);
         if (!e->name || !tsearch(e, &c->by_id, entry_cmp)) {
@@ -193,6 +199,11 @@ int exe_cache_get(ExeCache *c, const uint8_t *id, size_t id_size, const char *na
 }
 
 #define QUEUE_AT(c, i) (&(c)->queue[((c)->q_head + (i)) % EXE_CACHE_MAX_QUEUED])
+
+static int open_debug_file(const char *root, const char *path, void *userdata)
+{
+        return safe_open_in_root(root, path, NULL);
+}
 
 static bool same_file(const char *a, const char *b)
 {
@@ -394,6 +405,9 @@ static int run_one_build(ExeCache *c)
          * Cost: one failed open() per build on most files (~3% of build CPU measured). */
         opts.debug_root = j.debug_root;
         opts.use_debug_file = true;
+        /* Names in the file (.gnu_debuglink) and paths in the process's root are its owner's to
+         * choose: opened only as regular files, never blocking, never outside that root. */
+        opts.open_debug_file = open_debug_file;
         if (e->name && e->name[0] == '/' && strncmp(e->name, "/memfd:", 7) != 0)
                 opts.file_path = e->name;
         t0 = now_ns(CLOCK_MONOTONIC);
@@ -415,11 +429,20 @@ static int run_one_build(ExeCache *c)
         c->n_builds++;
         c->n_rows_built += t->n_rows;
         e->n_rows = t->n_rows;
-        if (t->id_size != e->id_size || memcmp(t->id, e->id, e->id_size) != 0) {
-                /* The pool keys by the table's identity; our key came from the mapping's build ID. */
+        if (e->build_id_size > 0 && (t->id_is_hash || t->id_size != e->build_id_size ||
+                                     memcmp(t->id, e->build_id, e->build_id_size) != 0)) {
+                /* Not the file the process table read (changed in place since): its table must not
+                 * go under that file's key. */
                 c->n_identity_mismatch++;
-                log_debug("Unwind table of %s has another identity than its build ID", e->name);
+                unwind_table_free(t);
+                entry_failed(c, e, -ESTALE, "build ID changed since the file was read");
+                goto done;
         }
+        /* The pool shares tables by this key, not by the build ID the file claims (anyone can write
+         * a file claiming any build ID). */
+        memcpy(t->id, e->id, e->id_size);
+        t->id_size = e->id_size;
+        t->id_is_hash = false;
         r = table_pool_acquire(c->pool, t, &pt);
         unwind_table_free(t);
         if (r < 0) {
@@ -525,8 +548,8 @@ void exe_cache_write_metrics(const ExeCache *c, FILE *f)
                 "# TYPE profd_exe_cache_hits_total counter\n"
                 "profd_exe_cache_hits_total{where=\"cache\"} %" PRIu64 "\n"
                 "profd_exe_cache_hits_total{where=\"pool\"} %" PRIu64 "\n"
-                "# HELP profd_exe_cache_identity_mismatch_total Tables whose identity differed from the "
-                "build ID they were cached under.\n"
+                "# HELP profd_exe_cache_identity_mismatch_total Builds refused because the file's build ID "
+                "was no longer the one read when it was mapped.\n"
                 "# TYPE profd_exe_cache_identity_mismatch_total counter\n"
                 "profd_exe_cache_identity_mismatch_total %" PRIu64 "\n",
                 by_state[EXE_NEW], by_state[EXE_QUEUED], by_state[EXE_READY], by_state[EXE_FAILED],

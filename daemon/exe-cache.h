@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-/* Executable cache: identity (GNU build ID, else content hash) -> unwind table placed in the BPF
- * table pool. One entry per executable, shared by every mapping of it in every process and
- * counted by them; an entry no mapping uses releases its pool reference at once (the pool keeps
- * the rows until it needs the room) and is forgotten after a short grace.
+/* Executable cache: identity -> unwind table placed in the BPF table pool. The identity is
+ * process_mapping_key(): the opened file's device, inode, size and times plus its build ID, so a
+ * table is shared only by mappings of the same file, never by files that merely claim the same
+ * build ID; the pool keys the table by it too. One entry per executable, shared by every mapping of
+ * it in every process and counted by them; an entry no mapping uses releases its pool reference at once (the
+ * pool keeps the rows until it needs the room) and is forgotten after a short grace.
  *
  * Table builds take up to ~100 ms for huge libraries, so they are queued and run one per
  * event-loop iteration from a low-priority defer source; until its build finishes an entry has
@@ -30,6 +32,8 @@ typedef enum ExeState {
 typedef struct ExeEntry {
         uint8_t id[UNWIND_TABLE_ID_MAX];
         size_t id_size;
+        uint8_t build_id[UNWIND_TABLE_ID_MAX]; /* the file's GNU build ID when it was read, if any */
+        size_t build_id_size;
         ExeState state;
         int error;             /* EXE_FAILED: negative errno */
         uint64_t failed_ns;    /* CLOCK_MONOTONIC of the failure (pool-full entries are retried) */
@@ -50,8 +54,10 @@ int exe_cache_new(sd_event *e, TablePool *pool, uint64_t grace_ns, exe_ready_fn 
 ExeCache *exe_cache_free(ExeCache *c);
 DEFINE_TRIVIAL_CLEANUP_FUNC(ExeCache *, exe_cache_free);
 
-/* Finds or creates the entry of this identity (no user reference taken). */
-int exe_cache_get(ExeCache *c, const uint8_t *id, size_t id_size, const char *name, ExeEntry **ret);
+/* Finds or creates the entry of this identity (no user reference taken). build_id: the file's GNU
+ * build ID as read when it was mapped (a build finding another one fails). */
+int exe_cache_get(ExeCache *c, const uint8_t *id, size_t id_size, const uint8_t *build_id,
+                  size_t build_id_size, const char *name, ExeEntry **ret);
 /* Takes a user reference. If the entry has no pool table yet, reuses the pool's copy when it still
  * holds one, else queues a build of fd (dup'ed; -1: the caller has none, nothing is queued).
  * urgent: ahead of every other build (a process just started); else behind them (start-up scan). */
