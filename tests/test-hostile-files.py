@@ -7,6 +7,8 @@ load a library from a directory they own, burn CPU in it, and:
 - exit-fifo:    replace the library's path by a FIFO and exit (profd, symbolizing after the exit,
                 once open()ed that path and waited forever);
 - exit-symlink: replace it by a symlink to /etc/shadow and exit;
+- exit-replace: replace it by another library (other names, same code) and exit: profd must not
+                take the replacement's names for the mapped file's;
 - alive-fifo:   dlclose() it, replace it by a FIFO, stay alive (profd went through
                 /proc/PID/root/PATH);
 - debuglink:    a stripped library whose .gnu_debuglink file is a FIFO (libdwfl's search);
@@ -49,7 +51,8 @@ __attribute__((noinline)) void FN(double secs)
 }
 """
 
-# argv: library, function, seconds, what to do after: exit-fifo, exit-symlink, alive-fifo, alive.
+# argv: library, function, seconds, what to do after (exit-fifo, exit-symlink, exit-replace,
+# alive-fifo, alive), the replacement for exit-replace.
 VICTIM = r"""
 #include <dlfcn.h>
 #include <stdio.h>
@@ -74,6 +77,8 @@ int main(int argc, char **argv)
         if (strstr(argv[4], "fifo") && (unlink(argv[1]) < 0 || mkfifo(argv[1], 0644) < 0))
                 return 4;
         if (strstr(argv[4], "symlink") && (unlink(argv[1]) < 0 || symlink("/etc/shadow", argv[1]) < 0))
+                return 4;
+        if (strstr(argv[4], "replace") && rename(argv[5], argv[1]) < 0)
                 return 4;
         printf("done\n");
         fflush(stdout);
@@ -135,6 +140,10 @@ def build(d):
 
     lib("exit_fifo")
     lib("exit_symlink")
+    lib("exit_replace")
+    # The same code, named otherwise: what exit-replace puts in its library's place.
+    cc(LIB, os.path.join(own, "replacement.so"), flags=("-shared", "-fPIC", "-O2", "-DFN=replaced_xx_spin"))
+    libs["replacement"] = os.path.join(own, "replacement.so")
     lib("alive_fifo")
     # Stripped, its symbols in a debug file named by .gnu_debuglink next to it: a FIFO.
     p = lib("debuglink", ("-g",))
@@ -211,16 +220,17 @@ def main():
             th = threading.Thread(target=profile)
             th.start()
             time.sleep(1)
-            scen = {"exit_fifo": "exit-fifo", "exit_symlink": "exit-symlink", "alive_fifo": "alive-fifo",
-                    "debuglink": "alive", "dwz": "alive", "split": "alive"}
+            scen = {"exit_fifo": "exit-fifo", "exit_symlink": "exit-symlink", "exit_replace": "exit-replace",
+                    "alive_fifo": "alive-fifo", "debuglink": "alive", "dwz": "alive", "split": "alive"}
             victims = {}
             for name, after in scen.items():
-                victims[name] = subprocess.Popen(AS_NOBODY + [victim, libs[name], "%s_spin" % name, str(SPIN_S), after],
+                victims[name] = subprocess.Popen(AS_NOBODY + [victim, libs[name], "%s_spin" % name, str(SPIN_S), after,
+                                                              libs["replacement"]],
                                                  stdout=subprocess.PIPE, text=True)
                 procs.append(victims[name])
             for name, p in victims.items():
                 check(p.stdout.readline().strip() == "done", "%s: ran %s_spin and did its swap" % (name, name))
-            for name in ("exit_fifo", "exit_symlink"):
+            for name in ("exit_fifo", "exit_symlink", "exit_replace"):
                 victims[name].wait(timeout=10)
             th.join(WINDOW_S + 70)
             resp = result.get("resp")
@@ -243,11 +253,11 @@ def main():
                 for name in ("debuglink", "dwz", "split"):
                     n = sum(x.value for x in tr if any(f.startswith("%s_spin" % name) for f in x.frames))
                     check(n > 0, "%s: its samples are named %s_spin from the symbol table (%d)" % (name, name, n))
-                for name in ("exit_fifo", "exit_symlink"):
+                for name in ("exit_fifo", "exit_symlink", "exit_replace"):
                     want = "[unknown] %s+0x" % libs[name]
                     n = sum(x.value for x in tr if any(f.startswith(want) for f in x.frames))
                     check(n > 0, "%s: its samples are kept, as %s... (%d)" % (name, want, n))
-                if not check(not any("exit_fifo_spin" in s or "exit_symlink_spin" in s for s in stacks),
+                if not check(not any(re.search(r"exit_(fifo|symlink|replace)_spin|replaced_xx_spin", s) for s in stacks),
                              "no name read from what replaced a library"):
                     log("\n".join(stacks[:40]))
 
@@ -258,6 +268,8 @@ def main():
             # read again after the dlclose).
             check(refusals["not_regular"] >= 3, "FIFOs refused as not regular files (%d)" % refusals["not_regular"])
             check(refusals["symlink"] >= 1, "the symlink to /etc/shadow refused (%d)" % refusals["symlink"])
+            check(refusals["identity_mismatch"] >= 1,
+                  "the replacement refused as another file (%d)" % refusals["identity_mismatch"])
             for reason in ("dwz_file_missing", "split_dwarf"):
                 n = metric(dm, "profd_symbolizer_dwarf_unused_total", '{reason="%s"}' % reason) or 0
                 check(n >= 1, "DWARF that would make libdw open files itself is not read: %s (%d)" % (reason, n))
