@@ -13,9 +13,14 @@
 #include "safe-open.h"
 #include "time-util.h"
 
-/* Builds waiting at most; each holds an open file. A burst beyond this (thousands of new
- * executables at once) leaves entries unbuilt until a process maps them again. */
+/* Builds waiting at most. A burst beyond this (thousands of new executables at once) leaves
+ * entries unbuilt until a process maps them again. */
 #define EXE_CACHE_MAX_QUEUED 1024
+/* Queued builds holding an open file at most; the others open it again when their turn comes,
+ * only if it is still that file. Many copies of one library (a storm of them, or the same image in
+ * many containers) are one build each: without this bound the queue alone would hold a
+ * descriptor per copy. */
+#define EXE_CACHE_MAX_QUEUED_FDS 128
 /* Unused entries kept at most (the grace period usually forgets them sooner). */
 #define EXE_CACHE_MAX_UNUSED 1024
 /* A table that did not fit the pool is tried again after this long. */
@@ -45,7 +50,10 @@ static const char *const err_names[_ERR_MAX] = {
 
 typedef struct BuildJob {
         ExeEntry *entry;
-        int fd;
+        int fd; /* -1: opened from reopen when the build runs */
+        SafeMapping reopen;
+        FileIdentity known;
+        char *path; /* reopen.path */
         char *debug_root;
 } BuildJob;
 
@@ -61,7 +69,7 @@ struct ExeCache {
         size_t n_entries, n_unused;
 
         BuildJob *queue; /* ring of EXE_CACHE_MAX_QUEUED */
-        size_t q_head, q_len;
+        size_t q_head, q_len, q_fds;
 
         uint64_t n_builds, n_build_ns, max_build_ns, n_rows_built, n_cache_hits, n_pool_hits,
                 n_identity_mismatch;
@@ -147,7 +155,9 @@ ExeCache *exe_cache_free(ExeCache *c)
         sd_event_source_disable_unref(c->builder);
         for (size_t i = 0; i < c->q_len; i++) {
                 BuildJob *j = &c->queue[(c->q_head + i) % EXE_CACHE_MAX_QUEUED];
-                close(j->fd);
+                if (j->fd >= 0)
+                        close(j->fd);
+                free(j->path);
                 free(j->debug_root);
         }
         free(c->queue);
@@ -233,10 +243,12 @@ static char *debug_root_for(const char *root)
 
 /* Urgent builds (a process just started or mapped something) go first: one must not wait behind
  * the hundreds of executables found by the start-up scan. */
-static void queue_build(ExeCache *c, ExeEntry *e, int fd, const char *debug_root, bool urgent)
+static void queue_build(ExeCache *c, ExeEntry *e, int fd, const SafeMapping *reopen, const char *debug_root,
+                        bool urgent)
 {
         BuildJob *j;
-        int dfd;
+        int dfd = -1;
+        char *path = NULL;
 
         if (fd < 0)
                 return;
@@ -244,9 +256,15 @@ static void queue_build(ExeCache *c, ExeEntry *e, int fd, const char *debug_root
                 c->errors[ERR_QUEUE_FULL]++;
                 return;
         }
-        dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-        if (dfd < 0) {
-                c->errors[ERR_IO]++;
+        if (c->q_fds < EXE_CACHE_MAX_QUEUED_FDS || !reopen || !reopen->known) {
+                dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+                if (dfd < 0) {
+                        c->errors[ERR_IO]++;
+                        return;
+                }
+                c->q_fds++;
+        } else if (!(path = strdup(reopen->path))) {
+                c->errors[ERR_NO_MEMORY]++;
                 return;
         }
         if (urgent) {
@@ -255,6 +273,13 @@ static void queue_build(ExeCache *c, ExeEntry *e, int fd, const char *debug_root
         } else
                 j = QUEUE_AT(c, c->q_len);
         j->fd = dfd;
+        j->path = path;
+        if (path) {
+                j->known = *reopen->known;
+                j->reopen = *reopen;
+                j->reopen.path = path;
+                j->reopen.known = NULL; /* pointed at j->known when the job runs: jobs move */
+        }
         j->debug_root = debug_root_for(debug_root);
         j->entry = e;
         c->q_len++;
@@ -276,14 +301,16 @@ static void queue_expedite(ExeCache *c, ExeEntry *e)
                 }
 }
 
-void exe_cache_use(ExeCache *c, ExeEntry *e, int fd, const char *debug_root, bool urgent)
+void exe_cache_use(ExeCache *c, ExeEntry *e, int fd, const SafeMapping *reopen, const char *debug_root,
+                   bool urgent)
 {
         if (e->users++ == 0)
                 c->n_unused--;
-        exe_cache_ensure(c, e, fd, debug_root, urgent);
+        exe_cache_ensure(c, e, fd, reopen, debug_root, urgent);
 }
 
-void exe_cache_ensure(ExeCache *c, ExeEntry *e, int fd, const char *debug_root, bool urgent)
+void exe_cache_ensure(ExeCache *c, ExeEntry *e, int fd, const SafeMapping *reopen, const char *debug_root,
+                      bool urgent)
 {
         switch (e->state) {
         case EXE_READY: {
@@ -302,15 +329,15 @@ void exe_cache_ensure(ExeCache *c, ExeEntry *e, int fd, const char *debug_root, 
                         return;
                 }
                 e->state = EXE_NEW;
-                queue_build(c, e, fd, debug_root, urgent);
+                queue_build(c, e, fd, reopen, debug_root, urgent);
                 return;
         }
         case EXE_NEW:
-                queue_build(c, e, fd, debug_root, urgent);
+                queue_build(c, e, fd, reopen, debug_root, urgent);
                 return;
         case EXE_FAILED:
                 if (e->error == -ENOSPC && e->failed_ns + EXE_CACHE_POOL_FULL_RETRY_NS <= now_ns(CLOCK_MONOTONIC))
-                        queue_build(c, e, fd, debug_root, urgent);
+                        queue_build(c, e, fd, reopen, debug_root, urgent);
                 return;
         case EXE_QUEUED:
                 if (urgent)
@@ -398,6 +425,22 @@ static int run_one_build(ExeCache *c)
         c->q_head = (c->q_head + 1) % EXE_CACHE_MAX_QUEUED;
         c->q_len--;
         e = j.entry;
+        if (j.fd >= 0)
+                c->q_fds--;
+        else {
+                /* Opened again now, and only if it is still the file the key names. */
+                j.reopen.known = &j.known;
+                j.fd = safe_open_mapping(&j.reopen, NULL, NULL);
+                free(j.path);
+                if (j.fd < 0) {
+                        free(j.debug_root);
+                        c->errors[ERR_IO]++;
+                        /* Left for the next process that maps it to give a file. */
+                        e->state = EXE_NEW;
+                        log_debug_errno(j.fd, "Cannot open %s again to build its unwind table: %m", e->name);
+                        goto done;
+                }
+        }
 
         /* .debug_frame of the separate debug file (build-id path, .gnu_debuglink next to the file
          * as the process sees it) when the file has none of its own: code built without

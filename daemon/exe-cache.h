@@ -17,6 +17,7 @@
 #include <systemd/sd-event.h>
 
 #include "macro.h"
+#include "safe-open.h"
 #include "table-pool.h"
 #include "unwind-tables/unwind-table.h"
 
@@ -59,13 +60,17 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(ExeCache *, exe_cache_free);
 int exe_cache_get(ExeCache *c, const uint8_t *id, size_t id_size, const uint8_t *build_id,
                   size_t build_id_size, const char *name, ExeEntry **ret);
 /* Takes a user reference. If the entry has no pool table yet, reuses the pool's copy when it still
- * holds one, else queues a build of fd (dup'ed; -1: the caller has none, nothing is queued).
+ * holds one, else queues a build of fd (dup'ed; -1: the caller has none, nothing is queued). Past
+ * EXE_CACHE_MAX_QUEUED_FDS queued descriptors, the build keeps reopen (process_mapping_reopen())
+ * instead and opens the file again when it runs.
  * urgent: ahead of every other build (a process just started); else behind them (start-up scan). */
-void exe_cache_use(ExeCache *c, ExeEntry *e, int fd, const char *debug_root, bool urgent);
+void exe_cache_use(ExeCache *c, ExeEntry *e, int fd, const SafeMapping *reopen, const char *debug_root,
+                   bool urgent);
 void exe_cache_unuse(ExeCache *c, ExeEntry *e);
 /* For an entry already in use that still has no table and no build queued (its first user had no
  * file to give, the queue was full, the pool was full): queue one now from fd. */
-void exe_cache_ensure(ExeCache *c, ExeEntry *e, int fd, const char *debug_root, bool urgent);
+void exe_cache_ensure(ExeCache *c, ExeEntry *e, int fd, const SafeMapping *reopen, const char *debug_root,
+                      bool urgent);
 /* True when exe_cache_use() would want a file to build from (so callers open one only then). */
 bool exe_cache_needs_file(const ExeEntry *e);
 /* Runs every queued build now (tests, benchmarks). */

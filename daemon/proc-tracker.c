@@ -474,6 +474,7 @@ static ExeEntry *mapping_exe(ProcTracker *t, const Process *proc, const ProcMapp
 {
         uint8_t id[PROCESS_MAPPING_KEY_MAX];
         size_t id_size;
+        SafeMapping reopen;
         _cleanup_close_ int fd = -1;
         ExeEntry *e;
         int r;
@@ -505,7 +506,8 @@ static ExeEntry *mapping_exe(ProcTracker *t, const Process *proc, const ProcMapp
                         log_debug_errno(fd, "Cannot open %s of pid %d: %m", m->path, (int)proc->pid);
                 }
         }
-        exe_cache_use(t->cache, e, fd, root, urgent);
+        exe_cache_use(t->cache, e, fd, process_mapping_reopen(proc, m, &reopen) ? &reopen : NULL, root,
+                      urgent);
         return e;
 }
 
@@ -545,12 +547,14 @@ static void retry_build(ProcTracker *t, const Process *proc, const ProcMapping *
                         const char *root, bool urgent)
 {
         _cleanup_close_ int fd = process_open_mapping(proc, m);
+        SafeMapping reopen;
 
         if (fd < 0) {
                 t->map_errors[MAP_ERR_NO_FILE]++;
                 return;
         }
-        exe_cache_ensure(t->cache, e, fd, root, urgent);
+        exe_cache_ensure(t->cache, e, fd, process_mapping_reopen(proc, m, &reopen) ? &reopen : NULL, root,
+                         urgent);
 }
 
 static int refresh(ProcTracker *t, Tracked *p)
@@ -726,7 +730,7 @@ static void on_fork(ProcTracker *t, pid_t child, pid_t parent)
         c->maps_ns = pp->maps_ns;
         for (size_t i = 0; i < c->n_maps; i++)
                 if (c->maps[i].exe)
-                        exe_cache_use(t->cache, c->maps[i].exe, -1, NULL, false);
+                        exe_cache_use(t->cache, c->maps[i].exe, -1, NULL, NULL, false);
         t->n_forks_copied++;
         mark_push(t, c);
 }

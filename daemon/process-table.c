@@ -857,6 +857,23 @@ int process_open_mapping(const Process *p, const ProcMapping *m)
         return safe_open_mapping(&sm, NULL, NULL);
 }
 
+bool process_mapping_reopen(const Process *p, const ProcMapping *m, SafeMapping *ret)
+{
+        /* The vDSO has no file to open again (its copy is always kept open). */
+        if (!m->file || m->inode == 0 || proc_maps_path_is_pseudo(m->path))
+                return false;
+        *ret = (SafeMapping){.pid = p->pid,
+                             .alive = !p->exited_ns,
+                             .start = m->start,
+                             .end = m->end,
+                             .path = m->path,
+                             .deleted = m->deleted,
+                             .dev = m->dev,
+                             .ino = m->inode,
+                             .known = &m->file->id};
+        return true;
+}
+
 size_t process_mapping_key(const ProcMapping *m, uint8_t ret[PROCESS_MAPPING_KEY_MAX])
 {
         const FileIdentity *id;

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "macro.h"
+#include "safe-open.h"
 
 typedef struct ProcessTable ProcessTable;
 
@@ -85,6 +86,10 @@ const ProcMapping *process_find_mapping(const Process *p, uint64_t addr);
  * /proc/PID/maps, else /proc/PID/map_files/START-END, /proc/PID/root/PATH, or PATH for an exited
  * process, each only if it is still the file read then (same device, inode, size, times). */
 int process_open_mapping(const Process *p, const ProcMapping *m);
+/* What safe_open_mapping() needs to open the mapping's file again later, and only as the file
+ * read now (its identity). Points into p and its file: copy what must outlive them. false when the
+ * mapping has no file. */
+bool process_mapping_reopen(const Process *p, const ProcMapping *m, SafeMapping *ret);
 /* Key under which what is derived from a mapped file's content (unwind tables, symbols) is
  * shared: the identity of the file opened (device, inode, size, mtime, ctime: the same file in
  * the same state) followed by its GNU build ID (at most 24 bytes of it). Never the build ID
