@@ -10,11 +10,17 @@
 
 #include "exe-cache.h"
 #include "log.h"
+#include "safe-open.h"
 #include "time-util.h"
 
-/* Builds waiting at most; each holds an open file. A burst beyond this (thousands of new
- * executables at once) leaves entries unbuilt until a process maps them again. */
+/* Builds waiting at most. A burst beyond this (thousands of new executables at once) leaves
+ * entries unbuilt until a process maps them again. */
 #define EXE_CACHE_MAX_QUEUED 1024
+/* Queued builds holding an open file at most; the others open it again when their turn comes,
+ * only if it is still that file. Many copies of one library (a storm of them, or the same image in
+ * many containers) are one build each: without this bound the queue alone would hold a
+ * descriptor per copy. */
+#define EXE_CACHE_MAX_QUEUED_FDS 128
 /* Unused entries kept at most (the grace period usually forgets them sooner). */
 #define EXE_CACHE_MAX_UNUSED 1024
 /* A table that did not fit the pool is tried again after this long. */
@@ -44,7 +50,10 @@ static const char *const err_names[_ERR_MAX] = {
 
 typedef struct BuildJob {
         ExeEntry *entry;
-        int fd;
+        int fd; /* -1: opened from reopen when the build runs */
+        SafeMapping reopen;
+        FileIdentity known;
+        char *path; /* reopen.path */
         char *debug_root;
 } BuildJob;
 
@@ -60,7 +69,7 @@ struct ExeCache {
         size_t n_entries, n_unused;
 
         BuildJob *queue; /* ring of EXE_CACHE_MAX_QUEUED */
-        size_t q_head, q_len;
+        size_t q_head, q_len, q_fds;
 
         uint64_t n_builds, n_build_ns, max_build_ns, n_rows_built, n_cache_hits, n_pool_hits,
                 n_identity_mismatch;
@@ -146,7 +155,9 @@ ExeCache *exe_cache_free(ExeCache *c)
         sd_event_source_disable_unref(c->builder);
         for (size_t i = 0; i < c->q_len; i++) {
                 BuildJob *j = &c->queue[(c->q_head + i) % EXE_CACHE_MAX_QUEUED];
-                close(j->fd);
+                if (j->fd >= 0)
+                        close(j->fd);
+                free(j->path);
                 free(j->debug_root);
         }
         free(c->queue);
@@ -155,7 +166,8 @@ ExeCache *exe_cache_free(ExeCache *c)
         return mfree(c);
 }
 
-int exe_cache_get(ExeCache *c, const uint8_t *id, size_t id_size, const char *name, ExeEntry **ret)
+int exe_cache_get(ExeCache *c, const uint8_t *id, size_t id_size, const uint8_t *build_id,
+                  size_t build_id_size, const char *name, ExeEntry **ret)
 {
         ExeEntry key, *e;
         void **found;
@@ -175,6 +187,10 @@ int exe_cache_get(ExeCache *c, const uint8_t *id, size_t id_size, const char *na
                 return -ENOMEM;
         memcpy(e->id, id, id_size);
         e->id_size = id_size;
+        if (build_id_size > 0 && build_id_size <= sizeof(e->build_id)) {
+                memcpy(e->build_id, build_id, build_id_size);
+                e->build_id_size = build_id_size;
+        }
         e->name = strdup(name ?: "?");
         e->unused_ns = now_ns(CLOCK_MONOTONIC);
         if (!e->name || !tsearch(e, &c->by_id, entry_cmp)) {
@@ -193,6 +209,11 @@ int exe_cache_get(ExeCache *c, const uint8_t *id, size_t id_size, const char *na
 }
 
 #define QUEUE_AT(c, i) (&(c)->queue[((c)->q_head + (i)) % EXE_CACHE_MAX_QUEUED])
+
+static int open_debug_file(const char *root, const char *path, void *userdata)
+{
+        return safe_open_in_root(root, path, NULL);
+}
 
 static bool same_file(const char *a, const char *b)
 {
@@ -222,10 +243,12 @@ static char *debug_root_for(const char *root)
 
 /* Urgent builds (a process just started or mapped something) go first: one must not wait behind
  * the hundreds of executables found by the start-up scan. */
-static void queue_build(ExeCache *c, ExeEntry *e, int fd, const char *debug_root, bool urgent)
+static void queue_build(ExeCache *c, ExeEntry *e, int fd, const SafeMapping *reopen, const char *debug_root,
+                        bool urgent)
 {
         BuildJob *j;
-        int dfd;
+        int dfd = -1;
+        char *path = NULL;
 
         if (fd < 0)
                 return;
@@ -233,9 +256,15 @@ static void queue_build(ExeCache *c, ExeEntry *e, int fd, const char *debug_root
                 c->errors[ERR_QUEUE_FULL]++;
                 return;
         }
-        dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-        if (dfd < 0) {
-                c->errors[ERR_IO]++;
+        if (c->q_fds < EXE_CACHE_MAX_QUEUED_FDS || !reopen || !reopen->known) {
+                dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+                if (dfd < 0) {
+                        c->errors[ERR_IO]++;
+                        return;
+                }
+                c->q_fds++;
+        } else if (!(path = strdup(reopen->path))) {
+                c->errors[ERR_NO_MEMORY]++;
                 return;
         }
         if (urgent) {
@@ -244,6 +273,13 @@ static void queue_build(ExeCache *c, ExeEntry *e, int fd, const char *debug_root
         } else
                 j = QUEUE_AT(c, c->q_len);
         j->fd = dfd;
+        j->path = path;
+        if (path) {
+                j->known = *reopen->known;
+                j->reopen = *reopen;
+                j->reopen.path = path;
+                j->reopen.known = NULL; /* pointed at j->known when the job runs: jobs move */
+        }
         j->debug_root = debug_root_for(debug_root);
         j->entry = e;
         c->q_len++;
@@ -265,14 +301,16 @@ static void queue_expedite(ExeCache *c, ExeEntry *e)
                 }
 }
 
-void exe_cache_use(ExeCache *c, ExeEntry *e, int fd, const char *debug_root, bool urgent)
+void exe_cache_use(ExeCache *c, ExeEntry *e, int fd, const SafeMapping *reopen, const char *debug_root,
+                   bool urgent)
 {
         if (e->users++ == 0)
                 c->n_unused--;
-        exe_cache_ensure(c, e, fd, debug_root, urgent);
+        exe_cache_ensure(c, e, fd, reopen, debug_root, urgent);
 }
 
-void exe_cache_ensure(ExeCache *c, ExeEntry *e, int fd, const char *debug_root, bool urgent)
+void exe_cache_ensure(ExeCache *c, ExeEntry *e, int fd, const SafeMapping *reopen, const char *debug_root,
+                      bool urgent)
 {
         switch (e->state) {
         case EXE_READY: {
@@ -291,15 +329,15 @@ void exe_cache_ensure(ExeCache *c, ExeEntry *e, int fd, const char *debug_root, 
                         return;
                 }
                 e->state = EXE_NEW;
-                queue_build(c, e, fd, debug_root, urgent);
+                queue_build(c, e, fd, reopen, debug_root, urgent);
                 return;
         }
         case EXE_NEW:
-                queue_build(c, e, fd, debug_root, urgent);
+                queue_build(c, e, fd, reopen, debug_root, urgent);
                 return;
         case EXE_FAILED:
                 if (e->error == -ENOSPC && e->failed_ns + EXE_CACHE_POOL_FULL_RETRY_NS <= now_ns(CLOCK_MONOTONIC))
-                        queue_build(c, e, fd, debug_root, urgent);
+                        queue_build(c, e, fd, reopen, debug_root, urgent);
                 return;
         case EXE_QUEUED:
                 if (urgent)
@@ -387,6 +425,22 @@ static int run_one_build(ExeCache *c)
         c->q_head = (c->q_head + 1) % EXE_CACHE_MAX_QUEUED;
         c->q_len--;
         e = j.entry;
+        if (j.fd >= 0)
+                c->q_fds--;
+        else {
+                /* Opened again now, and only if it is still the file the key names. */
+                j.reopen.known = &j.known;
+                j.fd = safe_open_mapping(&j.reopen, NULL, NULL);
+                free(j.path);
+                if (j.fd < 0) {
+                        free(j.debug_root);
+                        c->errors[ERR_IO]++;
+                        /* Left for the next process that maps it to give a file. */
+                        e->state = EXE_NEW;
+                        log_debug_errno(j.fd, "Cannot open %s again to build its unwind table: %m", e->name);
+                        goto done;
+                }
+        }
 
         /* .debug_frame of the separate debug file (build-id path, .gnu_debuglink next to the file
          * as the process sees it) when the file has none of its own: code built without
@@ -394,6 +448,9 @@ static int run_one_build(ExeCache *c)
          * Cost: one failed open() per build on most files (~3% of build CPU measured). */
         opts.debug_root = j.debug_root;
         opts.use_debug_file = true;
+        /* Names in the file (.gnu_debuglink) and paths in the process's root are its owner's to
+         * choose: opened only as regular files, never blocking, never outside that root. */
+        opts.open_debug_file = open_debug_file;
         if (e->name && e->name[0] == '/' && strncmp(e->name, "/memfd:", 7) != 0)
                 opts.file_path = e->name;
         t0 = now_ns(CLOCK_MONOTONIC);
@@ -415,11 +472,20 @@ static int run_one_build(ExeCache *c)
         c->n_builds++;
         c->n_rows_built += t->n_rows;
         e->n_rows = t->n_rows;
-        if (t->id_size != e->id_size || memcmp(t->id, e->id, e->id_size) != 0) {
-                /* The pool keys by the table's identity; our key came from the mapping's build ID. */
+        if (e->build_id_size > 0 && (t->id_is_hash || t->id_size != e->build_id_size ||
+                                     memcmp(t->id, e->build_id, e->build_id_size) != 0)) {
+                /* Not the file the process table read (changed in place since): its table must not
+                 * go under that file's key. */
                 c->n_identity_mismatch++;
-                log_debug("Unwind table of %s has another identity than its build ID", e->name);
+                unwind_table_free(t);
+                entry_failed(c, e, -ESTALE, "build ID changed since the file was read");
+                goto done;
         }
+        /* The pool shares tables by this key, not by the build ID the file claims (anyone can write
+         * a file claiming any build ID). */
+        memcpy(t->id, e->id, e->id_size);
+        t->id_size = e->id_size;
+        t->id_is_hash = false;
         r = table_pool_acquire(c->pool, t, &pt);
         unwind_table_free(t);
         if (r < 0) {
@@ -525,8 +591,8 @@ void exe_cache_write_metrics(const ExeCache *c, FILE *f)
                 "# TYPE profd_exe_cache_hits_total counter\n"
                 "profd_exe_cache_hits_total{where=\"cache\"} %" PRIu64 "\n"
                 "profd_exe_cache_hits_total{where=\"pool\"} %" PRIu64 "\n"
-                "# HELP profd_exe_cache_identity_mismatch_total Tables whose identity differed from the "
-                "build ID they were cached under.\n"
+                "# HELP profd_exe_cache_identity_mismatch_total Builds refused because the file's build ID "
+                "was no longer the one read when it was mapped.\n"
                 "# TYPE profd_exe_cache_identity_mismatch_total counter\n"
                 "profd_exe_cache_identity_mismatch_total %" PRIu64 "\n",
                 by_state[EXE_NEW], by_state[EXE_QUEUED], by_state[EXE_READY], by_state[EXE_FAILED],

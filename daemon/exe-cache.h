@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-/* Executable cache: identity (GNU build ID, else content hash) -> unwind table placed in the BPF
- * table pool. One entry per executable, shared by every mapping of it in every process and
- * counted by them; an entry no mapping uses releases its pool reference at once (the pool keeps
- * the rows until it needs the room) and is forgotten after a short grace.
+/* Executable cache: identity -> unwind table placed in the BPF table pool. The identity is
+ * process_mapping_key(): the opened file's device, inode, size and times plus its build ID, so a
+ * table is shared only by mappings of the same file, never by files that merely claim the same
+ * build ID; the pool keys the table by it too. One entry per executable, shared by every mapping of
+ * it in every process and counted by them; an entry no mapping uses releases its pool reference at once (the
+ * pool keeps the rows until it needs the room) and is forgotten after a short grace.
  *
  * Table builds take up to ~100 ms for huge libraries, so they are queued and run one per
  * event-loop iteration from a low-priority defer source; until its build finishes an entry has
@@ -15,6 +17,7 @@
 #include <systemd/sd-event.h>
 
 #include "macro.h"
+#include "safe-open.h"
 #include "table-pool.h"
 #include "unwind-tables/unwind-table.h"
 
@@ -30,6 +33,8 @@ typedef enum ExeState {
 typedef struct ExeEntry {
         uint8_t id[UNWIND_TABLE_ID_MAX];
         size_t id_size;
+        uint8_t build_id[UNWIND_TABLE_ID_MAX]; /* the file's GNU build ID when it was read, if any */
+        size_t build_id_size;
         ExeState state;
         int error;             /* EXE_FAILED: negative errno */
         uint64_t failed_ns;    /* CLOCK_MONOTONIC of the failure (pool-full entries are retried) */
@@ -50,16 +55,22 @@ int exe_cache_new(sd_event *e, TablePool *pool, uint64_t grace_ns, exe_ready_fn 
 ExeCache *exe_cache_free(ExeCache *c);
 DEFINE_TRIVIAL_CLEANUP_FUNC(ExeCache *, exe_cache_free);
 
-/* Finds or creates the entry of this identity (no user reference taken). */
-int exe_cache_get(ExeCache *c, const uint8_t *id, size_t id_size, const char *name, ExeEntry **ret);
+/* Finds or creates the entry of this identity (no user reference taken). build_id: the file's GNU
+ * build ID as read when it was mapped (a build finding another one fails). */
+int exe_cache_get(ExeCache *c, const uint8_t *id, size_t id_size, const uint8_t *build_id,
+                  size_t build_id_size, const char *name, ExeEntry **ret);
 /* Takes a user reference. If the entry has no pool table yet, reuses the pool's copy when it still
- * holds one, else queues a build of fd (dup'ed; -1: the caller has none, nothing is queued).
+ * holds one, else queues a build of fd (dup'ed; -1: the caller has none, nothing is queued). Past
+ * EXE_CACHE_MAX_QUEUED_FDS queued descriptors, the build keeps reopen (process_mapping_reopen())
+ * instead and opens the file again when it runs.
  * urgent: ahead of every other build (a process just started); else behind them (start-up scan). */
-void exe_cache_use(ExeCache *c, ExeEntry *e, int fd, const char *debug_root, bool urgent);
+void exe_cache_use(ExeCache *c, ExeEntry *e, int fd, const SafeMapping *reopen, const char *debug_root,
+                   bool urgent);
 void exe_cache_unuse(ExeCache *c, ExeEntry *e);
 /* For an entry already in use that still has no table and no build queued (its first user had no
  * file to give, the queue was full, the pool was full): queue one now from fd. */
-void exe_cache_ensure(ExeCache *c, ExeEntry *e, int fd, const char *debug_root, bool urgent);
+void exe_cache_ensure(ExeCache *c, ExeEntry *e, int fd, const SafeMapping *reopen, const char *debug_root,
+                      bool urgent);
 /* True when exe_cache_use() would want a file to build from (so callers open one only then). */
 bool exe_cache_needs_file(const ExeEntry *e);
 /* Runs every queued build now (tests, benchmarks). */

@@ -13,6 +13,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "proc-tracker.h"
+#include "safe-open.h"
 #include "table-pool.h"
 
 #define LOOP_MONITOR_PERIOD_USEC (250 * 1000ULL)
@@ -172,6 +173,7 @@ int metrics_render(Daemon *d, char **ret_text, size_t *ret_size)
                 table_pool_write_metrics(d->pool, f);
         if (d->tracker)
                 proc_tracker_write_metrics(d->tracker, f);
+        safe_open_write_metrics(f);
 
         if (ferror(f)) {
                 fclose(f);

@@ -465,14 +465,16 @@ static const TrackedMapping *find_old(const TrackedMapping *old, size_t n, size_
         return NULL;
 }
 
+_Static_assert(PROCESS_MAPPING_KEY_MAX <= UNWIND_TABLE_ID_MAX, "mapping keys are unwind table pool keys");
+
 /* The cache entry for one new mapping, with a user reference taken; NULL when there is no usable
  * file (anonymous code, unopenable, not ELF): the unwinder steps by frame pointer there. */
 static ExeEntry *mapping_exe(ProcTracker *t, const Process *proc, const ProcMapping *m, const char *root,
                              bool urgent)
 {
-        uint8_t id[UNWIND_TABLE_ID_MAX];
-        size_t id_size = 0;
-        bool is_hash;
+        uint8_t id[PROCESS_MAPPING_KEY_MAX];
+        size_t id_size;
+        SafeMapping reopen;
         _cleanup_close_ int fd = -1;
         ExeEntry *e;
         int r;
@@ -486,24 +488,13 @@ static ExeEntry *mapping_exe(ProcTracker *t, const Process *proc, const ProcMapp
                 t->map_errors[MAP_ERR_NO_LOAD_SEGMENT]++;
                 return NULL;
         }
-        if (m->build_id_size > 0 && m->build_id_size <= UNWIND_TABLE_ID_MAX) {
-                memcpy(id, m->build_id, m->build_id_size);
-                id_size = m->build_id_size;
-        } else {
-                fd = process_open_mapping(proc, m);
-                if (fd < 0) {
-                        t->map_errors[MAP_ERR_NO_FILE]++;
-                        log_debug_errno(fd, "Cannot open %s of pid %d: %m", m->path, (int)proc->pid);
-                        return NULL;
-                }
-                r = unwind_table_identity(fd, id, &id_size, &is_hash);
-                if (r < 0 || id_size == 0) {
-                        t->map_errors[MAP_ERR_IDENTITY]++;
-                        log_debug_errno(r, "No identity for %s of pid %d: %m", m->path, (int)proc->pid);
-                        return NULL;
-                }
+        /* The file's identity, not its build ID alone: see process_mapping_key(). */
+        id_size = process_mapping_key(m, id);
+        if (id_size == 0) {
+                t->map_errors[MAP_ERR_IDENTITY]++;
+                return NULL;
         }
-        r = exe_cache_get(t->cache, id, id_size, m->path, &e);
+        r = exe_cache_get(t->cache, id, id_size, m->build_id, m->build_id_size, m->path, &e);
         if (r < 0) {
                 t->map_errors[MAP_ERR_NO_MEMORY]++;
                 return NULL;
@@ -515,7 +506,8 @@ static ExeEntry *mapping_exe(ProcTracker *t, const Process *proc, const ProcMapp
                         log_debug_errno(fd, "Cannot open %s of pid %d: %m", m->path, (int)proc->pid);
                 }
         }
-        exe_cache_use(t->cache, e, fd, root, urgent);
+        exe_cache_use(t->cache, e, fd, process_mapping_reopen(proc, m, &reopen) ? &reopen : NULL, root,
+                      urgent);
         return e;
 }
 
@@ -528,17 +520,19 @@ static bool is_loader(const char *path)
         return strncmp(base, "ld-", 3) == 0 && strstr(base, ".so");
 }
 
-static void watch_loader(ProcTracker *t, Tracked *p, const ProcMapping *m)
+static void watch_loader(ProcTracker *t, Tracked *p, const Process *proc, const ProcMapping *m)
 {
-        char path[PATH_MAX + 64];
+        _cleanup_close_ int fd = process_open_mapping(proc, m);
+        char path[64];
 
-        /* Through the process' root, so a container's own loader is the file probed; a loader
-         * deleted by an upgrade only through its mapping. */
-        if (!m->deleted && m->path[0] == '/')
-                snprintf(path, sizeof(path), "/proc/%d/root%s", (int)p->pid, m->path);
-        else
-                snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)p->pid,
-                         m->start, m->end);
+        if (fd < 0) {
+                log_debug_errno(fd, "Cannot open dynamic loader %s of pid %d: %m", m->path, (int)p->pid);
+                return;
+        }
+        /* The very file mapped (a container's own loader, one deleted by an upgrade), opened the
+         * safe way: libbpf opens the path it is given to find _dl_debug_state and the kernel resolves
+         * it again for the uprobe, and this one names that file whatever becomes of its path. */
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
         /* This process may have passed its start-up hook before the uprobe existed (the first
          * process of a new container image): look at it again shortly. */
         if (proc_events_watch_loader(t->events, path, m->dev, m->inode) > 0) {
@@ -553,12 +547,14 @@ static void retry_build(ProcTracker *t, const Process *proc, const ProcMapping *
                         const char *root, bool urgent)
 {
         _cleanup_close_ int fd = process_open_mapping(proc, m);
+        SafeMapping reopen;
 
         if (fd < 0) {
                 t->map_errors[MAP_ERR_NO_FILE]++;
                 return;
         }
-        exe_cache_ensure(t->cache, e, fd, root, urgent);
+        exe_cache_ensure(t->cache, e, fd, process_mapping_reopen(proc, m, &reopen) ? &reopen : NULL, root,
+                         urgent);
 }
 
 static int refresh(ProcTracker *t, Tracked *p)
@@ -631,7 +627,7 @@ static int refresh(ProcTracker *t, Tracked *p)
                 nm->load_bias = m->bias_known ? m->load_bias : 0;
                 nm->exe = mapping_exe(t, proc, m, root, !p->background);
                 if (nm->exe && is_loader(m->path))
-                        watch_loader(t, p, m);
+                        watch_loader(t, p, proc, m);
         }
         p->maps = maps;
         p->n_maps = proc->n_mappings;
@@ -734,7 +730,7 @@ static void on_fork(ProcTracker *t, pid_t child, pid_t parent)
         c->maps_ns = pp->maps_ns;
         for (size_t i = 0; i < c->n_maps; i++)
                 if (c->maps[i].exe)
-                        exe_cache_use(t->cache, c->maps[i].exe, -1, NULL, false);
+                        exe_cache_use(t->cache, c->maps[i].exe, -1, NULL, NULL, false);
         t->n_forks_copied++;
         mark_push(t, c);
 }

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "proc-maps.h"
 #include "process-table.h"
+#include "safe-open.h"
 #include "string-pool.h"
 #include "time-util.h"
 
@@ -30,6 +31,8 @@ struct ProcFile {
         ProcFile *next; /* hash chain */
         dev_t dev;      /* as /proc/PID/maps prints it */
         uint64_t inode;
+        FileIdentity id;  /* fstat() of what was opened: the key of every cache of its content */
+        bool maps_match;  /* id has the device and inode /proc/PID/maps shows: found by them */
         uint64_t used_ns; /* CLOCK_MONOTONIC of the last read of a process that maps it */
         int fd;           /* -1 when over the descriptor budget */
         unsigned refs;
@@ -264,7 +267,8 @@ static bool proc_file_evict_fd(ProcessTable *t, uint64_t now)
         return true;
 }
 
-static ProcFile *proc_file_new(ProcessTable *t, int fd, dev_t dev, uint64_t inode, bool precious)
+static ProcFile *proc_file_new(ProcessTable *t, int fd, dev_t dev, uint64_t inode, const FileIdentity *id,
+                               bool maps_match, bool precious)
 {
         uint64_t now = now_ns(CLOCK_MONOTONIC);
         ProcFile *f = calloc(1, sizeof(*f));
@@ -274,6 +278,8 @@ static ProcFile *proc_file_new(ProcessTable *t, int fd, dev_t dev, uint64_t inod
                 return NULL;
         f->dev = dev;
         f->inode = inode;
+        f->id = *id;
+        f->maps_match = maps_match;
         f->fd = -1;
         f->refs = 1;
         f->used_ns = now;
@@ -294,11 +300,28 @@ static ProcFile *proc_file_new(ProcessTable *t, int fd, dev_t dev, uint64_t inod
         return f;
 }
 
+/* Only files held open are shared: the descriptor keeps the inode from being freed and its number
+ * given to another file, so device + inode cannot name something else meanwhile. Looked up by
+ * what /proc/PID/maps shows (no open needed) when that is what fstat() said too. */
 static ProcFile *proc_file_find(ProcessTable *t, dev_t dev, uint64_t inode)
 {
         for (ProcFile *f = t->file_buckets[file_bucket(t, dev, inode)]; f; f = f->next)
-                if (f->dev == dev && f->inode == inode)
+                if (f->fd >= 0 && f->maps_match && f->dev == dev && f->inode == inode)
                         return f;
+        return NULL;
+}
+
+/* An open file with this identity. Files are hashed by what /proc/PID/maps shows: one whose
+ * fstat() differs from that (maps_dev, maps_inode) is in the bucket of the latter. */
+static ProcFile *proc_file_find_id(ProcessTable *t, const FileIdentity *id, dev_t maps_dev,
+                                   uint64_t maps_inode)
+{
+        size_t b[2] = {file_bucket(t, id->dev, id->ino), file_bucket(t, maps_dev, maps_inode)};
+
+        for (size_t i = 0; i < 2; i++)
+                for (ProcFile *f = t->file_buckets[b[i]]; f; f = f->next)
+                        if (f->fd >= 0 && file_identity_equal(&f->id, id))
+                                return f;
         return NULL;
 }
 
@@ -311,6 +334,7 @@ static ProcFile *vdso_file(ProcessTable *t)
         _cleanup_fclose_ FILE *maps = NULL;
         char line[512];
         uint64_t size = 0;
+        struct stat st;
 
         if (t->vdso_tried)
                 return t->vdso;
@@ -339,6 +363,8 @@ static ProcFile *vdso_file(ProcessTable *t)
         t->vdso = calloc(1, sizeof(ProcFile));
         if (!t->vdso)
                 return NULL;
+        if (fstat(fd, &st) == 0)
+                file_identity_from_stat(&st, &t->vdso->id);
         t->vdso->fd = TAKE_FD(fd);
         t->vdso->refs = 1;
         t->n_open_fds++;
@@ -380,20 +406,6 @@ typedef struct ReadCtx {
         unsigned no_file;
         unsigned dropped; /* mappings past max_mappings */
 } ReadCtx;
-
-static int open_mapped_file(pid_t pid, uint64_t start, uint64_t end, const char *path, bool deleted)
-{
-        char p[PATH_MAX + 64];
-        int fd;
-
-        snprintf(p, sizeof(p), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, start, end);
-        fd = open(p, O_RDONLY | O_CLOEXEC);
-        if (fd >= 0 || deleted || path[0] != '/')
-                return fd >= 0 ? fd : -errno;
-        snprintf(p, sizeof(p), "/proc/%d/root%s", (int)pid, path);
-        fd = open(p, O_RDONLY | O_CLOEXEC);
-        return fd >= 0 ? fd : -errno;
-}
 
 static int read_cb(const ProcMapsLine *l, void *userdata)
 {
@@ -437,12 +449,31 @@ static int read_cb(const ProcMapsLine *l, void *userdata)
                         f->used_ns = c->now;
                         f->precious = f->precious || m.deleted || c->foreign_ns;
                 } else {
-                        _cleanup_close_ int fd =
-                                open_mapped_file(c->pid, l->start, l->end, l->path, l->deleted);
-                        if (fd >= 0)
-                                f = proc_file_new(c->t, fd, m.dev, m.inode, m.deleted || c->foreign_ns);
-                        else
+                        SafeMapping sm = {.pid = c->pid,
+                                          .alive = true,
+                                          .start = l->start,
+                                          .end = l->end,
+                                          .path = l->path,
+                                          .deleted = l->deleted,
+                                          .dev = m.dev,
+                                          .ino = m.inode};
+                        FileIdentity id;
+                        bool maps_match = false;
+                        _cleanup_close_ int fd = safe_open_mapping(&sm, &id, &maps_match);
+                        if (fd >= 0) {
+                                f = proc_file_find_id(c->t, &id, m.dev, m.inode);
+                                if (f) {
+                                        f->refs++;
+                                        f->used_ns = c->now;
+                                        f->precious = f->precious || m.deleted || c->foreign_ns;
+                                } else
+                                        f = proc_file_new(c->t, fd, m.dev, m.inode, &id, maps_match,
+                                                          m.deleted || c->foreign_ns);
+                        } else {
+                                log_debug_errno(fd, "Cannot open %s mapped by pid %d: %m", l->path,
+                                                (int)c->pid);
                                 c->no_file++;
+                        }
                 }
                 m.file = f;
         }
@@ -805,7 +836,15 @@ const ProcMapping *process_find_mapping(const Process *p, uint64_t addr)
 
 int process_open_mapping(const Process *p, const ProcMapping *m)
 {
-        struct stat st;
+        SafeMapping sm = {.pid = p->pid,
+                          .alive = !p->exited_ns,
+                          .start = m->start,
+                          .end = m->end,
+                          .path = m->path,
+                          .deleted = m->deleted,
+                          .dev = m->dev,
+                          .ino = m->inode,
+                          .known = m->file ? &m->file->id : NULL};
         int fd;
 
         if (m->file && m->file->fd >= 0) {
@@ -814,43 +853,68 @@ int process_open_mapping(const Process *p, const ProcMapping *m)
         }
         if (m->inode == 0 || proc_maps_path_is_pseudo(m->path))
                 return -ENOENT;
-        if (!p->exited_ns) {
-                fd = open_mapped_file(p->pid, m->start, m->end, m->path, m->deleted);
-                if (fd >= 0)
-                        return fd;
-        }
-        /* Last resort for exited processes: the same path in our namespace, if it is still the
-         * same file. */
-        if (m->deleted || m->path[0] != '/')
-                return -ENOENT;
-        fd = open(m->path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        if (fstat(fd, &st) < 0 || st.st_ino != m->inode || st.st_dev != m->dev) {
-                close(fd);
-                return -ESTALE;
-        }
-        return fd;
+        /* Not kept open (over the budget): opened again, and it must be the file read then. */
+        return safe_open_mapping(&sm, NULL, NULL);
+}
+
+bool process_mapping_reopen(const Process *p, const ProcMapping *m, SafeMapping *ret)
+{
+        /* The vDSO has no file to open again (its copy is always kept open). */
+        if (!m->file || m->inode == 0 || proc_maps_path_is_pseudo(m->path))
+                return false;
+        *ret = (SafeMapping){.pid = p->pid,
+                             .alive = !p->exited_ns,
+                             .start = m->start,
+                             .end = m->end,
+                             .path = m->path,
+                             .deleted = m->deleted,
+                             .dev = m->dev,
+                             .ino = m->inode,
+                             .known = &m->file->id};
+        return true;
+}
+
+size_t process_mapping_key(const ProcMapping *m, uint8_t ret[PROCESS_MAPPING_KEY_MAX])
+{
+        const FileIdentity *id;
+        size_t n, bid;
+
+        if (!m->file)
+                return 0;
+        id = &m->file->id;
+        n = 0;
+#define PUT(v)                                                                                              \
+        do {                                                                                                \
+                uint64_t _v = (uint64_t)(v);                                                                \
+                memcpy(ret + n, &_v, 8);                                                                    \
+                n += 8;                                                                                     \
+        } while (0)
+        PUT(id->dev);
+        PUT(id->ino);
+        PUT(id->size);
+        PUT(id->mtime_ns);
+        PUT(id->ctime_ns);
+#undef PUT
+        bid = m->file->build_id_size < PROCESS_MAPPING_KEY_MAX - n ? m->file->build_id_size
+                                                                   : PROCESS_MAPPING_KEY_MAX - n;
+        memcpy(ret + n, m->file->build_id, bid);
+        return n + bid;
 }
 
 size_t process_mapping_identity(const ProcMapping *m, char *buf, size_t size)
 {
-        int n;
+        static const char hex[] = "0123456789abcdef";
+        uint8_t key[PROCESS_MAPPING_KEY_MAX];
+        size_t n = process_mapping_key(m, key), k = 0;
 
         if (size == 0)
                 return 0;
-        if (m->build_id_size > 0) {
-                size_t k = 0;
-                static const char hex[] = "0123456789abcdef";
-                for (size_t i = 0; i < m->build_id_size && k + 2 < size; i++) {
-                        buf[k++] = hex[m->build_id[i] >> 4];
-                        buf[k++] = hex[m->build_id[i] & 15];
-                }
-                buf[k] = 0;
-                return k;
+        for (size_t i = 0; i < n && k + 2 < size; i++) {
+                buf[k++] = hex[key[i] >> 4];
+                buf[k++] = hex[key[i] & 15];
         }
-        n = snprintf(buf, size, "%u:%u:%" PRIu64 ":%s", major(m->dev), minor(m->dev), m->inode, m->path);
-        return n < 0 ? 0 : ((size_t)n < size ? (size_t)n : size - 1);
+        buf[k] = 0;
+        return k;
 }
 
 void process_table_write_metrics(const ProcessTable *t, FILE *f)

@@ -9,10 +9,12 @@
 #include <sys/types.h>
 
 #include "macro.h"
+#include "safe-open.h"
 
 typedef struct ProcessTable ProcessTable;
 
-/* One mapped file, shared by every mapping of it in every process (key: device + inode). */
+/* One mapped file, shared by every mapping of it in every process (key: device + inode of the
+ * open file, while it is held open). */
 typedef struct ProcFile ProcFile;
 
 /* Kept small: an exited process's snapshot lives for the whole history window, and a host can
@@ -79,10 +81,22 @@ void process_table_mark_exited(ProcessTable *t, pid_t pid, uint64_t now_ns);
 /* Forget processes that exited more than exit_grace_ns ago. */
 void process_table_gc(ProcessTable *t, uint64_t now_ns);
 const ProcMapping *process_find_mapping(const Process *p, uint64_t addr);
-/* Opens the mapping's file the way that works across mount namespaces and deleted files:
- * /proc/PID/map_files/START-END, else /proc/PID/root/PATH. */
+/* Opens the mapping's file the way that works across mount namespaces and deleted files, and
+ * never blocks or opens anything but that file (safe-open.h): the descriptor kept from the read of
+ * /proc/PID/maps, else /proc/PID/map_files/START-END, /proc/PID/root/PATH, or PATH for an exited
+ * process, each only if it is still the file read then (same device, inode, size, times). */
 int process_open_mapping(const Process *p, const ProcMapping *m);
-/* Identity of the mapped file for caches: its GNU build ID if known, else device + inode + path.
- * Writes at most size bytes (NUL-terminated); returns the length. */
+/* What safe_open_mapping() needs to open the mapping's file again later, and only as the file
+ * read now (its identity). Points into p and its file: copy what must outlive them. false when the
+ * mapping has no file. */
+bool process_mapping_reopen(const Process *p, const ProcMapping *m, SafeMapping *ret);
+/* Key under which what is derived from a mapped file's content (unwind tables, symbols) is
+ * shared: the identity of the file opened (device, inode, size, mtime, ctime: the same file in
+ * the same state) followed by its GNU build ID (at most 24 bytes of it). Never the build ID
+ * alone: a file anyone can write may carry another file's build ID. Returns its size; 0 when the
+ * mapping's file could not be opened (nothing to share). */
+#define PROCESS_MAPPING_KEY_MAX 64
+size_t process_mapping_key(const ProcMapping *m, uint8_t ret[PROCESS_MAPPING_KEY_MAX]);
+/* The same key in hex (NUL-terminated, at most size bytes; "" without one); returns the length. */
 size_t process_mapping_identity(const ProcMapping *m, char *buf, size_t size);
 void process_table_write_metrics(const ProcessTable *t, FILE *f);

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "debuginfo-search.h"
 #include "hash.h"
 #include "log.h"
 #include "symbolizer.h"
@@ -75,10 +76,11 @@ typedef struct Exe {
         size_t n_syms;
         bool syms_loaded;
         uint64_t id; /* unique per open: cache entries of an evicted Exe never match again */
-        /* For a process that sees another filesystem than ours: its own /usr/lib/debug is searched
-         * too. Used by the Dwfl, so they live as long as it. */
+        /* Separate debug files, also in the root of a process that sees another filesystem than
+         * ours. Used by the Dwfl, so they live as long as it. */
         Dwfl_Callbacks callbacks;
-        char *debuginfo_path;
+        DebuginfoSearch search;
+        bool dwarf_checked, dwarf_ok; /* DWARF that cannot make libdw open files by itself */
         CuRange *cus; /* sorted by low; built on the first miss of dwfl_module_addrdie */
         size_t n_cus;
         bool cus_built;
@@ -133,6 +135,7 @@ struct Symbolizer {
         size_t n_strings;
 
         uint64_t n_cache_hits;
+        uint64_t n_dwarf_unsafe[2]; /* dwz file missing, split DWARF */
         size_t cache_entries, cache_bytes;
         uint64_t n_user, n_user_symbolized, n_user_dwarf, n_user_no_file, n_user_no_symbol, n_kernel,
                 n_kernel_symbolized, n_exe_opened, n_exe_evicted, n_exe_failed, n_kallsyms_loads;
@@ -150,7 +153,7 @@ static void exe_free(Exe *e)
         free(e->plt);
         free(e->cus);
         free(e->identity);
-        free(e->debuginfo_path);
+        debuginfo_search_done(&e->search);
         free(e);
 }
 
@@ -164,8 +167,10 @@ int symbolizer_new(Symbolizer **ret)
         /* With DEBUGINFOD_URLS set, libdwfl would fetch debuginfo over the network from inside
          * the single-threaded event loop, stalling sampling drains and HTTP for seconds. */
         unsetenv("DEBUGINFOD_URLS");
-        s->callbacks.find_elf = dwfl_build_id_find_elf;
-        s->callbacks.find_debuginfo = dwfl_standard_find_debuginfo;
+        /* Not libdwfl's own: they open() files by names a process controls, and wait forever on a
+         * FIFO found there. */
+        s->callbacks.find_elf = debuginfo_search_find_elf;
+        s->callbacks.find_debuginfo = debuginfo_search_find_debuginfo;
         s->callbacks.section_address = dwfl_offline_section_address;
         s->callbacks.debuginfo_path = &s->debuginfo_path; /* NULL: ":.debug:/usr/lib/debug" */
         /* Read now, at startup, rather than in the middle of the first profile's steps. */
@@ -330,25 +335,24 @@ static bool same_file(const char *a, const char *b)
 }
 
 /* A process in another mount namespace or a chroot (a container) has its own /usr/lib/debug:
- * searched after ours, by build ID (which libdwfl checks), so a debug package installed in the
- * image names its stripped binaries. Not reachable once the process is gone: its executables
- * are usually opened by the first profile that has its samples, while it still runs. */
-static char *process_debuginfo_path(const Symbolizer *s, pid_t pid)
+ * searched after ours, by build ID, so a debug package installed in the image names its stripped
+ * binaries. Not reachable once the process is gone: its executables are usually opened by the
+ * first profile that has its samples, while it still runs. */
+static char *process_root(pid_t pid)
 {
-        char root[64], ns[64], *path;
+        char root[64], ns[64];
 
         snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
         snprintf(ns, sizeof(ns), "/proc/%d/ns/mnt", (int)pid);
         if (pid <= 0 || (same_file(root, "/") && same_file(ns, "/proc/self/ns/mnt")) ||
             access(root, X_OK) < 0)
                 return NULL;
-        if (asprintf(&path, "%s:%s/usr/lib/debug", s->debuginfo_path ?: ":.debug:/usr/lib/debug", root) < 0)
-                return NULL;
-        return path;
+        return strdup(root);
 }
 
 static int exe_open(Symbolizer *s, const Process *p, const ProcMapping *m, const char *identity, Exe **ret)
 {
+        struct stat st;
         Exe *e;
         int fd;
 
@@ -374,9 +378,12 @@ static int exe_open(Symbolizer *s, const Process *p, const ProcMapping *m, const
                 return 0;
         }
         e->callbacks = s->callbacks;
-        e->debuginfo_path = process_debuginfo_path(s, p->pid);
-        if (e->debuginfo_path)
-                e->callbacks.debuginfo_path = &e->debuginfo_path;
+        e->search.path = s->debuginfo_path;
+        e->search.root = process_root(p->pid);
+        if (fstat(fd, &st) == 0) {
+                e->search.main_dev = st.st_dev;
+                e->search.main_ino = st.st_ino;
+        }
         e->dwfl = dwfl_begin(&e->callbacks);
         if (!e->dwfl) {
                 close(fd);
@@ -397,8 +404,10 @@ static int exe_open(Symbolizer *s, const Process *p, const ProcMapping *m, const
                 e->dwfl = NULL;
                 e->failed_ns = now_ns(CLOCK_MONOTONIC);
                 s->n_exe_failed++;
-        } else
+        } else {
+                debuginfo_search_attach(&e->search, e->mod);
                 s->n_exe_opened++;
+        }
         *ret = e;
         return 0;
 }
@@ -1023,12 +1032,38 @@ done:
         qsort_safe(e->cus, e->n_cus, sizeof(*e->cus), curange_cmp);
 }
 
-/* The CU holding pc (a module address) and the bias to DWARF addresses. */
-static Dwarf_Die *exe_addrcu(Exe *e, Dwarf_Addr pc, Dwarf_Addr *ret_bias)
+/* Whether e's DWARF may be read: see debuginfo_search_dwarf_unsafe(). Checked once, before
+ * anything of it is. */
+static bool exe_dwarf_ok(Symbolizer *s, Exe *e)
 {
-        Dwarf_Die *cu = dwfl_module_addrdie(e->mod, pc, ret_bias);
+        Dwarf_Addr bias;
+        Dwarf *dw;
+        const char *why;
+
+        if (e->dwarf_checked)
+                return e->dwarf_ok;
+        e->dwarf_checked = true;
+        dw = dwfl_module_getdwarf(e->mod, &bias);
+        if (!dw)
+                return false;
+        why = debuginfo_search_dwarf_unsafe(&e->search, dw);
+        if (why) {
+                s->n_dwarf_unsafe[strcmp(why, "split_dwarf") == 0]++;
+                log_debug("Not reading the DWARF of %s: %s", e->identity, why);
+                return false;
+        }
+        return (e->dwarf_ok = true);
+}
+
+/* The CU holding pc (a module address) and the bias to DWARF addresses. */
+static Dwarf_Die *exe_addrcu(Symbolizer *s, Exe *e, Dwarf_Addr pc, Dwarf_Addr *ret_bias)
+{
+        Dwarf_Die *cu;
         size_t lo = 0, hi;
 
+        if (!exe_dwarf_ok(s, e))
+                return NULL;
+        cu = dwfl_module_addrdie(e->mod, pc, ret_bias);
         if (cu)
                 return cu;
         if (!dwfl_module_getdwarf(e->mod, ret_bias))
@@ -1109,7 +1144,7 @@ static void cu_srcline(Dwarf_Die *cudie, Dwarf_Addr dwpc, const char **ret_file,
 static size_t dwarf_frames(Symbolizer *s, Exe *e, Dwarf_Addr pc, const char *outer_sym)
 {
         Dwarf_Addr bias = 0;
-        Dwarf_Die *cudie = exe_addrcu(e, pc, &bias);
+        Dwarf_Die *cudie = exe_addrcu(s, e, pc, &bias);
         Dwarf_Die chain[SYMBOLIZER_MAX_INLINE + 1];
         Dwarf_Files *files = NULL;
         size_t nfiles = 0, n = 0, nchain = 0;
@@ -1242,7 +1277,12 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
                 unknown_frame(s, keep_printf(s, "[unknown] [anon] 0x%" PRIx64, addr), ret);
                 return 0;
         }
-        process_mapping_identity(m, identity, sizeof(identity));
+        /* No key: the file could not be opened (or was refused) when its mapping was read. */
+        if (process_mapping_identity(m, identity, sizeof(identity)) == 0) {
+                s->n_user_no_file++;
+                unknown_frame(s, keep_printf(s, "[unknown] %s+0x%" PRIx64, m->path, fileoff), ret);
+                return 0;
+        }
         e = exe_lookup(s, identity);
         if (e && !e->dwfl && now_ns(CLOCK_MONOTONIC) - e->failed_ns > SYMBOLIZER_RETRY_NS) {
                 for (size_t i = 0; i < s->n_exes; i++)
@@ -1282,7 +1322,7 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
                 const char *file = NULL;
                 int line = 0;
                 Dwarf_Addr bias;
-                Dwarf_Die *cudie = exe_addrcu(e, vaddr, &bias);
+                Dwarf_Die *cudie = exe_addrcu(s, e, vaddr, &bias);
                 if (cudie)
                         cu_srcline(cudie, vaddr - bias, &file, &line);
                 set_frame(s, &s->frames[0], symname, file, line, 0);
@@ -1587,6 +1627,12 @@ void symbolizer_write_metrics(const Symbolizer *s, FILE *f)
                 "profd_symbolizer_lookups_total{space=\"user\",result=\"no_file\"} %" PRIu64 "\n"
                 "profd_symbolizer_lookups_total{space=\"kernel\",result=\"symbol\"} %" PRIu64 "\n"
                 "profd_symbolizer_lookups_total{space=\"kernel\",result=\"unknown\"} %" PRIu64 "\n"
+                "# HELP profd_symbolizer_dwarf_unused_total Executables whose DWARF was not read because "
+                "libdw would open files it names by itself: a dwz file (.gnu_debugaltlink) not found, split "
+                "DWARF (.dwo).\n"
+                "# TYPE profd_symbolizer_dwarf_unused_total counter\n"
+                "profd_symbolizer_dwarf_unused_total{reason=\"dwz_file_missing\"} %" PRIu64 "\n"
+                "profd_symbolizer_dwarf_unused_total{reason=\"split_dwarf\"} %" PRIu64 "\n"
                 "# HELP profd_symbolizer_cache_entries Resolved addresses cached.\n"
                 "# TYPE profd_symbolizer_cache_entries gauge\n"
                 "profd_symbolizer_cache_entries %zu\n"
@@ -1602,5 +1648,6 @@ void symbolizer_write_metrics(const Symbolizer *s, FILE *f)
                 s->n_exes, s->n_exe_opened, s->n_exe_evicted, s->n_exe_failed, s->n_cache_hits,
                 s->n_user_dwarf, s->n_user_symbolized - s->n_user_dwarf, s->n_user_no_symbol,
                 s->n_user_no_file, s->n_kernel_symbolized, s->n_kernel - s->n_kernel_symbolized,
-                s->cache_entries, s->cache_bytes, s->n_ksyms, s->kallsyms_hidden);
+                s->n_dwarf_unsafe[0], s->n_dwarf_unsafe[1], s->cache_entries, s->cache_bytes, s->n_ksyms,
+                s->kallsyms_hidden);
 }

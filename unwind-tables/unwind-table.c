@@ -263,18 +263,34 @@ static int text_ranges(Elf *elf, TextRanges *t, CfiError *err)
         return 0;
 }
 
-static int open_elf(const char *path, ElfInput *in)
+/* The default way to open a separate debug file: O_NONBLOCK, so that a FIFO put where a debug
+ * file is looked for cannot stall the build; only regular files are read. */
+static int open_debug_file_default(const char *root, const char *path, void *userdata)
 {
+        char p[4096 + 256];
         struct stat st;
+        int fd;
 
-        *in = (ElfInput){.fd = -1};
-        in->fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (in->fd < 0)
+        (void)userdata;
+        if (snprintf(p, sizeof(p), "%s%s", root ?: "", path) >= (int)sizeof(p))
+                return -ENAMETOOLONG;
+        fd = open(p, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        if (fd < 0)
                 return -errno;
-        if (fstat(in->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-                elf_input_close(in);
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+                close(fd);
                 return -ENOENT;
         }
+        return fd;
+}
+
+static int open_elf(const UnwindTableOptions *opts, const char *root, const char *path, ElfInput *in)
+{
+        *in = (ElfInput){.fd = -1};
+        in->fd = opts->open_debug_file ? opts->open_debug_file(root, path, opts->userdata)
+                                       : open_debug_file_default(root, path, NULL);
+        if (in->fd < 0)
+                return in->fd;
         in->elf = elf_begin(in->fd, ELF_C_READ, NULL);
         if (!in->elf || elf_kind(in->elf) != ELF_K_ELF) {
                 elf_input_close(in);
@@ -300,22 +316,23 @@ static bool debuglink_crc_matches(int fd, uint32_t want)
 static int find_debug_file(Elf *elf, const uint8_t *id, size_t id_size, bool id_is_hash,
                            const UnwindTableOptions *opts, ElfInput *ret, char **ret_path)
 {
-        const char *root = opts->debug_root && strcmp(opts->debug_root, "/") != 0 ? opts->debug_root : "";
+        const char *root = opts->debug_root && strcmp(opts->debug_root, "/") != 0 ? opts->debug_root : NULL;
         char path[4096];
         int r;
 
         if (!id_is_hash && id_size >= 2) {
-                int n = snprintf(path, sizeof(path), "%s/usr/lib/debug/.build-id/%02x/", root, id[0]);
+                int n = snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%02x/", id[0]);
                 for (size_t i = 1; i < id_size && n > 0 && (size_t)n < sizeof(path) - 3; i++)
                         n += snprintf(path + n, sizeof(path) - (size_t)n, "%02x", id[i]);
                 if (n > 0 && (size_t)n < sizeof(path) - 7) {
                         strcpy(path + n, ".debug");
-                        r = open_elf(path, ret);
+                        r = open_elf(opts, root, path, ret);
                         if (r >= 0) {
                                 uint8_t did[UNWIND_TABLE_ID_MAX];
                                 if (find_build_id(ret->elf, did) == id_size &&
                                     memcmp(did, id, id_size) == 0) {
-                                        *ret_path = strdup(path);
+                                        if (asprintf(ret_path, "%s%s", root ?: "", path) < 0)
+                                                *ret_path = NULL;
                                         return 1;
                                 }
                                 elf_input_close(ret);
@@ -341,12 +358,12 @@ static int find_debug_file(Elf *elf, const uint8_t *id, size_t id_size, bool id_
         const char *slash = strrchr(opts->file_path, '/');
         const char *dir = slash ? opts->file_path : ".";
         int dir_len = slash ? (int)(slash - opts->file_path) : 1;
-        const char *fmts[] = {"%s%.*s/%.*s", "%s%.*s/.debug/%.*s", "%s/usr/lib/debug%.*s/%.*s"};
+        const char *fmts[] = {"%.*s/%.*s", "%.*s/.debug/%.*s", "/usr/lib/debug%.*s/%.*s"};
         for (size_t i = 0; i < sizeof(fmts) / sizeof(fmts[0]); i++) {
-                int n = snprintf(path, sizeof(path), fmts[i], root, dir_len, dir, (int)name_len, name);
+                int n = snprintf(path, sizeof(path), fmts[i], dir_len, dir, (int)name_len, name);
                 if (n <= 0 || (size_t)n >= sizeof(path))
                         continue;
-                r = open_elf(path, ret);
+                r = open_elf(opts, root, path, ret);
                 if (r < 0)
                         continue;
                 uint8_t did[UNWIND_TABLE_ID_MAX];
@@ -354,7 +371,8 @@ static int find_debug_file(Elf *elf, const uint8_t *id, size_t id_size, bool id_
                 bool ok = !id_is_hash ? dn == id_size && memcmp(did, id, id_size) == 0
                                       : debuglink_crc_matches(ret->fd, crc);
                 if (ok) {
-                        *ret_path = strdup(path);
+                        if (asprintf(ret_path, "%s%s", root ?: "", path) < 0)
+                                *ret_path = NULL;
                         return 1;
                 }
                 elf_input_close(ret);
@@ -587,7 +605,7 @@ int unwind_table_build_path(const char *path, const UnwindTableOptions *opts, Un
 
         if (ret_error)
                 *ret_error = NULL;
-        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
         if (fd < 0) {
                 r = -errno;
                 cfi_fail(&err, r, "cannot open: %s", strerror(-r));

@@ -20,6 +20,12 @@ typedef struct UnwindTableOptions {
         /* Path of the file as seen under debug_root, for .gnu_debuglink lookups next to it; NULL:
          * only the build-id path is tried. */
         const char *file_path;
+        /* Opens path (absolute, as seen from root: NULL for "/") of a candidate debug file and
+         * returns a regular file's descriptor or a negative errno. NULL: open(root + path) with
+         * O_NONBLOCK (a FIFO there cannot stall the build) and a regular-file check; a caller
+         * reading other processes' roots passes one that also keeps symlinks inside root. */
+        int (*open_debug_file)(const char *root, const char *path, void *userdata);
+        void *userdata;
         /* The build fails with -E2BIG rather than produce a larger table; 0: the default. */
         size_t max_table_bytes;
 } UnwindTableOptions;
