@@ -7,7 +7,11 @@
  * a status line back (any status: 503 before sampling is live is an answer).
  *
  * Everything is non-blocking from the one event loop: the connect, the request and the answer are
- * one IO source, and a probe's deadline is the next tick of the probe timer. */
+ * one IO source, and a probe's deadline is the next tick of the probe timer.
+ *
+ * The probe speaks plain HTTP. It counts for liveness only once one probe has been answered: a
+ * listener it cannot talk to at all (one that wants TLS, say) must not get profd restarted in a
+ * loop; that is logged instead. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -61,6 +65,7 @@ struct HttpProbe {
         bool answered; /* status line in; the rest is read until the server closes */
 
         uint64_t unanswered_since; /* start of the first probe that failed since one was answered; 0: none */
+        bool armed;                /* one probe has been answered: failures count */
         bool warned;
         int last_error;
         uint64_t results[_PROBE_RESULT_MAX];
@@ -89,6 +94,7 @@ static void probe_result(HttpProbe *p, ProbeResult result, int error)
 
         p->results[result]++;
         if (result == PROBE_ANSWERED) {
+                p->armed = true;
                 if (p->warned)
                         log_notice("HTTP answers its liveness probe again, after %.0f s",
                                    (double)(now - p->unanswered_since) / USEC_PER_SEC);
@@ -102,9 +108,17 @@ static void probe_result(HttpProbe *p, ProbeResult result, int error)
         log_debug_errno(error, "HTTP liveness probe %s: %m", probe_result_names[result]);
         if (!p->warned && now - p->unanswered_since >= HTTP_PROBE_UNANSWERED_MAX_USEC) {
                 p->warned = true;
-                log_warning_errno(
-                        error, "HTTP has not answered its liveness probe for %.0f s (last probe: %s, %m)",
-                        (double)(now - p->unanswered_since) / USEC_PER_SEC, probe_result_names[result]);
+                if (p->armed)
+                        log_warning_errno(
+                                error,
+                                "HTTP has not answered its liveness probe for %.0f s (last probe: %s, %m)",
+                                (double)(now - p->unanswered_since) / USEC_PER_SEC,
+                                probe_result_names[result]);
+                else
+                        log_warning_errno(error,
+                                          "HTTP has never answered its liveness probe (last probe: %s, %m); "
+                                          "the watchdog does not depend on it until it does",
+                                          probe_result_names[result]);
         }
 }
 
@@ -310,7 +324,7 @@ bool http_probe_is_peer(const HttpProbe *p, const struct sockaddr *sa, socklen_t
 
 bool http_probe_responsive(const HttpProbe *p, char *why, size_t size)
 {
-        if (!p || p->unanswered_since == 0)
+        if (!p || !p->armed || p->unanswered_since == 0)
                 return true;
         uint64_t now = probe_now(p), for_usec = now > p->unanswered_since ? now - p->unanswered_since : 0;
         if (for_usec < HTTP_PROBE_UNANSWERED_MAX_USEC)

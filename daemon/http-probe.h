@@ -30,8 +30,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(HttpProbe *, http_probe_free);
  * per-client connection limit and leaves it out of the request counters). NULL-safe. */
 bool http_probe_is_peer(const HttpProbe *p, const struct sockaddr *sa, socklen_t len);
 
-/* True while HTTP answers; otherwise false with how long it has not answered, in a reason line
- * for logs. */
+/* False, with how long HTTP has not answered in a reason line for logs, once probes have failed for
+ * HTTP_PROBE_UNANSWERED_MAX_USEC; true otherwise, and until a first probe has been answered. */
 bool http_probe_responsive(const HttpProbe *p, char *why, size_t size);
 
 void http_probe_write_metrics(const HttpProbe *p, FILE *f);

@@ -16,6 +16,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -767,6 +768,22 @@ static void request_cancel(Request *req)
         http_kick(s);
 }
 
+/* Before refusing a profile request for want of a slot: a parked request whose client has left
+ * but whose hangup has not been dispatched yet (it came in the same loop iteration as this
+ * request) is no longer busy. */
+static void profiles_reap_gone(HttpServer *s)
+{
+        Request *next;
+        for (Request *req = s->profiles; req; req = next) {
+                next = req->next;
+                if (!req->conn || req->conn->parked != req)
+                        continue;
+                struct pollfd pfd = {.fd = req->conn->fd, .events = POLLRDHUP};
+                if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+                        request_cancel(req);
+        }
+}
+
 static int on_profile_step(sd_event_source *es, void *userdata)
 {
         Request *req = userdata;
@@ -1091,6 +1108,8 @@ static int route_profile(HttpServer *s, Request *req)
                 return queue_error(req, 400, "%s\n", err);
         if (!d->sampler || !sampler_is_live(d->sampler))
                 return queue_error(req, 503, "sampling is not live yet\n");
+        if (s->n_profiles >= d->options.max_concurrent_profiles)
+                profiles_reap_gone(s);
         if (s->n_profiles >= d->options.max_concurrent_profiles) {
                 s->profiles_rejected_busy_total++;
                 return queue_error(
@@ -1599,8 +1618,7 @@ void http_server_write_metrics(const HttpServer *s, FILE *f)
                 s->render_step_seconds_max, s->cuts_retried_total);
         fprintf(f,
                 "# HELP profd_http_profiles_cancelled_total Profile requests whose client went away before "
-                "the "
-                "answer; their slot was freed and their work stopped at once.\n"
+                "the answer; their slot was freed and their work stopped at once.\n"
                 "# TYPE profd_http_profiles_cancelled_total counter\n"
                 "profd_http_profiles_cancelled_total %" PRIu64 "\n"
                 "# HELP profd_http_connections Open HTTP connections.\n"

@@ -269,6 +269,16 @@ def oversized(d):
 
 def crowd(d):
     per_client = 16
+    # Meanwhile a profile window longer than both the request timeout and libmicrohttpd's own
+    # (15 s): a parked request is subject to neither.
+    long_window = {}
+
+    def long_profile():
+        t = time.monotonic()
+        long_window["status"] = d.get("/debug/pprof/profile?seconds=16", timeout=60)[0]
+        long_window["took"] = time.monotonic() - t
+    waiter = threading.Thread(target=long_profile)
+    waiter.start()
     # Not 127.0.0.1: the test's own requests (and the daemon's probe) come from there.
     srcs = ["127.0.0.%d" % i for i in range(2, 6)]
     groups = [{"src": s, "n": 20, "mode": mode} for s in srcs for mode in ("idle", "half")]
@@ -318,6 +328,9 @@ def crowd(d):
         check(status == 200, "/healthz from %s after the crowd: %s in %.3f s %s" % (s, status, took, err or ""))
     st, _, _ = d.get("/debug/pprof/profile?seconds=1", timeout=30)
     check(st == 200, "a profile request after the crowd: %d" % st)
+    waiter.join()
+    check(long_window.get("status") == 200 and long_window["took"] >= 16,
+          "a 16 s profile window outlives both timeouts: %r" % long_window)
 
 
 # ---- (c) waiting profile requests whose clients leave ---------------------------------------
@@ -332,14 +345,12 @@ def abandoned_profiles(d):
         check(st == 503, "a 9th profile request gets 503 while they wait (got %d)" % st)
         before = metrics(d).get("profd_http_profiles_cancelled_total", 0)
         h(op="close")
-        t0 = time.monotonic()
-    t_free = wait_until("slots free", lambda: metrics(d).get("profd_http_profiles_in_flight") == 0, 5)
-    freed = time.monotonic() - t0
-    check(t_free, "the 8 slots are free %.3f s after their clients left" % freed)
-    t1 = time.monotonic()
-    st, _, body = d.get("/debug/pprof/profile?seconds=1", timeout=30)
-    took = time.monotonic() - t1
-    check(st == 200 and took < 5, "a new profile request right afterwards gets 200 (got %d in %.2f s)" % (st, took))
+        # At once: no waiting for the daemon to notice.
+        t1 = time.monotonic()
+        st, _, body = d.get("/debug/pprof/profile?seconds=1", timeout=30)
+        took = time.monotonic() - t1
+    check(st == 200 and took < 5, "a new profile request right after they left gets 200 (got %d in %.2f s: %r)"
+          % (st, took, body[:100]))
     m = metrics(d)
     check(m.get("profd_http_profiles_cancelled_total", 0) - before == 8,
           "/metrics counts the 8 cancelled requests (%r)" % m.get("profd_http_profiles_cancelled_total"))
