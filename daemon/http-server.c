@@ -10,11 +10,14 @@
  * resumed and the handler queues the response. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +28,7 @@
 
 #include "daemon.h"
 #include "http-auth.h"
+#include "http-probe.h"
 #include "http-server.h"
 #include "http-tls.h"
 #include "log.h"
@@ -33,15 +37,33 @@
 #include "flamegraph.h"
 #include "folded.h"
 #include "proc-tracker.h"
+#include "sockaddr-util.h"
 
-/* Each connection costs a little memory; scrapers use one or two. Waiting profile requests hold
- * a connection each, so the limit grows with --max-concurrent-profiles to leave room for the
- * 503s, /metrics and /healthz. */
-#define HTTP_CONNECTION_LIMIT 64
+/* Each connection costs a file descriptor and up to 32 KiB (libmicrohttpd's default
+ * MHD_OPTION_CONNECTION_MEMORY_LIMIT); scrapers use one or two. Waiting profile requests hold a
+ * connection each, so the limit (--http-max-connections) is at least --max-concurrent-profiles +
+ * this, leaving room for the 503s, /metrics and /healthz. At the limit libmicrohttpd stops
+ * accepting: new clients wait in the listen queue until a connection ends. One client address
+ * may hold --http-max-connections-per-client of them, so that it takes a crowd of addresses, not
+ * one port scanner or broken scraper, to fill the rest. */
 #define HTTP_CONNECTIONS_BESIDES_PROFILES 32
-/* Idle keep-alive connections and slow clients are closed after this; suspended (waiting) profile
- * connections are not subject to it. */
-#define HTTP_CONNECTION_TIMEOUT_S 60
+/* A client must deliver a whole request within this, counted from connecting or from the end of
+ * its previous response on a kept-alive connection: idle connections, half-sent requests and
+ * requests trickled a byte at a time all end here (closed without an answer, counted). It keeps
+ * a crowd of such clients from holding the connection limit for long. */
+#define HTTP_REQUEST_TIMEOUT_USEC (10 * USEC_PER_SEC)
+#define HTTP_REQUEST_TIMER_ACCURACY_USEC (100 * 1000)
+/* libmicrohttpd's own timeout: a connection that makes no progress for this long is closed. It
+ * matters while a response is sent (a client that stops reading); it is longer than the request
+ * timeout so that a connection awaiting a request always ends by the request timeout. Waiting
+ * profile requests are exempt from both: libmicrohttpd takes a suspended connection off its
+ * timeout lists and restarts its clock on resume, and the request timeout stops once the request
+ * is in, so a window of any length is safe. */
+#define HTTP_SEND_TIMEOUT_S 15
+/* Request targets longer than this, or with more query parameters, are answered 414 and 400
+ * (see on_uri()). Far above what the endpoints take: 16 values each of pid=, comm= and unit=. */
+#define HTTP_MAX_TARGET_BYTES 8192
+#define HTTP_MAX_QUERY_PARAMS 64
 /* How precisely the end of a window is timed. The window itself is exact either way: it is the
  * span between two cuts whatever the timer's slack. */
 #define WINDOW_TIMER_ACCURACY_USEC 1000
@@ -62,18 +84,26 @@ typedef enum RequestState {
         REQUEST_RENDER,  /* building the body */
         REQUEST_RESPOND, /* result ready, connection resumed */
         REQUEST_DONE,    /* response queued */
+        /* The client went away while waiting; the connection is being closed. */
+        REQUEST_CANCELLED,
 } RequestState;
+
+typedef struct Conn Conn;
 
 typedef struct Route Route;
 
 typedef struct Request {
         HttpServer *server;
         struct MHD_Connection *connection;
+        Conn *conn;
         const Route *route;
         RequestState state;
+        bool started; /* the access handler has seen it */
         bool suspended;
         bool counted_in_flight;
         struct Request *prev, *next; /* server->profiles */
+        unsigned too_large;          /* 414 or 400, decided by on_uri() */
+        size_t target_bytes, n_params;
 
         ProfileQuery query;
         uint64_t t0, t1;
@@ -96,8 +126,11 @@ typedef struct Request {
 } Request;
 
 /* Request counters by endpoint and status, bounded: unknown paths share one endpoint. */
-static const unsigned counted_statuses[] = {200, 400, 401, 403, 404, 405, 500, 503};
+static const unsigned counted_statuses[] = {200, 400, 401, 403, 404, 405, 414, 500, 503};
 #define N_STATUSES (ELEMENTSOF(counted_statuses) + 1) /* + "other" */
+
+enum { TOO_LARGE_TARGET, TOO_LARGE_PARAMETERS, _TOO_LARGE_MAX };
+static const char *const too_large_reasons[_TOO_LARGE_MAX] = {"target_bytes", "parameters"};
 
 struct HttpServer {
         Daemon *daemon;
@@ -105,6 +138,18 @@ struct HttpServer {
         sd_event_source *io, *timer, *kick;
         bool socket_activated;
         char address[128];
+        int listen_fd; /* MHD's */
+
+        Conn *conns; /* every accepted connection */
+        unsigned n_conns, connection_limit, per_client_limit;
+        uint64_t conns_closed_total;
+        Conn *awaiting_head, *awaiting_tail; /* connections awaiting a request, by deadline */
+        sd_event_source *request_timer;
+        HttpProbe *probe;
+        uint64_t refused_per_client_total;
+        uint64_t request_timeouts_total, send_timeouts_total;
+        uint64_t too_large_total[_TOO_LARGE_MAX];
+        uint64_t profiles_cancelled_total;
 
         Request *profiles; /* every request holding a profile slot */
         unsigned n_profiles;
@@ -269,10 +314,270 @@ static const Route *route_find(const char *url)
         return NULL;
 }
 
+/* ---- connections ------------------------------------------------------------------------------- */
+
+/* One accepted connection (MHD's socket context), from MHD_CONNECTION_NOTIFY_STARTED to _CLOSED. */
+struct Conn {
+        /* First: http-tls.c reaches it through MHD's socket context (see http-tls.h). */
+        void *tls;                 /* TLS: the credentials this connection was given */
+        HttpServer *server;
+        struct MHD_Connection *connection;
+        int fd;                    /* MHD's: never closed here */
+        uint8_t client[16];        /* sockaddr_ip_key() */
+        bool has_client;           /* false for AF_UNIX clients, which have no address */
+        bool probe;                /* the liveness probe's connection */
+        uint64_t request_deadline; /* CLOCK_MONOTONIC usec; 0 while no request is awaited */
+        Request *parked;           /* its suspended profile request */
+        sd_event_source *watch;    /* the client's end, while awaiting a request or parked */
+        Conn *prev, *next;         /* server->conns */
+        Conn *await_prev, *await_next;
+};
+_Static_assert(offsetof(Conn, tls) == 0, "http-tls.c finds a connection's credentials first in Conn");
+
+static void request_cancel(Request *req);
+
+static uint64_t server_now(const HttpServer *s)
+{
+        uint64_t now = 0;
+        (void)sd_event_now(s->daemon->event, CLOCK_MONOTONIC, &now);
+        return now;
+}
+
+static void request_timer_arm(HttpServer *s)
+{
+        int r = 0;
+        if (!s->awaiting_head)
+                r = sd_event_source_set_enabled(s->request_timer, SD_EVENT_OFF);
+        else {
+                r = sd_event_source_set_time(s->request_timer, s->awaiting_head->request_deadline);
+                if (r >= 0)
+                        r = sd_event_source_set_enabled(s->request_timer, SD_EVENT_ONESHOT);
+        }
+        if (r < 0)
+                log_warning_errno_ratelimited(r, "Cannot arm the HTTP request timeout timer: %m");
+}
+
+static void conn_update_watch(Conn *c)
+{
+        if (c->watch)
+                (void)sd_event_source_set_enabled(c->watch, c->request_deadline || c->parked ? SD_EVENT_ON
+                                                                                             : SD_EVENT_OFF);
+}
+
+/* The request is in (answered or parked): the request timeout no longer applies. The timer is
+ * re-armed lazily, when it fires. */
+static void conn_stop_awaiting(Conn *c)
+{
+        HttpServer *s;
+        if (!c || c->request_deadline == 0)
+                return;
+        s = c->server;
+        if (c->await_prev)
+                c->await_prev->await_next = c->await_next;
+        else
+                s->awaiting_head = c->await_next;
+        if (c->await_next)
+                c->await_next->await_prev = c->await_prev;
+        else
+                s->awaiting_tail = c->await_prev;
+        c->await_prev = c->await_next = NULL;
+        c->request_deadline = 0;
+        conn_update_watch(c);
+}
+
+/* A new connection, or one kept alive after a response: the next request must be complete within
+ * HTTP_REQUEST_TIMEOUT_USEC. Deadlines are now + a constant, so appending keeps the list sorted. */
+static void conn_await_request(Conn *c)
+{
+        HttpServer *s = c->server;
+        conn_stop_awaiting(c);
+        c->request_deadline = server_now(s) + HTTP_REQUEST_TIMEOUT_USEC;
+        c->await_prev = s->awaiting_tail;
+        if (s->awaiting_tail)
+                s->awaiting_tail->await_next = c;
+        else
+                s->awaiting_head = c;
+        s->awaiting_tail = c;
+        if (s->awaiting_head == c)
+                request_timer_arm(s);
+        conn_update_watch(c);
+}
+
+/* A profile request waits with its connection suspended (parked), out of MHD's sight. */
+static void conn_park(Conn *c, Request *req)
+{
+        if (!c)
+                return;
+        conn_stop_awaiting(c);
+        c->parked = req;
+        conn_update_watch(c);
+}
+
+static void conn_unpark(Conn *c)
+{
+        if (!c)
+                return;
+        c->parked = NULL;
+        conn_update_watch(c);
+}
+
+/* EPOLLRDHUP on the client's socket: it closed, or shut down its side (which libmicrohttpd treats
+ * the same). Watched by the daemon because libmicrohttpd may not see it:
+ * - a parked connection is out of MHD's epoll set, so its client leaving would be noticed only
+ *   when the window ends and the profile is built: the slot would stay taken, the work be done for
+ *   nobody;
+ * - MHD 0.9.75 takes a short read as "drained" and waits for the next edge of its edge-triggered
+ *   epoll, but when the end of the stream came in together with a partial request there is no
+ *   next edge: the connection would wait for its timeout.
+ * Lower priority than MHD's own events, so that MHD reads whatever is complete first. */
+static int on_conn_hangup(sd_event_source *es, int fd, uint32_t revents, void *userdata)
+{
+        Conn *c = userdata;
+
+        if (c->parked)
+                request_cancel(c->parked);
+        else if (c->request_deadline) {
+                conn_stop_awaiting(c);
+                /* As for the request timeout: MHD sees the end on its next run and closes. */
+                (void)shutdown(c->fd, SHUT_RDWR);
+        }
+        conn_update_watch(c);
+        return 0;
+}
+
+static int on_request_timeout(sd_event_source *es, uint64_t usec, void *userdata)
+{
+        HttpServer *s = userdata;
+        uint64_t now = server_now(s);
+
+        while (s->awaiting_head && s->awaiting_head->request_deadline <= now) {
+                Conn *c = s->awaiting_head;
+                conn_stop_awaiting(c);
+                s->request_timeouts_total++;
+                /* The fd stays MHD's: shutdown() ends the connection without closing it, MHD sees the
+                 * hangup on its next run and closes it as if the client had gone. */
+                if (shutdown(c->fd, SHUT_RDWR) < 0)
+                        log_debug_errno(-errno, "Cannot shut down a timed-out HTTP connection: %m");
+        }
+        request_timer_arm(s);
+        return 0;
+}
+
+/* How many connections the client at key holds. A scan: at most --http-max-connections. */
+static unsigned conns_of_client(const HttpServer *s, const uint8_t key[16])
+{
+        unsigned n = 0;
+        for (const Conn *c = s->conns; c; c = c->next)
+                if (c->has_client && !c->probe && memcmp(c->client, key, 16) == 0)
+                        n++;
+        return n;
+}
+
+/* MHD_OPTION_ACCEPT_POLICY_CALLBACK: the per-client limit. Done here rather than with
+ * MHD_OPTION_PER_IP_CONNECTION_LIMIT so that refusals are counted, and so that the liveness probe,
+ * which comes from a loopback address any local client can also use, is never refused by it. */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+        HttpServer *s = cls;
+        uint8_t key[16];
+        uint16_t port;
+
+        if (s->per_client_limit == 0 || !sockaddr_ip_key(addr, addrlen, key, &port) ||
+            http_probe_is_peer(s->probe, addr, addrlen))
+                return MHD_YES;
+        if (conns_of_client(s, key) < s->per_client_limit)
+                return MHD_YES;
+        s->refused_per_client_total++;
+        log_full_errno_ratelimited(LOG_RATELIMIT_INTERVAL_NS, LOG_RATELIMIT_BURST, LOG_DEBUG, 0,
+                                   "Refusing an HTTP connection: the client holds %u already "
+                                   "(--http-max-connections-per-client)",
+                                   s->per_client_limit);
+        return MHD_NO;
+}
+
+/* MHD_OPTION_NOTIFY_CONNECTION. */
+static void on_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+        HttpServer *s = cls;
+        Conn *c = *socket_context;
+
+        if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+                const union MHD_ConnectionInfo *fd_info =
+                        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+                const union MHD_ConnectionInfo *addr_info =
+                        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+                uint16_t port;
+
+                c = calloc(1, sizeof(Conn));
+                if (!c) {
+                        /* Not tracked, so no request timeout: end it now rather than risk a
+                         * connection nothing times out. */
+                        if (fd_info)
+                                (void)shutdown(fd_info->connect_fd, SHUT_RDWR);
+                        return;
+                }
+                c->server = s;
+                c->connection = connection;
+                c->fd = fd_info ? fd_info->connect_fd : -1;
+                if (addr_info && addr_info->client_addr) {
+                        socklen_t len = addr_info->client_addr->sa_family == AF_INET6
+                                                ? sizeof(struct sockaddr_in6)
+                                                : sizeof(struct sockaddr_in);
+                        c->has_client = sockaddr_ip_key(addr_info->client_addr, len, c->client, &port);
+                        c->probe = http_probe_is_peer(s->probe, addr_info->client_addr, len);
+                }
+                if (c->fd >= 0) {
+                        int r = sd_event_add_io(s->daemon->event, &c->watch, c->fd, EPOLLRDHUP,
+                                                on_conn_hangup, c);
+                        if (r >= 0)
+                                r = sd_event_source_set_priority(c->watch, SD_EVENT_PRIORITY_NORMAL + 1);
+                        if (r < 0) {
+                                log_warning_errno_ratelimited(
+                                        r, "Cannot watch an HTTP client's connection: %m");
+                                c->watch = sd_event_source_disable_unref(c->watch);
+                        } else
+                                (void)sd_event_source_set_description(c->watch, "http-client");
+                }
+                c->next = s->conns;
+                if (s->conns)
+                        s->conns->prev = c;
+                s->conns = c;
+                s->n_conns++;
+                *socket_context = c;
+                /* TLS: the current credentials, kept until the connection closes. */
+                http_tls_connection_notify(s->daemon->tls, connection, &c->tls, code);
+                conn_await_request(c);
+                return;
+        }
+
+        /* MHD_CONNECTION_NOTIFY_CLOSED */
+        s->conns_closed_total++;
+        if (!c)
+                return;
+        conn_stop_awaiting(c);
+        /* Before MHD closes the fd. */
+        c->watch = sd_event_source_disable_unref(c->watch);
+        if (c->parked)
+                c->parked->conn = NULL;
+        if (c->prev)
+                c->prev->next = c->next;
+        else
+                s->conns = c->next;
+        if (c->next)
+                c->next->prev = c->prev;
+        s->n_conns--;
+        http_tls_connection_notify(s->daemon->tls, connection, &c->tls, code);
+        free(c);
+        *socket_context = NULL;
+}
+
 /* ---- responses --------------------------------------------------------------------------------- */
 
-static void count_request(HttpServer *s, const Route *route, unsigned status)
+static void count_request(HttpServer *s, const Route *route, unsigned status, const Conn *conn)
 {
+        if (conn && conn->probe)
+                return; /* the liveness probe's /healthz is counted on its own */
         size_t r = route ? (size_t)(route - routes) : ROUTE_UNKNOWN;
         size_t i = 0;
         while (i < ELEMENTSOF(counted_statuses) && counted_statuses[i] != status)
@@ -301,7 +606,8 @@ static enum MHD_Result queue(Request *req, unsigned status, void *body, size_t s
         MHD_add_response_header(resp, "Cache-Control", "no-store");
         enum MHD_Result r = MHD_queue_response(req->connection, status, resp);
         MHD_destroy_response(resp);
-        count_request(req->server, req->route, status);
+        count_request(req->server, req->route, status, req->conn);
+        conn_stop_awaiting(req->conn); /* the rest is sending, under MHD's own timeout */
         req->state = REQUEST_DONE;
         return r;
 }
@@ -345,19 +651,38 @@ static void request_set_error(Request *req, unsigned status, const char *fmt, ..
 /* ---- the MHD event sources ------------------------------------------------------------------- */
 
 /* Always 0: an sd-event callback returning an error gets its source disabled, which here would
- * silently stop serving HTTP. */
+ * silently stop serving HTTP.
+ *
+ * At its connection limit libmicrohttpd takes the listening socket out of its epoll set, and puts
+ * it back only at the start of a run (MHD_epoll()), while the connections a run closes are freed
+ * at its very end (MHD_cleanup_connections()). When a run closes the last connections (they time
+ * out together, or their clients all leave), nothing is left in the epoll set to wake it and no
+ * timeout left for MHD_get_timeout(): without another run the listener would never be watched
+ * again. So whenever a run closed connections, run again at once. */
+#define HTTP_RUNS_MAX 8
+/* MHD's timer: its timeouts (and "run again soon") are kept to the millisecond. */
+#define HTTP_TIMER_ACCURACY_USEC 1000
 static int http_dispatch(HttpServer *s)
 {
-        if (MHD_run(s->mhd) == MHD_NO)
-                log_full_errno_ratelimited(LOG_RATELIMIT_INTERVAL_NS, LOG_RATELIMIT_BURST, LOG_WARNING, 0,
-                                           "libmicrohttpd: MHD_run failed");
+        for (unsigned i = 0; i < HTTP_RUNS_MAX; i++) {
+                uint64_t closed = s->conns_closed_total;
+                if (MHD_run(s->mhd) == MHD_NO)
+                        log_full_errno_ratelimited(LOG_RATELIMIT_INTERVAL_NS, LOG_RATELIMIT_BURST,
+                                                   LOG_WARNING, 0, "libmicrohttpd: MHD_run failed");
+                if (s->conns_closed_total == closed)
+                        break;
+        }
 
+        /* Re-armed after every run. 0 means work is pending already (data read but not processed):
+         * run again almost at once, but not in a tight loop should MHD keep saying 0. */
         MHD_UNSIGNED_LONG_LONG timeout_ms;
         int r;
         if (MHD_get_timeout(s->mhd, &timeout_ms) == MHD_NO)
                 r = sd_event_source_set_enabled(s->timer, SD_EVENT_OFF);
         else {
-                r = sd_event_source_set_time_relative(s->timer, (uint64_t)timeout_ms * 1000);
+                uint64_t usec = (uint64_t)timeout_ms * 1000;
+                r = sd_event_source_set_time_relative(
+                        s->timer, usec > HTTP_TIMER_ACCURACY_USEC ? usec : HTTP_TIMER_ACCURACY_USEC);
                 if (r >= 0)
                         r = sd_event_source_set_enabled(s->timer, SD_EVENT_ONESHOT);
         }
@@ -427,11 +752,49 @@ static void profile_finish(Request *req)
         if (req->status != 200)
                 req->server->profiles_failed_total++;
         req->state = REQUEST_RESPOND;
+        conn_unpark(req->conn);
         if (req->suspended) {
                 MHD_resume_connection(req->connection);
                 req->suspended = false;
         }
         http_kick(req->server);
+}
+
+/* The client of a parked profile request went away (on_conn_hangup()): free its slot and stop its
+ * work now, not when its window ends. */
+static void request_cancel(Request *req)
+{
+        HttpServer *s = req->server;
+
+        s->profiles_cancelled_total++;
+        log_debug("Profile request cancelled while %s: the client went away",
+                  req->state == REQUEST_RENDER ? "building" : "waiting");
+        profile_stop_work(req);
+        profile_release_slot(req);
+        req->state = REQUEST_CANCELLED;
+        conn_unpark(req->conn);
+        /* MHD reads the end of the stream, closes the connection and frees req (on_completed). */
+        if (req->suspended) {
+                MHD_resume_connection(req->connection);
+                req->suspended = false;
+        }
+        http_kick(s);
+}
+
+/* Before refusing a profile request for want of a slot: a parked request whose client has left
+ * but whose hangup has not been dispatched yet (it came in the same loop iteration as this
+ * request) is no longer busy. */
+static void profiles_reap_gone(HttpServer *s)
+{
+        Request *next;
+        for (Request *req = s->profiles; req; req = next) {
+                next = req->next;
+                if (!req->conn || req->conn->parked != req)
+                        continue;
+                struct pollfd pfd = {.fd = req->conn->fd, .events = POLLRDHUP};
+                if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+                        request_cancel(req);
+        }
 }
 
 static int on_profile_step(sd_event_source *es, void *userdata)
@@ -758,6 +1121,8 @@ static int route_profile(HttpServer *s, Request *req)
                 return queue_error(req, 400, "%s\n", err);
         if (!d->sampler || !sampler_is_live(d->sampler))
                 return queue_error(req, 503, "sampling is not live yet\n");
+        if (s->n_profiles >= d->options.max_concurrent_profiles)
+                profiles_reap_gone(s);
         if (s->n_profiles >= d->options.max_concurrent_profiles) {
                 s->profiles_rejected_busy_total++;
                 return queue_error(
@@ -777,6 +1142,7 @@ static int route_profile(HttpServer *s, Request *req)
          * answered through profile_finish(), which resumes. */
         req->suspended = true;
         MHD_suspend_connection(req->connection);
+        conn_park(req->conn, req); /* watches for the client leaving meanwhile */
         req->state = REQUEST_START;
         profile_cut(req);
         return MHD_YES;
@@ -860,6 +1226,47 @@ static int route_index(HttpServer *s, Request *req)
 
 /* ---- MHD callbacks ------------------------------------------------------------------------------- */
 
+/* MHD_OPTION_URI_LOG_CALLBACK: the request line is in, its parameters not yet parsed. Every
+ * request starts here.
+ *
+ * libmicrohttpd 0.9.75 never answers a request whose query parameters do not fit in the
+ * connection's memory pool (MHD_OPTION_CONNECTION_MEMORY_LIMIT, 32 KiB: about 450 short
+ * parameters): it queues a 431, then overwrites its own state and waits for headers the client
+ * has already sent, until the connection times out. This callback runs before the parameters are
+ * parsed, on MHD's own writable copy of the request target, and its result is what the access
+ * handler gets as *con_cls. A target that is too long or has too many parameters is cut right
+ * after its '?' there, so MHD parses no parameter, and the access handler answers 414 or 400. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *connection)
+{
+        HttpServer *s = cls;
+        Request *req = calloc(1, sizeof(Request));
+        if (!req)
+                return NULL; /* the access handler closes the connection */
+        req->server = s;
+        req->connection = connection;
+        const union MHD_ConnectionInfo *ci =
+                MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        req->conn = ci ? ci->socket_context : NULL;
+
+        char *q = strchr(uri, '?');
+        req->target_bytes = strlen(uri);
+        if (q && q[1]) {
+                req->n_params = 1;
+                for (const char *p = q + 1; *p; p++)
+                        req->n_params += *p == '&';
+        }
+        if (req->target_bytes > HTTP_MAX_TARGET_BYTES) {
+                req->too_large = MHD_HTTP_URI_TOO_LONG;
+                s->too_large_total[TOO_LARGE_TARGET]++;
+        } else if (req->n_params > HTTP_MAX_QUERY_PARAMS) {
+                req->too_large = MHD_HTTP_BAD_REQUEST;
+                s->too_large_total[TOO_LARGE_PARAMETERS]++;
+        }
+        if (req->too_large && q)
+                q[1] = 0;
+        return req;
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, const char *url,
                                  const char *method, const char *version, const char *upload_data,
                                  size_t *upload_data_size, void **con_cls)
@@ -867,14 +1274,11 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
         HttpServer *s = cls;
         Request *req = *con_cls;
 
-        if (!req) {
-                req = calloc(1, sizeof(Request));
-                if (!req)
-                        return MHD_NO;
-                req->server = s;
-                req->connection = connection;
+        if (!req)
+                return MHD_NO; /* out of memory in on_uri() */
+        if (!req->started) {
+                req->started = true;
                 req->route = route_find(url);
-                *con_cls = req;
                 return MHD_YES; /* called again once the headers (and any body) are in */
         }
         if (*upload_data_size > 0) {
@@ -885,6 +1289,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
         switch (req->state) {
         case REQUEST_NEW:
                 break;
+        case REQUEST_CANCELLED:
+                return MHD_NO; /* the client is gone: close */
         case REQUEST_RESPOND:
                 if (!req->body && req->status == 0)
                         request_set_error(req, 500, "internal error\n");
@@ -895,6 +1301,14 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
                 return MHD_YES; /* spurious call while suspended work is in progress */
         }
 
+        if (req->too_large == MHD_HTTP_URI_TOO_LONG)
+                return queue_error(req, MHD_HTTP_URI_TOO_LONG,
+                                   "request target of %zu bytes is too long: at most %u\n",
+                                   req->target_bytes, HTTP_MAX_TARGET_BYTES);
+        if (req->too_large)
+                return queue_error(req, MHD_HTTP_BAD_REQUEST,
+                                   "too many query parameters (%zu): at most %u\n", req->n_params,
+                                   HTTP_MAX_QUERY_PARAMS);
         /* Before anything else looks at the request. /healthz stays open for liveness checks
          * (it tells nothing but whether sampling runs). */
         if (!req->route || req->route->handler != route_healthz) {
@@ -915,9 +1329,22 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
 static void on_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
+        HttpServer *s = cls;
         Request *req = *con_cls;
+        const union MHD_ConnectionInfo *ci =
+                MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        Conn *conn = ci ? ci->socket_context : NULL;
+
+        if (toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED)
+                s->send_timeouts_total++;
+        else if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && conn)
+                /* Kept alive (or about to close, which ends this anyway): the next request has the
+                 * request timeout again. */
+                conn_await_request(conn);
         if (!req)
                 return;
+        if (req->conn && req->conn->parked == req)
+                conn_unpark(req->conn);
         if (req->state != REQUEST_DONE && req->route)
                 /* The client went away or the server is stopping before an answer was queued. */
                 log_debug("request for %s ended before it was answered (%d)", req->route->path, (int)toe);
@@ -926,14 +1353,6 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
         free(req->body);
         free(req);
         *con_cls = NULL;
-}
-
-/* TLS: each new connection gets the current credentials and keeps them until it closes. */
-static void on_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
-                          enum MHD_ConnectionNotificationCode code)
-{
-        HttpServer *s = cls;
-        http_tls_connection_notify(s->daemon->tls, connection, socket_context, code);
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -1048,18 +1467,21 @@ int http_server_new(Daemon *d, HttpServer **ret)
                         return log_error_errno(r, "Cannot listen on %s: %m", d->options.http_address);
         }
 
-        unsigned connection_limit = d->options.max_concurrent_profiles + HTTP_CONNECTIONS_BESIDES_PROFILES;
-        if (connection_limit < HTTP_CONNECTION_LIMIT)
-                connection_limit = HTTP_CONNECTION_LIMIT;
-        unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+        s->connection_limit = d->options.http_max_connections;
+        if (s->connection_limit < d->options.max_concurrent_profiles + HTTP_CONNECTIONS_BESIDES_PROFILES)
+                s->connection_limit = d->options.max_concurrent_profiles + HTTP_CONNECTIONS_BESIDES_PROFILES;
+        s->per_client_limit = d->options.http_max_connections_per_client;
+        s->listen_fd = fd;
         s->mhd = MHD_start_daemon(
-                flags | http_tls_mhd_flags(d->tls), 0, NULL, NULL, on_access, s, MHD_OPTION_EXTERNAL_LOGGER,
-                on_mhd_log, s, /* first, or MHD says so on stderr */
-                /* TLS (http-tls.c): its options, and each new connection's credentials. */
-                MHD_OPTION_ARRAY, http_tls_mhd_options(d->tls), MHD_OPTION_NOTIFY_CONNECTION, on_connection,
-                s, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                MHD_OPTION_CONNECTION_LIMIT, connection_limit, MHD_OPTION_CONNECTION_TIMEOUT,
-                (unsigned)HTTP_CONNECTION_TIMEOUT_S, MHD_OPTION_END);
+                MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | http_tls_mhd_flags(d->tls), 0,
+                on_accept, s, on_access, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
+                s, /* first, or MHD says so on stderr */
+                /* TLS (http-tls.c): its options; each new connection's credentials come from
+                 * on_connection. */
+                MHD_OPTION_ARRAY, http_tls_mhd_options(d->tls), MHD_OPTION_LISTEN_SOCKET, fd,
+                MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_CONNECTION_LIMIT, s->connection_limit,
+                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_SEND_TIMEOUT_S, MHD_OPTION_END);
         if (!s->mhd)
                 return log_error_errno(-EIO, "Cannot start the HTTP server (libmicrohttpd) on %s",
                                        s->address);
@@ -1072,9 +1494,20 @@ int http_server_new(Daemon *d, HttpServer **ret)
         r = sd_event_add_io(d->event, &s->io, info->epoll_fd, EPOLLIN, on_mhd_io, s);
         if (r < 0)
                 return log_error_errno(r, "Cannot watch the HTTP server's epoll fd: %m");
-        r = sd_event_add_time(d->event, &s->timer, CLOCK_MONOTONIC, UINT64_MAX, 0, on_mhd_timer, s);
+        r = sd_event_add_time(d->event, &s->timer, CLOCK_MONOTONIC, UINT64_MAX, HTTP_TIMER_ACCURACY_USEC,
+                              on_mhd_timer, s);
         if (r < 0)
                 return log_error_errno(r, "Cannot add the HTTP timer: %m");
+        r = sd_event_add_time(d->event, &s->request_timer, CLOCK_MONOTONIC, UINT64_MAX,
+                              HTTP_REQUEST_TIMER_ACCURACY_USEC, on_request_timeout, s);
+        if (r < 0)
+                return log_error_errno(r, "Cannot add the HTTP request timeout timer: %m");
+        (void)sd_event_source_set_enabled(s->request_timer, SD_EVENT_OFF);
+        (void)sd_event_source_set_description(s->request_timer, "http-request-timeout");
+        r = http_probe_new(d->event, s->listen_fd, &s->probe);
+        if (r < 0)
+                log_warning_errno(r, "Cannot probe the HTTP listener on %s, its liveness is not checked: %m",
+                                  s->address);
         r = sd_event_add_defer(d->event, &s->kick, on_mhd_kick, s);
         if (r < 0)
                 return log_error_errno(r, "Cannot add the HTTP dispatch source: %m");
@@ -1102,8 +1535,10 @@ HttpServer *http_server_free(HttpServer *s)
                 /* A few non-blocking rounds so the resumed handlers queue their 503 and it is sent. */
                 for (int i = 0; i < 4; i++)
                         (void)MHD_run(s->mhd);
-                MHD_stop_daemon(s->mhd);
+                MHD_stop_daemon(s->mhd); /* frees every Conn (MHD_CONNECTION_NOTIFY_CLOSED) */
         }
+        http_probe_free(s->probe);
+        sd_event_source_disable_unref(s->request_timer);
         sd_event_source_disable_unref(s->io);
         sd_event_source_disable_unref(s->timer);
         sd_event_source_disable_unref(s->kick);
@@ -1125,6 +1560,26 @@ const char *http_server_address(const HttpServer *s)
 unsigned http_server_profiles_in_flight(const HttpServer *s)
 {
         return s->n_profiles;
+}
+
+bool http_server_responsive(const HttpServer *s, char *why, size_t size)
+{
+        return !s || http_probe_responsive(s->probe, why, size);
+}
+
+/* How many connections wait in the listen queue to be accepted (TCP only). */
+static int listen_queue_length(int fd, unsigned *ret)
+{
+        struct tcp_info ti = {};
+        socklen_t len = sizeof(ti);
+        int type = 0;
+        socklen_t tl = sizeof(type);
+        if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &type, &tl) < 0 || type != IPPROTO_TCP)
+                return -EOPNOTSUPP;
+        if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0)
+                return -errno;
+        *ret = ti.tcpi_unacked; /* for a listening socket: the accept queue's length */
+        return 0;
 }
 
 void http_server_write_metrics(const HttpServer *s, FILE *f)
@@ -1187,4 +1642,50 @@ void http_server_write_metrics(const HttpServer *s, FILE *f)
                 s->profiles_failed_total, s->profile_samples_total, s->render_seconds_sum,
                 s->profiles_served_total, s->render_seconds_max, s->render_steps_total,
                 s->render_step_seconds_max, s->cuts_retried_total);
+        fprintf(f,
+                "# HELP profd_http_profiles_cancelled_total Profile requests whose client went away before "
+                "the answer; their slot was freed and their work stopped at once.\n"
+                "# TYPE profd_http_profiles_cancelled_total counter\n"
+                "profd_http_profiles_cancelled_total %" PRIu64 "\n"
+                "# HELP profd_http_connections Open HTTP connections.\n"
+                "# TYPE profd_http_connections gauge\n"
+                "profd_http_connections %u\n"
+                "# HELP profd_http_connections_max Connections served at once (--http-max-connections); "
+                "more wait in the listen queue.\n"
+                "# TYPE profd_http_connections_max gauge\n"
+                "profd_http_connections_max %u\n"
+                "# HELP profd_http_connections_per_client_max Connections one client address may hold "
+                "(--http-max-connections-per-client; 0: no limit).\n"
+                "# TYPE profd_http_connections_per_client_max gauge\n"
+                "profd_http_connections_per_client_max %u\n"
+                "# HELP profd_http_connections_refused_total Connections closed as soon as accepted, by "
+                "reason.\n"
+                "# TYPE profd_http_connections_refused_total counter\n"
+                "profd_http_connections_refused_total{reason=\"per_client_limit\"} %" PRIu64 "\n"
+                "# HELP profd_http_connections_timed_out_total Connections closed for a timeout: no "
+                "complete "
+                "request within 10 s (request), or no progress sending a response for 15 s (response).\n"
+                "# TYPE profd_http_connections_timed_out_total counter\n"
+                "profd_http_connections_timed_out_total{phase=\"request\"} %" PRIu64 "\n"
+                "profd_http_connections_timed_out_total{phase=\"response\"} %" PRIu64 "\n"
+                "# HELP profd_http_requests_too_large_total Requests answered 414 (target over 8192 bytes) "
+                "or "
+                "400 (over 64 query parameters) before their parameters were parsed.\n"
+                "# TYPE profd_http_requests_too_large_total counter\n",
+                s->profiles_cancelled_total, s->n_conns, s->connection_limit, s->per_client_limit,
+                s->refused_per_client_total, s->request_timeouts_total, s->send_timeouts_total);
+        for (size_t i = 0; i < _TOO_LARGE_MAX; i++)
+                fprintf(f, "profd_http_requests_too_large_total{reason=\"%s\"} %" PRIu64 "\n",
+                        too_large_reasons[i], s->too_large_total[i]);
+        unsigned queued = 0;
+        if (listen_queue_length(s->listen_fd, &queued) >= 0)
+                fprintf(f,
+                        "# HELP profd_http_listen_queue_connections Connections waiting in the listen queue "
+                        "to be "
+                        "accepted.\n"
+                        "# TYPE profd_http_listen_queue_connections gauge\n"
+                        "profd_http_listen_queue_connections %u\n",
+                        queued);
+        if (s->probe)
+                http_probe_write_metrics(s->probe, f);
 }

@@ -53,4 +53,7 @@ bool http_server_socket_activated(const HttpServer *s);
 /* "127.0.0.1:7071" or "socket activation", for logs and STATUS=. */
 const char *http_server_address(const HttpServer *s);
 unsigned http_server_profiles_in_flight(const HttpServer *s);
+/* Whether HTTP answers its own liveness probe (http-probe.h); false with a reason line when it has
+ * not for too long. */
+bool http_server_responsive(const HttpServer *s, char *why, size_t size);
 void http_server_write_metrics(const HttpServer *s, FILE *f);

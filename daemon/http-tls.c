@@ -353,12 +353,12 @@ static int client_verdict(gnutls_session_t session, AuthFailure *ret_failure, ch
 /* The session's verify function: runs inside the handshake, a non-zero return fails it. */
 static int verify_client(gnutls_session_t session)
 {
-        /* MHD makes the connection the session's pointer; the socket context is the generation
-         * (set in http_tls_connection_notify). Without either: refuse. */
+        /* MHD makes the connection the session's pointer; the socket context's first member is the
+         * generation (set in http_tls_connection_notify). Without either: refuse. */
         struct MHD_Connection *conn = gnutls_session_get_ptr(session);
         const union MHD_ConnectionInfo *ci =
                 conn ? MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT) : NULL;
-        TlsCreds *c = ci ? ci->socket_context : NULL;
+        TlsCreds *c = ci && ci->socket_context ? *(TlsCreds **)ci->socket_context : NULL;
         AuthFailure f;
         char why[256];
 
@@ -372,14 +372,14 @@ static int verify_client(gnutls_session_t session)
         return -1;
 }
 
-void http_tls_connection_notify(HttpTls *t, struct MHD_Connection *conn, void **socket_context,
+void http_tls_connection_notify(HttpTls *t, struct MHD_Connection *conn, void **slot,
                                 enum MHD_ConnectionNotificationCode code)
 {
         if (!t)
                 return;
         if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
-                creds_unref(*socket_context);
-                *socket_context = NULL;
+                creds_unref(*slot);
+                *slot = NULL;
                 return;
         }
         if (code != MHD_CONNECTION_NOTIFY_STARTED)
@@ -402,7 +402,7 @@ void http_tls_connection_notify(HttpTls *t, struct MHD_Connection *conn, void **
                 gnutls_session_set_verify_function(session, verify_client);
         }
         c->n_ref++;
-        *socket_context = c;
+        *slot = c;
 }
 
 int http_tls_check_client(HttpTls *t, struct MHD_Connection *conn, AuthFailure *ret_failure)
@@ -411,7 +411,7 @@ int http_tls_check_client(HttpTls *t, struct MHD_Connection *conn, AuthFailure *
                 MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         const union MHD_ConnectionInfo *si =
                 MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
-        TlsCreds *c = ci ? ci->socket_context : NULL;
+        TlsCreds *c = ci && ci->socket_context ? *(TlsCreds **)ci->socket_context : NULL;
         char why[256];
 
         if (!t)

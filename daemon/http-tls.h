@@ -30,9 +30,11 @@ int http_tls_reload(HttpTls *t);
  * (plain HTTP: no flag, an empty array). */
 unsigned http_tls_mhd_flags(const HttpTls *t);
 const struct MHD_OptionItem *http_tls_mhd_options(HttpTls *t);
-/* From MHD_OPTION_NOTIFY_CONNECTION: STARTED gives the connection the current credentials (it
- * uses the socket context), CLOSED releases them. */
-void http_tls_connection_notify(HttpTls *t, struct MHD_Connection *c, void **socket_context,
+/* From MHD_OPTION_NOTIFY_CONNECTION: STARTED gives the connection the current credentials and
+ * stores them in *slot, CLOSED releases them. Contract with the HTTP server: MHD's socket context
+ * of the connection points at a struct whose first member is that slot (a void *), which is how
+ * the handshake's verify function finds them. */
+void http_tls_connection_notify(HttpTls *t, struct MHD_Connection *c, void **slot,
                                 enum MHD_ConnectionNotificationCode code);
 /* With --tls-client-ca: 0 if the connection's client certificate verifies, else -EACCES and the
  * reason in *ret_failure. Without client CAs: 0. */

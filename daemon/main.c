@@ -105,6 +105,13 @@ static void notify_stats(void *userdata, NotifyStats *ret)
         ret->samples_per_sec = d->sampler ? sampler_rate(d->sampler) : 0;
 }
 
+/* The watchdog's health check: the loop runs (or this would not be called) and HTTP answers. */
+static bool daemon_healthy(void *userdata, char *why, size_t size)
+{
+        Daemon *d = userdata;
+        return http_server_responsive(d->http, why, size);
+}
+
 static void daemon_done(Daemon *d)
 {
         /* HTTP first (answers waiting requests), then the sampler (detaches every BPF link and perf
@@ -203,7 +210,8 @@ static int run(int argc, char **argv)
         if (r < 0)
                 return log_error_errno(r, "Cannot watch SIGTERM/SIGINT/SIGHUP: %m"), 1;
 
-        /* sd-event sends WATCHDOG=1 from the loop itself when systemd asked for it. */
+        /* WATCHDOG=1 comes from the loop itself when systemd asked for it, and only while HTTP
+         * answers (daemon_healthy()). */
         r = notifier_new(d.event, notify_stats, &d, &d.notifier);
         if (r < 0)
                 return log_error_errno(r, "Cannot set up service notifications: %m"), 1;
@@ -237,6 +245,7 @@ static int run(int argc, char **argv)
         r = http_server_new(&d, &d.http);
         if (r < 0)
                 return 1; /* logged */
+        notifier_set_health_check(d.notifier, daemon_healthy, &d);
 
         r = sampler_start(d.sampler);
         if (r < 0)

@@ -12,6 +12,7 @@
 #include "http-tls.h"
 #include "log.h"
 #include "metrics.h"
+#include "notify.h"
 #include "proc-tracker.h"
 #include "safe-open.h"
 #include "table-pool.h"
@@ -167,6 +168,8 @@ int metrics_render(Daemon *d, char **ret_text, size_t *ret_size)
         http_tls_write_metrics(d->tls, f);
         if (d->loop_monitor)
                 loop_monitor_write_metrics(d->loop_monitor, f);
+        if (d->notifier)
+                notifier_write_metrics(d->notifier, f);
         if (d->cgroups)
                 cgroup_resolver_write_metrics(d->cgroups, f);
         if (d->pool)

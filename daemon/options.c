@@ -19,6 +19,8 @@
 #define DEFAULT_MAX_SECONDS 300
 #define DEFAULT_LABELS "comm,pid"
 #define DEFAULT_MAX_CONCURRENT_PROFILES 8
+#define DEFAULT_HTTP_MAX_CONNECTIONS 128
+#define DEFAULT_HTTP_MAX_CONNECTIONS_PER_CLIENT 16
 #define DEFAULT_UNWIND_TABLE_MEMORY (256ULL << 20)
 
 /* perf's own ceiling for software events is far higher, but past this the daemon's per-interval
@@ -28,6 +30,9 @@
  * scraper asks for. */
 #define MAX_MAX_SECONDS 86400
 #define MAX_CONCURRENT_PROFILES_LIMIT 1024
+/* Each connection is a file descriptor and up to 32 KiB of request memory; the per-client check
+ * scans the open connections. */
+#define HTTP_MAX_CONNECTIONS_LIMIT 4096
 
 enum {
         ARG_HTTP_ADDRESS = 0x100,
@@ -35,6 +40,8 @@ enum {
         ARG_MAX_SECONDS,
         ARG_LABELS,
         ARG_MAX_CONCURRENT_PROFILES,
+        ARG_HTTP_MAX_CONNECTIONS,
+        ARG_HTTP_MAX_CONNECTIONS_PER_CLIENT,
         ARG_UNWIND_TABLE_MEMORY,
         ARG_PROCESS_TABLE_MEMORY,
         ARG_LOG_LEVEL,
@@ -56,6 +63,8 @@ static const struct option long_options[] = {
         {"max-seconds", required_argument, NULL, ARG_MAX_SECONDS},
         {"labels", required_argument, NULL, ARG_LABELS},
         {"max-concurrent-profiles", required_argument, NULL, ARG_MAX_CONCURRENT_PROFILES},
+        {"http-max-connections", required_argument, NULL, ARG_HTTP_MAX_CONNECTIONS},
+        {"http-max-connections-per-client", required_argument, NULL, ARG_HTTP_MAX_CONNECTIONS_PER_CLIENT},
         {"unwind-table-memory", required_argument, NULL, ARG_UNWIND_TABLE_MEMORY},
         {"process-table-memory", required_argument, NULL, ARG_PROCESS_TABLE_MEMORY},
         {"log-level", required_argument, NULL, ARG_LOG_LEVEL},
@@ -98,6 +107,11 @@ static void help(void)
                "                              thread_id, thread_name, unit, container_id\n"
                "                              (default " DEFAULT_LABELS "; \"\" for none)\n"
                "  --max-concurrent-profiles N profile requests served at once; more get 503 (default %u)\n"
+               "  --http-max-connections N    HTTP connections open at once (default %u, at least\n"
+               "                              --max-concurrent-profiles + 32); more wait to be accepted\n"
+               "  --http-max-connections-per-client N\n"
+               "                              connections one client address may hold; more are closed\n"
+               "                              at once (default %u; 0: no per-client limit)\n"
                "  --unwind-table-memory SIZE  memory for DWARF unwind tables, suffix K, M or G\n"
                "                              (default 256M; at least 4M, one shard)\n"
                "  --process-table-memory SIZE memory for the mappings of known processes, incl. exited\n"
@@ -126,7 +140,8 @@ static void help(void)
                "  With --auth-token-file every endpoint but /healthz answers 401 without the token.\n"
                "\n"
                "Needs Linux 5.10 or newer (x86-64, with BTF) and root or the capabilities in profd(8).\n",
-               DEFAULT_FREQUENCY_HZ, DEFAULT_MAX_SECONDS, DEFAULT_MAX_CONCURRENT_PROFILES);
+               DEFAULT_FREQUENCY_HZ, DEFAULT_MAX_SECONDS, DEFAULT_MAX_CONCURRENT_PROFILES,
+               DEFAULT_HTTP_MAX_CONNECTIONS, DEFAULT_HTTP_MAX_CONNECTIONS_PER_CLIENT);
 }
 
 /* Strict: digits only, no sign, no trailing garbage, within [min, max]. */
@@ -220,6 +235,8 @@ int options_parse(int argc, char **argv, Options *ret)
                 .frequency_hz = DEFAULT_FREQUENCY_HZ,
                 .max_seconds = DEFAULT_MAX_SECONDS,
                 .max_concurrent_profiles = DEFAULT_MAX_CONCURRENT_PROFILES,
+                .http_max_connections = DEFAULT_HTTP_MAX_CONNECTIONS,
+                .http_max_connections_per_client = DEFAULT_HTTP_MAX_CONNECTIONS_PER_CLIENT,
                 .unwind_table_memory = DEFAULT_UNWIND_TABLE_MEMORY,
                 .process_table_memory = PROCESS_TABLE_DEFAULT_MEMORY,
                 .log_level = LOG_INFO,
@@ -289,6 +306,22 @@ int options_parse(int argc, char **argv, Options *ret)
                                            &o.max_concurrent_profiles) < 0) {
                                 r = bad_value("max-concurrent-profiles", optarg,
                                               "expected an integer from 1 to 1024");
+                                goto fail;
+                        }
+                        break;
+                case ARG_HTTP_MAX_CONNECTIONS:
+                        if (parse_unsigned(optarg, 1, HTTP_MAX_CONNECTIONS_LIMIT, &o.http_max_connections) <
+                            0) {
+                                r = bad_value("http-max-connections", optarg,
+                                              "expected an integer from 1 to 4096");
+                                goto fail;
+                        }
+                        break;
+                case ARG_HTTP_MAX_CONNECTIONS_PER_CLIENT:
+                        if (parse_unsigned(optarg, 0, HTTP_MAX_CONNECTIONS_LIMIT,
+                                           &o.http_max_connections_per_client) < 0) {
+                                r = bad_value("http-max-connections-per-client", optarg,
+                                              "expected an integer from 0 (no limit) to 4096");
                                 goto fail;
                         }
                         break;

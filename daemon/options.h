@@ -14,6 +14,8 @@ typedef struct Options {
         LabelSet labels;       /* default comm,pid */
         char *labels_string;
         unsigned max_concurrent_profiles; /* default 8: more get 503 */
+        unsigned http_max_connections;    /* default 128, at least max_concurrent_profiles + 32 */
+        unsigned http_max_connections_per_client; /* default 16; 0: no per-client limit */
         uint64_t unwind_table_memory;     /* bytes; default 256M, at least one shard */
         uint64_t process_table_memory;    /* bytes; default 32M */
         int log_level;

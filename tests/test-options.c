@@ -24,6 +24,7 @@ int main(void)
         CHECK(strcmp(o.http_address, ":7071") == 0);
         CHECK(o.frequency_hz == 19 && o.max_seconds == 300 && o.max_concurrent_profiles == 8);
         CHECK(o.unwind_table_memory == 256ULL << 20 && o.process_table_memory == 32ULL << 20);
+        CHECK(o.http_max_connections == 128 && o.http_max_connections_per_client == 16);
         CHECK(o.labels.enabled[LABEL_COMM] && o.labels.enabled[LABEL_PID] &&
               !o.labels.enabled[LABEL_THREAD_ID]);
         options_done(&o);
@@ -36,6 +37,10 @@ int main(void)
               !o.labels.enabled[LABEL_COMM]);
         CHECK(strcmp(o.labels_string, "thread_id,unit") == 0);
         CHECK(o.unwind_table_memory == 1ULL << 30 && o.log_level == 7 && o.max_concurrent_profiles == 3);
+        options_done(&o);
+
+        CHECK(PARSE(&o, "--http-max-connections", "4096", "--http-max-connections-per-client", "0") == 0);
+        CHECK(o.http_max_connections == 4096 && o.http_max_connections_per_client == 0);
         options_done(&o);
 
         CHECK(PARSE(&o, "--labels=") == 0);
@@ -62,6 +67,10 @@ int main(void)
         CHECK(PARSE(&o, "--process-table-memory", "64M") == 0 && o.process_table_memory == 64ULL << 20);
         options_done(&o);
         CHECK(PARSE(&o, "--log-level", "chatty") == -EINVAL);
+        CHECK(PARSE(&o, "--http-max-connections", "0") == -EINVAL);
+        CHECK(PARSE(&o, "--http-max-connections", "4097") == -EINVAL);
+        CHECK(PARSE(&o, "--http-max-connections-per-client", "-1") == -EINVAL);
+        CHECK(PARSE(&o, "--http-max-connections-per-client", "4097") == -EINVAL);
         CHECK(PARSE(&o, "--http-address", "7071") == -EINVAL);
         CHECK(PARSE(&o, "--http-address", ":http") == -EINVAL);
         CHECK(PARSE(&o, "--http-address", "127.0.0.1:70000") == -EINVAL);
