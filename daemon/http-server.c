@@ -1504,10 +1504,19 @@ int http_server_new(Daemon *d, HttpServer **ret)
                 return log_error_errno(r, "Cannot add the HTTP request timeout timer: %m");
         (void)sd_event_source_set_enabled(s->request_timer, SD_EVENT_OFF);
         (void)sd_event_source_set_description(s->request_timer, "http-request-timeout");
-        r = http_probe_new(d->event, s->listen_fd, &s->probe);
-        if (r < 0)
-                log_warning_errno(r, "Cannot probe the HTTP listener on %s, its liveness is not checked: %m",
-                                  s->address);
+        /* The probe speaks plain HTTP: under TLS its handshakes would only fail (and be logged
+         * every 5 s), so the watchdog then rests on the loop alone. */
+        if (http_tls_mhd_flags(d->tls))
+                log_notice("HTTPS on %s: the HTTP liveness probe is off; the watchdog checks the event "
+                           "loop only",
+                           s->address);
+        else {
+                r = http_probe_new(d->event, s->listen_fd, &s->probe);
+                if (r < 0)
+                        log_warning_errno(r,
+                                          "Cannot probe the HTTP listener on %s, its liveness is not checked: %m",
+                                          s->address);
+        }
         r = sd_event_add_defer(d->event, &s->kick, on_mhd_kick, s);
         if (r < 0)
                 return log_error_errno(r, "Cannot add the HTTP dispatch source: %m");
