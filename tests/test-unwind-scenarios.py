@@ -265,6 +265,23 @@ def perf_start(pid, out):
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
+def perf_wait_attached(perf, timeout_s=20):
+    """perf record -p follows threads created after its events are open (inherit), not before: a
+    program told to go (it then starts its threads) before perf got that far has threads perf
+    never sees. Waits for perf's perf_event descriptors."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and perf.poll() is None:
+        try:
+            fds = os.listdir("/proc/%d/fd" % perf.pid)
+            if any(os.readlink("/proc/%d/fd/%s" % (perf.pid, fd)) == "anon_inode:[perf_event]" for fd in fds):
+                time.sleep(0.3)  # the remaining CPUs' events and the mmaps follow at once
+                return True
+        except OSError:
+            pass
+        time.sleep(0.05)
+    return False
+
+
 def perf_samples(path, t_from, t_to):
     """[(tid, user frames leaf first)] of the samples taken in [t_from, t_to]."""
     r = subprocess.run(["perf", "script", "-i", path, "-F", "tid,time,ip,sym,dso", "--no-inline"],
@@ -339,6 +356,8 @@ def run_scenario(daemon, sc, perf_ok, work):
 
     try:
         unwind_ready(daemon, proc.pid, os.path.basename(sc.binary), sc.name)
+        if perf and not perf_wait_attached(perf):
+            log("%s: perf did not open its events within 20 s" % sc.name)
         if not sc.delay_s:
             say(proc, "go")
             time.sleep(WARMUP_S)
