@@ -18,23 +18,11 @@ import subprocess
 import sys
 import time
 
-from profdtest import SRC, Daemon, cc, log, require_bpf, tmpdir
+from profdtest import SRC, Daemon, cc, log, proc_cpu_seconds, proc_status_kb, require_bpf, tmpdir
+
+status_kb, cpu_seconds = proc_status_kb, proc_cpu_seconds
 
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"]
-
-
-def status_kb(pid, key):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    return 0
-
-
-def cpu_seconds(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def bpf_map_bytes(pid):

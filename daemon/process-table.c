@@ -834,17 +834,22 @@ const ProcMapping *process_find_mapping(const Process *p, uint64_t addr)
         return NULL;
 }
 
+static SafeMapping safe_mapping_of(const Process *p, const ProcMapping *m)
+{
+        return (SafeMapping){.pid = p->pid,
+                             .alive = !p->exited_ns,
+                             .start = m->start,
+                             .end = m->end,
+                             .path = m->path,
+                             .deleted = m->deleted,
+                             .dev = m->dev,
+                             .ino = m->inode,
+                             .known = m->file ? &m->file->id : NULL};
+}
+
 int process_open_mapping(const Process *p, const ProcMapping *m)
 {
-        SafeMapping sm = {.pid = p->pid,
-                          .alive = !p->exited_ns,
-                          .start = m->start,
-                          .end = m->end,
-                          .path = m->path,
-                          .deleted = m->deleted,
-                          .dev = m->dev,
-                          .ino = m->inode,
-                          .known = m->file ? &m->file->id : NULL};
+        SafeMapping sm = safe_mapping_of(p, m);
         int fd;
 
         if (m->file && m->file->fd >= 0) {
@@ -862,15 +867,7 @@ bool process_mapping_reopen(const Process *p, const ProcMapping *m, SafeMapping 
         /* The vDSO has no file to open again (its copy is always kept open). */
         if (!m->file || m->inode == 0 || proc_maps_path_is_pseudo(m->path))
                 return false;
-        *ret = (SafeMapping){.pid = p->pid,
-                             .alive = !p->exited_ns,
-                             .start = m->start,
-                             .end = m->end,
-                             .path = m->path,
-                             .deleted = m->deleted,
-                             .dev = m->dev,
-                             .ino = m->inode,
-                             .known = &m->file->id};
+        *ret = safe_mapping_of(p, m);
         return true;
 }
 

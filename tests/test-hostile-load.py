@@ -21,27 +21,15 @@ import subprocess
 import threading
 import time
 
-from profdtest import (PROFD, SRC, Daemon, cc, check, fetch_profile, finish, log, require_bpf, sanitized,
-                       tmpdir, traces, unwind_ready)
+from profdtest import (PROFD, SRC, Daemon, cc, check, fetch_profile, finish, log, proc_cpu_seconds,
+                       proc_status_kb, require_bpf, sanitized, tmpdir, traces, unwind_ready)
+
+status_kb, cpu_seconds = proc_status_kb, proc_cpu_seconds
 
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"]
 RSS_LIMIT_KB = 128 * 1024
 SANITIZED = sanitized()
 FD_LIMIT = 600
-
-
-def status_kb(pid, key):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    return 0
-
-
-def cpu_seconds(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def varint(b, i):

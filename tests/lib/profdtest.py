@@ -70,6 +70,22 @@ def finish():
     sys.exit(0)
 
 
+def proc_status_kb(pid, key):
+    """A /proc/PID/status field in kB (VmRSS, VmHWM, ...); 0 when absent."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def proc_cpu_seconds(pid):
+    """User + system CPU time of pid so far."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def sanitized(binary=None):
     """True when profd is an AddressSanitizer build (meson -Db_sanitize=...): its RSS then holds
     ASan's shadow memory and says nothing about profd's own bounds."""
