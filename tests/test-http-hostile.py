@@ -159,8 +159,14 @@ class Hostile:
 
     def __init__(self):
         python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+        # A copy nobody can read: the source tree may sit where only root can (e.g. /root).
+        d = tmpdir()
+        os.chmod(d, 0o755)
+        script = os.path.join(d, "hostile-clients.py")
+        shutil.copy(os.path.abspath(__file__), script)
+        os.chmod(script, 0o644)
         cmd = ["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups",
-               python, os.path.abspath(__file__), HOSTILE_FLAG]
+               python, script, HOSTILE_FLAG]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                      cwd="/", env={"PATH": "/usr/bin:/bin"})
 
