@@ -344,21 +344,22 @@ static int on_deferred(sd_event_source *s, uint64_t usec, void *userdata)
 {
         ProcTracker *t = userdata;
         uint64_t now = now_ns(CLOCK_MONOTONIC), next = UINT64_MAX;
-        size_t seen = 0;
+        size_t left = 0;
 
-        for (Tracked *p = t->head; p && seen < t->n_deferred; p = p->next) {
+        /* One pass: queue the processes whose time has come, count the rest. */
+        for (Tracked *p = t->head; p; p = p->next) {
                 if (!p->deferred_until_ns)
                         continue;
-                seen++;
                 if (p->deferred_until_ns <= now) {
                         p->deferred_until_ns = 0;
                         enqueue(t, p);
-                } else if (p->deferred_until_ns < next)
+                        continue;
+                }
+                left++;
+                if (p->deferred_until_ns < next)
                         next = p->deferred_until_ns;
         }
-        t->n_deferred = 0;
-        for (Tracked *p = t->head; p && next != UINT64_MAX; p = p->next)
-                t->n_deferred += p->deferred_until_ns != 0;
+        t->n_deferred = left;
         if (next != UINT64_MAX)
                 arm_deferred_timer(t, next);
         return 0;
