@@ -23,6 +23,9 @@ enum profd_cfa_kind {
         PROFD_CFA_SIGNAL = 5,      /* signal trampoline: registers come from the rt_sigframe */
         PROFD_CFA_UNDEF = 6,       /* return address undefined: outermost frame, stack ends */
         PROFD_CFA_UNSUPPORTED = 7, /* a rule BPF cannot evaluate */
+        /* Go: the callee ran on another stack (g0); the caller is reached through the saved rbp
+         * (a frame-pointer step that may jump to another stack; docs/unwinder.md "Go") */
+        PROFD_CFA_GO_SWITCH = 8,
 };
 
 enum profd_rbp_kind {

@@ -73,6 +73,9 @@ _Static_assert((1u << (PROFD_BSEARCH_STEPS - 1)) >= PROFD_UT_PAGE_SIZE, "bsearch
 #define PROFD_PAGE_SIZE 4096
 #define PROFD_STACK_WINDOW PROFD_PAGE_SIZE
 _Static_assert((PROFD_STACK_WINDOW & (PROFD_STACK_WINDOW - 1)) == 0, "window offset is masked");
+/* Stack switches one sample may follow (Go: signal stack -> g0 -> goroutine is two); a bound,
+ * since a switch step is not checked against sp and a corrupt chain could alternate. */
+#define PROFD_MAX_STACK_SWITCHES 4
 /* At most one unknown-pid/unknown-pc report per pid per second. */
 #define PROFD_REPORT_INTERVAL_NS 1000000000ULL
 
@@ -81,8 +84,8 @@ const volatile bool profd_measure_cost = false;
 /* Kernel features, probed by the daemon before load (daemon/kernel-features.c). Code behind a false
  * one is dead: the verifier, which knows these frozen values, never looks at it, so helpers newer
  * than the running kernel may appear there. */
-const volatile bool profd_have_task_btf = true;      /* bpf_get_current_task_btf(), 5.11 */
-const volatile bool profd_have_task_pt_regs = true;  /* bpf_task_pt_regs(), 5.15 */
+const volatile bool profd_have_task_btf = true;     /* bpf_get_current_task_btf(), 5.11 */
+const volatile bool profd_have_task_pt_regs = true; /* bpf_task_pt_regs(), 5.15 */
 /* Without bpf_task_pt_regs(): the user registers saved at syscall/interrupt entry sit at the top of
  * the task's kernel stack, as x86-64's task_pt_regs() computes them (no padding on x86-64). The
  * daemon sets THREAD_SIZE (16 KiB; 32 KiB with KASAN). */
@@ -106,6 +109,7 @@ struct sample_state {
         __u32 ip_valid;     /* user registers were found */
         __u32 pool_gen;     /* profd_unwind_config.generation at sample start */
         __u32 proc_version; /* profd_unwind_proc.version at sample start */
+        __u32 switches;     /* stack switches followed (PROFD_MAX_STACK_SWITCHES) */
         __u64 uhash;        /* hash of the user frames recorded so far */
         __u64 start_ns;     /* profd_measure_cost */
         __u64 entry_end_ns; /* profd_measure_cost: when the entry program tail-called */
@@ -504,6 +508,38 @@ static __always_inline __u32 find_rule(struct sample_state *st, const struct pro
         return (w >> 16) + 1;
 }
 
+/* Go's systemstack, morestack and asmcgocall run their callee on the thread's g0 stack; their
+ * callers are on the goroutine's stack. The callee saved the goroutine's rbp (the frame pointer
+ * of the function that called systemstack), and Go keeps frame pointers, so one frame-pointer
+ * step from it lands on the goroutine's stack, wherever that lies. As in perf's frame-pointer
+ * walk, the function that called systemstack itself is not seen (its return address is kept only
+ * in the goroutine's g.sched). Stacks may interleave in any order, so the step is not checked
+ * against sp; PROFD_MAX_STACK_SWITCHES bounds how often a sample takes it. */
+static __always_inline bool step_stack_switch(struct sample_state *st)
+{
+        __u64 frame[2];
+
+        if (st->switches >= PROFD_MAX_STACK_SWITCHES || st->bp == 0 || (st->bp & (PROFD_FP_ALIGN - 1)) ||
+            st->bp > PROFD_USER_ADDR_MAX) {
+                stop(st, PROFD_STOP_BAD_FRAME);
+                return true;
+        }
+        st->switches++;
+        if (read_stack(st, st->bp, frame, 16) < 0) {
+                stop(st, PROFD_STOP_BAD_READ);
+                return true;
+        }
+        if (frame[1] == 0 || frame[1] > PROFD_USER_ADDR_MAX) {
+                stop(st, PROFD_STOP_BAD_FRAME);
+                return true;
+        }
+        st->sp = st->bp + 16;
+        st->bp = frame[0];
+        st->ip = frame[1];
+        st->exact = 0;
+        return false;
+}
+
 /* No CFI covers the pc (hand-written assembly, a gap between functions): a validated
  * frame-pointer step. Unverified: unless CFI later leads to the outermost frame, the stack reports
  * no_row however it ends. */
@@ -558,6 +594,8 @@ static __always_inline bool step_dwarf(struct sample_state *st, const struct pro
                 return true;
         case PROFD_CFA_END:
                 return step_no_row(st);
+        case PROFD_CFA_GO_SWITCH:
+                return step_stack_switch(st);
         default:
                 stop(st, PROFD_STOP_UNSUPPORTED);
                 return true;
@@ -701,8 +739,8 @@ static __always_inline int user_regs(struct task_struct *task, struct sample_sta
         } else {
                 void *stack = BPF_CORE_READ(task, stack);
 
-                if (!stack || bpf_probe_read_kernel(&regs, sizeof(regs),
-                                                    stack + profd_thread_size - sizeof(regs)) < 0)
+                if (!stack ||
+                    bpf_probe_read_kernel(&regs, sizeof(regs), stack + profd_thread_size - sizeof(regs)) < 0)
                         return -EFAULT;
         }
         if ((regs.cs & 3) != 3)
@@ -735,7 +773,8 @@ int profd_sample(struct bpf_perf_event_data *ctx)
         }
 
         /* Untyped on kernels before 5.11: every field below is read with BPF_CORE_READ. */
-        task = profd_have_task_btf ? bpf_get_current_task_btf() : (struct task_struct *)bpf_get_current_task();
+        task = profd_have_task_btf ? bpf_get_current_task_btf()
+                                   : (struct task_struct *)bpf_get_current_task();
         if (!profd_sample_wanted(task)) {
                 count(PROFD_CNT_FILTERED);
                 return 0;
@@ -753,6 +792,7 @@ int profd_sample(struct bpf_perf_event_data *ctx)
         st->exact = 1;
         st->fp_only = 1;
         st->guess = PROFD_STOP_OK;
+        st->switches = 0;
         st->uhash = PROFD_USER_HASH_SEED;
         st->ip_valid = 0;
         st->cache_valid = 0;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "debuginfo-search.h"
+#include "gopclntab.h"
 #include "hash.h"
 #include "log.h"
 #include "symbolizer.h"
@@ -81,7 +82,7 @@ typedef struct Exe {
         Dwfl_Callbacks callbacks;
         DebuginfoSearch search;
         bool dwarf_checked, dwarf_ok; /* DWARF that cannot make libdw open files by itself */
-        CuRange *cus; /* sorted by low; built on the first miss of dwfl_module_addrdie */
+        CuRange *cus;                 /* sorted by low; built on the first miss of dwfl_module_addrdie */
         size_t n_cus;
         bool cus_built;
         /* PLT entries named "func@plt" (names malloc'd), sorted; and the PLT sections, whose
@@ -485,6 +486,20 @@ static AddrRange *exe_text_sections(Exe *e, size_t *ret_n)
         return r;
 }
 
+static bool in_ranges(const AddrRange *r, size_t n, uint64_t addr)
+{
+        for (size_t i = 0; i < n; i++)
+                if (addr >= r[i].start && addr < r[i].end)
+                        return true;
+        return false;
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+        return x < y ? -1 : x > y;
+}
+
 /* Symbols without a size (assembly lacking .size, crti's _init and _fini) cover the code up to
  * the next symbol, as perf treats them, but neither past the end of their section (_init must
  * not swallow the PLT after .init) nor past the end of a sized function they sit in. Without
@@ -774,6 +789,9 @@ static void exe_load_syms(Exe *e)
         if (!e->syms)
                 return;
         unsigned char *rank = calloc(cap, 1);
+        size_t n_text, n_notype = 0, cap_notype = 0;
+        _cleanup_free_ AddrRange *text = exe_text_sections(e, &n_text);
+        _cleanup_free_ uint64_t *notype = NULL;
         for (int i = 1; i < n; i++) {
                 GElf_Sym sym;
                 GElf_Addr addr;
@@ -783,8 +801,23 @@ static void exe_load_syms(Exe *e)
                 if (!name || !*name || sym.st_shndx == SHN_UNDEF)
                         continue;
                 type = GELF_ST_TYPE(sym.st_info);
-                if (type != STT_FUNC && type != STT_GNU_IFUNC)
+                if (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE)
                         continue;
+                /* Labels of hand-written assembly (ld.so's _start and _dl_start_user) are NOTYPE
+                 * and sizeless: kept when they lie in text, unless a function covers them (below). */
+                if (type == STT_NOTYPE) {
+                        if (sym.st_size != 0 || !in_ranges(text, n_text, addr))
+                                continue;
+                        if (n_notype == cap_notype) {
+                                size_t ncap = cap_notype ? 2 * cap_notype : 16;
+                                uint64_t *nn = reallocarray(notype, ncap, sizeof(*nn));
+                                if (!nn)
+                                        continue;
+                                notype = nn;
+                                cap_notype = ncap;
+                        }
+                        notype[n_notype++] = addr;
+                }
                 e->syms[k] = (ExeSym){.addr = addr, .size = sym.st_size, .name = name};
                 if (rank)
                         rank[k] = (unsigned char)symbol_rank(sym.st_info);
@@ -814,117 +847,49 @@ static void exe_load_syms(Exe *e)
         }
         for (size_t i = 0; i < w; i++)
                 e->syms[i].size >>= 2;
+        /* A NOTYPE label inside a function is a jump target of that function, not a name for
+         * the code after it. */
+        qsort_safe(notype, n_notype, sizeof(*notype), u64_cmp);
+        uint64_t container_end = 0;
+        size_t kept = 0;
+        for (size_t i = 0; i < w; i++) {
+                ExeSym *sym = &e->syms[i];
+                if (sym->size == 0 && sym->addr < container_end &&
+                    bsearch(&sym->addr, notype, n_notype, sizeof(*notype), u64_cmp))
+                        continue;
+                if (sym->size > 0 && sym->addr + sym->size > container_end)
+                        container_end = sym->addr + sym->size;
+                e->syms[kept++] = *sym;
+        }
+        w = kept;
         e->n_syms = w;
         exe_bound_sizeless(e);
         exe_load_plt(e);
 }
 
-/* Functions named by a Go binary's .gopclntab: Go keeps it (the runtime needs it for tracebacks)
- * when -ldflags=-s strips .symtab, the usual way Go services ship. Formats: Go 1.2-1.15
- * (magic 0xfffffffb), 1.16-1.17 (0xfffffffa), 1.18-1.19 (0xfffffff0), 1.20+ (0xfffffff1).
- * Every offset is checked against the section. Returns the number of entries appended. */
-#define GOPCLNTAB_MAX_FUNCS (1u << 22)
-
-static uint64_t rd(const uint8_t *p, unsigned size)
-{
-        uint64_t v = 0;
-        memcpy(&v, p, size); /* little-endian hosts only, like the BPF side */
-        return v;
-}
-
+/* Functions named by a Go binary's .gopclntab (unwind-tables/gopclntab.h): Go keeps it when
+ * -ldflags=-s strips .symtab. Returns the number of entries appended. */
 static size_t gopclntab_funcs(Exe *e, ExeSym **syms, size_t *n, size_t *cap)
 {
         GElf_Addr bias;
         Elf *elf = dwfl_module_getelf(e->mod, &bias);
-        Elf_Scn *scn = NULL, *pcln = NULL;
-        uint64_t text_addr = 0;
-        size_t shstrndx, added = 0;
+        GoPclntab t;
+        size_t added = 0;
 
-        if (!elf || elf_getshdrstrndx(elf, &shstrndx) < 0)
+        if (!elf || gopclntab_open(elf, &t) <= 0)
                 return 0;
-        while ((scn = elf_nextscn(elf, scn))) {
-                GElf_Shdr sh;
-                const char *name;
-                if (!gelf_getshdr(scn, &sh) || !(name = elf_strptr(elf, shstrndx, sh.sh_name)))
-                        continue;
-                /* PIE binaries put it in .data.rel.ro.gopclntab. */
-                size_t len = strlen(name);
-                if (len >= 10 && strcmp(name + len - 10, ".gopclntab") == 0 && sh.sh_type != SHT_NOBITS)
-                        pcln = scn;
-                else if (strcmp(name, ".text") == 0)
-                        text_addr = sh.sh_addr;
-        }
-        Elf_Data *d = pcln ? elf_getdata(pcln, NULL) : NULL;
-        if (!d || !d->d_buf || d->d_size < 16)
-                return 0;
-        const uint8_t *t = d->d_buf;
-        size_t size = d->d_size;
-        uint32_t magic = (uint32_t)rd(t, 4);
-        unsigned ptr = t[7];
-        if (t[4] != 0 || t[5] != 0 || (ptr != 4 && ptr != 8))
-                return 0;
-
-        uint64_t nfunc = rd(t + 8, ptr), functab, funcnames, text = 0;
-        unsigned entsz; /* one functab entry: entry + funcoff */
-        bool rel32 = false;
-        if (magic == 0xfffffff0 || magic == 0xfffffff1) {
-                if (size < 8 + 8 * (size_t)ptr)
-                        return 0;
-                text = rd(t + 8 + 2 * ptr, ptr);
-                funcnames = rd(t + 8 + 3 * ptr, ptr);
-                functab = rd(t + 8 + 7 * ptr, ptr);
-                entsz = 8;
-                rel32 = true;
-                /* In PIE binaries textStart is filled in by a relocation: 0 in the file. */
-                if (text == 0)
-                        text = text_addr;
-        } else if (magic == 0xfffffffa) {
-                if (size < 8 + 7 * (size_t)ptr)
-                        return 0;
-                funcnames = rd(t + 8 + 2 * ptr, ptr);
-                functab = rd(t + 8 + 6 * ptr, ptr);
-                entsz = 2 * ptr;
-        } else if (magic == 0xfffffffb) {
-                funcnames = 0;
-                functab = 8 + ptr;
-                entsz = 2 * ptr;
-        } else
-                return 0;
-        if (nfunc == 0 || nfunc > GOPCLNTAB_MAX_FUNCS || functab > size || funcnames > size ||
-            (size - functab) / entsz < nfunc + 1)
-                return 0;
-
-        if (*n + nfunc > *cap) {
-                ExeSym *ns = reallocarray(*syms, *n + nfunc, sizeof(ExeSym));
+        if (*n + t.nfunc > *cap) {
+                ExeSym *ns = reallocarray(*syms, *n + t.nfunc, sizeof(ExeSym));
                 if (!ns)
                         return 0;
                 *syms = ns;
-                *cap = *n + nfunc;
+                *cap = *n + t.nfunc;
         }
-        for (uint64_t i = 0; i < nfunc; i++) {
-                const uint8_t *ent = t + functab + i * entsz;
-                uint64_t entry, next, funcoff, func;
-                int32_t nameoff;
-                if (rel32) {
-                        entry = text + rd(ent, 4);
-                        next = text + rd(ent + entsz, 4);
-                        funcoff = rd(ent + 4, 4);
-                } else {
-                        entry = rd(ent, ptr);
-                        next = rd(ent + entsz, ptr);
-                        funcoff = rd(ent + ptr, ptr);
-                }
-                /* _func starts with the entry (uint32 since 1.18, else a pointer), then nameOff. */
-                func = (magic == 0xfffffffb ? 0 : functab) + funcoff + (rel32 ? 4 : ptr);
-                if (func > size - 4)
+        for (uint64_t i = 0; i < t.nfunc; i++) {
+                GoFunc f;
+                if (!gopclntab_func(&t, i, &f))
                         continue;
-                nameoff = (int32_t)rd(t + func, 4);
-                if (nameoff < 0 || funcnames + (uint64_t)nameoff >= size)
-                        continue;
-                const char *name = (const char *)t + funcnames + nameoff;
-                if (!memchr(name, 0, size - funcnames - (uint64_t)nameoff) || !*name || next <= entry)
-                        continue;
-                (*syms)[(*n)++] = (ExeSym){.addr = entry + bias, .size = next - entry, .name = name};
+                (*syms)[(*n)++] = (ExeSym){.addr = f.entry + bias, .size = f.end - f.entry, .name = f.name};
                 added++;
         }
         return added;

@@ -89,6 +89,9 @@ TableBuilder *builder_free(TableBuilder *b);
 /* Rule r applies to [a, e). Intervals arrive sorted by a; parts below what is already covered
  * are dropped (first FDE wins on overlap). */
 int builder_interval(TableBuilder *b, uint64_t a, uint64_t e, const struct profd_unwind_rule *r, int unsup);
+/* The ELF entry point: if no interval covers it, the gap from it to the next interval becomes an
+ * outermost-frame row (PROFD_CFA_UNDEF). Call before the first interval. */
+void builder_set_entry(TableBuilder *b, uint64_t entry);
 /* Moves the finished table into t. */
 int builder_finish(TableBuilder *b, UnwindTable *t);
 size_t builder_peak_bytes(const TableBuilder *b);

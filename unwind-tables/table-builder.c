@@ -25,6 +25,9 @@ struct TableBuilder {
         uint32_t last_rule;
         uint32_t end_rule;
         bool have_end_rule;
+        /* ELF entry point not covered by any interval yet (builder_set_entry) */
+        bool entry_pending;
+        uint64_t entry;
 
         struct profd_unwind_row *rows;
         size_t n_rows, cap_rows;
@@ -234,11 +237,30 @@ static int end_index(TableBuilder *b, uint32_t *ret)
         return 0;
 }
 
+void builder_set_entry(TableBuilder *b, uint64_t entry)
+{
+        b->entry = entry;
+        b->entry_pending = true;
+}
+
 int builder_interval(TableBuilder *b, uint64_t a, uint64_t e, const struct profd_unwind_rule *rule,
                      int unsup)
 {
         uint32_t idx;
         int r;
+
+        /* The entry point in a gap no FDE covers: the start code there (ld.so's _start and
+         * _dl_start_user, hand-written, without CFI) runs at the bottom of the stack, called
+         * by nobody: the rows from it up to this interval say so. */
+        if (b->entry_pending && e > b->entry) {
+                b->entry_pending = false;
+                if (a > b->entry && (!b->have_rows || b->cov_end <= b->entry)) {
+                        static const struct profd_unwind_rule outermost = {.cfa_kind = PROFD_CFA_UNDEF};
+                        r = builder_interval(b, b->entry, a, &outermost, UNSUP_NONE);
+                        if (r < 0)
+                                return r;
+                }
+        }
 
         if (b->have_rows && e <= b->cov_end)
                 return 0;

@@ -11,10 +11,15 @@
 #include "unwind-table.h"
 
 static const char *cfa_kind_name[] = {
-        [PROFD_CFA_END] = "end",     [PROFD_CFA_RSP] = "rsp",
-        [PROFD_CFA_RBP] = "rbp",     [PROFD_CFA_PLT1] = "plt1",
-        [PROFD_CFA_PLT2] = "plt2",   [PROFD_CFA_SIGNAL] = "signal",
-        [PROFD_CFA_UNDEF] = "undef", [PROFD_CFA_UNSUPPORTED] = "unsupported",
+        [PROFD_CFA_END] = "end",
+        [PROFD_CFA_RSP] = "rsp",
+        [PROFD_CFA_RBP] = "rbp",
+        [PROFD_CFA_PLT1] = "plt1",
+        [PROFD_CFA_PLT2] = "plt2",
+        [PROFD_CFA_SIGNAL] = "signal",
+        [PROFD_CFA_UNDEF] = "undef",
+        [PROFD_CFA_UNSUPPORTED] = "unsupported",
+        [PROFD_CFA_GO_SWITCH] = "go_switch",
 };
 
 static void format_rule(const struct profd_unwind_rule *r, char *buf, size_t size)

@@ -14,6 +14,7 @@
 #include <zlib.h>
 
 #include "cfi.h"
+#include "go-table.h"
 
 /* A compressed .debug_frame is inflated in memory; refuse absurd claimed sizes. */
 #define DEBUG_FRAME_MAX_SIZE (256u << 20)
@@ -398,6 +399,14 @@ static bool fdes_sorted(const FdeRef *f, size_t n)
         return true;
 }
 
+static bool in_text(const TextRanges *t, uint64_t addr)
+{
+        for (size_t i = 0; i < t->n; i++)
+                if (addr >= t->start[i] && addr < t->end[i])
+                        return true;
+        return false;
+}
+
 static int build(Elf *elf, int fd, const UnwindTableOptions *opts, UnwindTable *t, CfiError *err)
 {
         static const UnwindTableOptions default_opts = {};
@@ -426,6 +435,26 @@ static int build(Elf *elf, int fd, const UnwindTableOptions *opts, UnwindTable *
                 return cfi_fail(err, -EBADMSG, "bad section headers: %s", elf_errmsg(-1));
         if (shnum == 0)
                 return cfi_fail(err, -ENODATA, "no section headers (truncated or stripped of them?)");
+
+        /* A Go binary: rows from the runtime's own pc -> frame size table (go-table.c), which
+         * stripped Go binaries keep and which also knows where Go switches stacks. */
+        GoPclntab go;
+        r = gopclntab_open(elf, &go);
+        if (r < 0)
+                return cfi_fail(err, r, "bad section headers: %s", elf_errmsg(-1));
+        if (r > 0) {
+                b = builder_new(&t->stats, err, go.nfunc * 4,
+                                opts->max_table_bytes ? opts->max_table_bytes
+                                                      : UNWIND_TABLE_MAX_BYTES_DEFAULT);
+                if (!b)
+                        return cfi_fail(err, -ENOMEM, "out of memory");
+                t->stats.fdes = go.nfunc;
+                r = go_table_rows(&go, &text, b, err);
+                if (r >= 0)
+                        r = builder_finish(b, t);
+                t->stats.peak_bytes = builder_peak_bytes(b);
+                goto out;
+        }
 
         /* Order = precedence where FDEs overlap: .eh_frame is what the runtime itself uses. */
         r = load_section(elf, ".eh_frame", ".eh_frame", true, &sections[n_sections], err);
@@ -504,6 +533,9 @@ static int build(Elf *elf, int fd, const UnwindTableOptions *opts, UnwindTable *
                 r = cfi_fail(err, -ENOMEM, "out of memory");
                 goto out_cache;
         }
+        GElf_Ehdr eh;
+        if (gelf_getehdr(elf, &eh) && eh.e_entry && in_text(&text, eh.e_entry))
+                builder_set_entry(b, eh.e_entry);
         if (use_hdr) {
                 p.count_in_run = true;
                 for (size_t i = 0; i < hdr.count; i++) {

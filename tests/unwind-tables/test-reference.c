@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gopclntab.h"
 #include "unwind-table.h"
 
 static const char *kind_name[] = {"end", "rsp", "rbp", "plt1", "plt2", "signal", "undef", "unsupported"};
@@ -176,6 +177,27 @@ static Dwarf_CFI *debug_frame_cfi(Elf *elf, Dwarf **ret_dw)
         return dwarf_getcfi(*ret_dw);
 }
 
+/* A Go binary's table comes from .gopclntab, and Go's .debug_frame from the same frame sizes:
+ * the CFA must agree. Go's CFI leaves out where the frame pointer is saved, which the table
+ * states (CFA - 16); the runtime's stack-switching, outermost and signal functions have rows of
+ * their own (go-table.c) that Go's CFI describes as ordinary frames. */
+static bool go_agrees(const struct profd_unwind_rule *ours, const struct profd_unwind_rule *theirs)
+{
+        if (ours->cfa_kind == PROFD_CFA_GO_SWITCH || ours->cfa_kind == PROFD_CFA_UNDEF ||
+            ours->cfa_kind == PROFD_CFA_SIGNAL)
+                return true;
+        /* Go marks code after it switched stacks itself with a frame size of 1 GiB or more; the
+         * table says such a row cannot be unwound */
+        if (ours->cfa_kind == PROFD_CFA_UNSUPPORTED && theirs->cfa_kind == PROFD_CFA_RSP &&
+            theirs->cfa_offset > (1 << 30))
+                return true;
+        if (ours->cfa_kind != theirs->cfa_kind || ours->cfa_offset != theirs->cfa_offset)
+                return false;
+        return ours->rbp_kind == theirs->rbp_kind ? ours->rbp_offset == theirs->rbp_offset
+                                                  : theirs->rbp_kind == PROFD_RBP_UNCHANGED &&
+                                                            ours->rbp_offset == -16;
+}
+
 static int check_file(const char *path, uint64_t *total_checked)
 {
         UnwindTableOptions opts = {.debug_root = "/", .use_debug_file = true, .file_path = path};
@@ -199,6 +221,9 @@ static int check_file(const char *path, uint64_t *total_checked)
                 ref.dbgelf = elf_begin(ref.dbgfd, ELF_C_READ_MMAP, NULL);
                 ref.dbgfile = debug_frame_cfi(ref.dbgelf, &ref.dwfile);
         }
+
+        GoPclntab go;
+        bool is_go = gopclntab_open(ref.elf, &go) > 0;
 
         for (uint32_t p = 0; p < t->n_pages; p++)
                 for (uint32_t i = t->page_index[p]; i < t->page_index[p + 1]; i++) {
@@ -232,6 +257,10 @@ static int check_file(const char *path, uint64_t *total_checked)
                                         continue;
                                 }
                                 checked++;
+                                if (is_go && go_agrees(&ours, &theirs)) {
+                                        agree[ours.cfa_kind & 7]++;
+                                        continue;
+                                }
                                 if (memcmp(&ours, &theirs, sizeof(ours)) == 0) {
                                         agree[ours.cfa_kind & 7]++;
                                         continue;

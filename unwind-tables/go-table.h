@@ -1,0 +1,10 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* Unwind rows of a Go binary from its .gopclntab (see go-table.c). */
+#pragma once
+
+#include "cfi.h"
+#include "gopclntab.h"
+
+/* Adds one row per stack-pointer change of every Go function to b, in address order. Returns 0
+ * or negative errno (err says why). */
+int go_table_rows(const GoPclntab *t, const TextRanges *text, TableBuilder *b, CfiError *err);
