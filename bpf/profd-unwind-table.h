@@ -26,20 +26,27 @@ enum profd_cfa_kind {
         /* Go: the callee ran on another stack (g0); the caller is reached through the saved rbp
          * (a frame-pointer step that may jump to another stack; docs/unwinder.md "Go") */
         PROFD_CFA_GO_SWITCH = 8,
+        PROFD_CFA_RBX = 9, /* CFA = rbx + cfa_offset (ld.so's _dl_runtime_resolve_*) */
 };
 
 enum profd_rbp_kind {
         PROFD_RBP_UNCHANGED = 0,  /* rbp of the caller = rbp now */
         PROFD_RBP_CFA_OFFSET = 1, /* caller's rbp saved at CFA + rbp_offset */
+        PROFD_RBX_UNKNOWN = 2,    /* rbx only: the caller's rbx cannot be recovered */
 };
 
+/* rbx, like rbp, is tracked so that a CFA based on it can be evaluated: rbx_kind/rbx_offset
+ * take the values of enum profd_rbp_kind. */
 struct profd_unwind_rule {
         __u8 cfa_kind;
         __u8 rbp_kind;
         __s16 rbp_offset;
         __s32 cfa_offset;
+        __u8 rbx_kind;
+        __u8 _pad;
+        __s16 rbx_offset;
 };
-_Static_assert(sizeof(struct profd_unwind_rule) == 8, "profd_unwind_rule layout");
+_Static_assert(sizeof(struct profd_unwind_rule) == 12, "profd_unwind_rule layout");
 
 struct profd_unwind_row {
         __u16 pc_low; /* pc & 0xffff */

@@ -64,7 +64,7 @@ _Static_assert((PROFD_MAX_USER_FRAMES & (PROFD_MAX_USER_FRAMES - 1)) == 0, "fram
 _Static_assert((1u << (PROFD_BSEARCH_STEPS - 1)) >= PROFD_UT_PAGE_SIZE, "bsearch bound");
 /* Offsets of rbp, rsp, rip in the ucontext that rsp points at inside __restore_rt
  * (uc_flags, uc_link, uc_stack = 40 bytes, then mcontext gregs r8..r15, rdi, rsi, rbp, ..). */
-#define PROFD_UC_RBP 120
+#define PROFD_UC_RBP 120 /* rbx follows at 128 */
 #define PROFD_UC_RSP 160
 #define PROFD_UC_RIP 168
 /* Most bytes of user stack copied per read: callers' frames lie just above, so one copy serves
@@ -98,6 +98,7 @@ volatile __u32 profd_gen = 0;
  * does not re-enter BPF on the same CPU). */
 struct sample_state {
         __u64 ip, sp, bp; /* user registers of the frame being unwound */
+        __u64 bx;         /* rbx, for a CFA based on it (valid while bx_valid) */
         __u32 gen;
         __u32 steps;
         __u32 stop; /* enum profd_stop_reason once done */
@@ -110,6 +111,8 @@ struct sample_state {
         __u32 pool_gen;     /* profd_unwind_config.generation at sample start */
         __u32 proc_version; /* profd_unwind_proc.version at sample start */
         __u32 switches;     /* stack switches followed (PROFD_MAX_STACK_SWITCHES) */
+        __u32 bx_valid;     /* bx is this frame's rbx: not after a frame-pointer step */
+        __u32 _pad0;
         __u64 uhash;        /* hash of the user frames recorded so far */
         __u64 start_ns;     /* profd_measure_cost */
         __u64 entry_end_ns; /* profd_measure_cost: when the entry program tail-called */
@@ -372,6 +375,7 @@ static __always_inline bool step_frame_pointer(struct sample_state *st)
         st->bp = frame[0];
         st->ip = frame[1];
         st->exact = 0;
+        st->bx_valid = 0; /* no table says where a callee saved it */
         return false;
 }
 
@@ -405,10 +409,10 @@ static __always_inline void report(struct sample_state *st, __u32 type, __u64 ad
  * interrupted frame continues from its registers, with an exact pc. */
 static __always_inline bool step_signal(struct sample_state *st)
 {
-        __u64 uc = st->sp, regs[3];
+        __u64 uc = st->sp, regs[4];
 
-        if (bpf_probe_read_user(&regs[0], 8, (void *)(uc + PROFD_UC_RBP)) < 0 ||
-            bpf_probe_read_user(&regs[1], 16, (void *)(uc + PROFD_UC_RSP)) < 0) {
+        if (bpf_probe_read_user(&regs[0], 16, (void *)(uc + PROFD_UC_RBP)) < 0 ||
+            bpf_probe_read_user(&regs[2], 16, (void *)(uc + PROFD_UC_RSP)) < 0) {
                 stop(st, PROFD_STOP_BAD_READ);
                 return true;
         }
@@ -418,8 +422,10 @@ static __always_inline bool step_signal(struct sample_state *st)
         st->user.ips[(st->user.len - 1) & (PROFD_MAX_USER_FRAMES - 1)] |= PROFD_FRAME_EXACT;
         st->uhash = hash_mix(st->uhash, PROFD_FRAME_EXACT); /* the frame above changed */
         st->bp = regs[0];
-        st->sp = regs[1];
-        st->ip = regs[2];
+        st->bx = regs[1];
+        st->bx_valid = 1;
+        st->sp = regs[2];
+        st->ip = regs[3];
         st->exact = 1;
         if (st->ip == 0 || st->ip > PROFD_USER_ADDR_MAX) {
                 stop(st, PROFD_STOP_BAD_FRAME);
@@ -537,6 +543,7 @@ static __always_inline bool step_stack_switch(struct sample_state *st)
         st->bp = frame[0];
         st->ip = frame[1];
         st->exact = 0;
+        st->bx_valid = 0;
         return false;
 }
 
@@ -576,6 +583,13 @@ static __always_inline bool step_dwarf(struct sample_state *st, const struct pro
                 break;
         case PROFD_CFA_RBP:
                 cfa = st->bp + rule->cfa_offset;
+                break;
+        case PROFD_CFA_RBX:
+                if (!st->bx_valid) {
+                        stop(st, PROFD_STOP_UNSUPPORTED);
+                        return true;
+                }
+                cfa = st->bx + rule->cfa_offset;
                 break;
         case PROFD_CFA_PLT1:
                 cfa = st->sp + 8 + ((lookup_pc & 15) >= 11 ? 8 : 0);
@@ -629,6 +643,14 @@ static __always_inline bool step_dwarf(struct sample_state *st, const struct pro
                         st->bp = saved[0];
                 }
         }
+        if (rule->rbx_kind == PROFD_RBP_CFA_OFFSET) {
+                /* Only a CFA based on rbx needs it: a failed read loses rbx, not the stack. */
+                if (read_stack(st, cfa + rule->rbx_offset, saved, 8) < 0)
+                        st->bx_valid = 0;
+                else
+                        st->bx = saved[0];
+        } else if (rule->rbx_kind == PROFD_RBX_UNKNOWN)
+                st->bx_valid = 0;
         if (ra == 0) {
                 stop(st, PROFD_STOP_OK);
                 return true;
@@ -735,6 +757,7 @@ static __always_inline int user_regs(struct task_struct *task, struct sample_sta
                 regs.ip = u->ip;
                 regs.sp = u->sp;
                 regs.bp = u->bp;
+                regs.bx = u->bx;
                 regs.cs = u->cs;
         } else {
                 void *stack = BPF_CORE_READ(task, stack);
@@ -748,6 +771,8 @@ static __always_inline int user_regs(struct task_struct *task, struct sample_sta
         st->ip = regs.ip;
         st->sp = regs.sp;
         st->bp = regs.bp;
+        st->bx = regs.bx;
+        st->bx_valid = 1;
         *ret_cs = regs.cs & 0xffff;
         return 0;
 }
@@ -793,6 +818,7 @@ int profd_sample(struct bpf_perf_event_data *ctx)
         st->fp_only = 1;
         st->guess = PROFD_STOP_OK;
         st->switches = 0;
+        st->bx_valid = 0;
         st->uhash = PROFD_USER_HASH_SEED;
         st->ip_valid = 0;
         st->cache_valid = 0;
@@ -831,6 +857,8 @@ int profd_sample(struct bpf_perf_event_data *ctx)
                 st->ip = ctx->regs.ip;
                 st->sp = ctx->regs.sp;
                 st->bp = ctx->regs.bp;
+                st->bx = ctx->regs.bx;
+                st->bx_valid = 1;
                 st->ip_valid = 1;
         } else {
                 /* The sample hit a syscall, fault or interrupt: the user state is what the

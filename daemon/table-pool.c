@@ -236,12 +236,15 @@ void table_pool_release(TablePool *p, PoolTable *t)
                 t->released_ns = now_ns();
 }
 
+/* A rule's 12 bytes folded into one hash key; equality is checked on the whole rule. */
 static uint64_t rule_key(const struct profd_unwind_rule *r)
 {
         uint64_t k;
+        uint32_t hi;
 
         memcpy(&k, r, sizeof(k));
-        return k;
+        memcpy(&hi, (const uint8_t *)r + sizeof(k), sizeof(hi));
+        return k ^ ((uint64_t)hi * 0xc2b2ae3d27d4eb4fULL);
 }
 
 /* Global index of rule r, adding it to the BPF rule list if new. */
@@ -252,7 +255,7 @@ static int rule_intern(TablePool *p, const struct profd_unwind_rule *r, uint16_t
         for (uint32_t i = (h >> 40) % RULE_HASH_SIZE;; i = (i + 1) % RULE_HASH_SIZE) {
                 int32_t idx = p->rule_hash[i];
 
-                if (idx >= 0 && rule_key(&p->rules[idx]) == k) {
+                if (idx >= 0 && memcmp(&p->rules[idx], r, sizeof(*r)) == 0) {
                         *ret = idx;
                         return 0;
                 }

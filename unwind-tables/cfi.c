@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /* One pass over .eh_frame/.debug_frame bytes: CIE/FDE headers are decoded in place and each FDE's
  * CFA program is interpreted straight into table rows, without building per-FDE row lists. Only the
- * registers the BPF unwinder needs (CFA, rbp, return address) are tracked; every other register's
+ * registers the BPF unwinder needs (CFA, rbp, rbx, return address) are tracked; every other register's
  * instructions are decoded (so malformed input is still caught) and ignored. */
 #include <errno.h>
 #include <stdio.h>
@@ -23,6 +23,7 @@
 #define DW_EH_PE_pcrel 0x10
 #define DW_EH_PE_indirect 0x80
 
+#define REG_RBX 3
 #define REG_RBP 6
 #define REG_RSP 7
 
@@ -53,7 +54,7 @@ typedef struct CfaState {
         int64_t cfa_off;
         const uint8_t *cfa_expr; /* non-NULL: CFA is this DWARF expression */
         uint64_t cfa_expr_len;
-        RegRule rbp, ra;
+        RegRule rbp, rbx, ra;
 } CfaState;
 
 typedef struct Cie {
@@ -545,9 +546,11 @@ static int state_to_rule(const CfaState *st, const Cie *cie, struct profd_unwind
                 else if (st->cfa_expr_len == sizeof(plt_expr[1]) &&
                          memcmp(st->cfa_expr, plt_expr[1], 11) == 0)
                         rule->cfa_kind = PROFD_CFA_PLT2;
-        } else if ((st->cfa_reg == REG_RSP || st->cfa_reg == REG_RBP) && st->cfa_off >= INT32_MIN &&
-                   st->cfa_off <= INT32_MAX) {
-                rule->cfa_kind = st->cfa_reg == REG_RSP ? PROFD_CFA_RSP : PROFD_CFA_RBP;
+        } else if ((st->cfa_reg == REG_RSP || st->cfa_reg == REG_RBP || st->cfa_reg == REG_RBX) &&
+                   st->cfa_off >= INT32_MIN && st->cfa_off <= INT32_MAX) {
+                rule->cfa_kind = st->cfa_reg == REG_RSP   ? PROFD_CFA_RSP
+                                 : st->cfa_reg == REG_RBP ? PROFD_CFA_RBP
+                                                          : PROFD_CFA_RBX;
                 rule->cfa_offset = (int32_t)st->cfa_off;
         }
         if (rule->cfa_kind == PROFD_CFA_END)
@@ -559,6 +562,13 @@ static int state_to_rule(const CfaState *st, const Cie *cie, struct profd_unwind
                 rule->rbp_offset = (int16_t)st->rbp.value;
         } else if (st->rbp.kind != RULE_UNSET && st->rbp.kind != RULE_SAME)
                 goto unsupported_rbp;
+        /* rbx matters only to a CFA based on it: a rule for it BPF cannot follow makes rbx
+         * unknown from that frame on, not the row unsupported. */
+        if (st->rbx.kind == RULE_OFFSET && st->rbx.value >= INT16_MIN && st->rbx.value <= INT16_MAX) {
+                rule->rbx_kind = PROFD_RBP_CFA_OFFSET;
+                rule->rbx_offset = (int16_t)st->rbx.value;
+        } else if (st->rbx.kind != RULE_UNSET && st->rbx.kind != RULE_SAME)
+                rule->rbx_kind = PROFD_RBX_UNKNOWN;
         return UNSUP_NONE;
 
 unsupported_cfa:
@@ -578,6 +588,8 @@ static inline RegRule *reg_slot(CfaState *st, const Cie *cie, uint64_t reg)
                 return &st->ra;
         if (reg == REG_RBP)
                 return &st->rbp;
+        if (reg == REG_RBX)
+                return &st->rbx;
         return NULL;
 }
 
@@ -588,9 +600,11 @@ static inline void set_reg(CfaState *st, const Cie *cie, uint64_t reg, uint8_t k
                 rr->kind = kind;
                 rr->value = value;
         }
-        /* rbp as the return address column is nonsense, but keep both views consistent */
+        /* rbp/rbx as the return address column is nonsense, but keep both views consistent */
         if (reg == REG_RBP && reg == cie->ra_reg)
                 st->rbp = st->ra;
+        if (reg == REG_RBX && reg == cie->ra_reg)
+                st->rbx = st->ra;
 }
 
 /* Emits [*loc, new_loc) with the current state, then moves to new_loc. Returns 1 when the FDE's
@@ -794,6 +808,8 @@ static int execute(CfiParser *p, const CfiSection *s, const Cie *cie, const uint
                         *rr = ir ? *ir : (RegRule){};
                         if (reg == REG_RBP && reg == cie->ra_reg)
                                 st->rbp = st->ra;
+                        if (reg == REG_RBX && reg == cie->ra_reg)
+                                st->rbx = st->ra;
                 }
                 continue;
         }

@@ -101,11 +101,19 @@ size_t builder_peak_bytes(const TableBuilder *b)
         return b->peak_bytes;
 }
 
+/* A rule's 12 bytes folded into one hash key; equality is checked on the whole rule. */
 static inline uint64_t rule_key(const struct profd_unwind_rule *r)
 {
         uint64_t k;
+        uint32_t hi;
         memcpy(&k, r, sizeof(k));
-        return k;
+        memcpy(&hi, (const uint8_t *)r + sizeof(k), sizeof(hi));
+        return k ^ ((uint64_t)hi * 0xc2b2ae3d27d4eb4full);
+}
+
+static inline bool rule_eq(const struct profd_unwind_rule *a, const struct profd_unwind_rule *b)
+{
+        return memcmp(a, b, sizeof(*a)) == 0;
 }
 
 static inline size_t hash_slot(uint64_t k, size_t size)
@@ -119,7 +127,7 @@ static int rule_index(TableBuilder *b, const struct profd_unwind_rule *r, uint32
         uint64_t k = rule_key(r);
         int ret_r;
 
-        if (b->n_rules > 0 && rule_key(&b->rules[b->last_rule]) == k) {
+        if (b->n_rules > 0 && rule_eq(&b->rules[b->last_rule], r)) {
                 *ret = b->last_rule;
                 return 0;
         }
@@ -141,7 +149,7 @@ static int rule_index(TableBuilder *b, const struct profd_unwind_rule *r, uint32
         }
         size_t s = hash_slot(k, b->hash_size);
         while (b->hash[s]) {
-                if (rule_key(&b->rules[b->hash[s] - 1]) == k) {
+                if (rule_eq(&b->rules[b->hash[s] - 1], r)) {
                         *ret = b->hash[s] - 1;
                         return 0;
                 }

@@ -20,6 +20,7 @@ static const char *cfa_kind_name[] = {
         [PROFD_CFA_UNDEF] = "undef",
         [PROFD_CFA_UNSUPPORTED] = "unsupported",
         [PROFD_CFA_GO_SWITCH] = "go_switch",
+        [PROFD_CFA_RBX] = "rbx",
 };
 
 static void format_rule(const struct profd_unwind_rule *r, char *buf, size_t size)
@@ -28,14 +29,19 @@ static void format_rule(const struct profd_unwind_rule *r, char *buf, size_t siz
                                 ? cfa_kind_name[r->cfa_kind]
                                 : "?";
         int n;
-        if (r->cfa_kind == PROFD_CFA_RSP || r->cfa_kind == PROFD_CFA_RBP)
+        if (r->cfa_kind == PROFD_CFA_RSP || r->cfa_kind == PROFD_CFA_RBP || r->cfa_kind == PROFD_CFA_RBX)
                 n = snprintf(buf, size, "%s%+d", k, r->cfa_offset);
         else
                 n = snprintf(buf, size, "%s", k);
         if (r->rbp_kind == PROFD_RBP_CFA_OFFSET)
-                snprintf(buf + n, size - (size_t)n, " c%+d", r->rbp_offset);
+                n += snprintf(buf + n, size - (size_t)n, " c%+d", r->rbp_offset);
         else
-                snprintf(buf + n, size - (size_t)n, " u");
+                n += snprintf(buf + n, size - (size_t)n, " u");
+        /* rbx only where it is saved or lost: most rows leave it alone */
+        if (r->rbx_kind == PROFD_RBP_CFA_OFFSET)
+                snprintf(buf + n, size - (size_t)n, " bx%+d", r->rbx_offset);
+        else if (r->rbx_kind == PROFD_RBX_UNKNOWN)
+                snprintf(buf + n, size - (size_t)n, " bx?");
 }
 
 static int dump_text(const UnwindTable *t)

@@ -17,7 +17,8 @@
 #include "gopclntab.h"
 #include "unwind-table.h"
 
-static const char *kind_name[] = {"end", "rsp", "rbp", "plt1", "plt2", "signal", "undef", "unsupported"};
+static const char *kind_name[] = {"end",    "rsp",   "rbp",         "plt1",      "plt2",
+                                  "signal", "undef", "unsupported", "go_switch", "rbx"};
 
 typedef struct Ref {
         Dwarf_CFI *eh, *dbg, *dbgfile;
@@ -129,14 +130,20 @@ static int reference_rule(Ref *ref, uint64_t pc, struct profd_unwind_rule *rule,
         }
         bool ra_ok = ra == 16 && cfa_relative(ops, nops, &off) && off == -8;
 
-        if (cfa_nops == 1 && (cfa_ops[0].atom == DW_OP_breg7 || cfa_ops[0].atom == DW_OP_breg6) &&
+        if (cfa_nops == 1 &&
+            (cfa_ops[0].atom == DW_OP_breg7 || cfa_ops[0].atom == DW_OP_breg6 ||
+             cfa_ops[0].atom == DW_OP_breg3) &&
             (int64_t)cfa_ops[0].number >= INT32_MIN && (int64_t)cfa_ops[0].number <= INT32_MAX) {
-                rule->cfa_kind = cfa_ops[0].atom == DW_OP_breg7 ? PROFD_CFA_RSP : PROFD_CFA_RBP;
+                rule->cfa_kind = cfa_ops[0].atom == DW_OP_breg7   ? PROFD_CFA_RSP
+                                 : cfa_ops[0].atom == DW_OP_breg6 ? PROFD_CFA_RBP
+                                                                  : PROFD_CFA_RBX;
                 rule->cfa_offset = (int32_t)cfa_ops[0].number;
         } else if (cfa_nops == 1 && cfa_ops[0].atom == DW_OP_bregx &&
-                   (cfa_ops[0].number == 6 || cfa_ops[0].number == 7) &&
+                   (cfa_ops[0].number == 3 || cfa_ops[0].number == 6 || cfa_ops[0].number == 7) &&
                    (int64_t)cfa_ops[0].number2 >= INT32_MIN && (int64_t)cfa_ops[0].number2 <= INT32_MAX) {
-                rule->cfa_kind = cfa_ops[0].number == 7 ? PROFD_CFA_RSP : PROFD_CFA_RBP;
+                rule->cfa_kind = cfa_ops[0].number == 7   ? PROFD_CFA_RSP
+                                 : cfa_ops[0].number == 6 ? PROFD_CFA_RBP
+                                                          : PROFD_CFA_RBX;
                 rule->cfa_offset = (int32_t)cfa_ops[0].number2;
         } else if (cfa_nops != SIZE_MAX && is_plt(cfa_ops, cfa_nops, DW_OP_lit11))
                 rule->cfa_kind = PROFD_CFA_PLT1;
@@ -155,6 +162,16 @@ static int reference_rule(Ref *ref, uint64_t pc, struct profd_unwind_rule *rule,
                 rule->rbp_offset = (int16_t)off;
         } else
                 goto unsupported;
+        /* rbx: its save slot, or unknown (never the whole row unsupported) */
+        if (dwarf_frame_register(f, 3, mem, &ops, &nops) != 0)
+                rule->rbx_kind = PROFD_RBX_UNKNOWN;
+        else if (nops == 0)
+                ; /* same value, or undefined where the CIE says nothing: rbx is callee-saved */
+        else if (cfa_relative(ops, nops, &off) && off >= INT16_MIN && off <= INT16_MAX) {
+                rule->rbx_kind = PROFD_RBP_CFA_OFFSET;
+                rule->rbx_offset = (int16_t)off;
+        } else
+                rule->rbx_kind = PROFD_RBX_UNKNOWN;
         goto done;
 unsupported:
         *rule = (struct profd_unwind_rule){.cfa_kind = PROFD_CFA_UNSUPPORTED};
@@ -165,8 +182,12 @@ done:
 
 static void fmt(const struct profd_unwind_rule *r, char *buf, size_t n)
 {
-        snprintf(buf, n, "%s%+d rbp:%s%+d", r->cfa_kind < 8 ? kind_name[r->cfa_kind] : "?", r->cfa_offset,
-                 r->rbp_kind ? "c" : "u", r->rbp_offset);
+        snprintf(buf, n, "%s%+d rbp:%s%+d rbx:%s%+d", r->cfa_kind < 10 ? kind_name[r->cfa_kind] : "?",
+                 r->cfa_offset, r->rbp_kind ? "c" : "u", r->rbp_offset,
+                 r->rbx_kind == PROFD_RBX_UNKNOWN ? "?"
+                 : r->rbx_kind                    ? "c"
+                                                  : "u",
+                 r->rbx_offset);
 }
 
 static Dwarf_CFI *debug_frame_cfi(Elf *elf, Dwarf **ret_dw)
@@ -193,9 +214,9 @@ static bool go_agrees(const struct profd_unwind_rule *ours, const struct profd_u
                 return true;
         if (ours->cfa_kind != theirs->cfa_kind || ours->cfa_offset != theirs->cfa_offset)
                 return false;
-        return ours->rbp_kind == theirs->rbp_kind ? ours->rbp_offset == theirs->rbp_offset
-                                                  : theirs->rbp_kind == PROFD_RBP_UNCHANGED &&
-                                                            ours->rbp_offset == -16;
+        return ours->rbp_kind == theirs->rbp_kind
+                       ? ours->rbp_offset == theirs->rbp_offset
+                       : theirs->rbp_kind == PROFD_RBP_UNCHANGED && ours->rbp_offset == -16;
 }
 
 static int check_file(const char *path, uint64_t *total_checked)
@@ -204,7 +225,7 @@ static int check_file(const char *path, uint64_t *total_checked)
         UnwindTable *t = NULL;
         char *error = NULL;
         Ref ref = {.fd = -1, .dbgfd = -1};
-        uint64_t agree[8] = {}, checked = 0, mismatches = 0, undecided = 0;
+        uint64_t agree[10] = {}, checked = 0, mismatches = 0, undecided = 0;
         int r;
 
         r = unwind_table_build_path(path, &opts, &t, &error);
@@ -224,6 +245,8 @@ static int check_file(const char *path, uint64_t *total_checked)
 
         GoPclntab go;
         bool is_go = gopclntab_open(ref.elf, &go) > 0;
+        GElf_Ehdr ehdr;
+        bool have_ehdr = gelf_getehdr(ref.elf, &ehdr) != NULL;
 
         for (uint32_t p = 0; p < t->n_pages; p++)
                 for (uint32_t i = t->page_index[p]; i < t->page_index[p + 1]; i++) {
@@ -257,12 +280,19 @@ static int check_file(const char *path, uint64_t *total_checked)
                                         continue;
                                 }
                                 checked++;
+                                /* the start code at the entry point, where no FDE is: the
+                                 * table's outermost frame (builder_set_entry) */
+                                if (ours.cfa_kind == PROFD_CFA_UNDEF && theirs.cfa_kind == PROFD_CFA_END &&
+                                    have_ehdr && pc == ehdr.e_entry) {
+                                        agree[PROFD_CFA_UNDEF]++;
+                                        continue;
+                                }
                                 if (is_go && go_agrees(&ours, &theirs)) {
-                                        agree[ours.cfa_kind & 7]++;
+                                        agree[ours.cfa_kind < 10 ? ours.cfa_kind : 7]++;
                                         continue;
                                 }
                                 if (memcmp(&ours, &theirs, sizeof(ours)) == 0) {
-                                        agree[ours.cfa_kind & 7]++;
+                                        agree[ours.cfa_kind < 10 ? ours.cfa_kind : 7]++;
                                         continue;
                                 }
                                 if (mismatches++ < 20) {
@@ -277,7 +307,7 @@ static int check_file(const char *path, uint64_t *total_checked)
 
         printf("%s: rows %u, probes %" PRIu64 ", mismatches %" PRIu64 "; agreed:", path, t->n_rows, checked,
                mismatches);
-        for (int k = 0; k < 8; k++)
+        for (int k = 0; k < 10; k++)
                 printf(" %s %" PRIu64, kind_name[k], agree[k]);
         if (undecided)
                 printf("; libdw cannot state the CFA at %" PRIu64 " probes", undecided);
