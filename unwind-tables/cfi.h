@@ -34,6 +34,15 @@ typedef struct TextRanges {
         uint64_t start[16], end[16];
 } TextRanges;
 
+/* Whether [a, e) lies inside one of the ranges. */
+static inline bool text_ranges_contain(const TextRanges *t, uint64_t a, uint64_t e)
+{
+        for (size_t i = 0; i < t->n; i++)
+                if (a >= t->start[i] && e <= t->end[i])
+                        return true;
+        return false;
+}
+
 typedef struct FdeRef {
         uint64_t start;
         uint32_t offset;  /* of the FDE record in its section */

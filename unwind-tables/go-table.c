@@ -37,14 +37,6 @@ static bool name_in(const char *name, const char *const *list, size_t n)
 
 #define NAME_IN(name, list) name_in(name, list, sizeof(list) / sizeof(list[0]))
 
-static bool in_text(const TextRanges *text, uint64_t a, uint64_t e)
-{
-        for (size_t i = 0; i < text->n; i++)
-                if (a >= text->start[i] && e <= text->end[i])
-                        return true;
-        return false;
-}
-
 /* A Go stack-pointer delta above this is not a real frame (Go's largest frames are a few MiB). */
 #define GO_MAX_FRAME (1 << 30)
 
@@ -55,7 +47,7 @@ int go_table_rows(const GoPclntab *t, const TextRanges *text, TableBuilder *b, C
 
         for (uint64_t i = 0; i < t->nfunc; i++) {
                 GoFunc f, next;
-                if (!gopclntab_func(t, i, &f) || !in_text(text, f.entry, f.end))
+                if (!gopclntab_func(t, i, &f) || !text_ranges_contain(text, f.entry, f.end))
                         continue;
                 /* A return address equal to the restorer's entry is looked up at entry - 1 (the
                  * last padding byte of the function before it): give that byte to the restorer. */

@@ -399,14 +399,6 @@ static bool fdes_sorted(const FdeRef *f, size_t n)
         return true;
 }
 
-static bool in_text(const TextRanges *t, uint64_t addr)
-{
-        for (size_t i = 0; i < t->n; i++)
-                if (addr >= t->start[i] && addr < t->end[i])
-                        return true;
-        return false;
-}
-
 static int build(Elf *elf, int fd, const UnwindTableOptions *opts, UnwindTable *t, CfiError *err)
 {
         static const UnwindTableOptions default_opts = {};
@@ -534,7 +526,7 @@ static int build(Elf *elf, int fd, const UnwindTableOptions *opts, UnwindTable *
                 goto out_cache;
         }
         GElf_Ehdr eh;
-        if (gelf_getehdr(elf, &eh) && eh.e_entry && in_text(&text, eh.e_entry))
+        if (gelf_getehdr(elf, &eh) && eh.e_entry && text_ranges_contain(&text, eh.e_entry, eh.e_entry + 1))
                 builder_set_entry(b, eh.e_entry);
         if (use_hdr) {
                 p.count_in_run = true;
