@@ -1022,7 +1022,7 @@ static int param_labels(HttpServer *s, const char *v, ProfileQuery *q, char *err
         const char *bad = NULL;
         if (label_set_parse(v ?: "", &q->labels, &bad) < 0) {
                 snprintf(err, errlen,
-                         "labels: unknown label '%s' (known: comm, pid, thread_id, thread_name, unit, "
+                         "labels: unknown label '%s' (known: comm, pid, tid, thread_name, unit, "
                          "container_id)",
                          bad ?: "");
                 return -EINVAL;
@@ -1213,7 +1213,7 @@ static int route_index(HttpServer *s, Request *req)
         fprintf(f,
                 "</ul>\n<p>Example: <code>go tool pprof "
                 "%s://HOST:PORT/debug/pprof/profile?seconds=30</code></p>\n"
-                "<p>Labels: comm, pid, thread_id, thread_name, unit, container_id; default <code>%s</code>. "
+                "<p>Labels: comm, pid, tid, thread_name, unit, container_id; default <code>%s</code>. "
                 "Longest window: %u s.</p>\n</body></html>\n",
                 http_tls_scheme(s->daemon->tls), s->daemon->options.labels_string ?: "",
                 s->daemon->options.max_seconds);

@@ -5,9 +5,9 @@
 #include <stdbool.h>
 
 typedef enum Label {
-        LABEL_COMM,         /* process name */
-        LABEL_PID,
-        LABEL_THREAD_ID,
+        LABEL_COMM,      /* process name */
+        LABEL_PID,       /* numeric */
+        LABEL_THREAD_ID, /* "tid", numeric */
         LABEL_THREAD_NAME,
         LABEL_UNIT,         /* systemd unit from the cgroup */
         LABEL_CONTAINER_ID, /* from the cgroup path */
@@ -19,5 +19,8 @@ typedef struct LabelSet {
 } LabelSet;
 
 const char *label_to_string(Label l);
-/* Comma-separated names; "" selects none. -EINVAL with *ret_bad pointing at the unknown name. */
+/* pid and tid are numeric pprof labels (num + num_unit), the others strings. */
+bool label_is_numeric(Label l);
+/* Comma-separated names ("thread_id" is accepted for tid); "" selects none. -EINVAL with
+ * *ret_bad pointing at the unknown name. */
 int label_set_parse(const char *s, LabelSet *ret, const char **ret_bad);

@@ -104,7 +104,8 @@ static void help(void)
                "  --frequency HZ              samples per second per CPU (default %u)\n"
                "  --max-seconds N             longest ?seconds= a profile request may ask for (default %u)\n"
                "  --labels LIST               labels on every sample, comma-separated, from comm, pid,\n"
-               "                              thread_id, thread_name, unit, container_id\n"
+               "                              tid, thread_name, unit, container_id (pid and tid are\n"
+               "                              numeric labels)\n"
                "                              (default " DEFAULT_LABELS "; \"\" for none)\n"
                "  --max-concurrent-profiles N profile requests served at once; more get 503 (default %u)\n"
                "  --http-max-connections N    HTTP connections open at once (default %u, at least\n"
@@ -290,7 +291,7 @@ int options_parse(int argc, char **argv, Options *ret)
                         if (label_set_parse(optarg, &o.labels, &bad) < 0) {
                                 char why[160];
                                 snprintf(why, sizeof(why),
-                                         "unknown label '%s' (known: comm, pid, thread_id, thread_name, "
+                                         "unknown label '%s' (known: comm, pid, tid, thread_name, "
                                          "unit, "
                                          "container_id)",
                                          bad ?: "");

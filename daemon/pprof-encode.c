@@ -105,7 +105,7 @@ struct PprofJob {
         Perftools__Profiles__Sample **samples;
         size_t n_samples;
 
-        Perftools__Profiles__Label **labels; /* interned (key, str) pairs shared by samples */
+        Perftools__Profiles__Label **labels; /* interned (key, value) pairs shared by samples */
         size_t n_labels, cap_labels;
         Index label_index;
 
@@ -564,24 +564,27 @@ static int user_location(PprofJob *j, Process **pp, pid_t pid, uint64_t addr, bo
         return location_add(j, &k, h, addr, &res, ret);
 }
 
-static int64_t label_ref(PprofJob *j, Label key, const char *value)
+/* Index of the interned label key=value: value is a string (str >= 0, an index into the string
+ * table) or a number (str < 0). A number carries a unit, the key's name (what pprof assumes when
+ * none is given): a label with neither str nor num_unit and num 0 (pid 0) would read as absent. */
+static int64_t label_ref(PprofJob *j, Label key, int64_t str, int64_t num)
 {
         Perftools__Profiles__Label *l;
-        uint64_t kv[2];
-        int64_t v = intern(j, value);
+        uint64_t kv[3];
         uint64_t h;
         size_t slot;
         uint32_t id;
 
-        if (v < 0)
-                return v;
         kv[0] = (uint64_t)j->label_keys[key];
-        kv[1] = (uint64_t)v;
-        h = hash_u64s(kv, 2);
+        kv[1] = (uint64_t)str;
+        kv[2] = str < 0 ? (uint64_t)num : 0;
+        h = hash_u64s(kv, 3);
         slot = h;
-        while ((id = index_next(&j->label_index, h, &slot)))
-                if (j->labels[id - 1]->key == (int64_t)kv[0] && j->labels[id - 1]->str == v)
+        while ((id = index_next(&j->label_index, h, &slot))) {
+                const Perftools__Profiles__Label *e = j->labels[id - 1];
+                if (e->key == (int64_t)kv[0] && (str >= 0 ? e->str == str : e->str == 0 && e->num == num))
                         return id - 1;
+        }
         if (!grow((void **)&j->labels, &j->cap_labels, j->n_labels + 1, sizeof(*j->labels)))
                 return -ENOMEM;
         l = malloc(sizeof(*l));
@@ -589,7 +592,12 @@ static int64_t label_ref(PprofJob *j, Label key, const char *value)
                 return -ENOMEM;
         perftools__profiles__label__init(l);
         l->key = (int64_t)kv[0];
-        l->str = v;
+        if (str >= 0)
+                l->str = str;
+        else {
+                l->num = num;
+                l->num_unit = j->label_keys[key];
+        }
         j->labels[j->n_labels++] = l;
         if (index_insert(&j->label_index, h, (uint32_t)j->n_labels) < 0)
                 return -ENOMEM;
@@ -642,8 +650,8 @@ static int add_sample(PprofJob *j, const AggSample *s, unsigned *budget)
         j->n_frames += n;
 
         for (Label l = 0; l < _LABEL_MAX; l++) {
-                char buf[32];
                 const char *v = NULL;
+                int64_t num = 0, idx;
                 if (!j->options.labels.enabled[l])
                         continue;
                 switch (l) {
@@ -651,12 +659,10 @@ static int add_sample(PprofJob *j, const AggSample *s, unsigned *budget)
                         v = s->comm;
                         break;
                 case LABEL_PID:
-                        snprintf(buf, sizeof(buf), "%" PRIu32, s->pid);
-                        v = buf;
+                        num = s->pid;
                         break;
                 case LABEL_THREAD_ID:
-                        snprintf(buf, sizeof(buf), "%" PRIu32, s->tid);
-                        v = buf;
+                        num = s->tid;
                         break;
                 case LABEL_THREAD_NAME:
                         v = s->thread_comm;
@@ -670,9 +676,14 @@ static int add_sample(PprofJob *j, const AggSample *s, unsigned *budget)
                 default:
                         break;
                 }
-                if (!v || !*v)
+                if (label_is_numeric(l))
+                        idx = label_ref(j, l, -1, num);
+                else if (!v || !*v)
                         continue;
-                int64_t idx = label_ref(j, l, v);
+                else {
+                        int64_t str = intern(j, v);
+                        idx = str < 0 ? str : label_ref(j, l, str, 0);
+                }
                 if (idx < 0)
                         return (int)idx;
                 label_idx[n_labels++] = idx;

@@ -158,13 +158,13 @@ def main():
         # 3. ?labels= overrides --labels for one request.
         prog = subprocess.Popen([chain, "4"])
         time.sleep(0.2)
-        path = fetch_profile(d, 2, "&labels=thread_id,thread_name")
+        path = fetch_profile(d, 2, "&labels=tid,thread_name")
         prog.wait()
         ts = [t for t in traces(path) if t.frames[:1] == ["profd_e2e_leaf"]]
-        check(len(ts) > 0 and all(set(t.labels) == {"thread_id", "thread_name"} for t in ts),
-              "labels=thread_id,thread_name gives exactly those labels")
-        check(any(t.labels.get("thread_id") == [str(prog.pid)] and t.labels.get("thread_name") == ["e2e-chain"]
-                  for t in ts), "thread_id and thread_name have the program's values")
+        check(len(ts) > 0 and all(set(t.labels) == {"tid", "thread_name"} for t in ts),
+              "labels=tid,thread_name gives exactly those labels")
+        check(any(t.labels.get("tid") == [str(prog.pid)] and t.labels.get("thread_name") == ["e2e-chain"]
+                  for t in ts), "tid and thread_name have the program's values")
         path = fetch_profile(d, 1, "&labels=")
         check(all(not t.labels for t in traces(path)), "labels= (empty) gives samples without labels")
 

@@ -30,17 +30,23 @@ int main(void)
         options_done(&o);
 
         CHECK(PARSE(&o, "--http-address", "127.0.0.1:9000", "--frequency", "99", "--max-seconds", "60",
-                    "--labels", "thread_id,unit", "--unwind-table-memory", "1G", "--log-level", "debug",
+                    "--labels", "tid,unit", "--unwind-table-memory", "1G", "--log-level", "debug",
                     "--max-concurrent-profiles", "3") == 0);
         CHECK(strcmp(o.http_address, "127.0.0.1:9000") == 0 && o.frequency_hz == 99 && o.max_seconds == 60);
         CHECK(o.labels.enabled[LABEL_THREAD_ID] && o.labels.enabled[LABEL_UNIT] &&
               !o.labels.enabled[LABEL_COMM]);
-        CHECK(strcmp(o.labels_string, "thread_id,unit") == 0);
+        CHECK(strcmp(o.labels_string, "tid,unit") == 0);
         CHECK(o.unwind_table_memory == 1ULL << 30 && o.log_level == 7 && o.max_concurrent_profiles == 3);
         options_done(&o);
 
         CHECK(PARSE(&o, "--http-max-connections", "4096", "--http-max-connections-per-client", "0") == 0);
         CHECK(o.http_max_connections == 4096 && o.http_max_connections_per_client == 0);
+        options_done(&o);
+
+        /* tid's name from before it became a numeric label still selects it. */
+        CHECK(PARSE(&o, "--labels", "pid,thread_id") == 0);
+        CHECK(o.labels.enabled[LABEL_PID] && o.labels.enabled[LABEL_THREAD_ID] &&
+              !o.labels.enabled[LABEL_COMM]);
         options_done(&o);
 
         CHECK(PARSE(&o, "--labels=") == 0);

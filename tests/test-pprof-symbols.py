@@ -165,7 +165,7 @@ def main():
                    check=True)
     check(build_id(link_prog) != build_id(df_prog), "the two debug-file programs have distinct build IDs")
 
-    with Daemon("--frequency", "99", "--labels", "comm,pid,thread_id") as d:
+    with Daemon("--frequency", "99", "--labels", "comm,pid,tid") as d:
         import threading
 
         cpu = {}

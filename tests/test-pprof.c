@@ -480,6 +480,34 @@ int main(void)
         check_structure(p, hz);
         check(p->time_nanos == (int64_t)t0 && p->duration_nanos == (int64_t)NSEC_PER_SEC,
               "time_nanos/duration_nanos are the window's");
+        /* pid and tid are numeric labels (num + num_unit, as perf_to_profile's keys), the others
+         * strings. Every sample's tid is its pid + 1000 here. */
+        {
+                bool numeric = true, strings = true, values = true;
+                size_t n_pid = 0;
+                for (size_t i = 0; i < p->n_sample; i++) {
+                        int64_t pid = -1, tid = -1;
+                        for (size_t k = 0; k < p->sample[i]->n_label; k++) {
+                                const Perftools__Profiles__Label *l = p->sample[i]->label[k];
+                                const char *key = S(p, l->key);
+                                if (strcmp(key, "pid") == 0 || strcmp(key, "tid") == 0) {
+                                        numeric &= l->str == 0 && l->num > 0 &&
+                                                   strcmp(S(p, l->num_unit), key) == 0;
+                                        *(key[0] == 'p' ? &pid : &tid) = l->num;
+                                } else
+                                        strings &= l->str > 0 && l->num == 0 && l->num_unit == 0;
+                        }
+                        bool known = false;
+                        for (size_t k = 0; k < n_v; k++)
+                                known |= pid == v[k].child.pid;
+                        values &= known && tid == pid + 1000;
+                        n_pid += pid > 0;
+                }
+                check(numeric && n_pid == p->n_sample,
+                      "pid and tid: numeric labels with num_unit pid/tid (%zu samples)", n_pid);
+                check(strings, "comm, thread_name, unit: string labels");
+                check(values, "every sample's pid is its process', its tid that thread's");
+        }
         for (size_t i = 0; i < n_v; i++) {
                 const Perftools__Profiles__Mapping *m = mapping_named(p, v[i].path + strlen(dir));
                 if (check(m != NULL, "%s: mapping for %s", v[i].name, v[i].path))
@@ -595,9 +623,9 @@ int main(void)
         check(strstr(traces, "[truncated: 2+ frames]") != NULL, "pprof: truncated stack marked");
         check(strstr(traces, "[unwind stopped: stack read failed]") != NULL, "pprof: early stop marked");
         check(strstr(traces, "bad\\xff\\xfecomm") != NULL, "pprof: non-UTF-8 comm escaped");
-        check(strstr(traces, "thread_name:") && strstr(traces, "thread_id:") && strstr(traces, "pid:") &&
+        check(strstr(traces, "thread_name:") && strstr(traces, "tid:") && strstr(traces, "pid:") &&
                       strstr(traces, "comm:"),
-              "pprof: labels comm, pid, thread_id, thread_name");
+              "pprof: labels comm, pid, tid, thread_name");
         check(strstr(traces, "unit:") == NULL, "pprof: no unit label without a cgroup resolver");
 
         /* Stack order per variant, leaf first: kernel, then user frames. */
