@@ -33,6 +33,9 @@
 #define STEP_MAX_NS (5 * NSEC_PER_USEC * 1000)
 /* Bytes of serialized profile produced and compressed per step. */
 #define PACK_CHUNK (256 * 1024)
+/* Longest build ID put in a profile, in bytes: GNU build IDs are 20 (SHA-1) or 16 (MD5), Go ones
+ * up to the 128 bytes the process table keeps. */
+#define MAX_BUILD_ID 128
 /* Processes whose /proc/PID/maps a single job may re-read after a miss (dlopen, exec). */
 #define MAX_REFRESHES_PER_JOB 256
 
@@ -309,10 +312,12 @@ static int add_mapping(PprofJob *j, const MapKey *k, uint64_t h, const char *pat
                        size_t build_id_size, uint64_t *ret_id)
 {
         Perftools__Profiles__Mapping *m;
-        char hex[2 * 64 + 1];
+        char hex[2 * MAX_BUILD_ID + 1];
         int64_t path_idx, bid_idx = 0;
 
-        for (size_t i = 0; i < build_id_size && i < 64; i++)
+        if (build_id_size > MAX_BUILD_ID)
+                build_id_size = 0;
+        for (size_t i = 0; i < build_id_size; i++)
                 sprintf(hex + 2 * i, "%02x", build_id[i]);
         path_idx = intern(j, path);
         if (build_id_size > 0)
@@ -342,11 +347,27 @@ static int add_mapping(PprofJob *j, const MapKey *k, uint64_t h, const char *pat
         return 0;
 }
 
+/* The build ID a mapping is known by downstream: the file's GNU build ID, else a Go binary's Go
+ * build ID (its string's bytes, hex-encoded like a GNU one: Parca's convention). */
+static size_t mapping_build_id(const ProcMapping *pm, const uint8_t **ret)
+{
+        const char *go;
+
+        if (pm->build_id_size > 0) {
+                *ret = pm->build_id;
+                return pm->build_id_size;
+        }
+        go = process_mapping_go_build_id(pm);
+        *ret = (const uint8_t *)go;
+        return go ? strlen(go) : 0;
+}
+
 static int user_mapping_id(PprofJob *j, const ProcMapping *pm, uint64_t *ret)
 {
         MapKey k = {pm->start, pm->end, pm->offset, pm->dev, pm->inode};
         uint64_t h = hash_u64s((const uint64_t *)&k, 5);
-        size_t slot = h;
+        size_t slot = h, bid_size;
+        const uint8_t *bid;
         uint32_t id;
 
         while ((id = index_next(&j->mapping_index, h, &slot)))
@@ -354,8 +375,8 @@ static int user_mapping_id(PprofJob *j, const ProcMapping *pm, uint64_t *ret)
                         *ret = id;
                         return 0;
                 }
-        return add_mapping(j, &k, h, pm->path[0] ? pm->path : "[anon]", pm->build_id, pm->build_id_size,
-                           ret);
+        bid_size = mapping_build_id(pm, &bid);
+        return add_mapping(j, &k, h, pm->path[0] ? pm->path : "[anon]", bid, bid_size, ret);
 }
 
 static int kernel_mapping_id(PprofJob *j, uint64_t addr, uint64_t *ret)

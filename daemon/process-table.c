@@ -22,6 +22,11 @@
 
 /* PT_LOAD segments remembered per file; real ELF files have 2-5, more is hostile input. */
 #define PROC_FILE_MAX_LOADS 16
+/* Go build IDs are 83 bytes ("actionID/contentID" in base64); -ldflags=-buildid=... may set any
+ * string, longer ones than this are not kept. */
+#define GO_BUILD_ID_MAX 128
+/* Type of the Go linker's build ID note (owner "Go", section .note.go.buildid). */
+#define NT_GO_BUILD_ID 4
 /* Liveness checks (/proc/PID/stat) per gc call: bounds the work of one call. */
 #define GC_CHECKS_PER_CALL 256
 /* A live process is re-checked for exit / pid reuse this often. */
@@ -43,6 +48,7 @@ struct ProcFile {
         uint16_t e_type;
         uint8_t build_id[64];
         size_t build_id_size;
+        char *go_build_id; /* a Go binary's build ID when it has no GNU one, else NULL */
         size_t n_loads;
         struct {
                 uint64_t vaddr, offset, filesz;
@@ -99,6 +105,7 @@ static void proc_file_unref(ProcessTable *t, ProcFile *f)
                 close(f->fd);
                 t->n_open_fds--;
         }
+        free(f->go_build_id);
         free(f);
 }
 
@@ -180,7 +187,8 @@ ProcessTable *process_table_free(ProcessTable *t)
 }
 
 /* Reads the NT_GNU_BUILD_ID note and the PT_LOAD segments: build IDs name the executable in
- * the profile and for debuginfo lookup; segments turn runtime addresses into ELF addresses. */
+ * the profile and for debuginfo lookup; segments turn runtime addresses into ELF addresses. A Go
+ * binary linked without a GNU build ID (Go's internal linker) names itself by its Go build ID. */
 static void proc_file_read_elf(ProcFile *f, int fd)
 {
         Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
@@ -210,17 +218,28 @@ static void proc_file_read_elf(ProcFile *f, int fd)
                         if (!d)
                                 continue;
                         while ((off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
+                                const char *name = (const char *)d->d_buf + name_off,
+                                           *desc = (const char *)d->d_buf + desc_off;
                                 if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
-                                    memcmp((char *)d->d_buf + name_off, "GNU", 4) == 0 && nh.n_descsz > 0 &&
+                                    memcmp(name, "GNU", 4) == 0 && nh.n_descsz > 0 &&
                                     nh.n_descsz <= sizeof(f->build_id)) {
-                                        memcpy(f->build_id, (char *)d->d_buf + desc_off, nh.n_descsz);
+                                        memcpy(f->build_id, desc, nh.n_descsz);
                                         f->build_id_size = nh.n_descsz;
                                         break;
+                                }
+                                /* The Go linker writes the owner as "Go\0\0" (namesz 4). */
+                                if (nh.n_type == NT_GO_BUILD_ID && (nh.n_namesz == 3 || nh.n_namesz == 4) &&
+                                    memcmp(name, "Go", 3) == 0 && !f->go_build_id) {
+                                        size_t n = strnlen(desc, nh.n_descsz);
+                                        if (n > 0 && n <= GO_BUILD_ID_MAX)
+                                                f->go_build_id = strndup(desc, n);
                                 }
                         }
                 }
         }
         f->elf_ok = f->n_loads > 0;
+        if (f->build_id_size > 0)
+                f->go_build_id = mfree(f->go_build_id);
 out:
         elf_end(elf);
 }
@@ -896,6 +915,11 @@ size_t process_mapping_key(const ProcMapping *m, uint8_t ret[PROCESS_MAPPING_KEY
                                                                    : PROCESS_MAPPING_KEY_MAX - n;
         memcpy(ret + n, m->file->build_id, bid);
         return n + bid;
+}
+
+const char *process_mapping_go_build_id(const ProcMapping *m)
+{
+        return m->file ? m->file->go_build_id : NULL;
 }
 
 size_t process_mapping_identity(const ProcMapping *m, char *buf, size_t size)

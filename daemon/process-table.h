@@ -97,6 +97,9 @@ bool process_mapping_reopen(const Process *p, const ProcMapping *m, SafeMapping 
  * mapping's file could not be opened (nothing to share). */
 #define PROCESS_MAPPING_KEY_MAX 64
 size_t process_mapping_key(const ProcMapping *m, uint8_t ret[PROCESS_MAPPING_KEY_MAX]);
+/* The build ID of a Go binary that has no GNU build ID (its .note.go.buildid string, e.g.
+ * "zolpYOSn.../OUjrFxCj.../U9Y-LGXb.../tXprsnj7..."), else NULL. Lives as long as the mapping. */
+const char *process_mapping_go_build_id(const ProcMapping *m);
 /* The same key in hex (NUL-terminated, at most size bytes; "" without one); returns the length. */
 size_t process_mapping_identity(const ProcMapping *m, char *buf, size_t size);
 void process_table_write_metrics(const ProcessTable *t, FILE *f);
