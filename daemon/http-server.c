@@ -182,6 +182,7 @@ static int route_profile(HttpServer *s, Request *req);
 static int route_metrics(HttpServer *s, Request *req);
 static int route_healthz(HttpServer *s, Request *req);
 static int route_process(HttpServer *s, Request *req);
+static int route_symbol(HttpServer *s, Request *req);
 
 static int pprof_start(Daemon *d, ProfileWindow *w, const ProfileQuery *q, void **ret_job)
 {
@@ -302,6 +303,8 @@ static const Route routes[] = {
          "DWARF unwinding state of one process (pid=N): whether its unwind tables are in place, "
          "per executable mapping",
          "/debug/profd/process?pid=1", route_process, NULL},
+        /* pprof's remote symbolization (POST, "symbolz"), not listed: see route_symbol(). */
+        {"/debug/pprof/symbol", NULL, NULL, route_symbol, NULL},
 };
 #define N_ROUTES ELEMENTSOF(routes)
 #define ROUTE_UNKNOWN N_ROUTES /* counter row for paths no route matches */
@@ -1183,6 +1186,16 @@ static int route_process(HttpServer *s, Request *req)
         return queue(req, 200, TAKE_PTR(buf), size, "text/plain; charset=utf-8", NULL, false);
 }
 
+/* go tool pprof, given a profile URL, POSTs the addresses of frames without a function to
+ * .../symbol before it shows anything, and gives up if that fails. profd named in the profile every
+ * frame it could; the rest is for the reader's debug files (docs/symbolization.md). So the answer
+ * is net/http/pprof's "no symbols here"; the addresses posted are not looked at. */
+static int route_symbol(HttpServer *s, Request *req)
+{
+        (void)s;
+        return queue_text(req, 200, "text/plain; charset=utf-8", false, "num_symbols: 0\n");
+}
+
 static int route_metrics(HttpServer *s, Request *req)
 {
         char *text = NULL;
@@ -1318,7 +1331,9 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
                 if (status != 0)
                         return queue_error(req, status, "%s\n", why);
         }
-        if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
+        if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0 &&
+            !(strcmp(method, MHD_HTTP_METHOD_POST) == 0 && req->route &&
+              req->route->handler == route_symbol))
                 return queue_error(req, MHD_HTTP_METHOD_NOT_ALLOWED, "method %.16s not allowed: use GET\n",
                                    method);
         if (!req->route)
