@@ -5,7 +5,12 @@
  *   PACK:    protobuf-c serializes the profile field by field, PACK_CHUNK bytes per step, and
  *            zlib compresses each chunk.
  * Stacks go out leaf first: kernel frames (leaf first), then user frames, then the markers that
- * say why a user stack ends early ("[truncated: N+ frames]", "[unwind stopped: reason]"). */
+ * say why a user stack ends early ("[truncated: N+ frames]", "[unwind stopped: reason]").
+ * A user frame profd cannot name in a file it read, with a build ID, gets no function: its
+ * location keeps the address and its mapping the file offset and build ID, has_functions false,
+ * for pprof's own symbolization and collectors' (docs/symbolization.md). Every other frame has a
+ * function, a placeholder where nothing downstream could do better (markers, kernel, no mapping,
+ * no build ID, a file profd could not read). */
 #include <errno.h>
 #include <inttypes.h>
 #include <linux/types.h>
@@ -131,7 +136,7 @@ struct PprofJob {
         uint8_t *out;
         size_t out_size, out_cap;
 
-        uint64_t n_frames, n_unsymbolized;
+        uint64_t n_frames, n_unsymbolized, n_left_unnamed;
 };
 
 static uint64_t hash_u64s(const uint64_t *v, size_t n)
@@ -338,6 +343,8 @@ static int add_mapping(PprofJob *j, const MapKey *k, uint64_t h, const char *pat
         m->file_offset = k->offset;
         m->filename = path_idx;
         m->build_id = bid_idx;
+        /* Until a location in it is left unnamed (location_add). */
+        m->has_functions = true;
         j->mappings[j->n_mappings] = m;
         j->map_keys[j->n_mappings] = *k;
         j->n_mappings++;
@@ -416,7 +423,8 @@ static uint32_t location_find(PprofJob *j, const LocKey *k, uint64_t h)
         return 0;
 }
 
-/* Adds a location whose lines are res's frames (innermost first). */
+/* Adds a location whose lines are res's frames (innermost first); none when res has no frames:
+ * then its mapping no longer has_functions, so pprof and collectors symbolize what is left. */
 static int location_add(PprofJob *j, const LocKey *k, uint64_t h, uint64_t address, const SymResult *res,
                         uint64_t *ret)
 {
@@ -452,9 +460,10 @@ static int location_add(PprofJob *j, const LocKey *k, uint64_t h, uint64_t addre
                 }
         }
         if (m) {
-                /* Every location gets a function from profd (a placeholder when nothing better
-                 * is known), so pprof must never try to symbolize on its own. */
-                m->has_functions = true;
+                /* pprof symbolizes a mapping itself (from the file, or one found by build ID in
+                 * PPROF_BINARY_PATH) only when has_functions is false, and so do collectors. */
+                if (res->n_frames == 0)
+                        m->has_functions = false;
                 if (res->n_frames > 1)
                         m->has_inline_frames = true;
         }
@@ -581,7 +590,20 @@ static int user_location(PprofJob *j, Process **pp, pid_t pid, uint64_t addr, bo
         r = symbolizer_user(j->sym, *pp, m, lookup, &res);
         if (r < 0)
                 return r;
-        j->n_unsymbolized += !res.symbolized;
+        if (!res.symbolized) {
+                const uint8_t *bid;
+                j->n_unsymbolized++;
+                /* Read, no symbol, known by its build ID: the frame keeps its address (and the
+                 * mapping its offset and build ID) and no made-up name, so whoever has the debug
+                 * file can name it. Otherwise the placeholder ("[unknown] PATH+0xOFF") says where
+                 * it was: without a build ID nothing tells which file ran, and a file profd could
+                 * not read now may not be the one at the path (go tool pprof would read that one,
+                 * checking no build ID, and waits forever if it is a FIFO). */
+                if (res.no_symbol && mapping_build_id(m, &bid) > 0) {
+                        j->n_left_unnamed++;
+                        res = (SymResult){};
+                }
+        }
         return location_add(j, &k, h, addr, &res, ret);
 }
 
@@ -950,9 +972,10 @@ int pprof_job_step(PprofJob *j)
                         j->phase = PHASE_PACK;
                         log_debug("pprof: %zu samples, %zu locations, %zu functions, %zu mappings, %zu "
                                   "strings, "
-                                  "%" PRIu64 " frames (%" PRIu64 " unsymbolized)",
+                                  "%" PRIu64 " frames (%" PRIu64 " unsymbolized, %" PRIu64
+                                  " locations left to downstream symbolizers)",
                                   j->n_samples, j->n_locations, j->n_functions, j->n_mappings, j->n_strings,
-                                  j->n_frames, j->n_unsymbolized);
+                                  j->n_frames, j->n_unsymbolized, j->n_left_unnamed);
                 }
                 return 0;
         case PHASE_PACK:

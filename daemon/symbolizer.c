@@ -1295,6 +1295,7 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
         } else {
                 s->n_user_no_symbol++;
                 unknown_frame(s, keep_printf(s, "[unknown] %s+0x%" PRIx64, m->path, fileoff), ret);
+                ret->no_symbol = true;
                 return 0;
         }
         s->n_user_symbolized++;

@@ -28,6 +28,11 @@ typedef struct SymResult {
         const SymFrame *frames;
         size_t n_frames;
         bool symbolized; /* false: no symbol found; frames[0] is a placeholder */
+        /* Not symbolized although the file was read: it has no symbol for the address (stripped),
+         * where a debug file found by its build ID may have one. false when the file could not be
+         * read (gone, replaced or refused; not ELF): the file at its path may not be the one that
+         * ran. */
+        bool no_symbol;
 } SymResult;
 
 int symbolizer_new(Symbolizer **ret);

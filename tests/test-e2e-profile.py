@@ -146,9 +146,10 @@ def main():
         check(all(t.labels.get("comm") == ["e2e-chain"] for t in ts), "every sample carries comm=e2e-chain")
         check(all(set(t.labels) == {"comm", "pid"} for t in ts), "default labels are exactly comm and pid")
 
-        # 2. go tool pprof fetching from profd itself.
+        # 2. go tool pprof fetching from profd itself, as a user runs it: it symbolizes what profd
+        # left unnamed (stripped system binaries) locally and asks profd's /debug/pprof/symbol.
         prog = subprocess.Popen([chain, "4"])
-        r = pprof("-top", d.base + "/debug/pprof/profile?seconds=2", check_rc=False)
+        r = pprof("-top", d.base + "/debug/pprof/profile?seconds=2", check_rc=False, symbolize=True)
         prog.wait()
         check(r.returncode == 0, "go tool pprof -top http://127.0.0.1:PORT/debug/pprof/profile?seconds=2 succeeds")
         check("profd_e2e_leaf" in r.stdout, "the -top listing names the busy function")

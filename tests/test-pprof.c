@@ -253,9 +253,27 @@ static void check_structure(const Perftools__Profiles__Profile *p, unsigned hz)
         check(p->period_type && strcmp(S(p, p->period_type->type), "cpu") == 0 &&
                       strcmp(S(p, p->period_type->unit), "nanoseconds") == 0 && p->period == 1000000000 / hz,
               "period_type cpu/nanoseconds, period %" PRId64 " = 1e9/%u", p->period, hz);
-        for (size_t i = 0; i < p->n_mapping; i++)
-                check(p->mapping[i]->has_functions, "mapping %s has_functions",
-                      S(p, p->mapping[i]->filename));
+        /* A mapping has_functions unless a location in it has no lines (a frame profd left for
+         * pprof or a collector to name): such a location has its address, in a file known by
+         * its build ID. */
+        for (size_t i = 0; i < p->n_mapping; i++) {
+                bool all_named = true;
+                for (size_t k = 0; k < p->n_location; k++)
+                        all_named &= p->location[k]->mapping_id != p->mapping[i]->id ||
+                                     p->location[k]->n_line > 0;
+                check(p->mapping[i]->has_functions == all_named,
+                      "mapping %s: has_functions %d <=> all named %d", S(p, p->mapping[i]->filename),
+                      p->mapping[i]->has_functions, all_named);
+        }
+        for (size_t k = 0; k < p->n_location; k++) {
+                const Perftools__Profiles__Location *l = p->location[k];
+                const Perftools__Profiles__Mapping *m = l->mapping_id ? p->mapping[l->mapping_id - 1] : NULL;
+                if (l->n_line == 0 && !check(m && l->address && S(p, m->build_id)[0],
+                                             "location %zu without a function: address 0x%" PRIx64
+                                             ", in a mapping with a build ID (%s)",
+                                             k + 1, l->address, m ? S(p, m->build_id) : "no mapping"))
+                        break;
+        }
 }
 
 static const Perftools__Profiles__Mapping *mapping_named(const Perftools__Profiles__Profile *p,
@@ -275,6 +293,28 @@ static char *build_id_hex(const char *path)
         char *out = capture("readelf -n '%s' | sed -n 's/.*Build ID: *\\([0-9a-f]*\\).*/\\1/p'", path);
         out[strcspn(out, "\n")] = 0;
         return out;
+}
+
+/* go tool pprof OPTIONS PROFILE with HOME, caches and temporary files in dir; local binaries are
+ * looked for nowhere but at their mappings' paths. */
+static char *pprof(const char *profile, const char *options)
+{
+        return capture(
+                "HOME=${HOME:-/root} GOCACHE=%s/gocache PPROF_TMPDIR=%s PPROF_BINARY_PATH=/nonexistent "
+                "go tool pprof %s '%s' 2>&1",
+                dir, dir, options, profile);
+}
+
+/* The -traces block of the sample whose comm label is comm (malloc'd), NULL if none. */
+static char *trace_of(const char *traces, const char *comm)
+{
+        char key[64];
+        snprintf(key, sizeof(key), "comm:  %s\n", comm);
+        const char *t = strstr(traces, key);
+        if (!t)
+                return NULL;
+        const char *end = strstr(t, "-----------+");
+        return strndup(t, end ? (size_t)(end - t) : strlen(t));
 }
 
 typedef struct Variant {
@@ -360,7 +400,8 @@ int main(void)
                 "objcopy --add-section .gnu_debugdata=mini.syms.xz '%s'",
                 dir, v[3].path, v[3].path, v[3].path) != 0)
                 die("minidebuginfo");
-        if (run("strip --strip-all '%s'", v[4].path) != 0)
+        /* An unstripped copy (same build ID): what a developer has for the stripped binary. */
+        if (run("cp '%s' '%s.full' && strip --strip-all '%s'", v[4].path, v[4].path, v[4].path) != 0)
                 die("strip");
 
         /* A kallsyms-format file: kernel symbols are deterministic, one in a module. */
@@ -518,6 +559,32 @@ int main(void)
                               v[i].name);
                 if (m && v[i].inlines)
                         check(m->has_inline_frames, "%s: has_inline_frames", v[i].name);
+                if (!m)
+                        continue;
+                /* Named: every location has lines. Not named (stripped): no location has any, and
+                 * the mapping says where the file was mapped (start, offset) for whoever names
+                 * them from a debug file found by the build ID. */
+                size_t n_locs = 0, n_unnamed = 0;
+                for (size_t k = 0; k < p->n_location; k++)
+                        if (p->location[k]->mapping_id == m->id) {
+                                n_locs++;
+                                n_unnamed += p->location[k]->n_line == 0;
+                        }
+                Process *proc = NULL;
+                const ProcMapping *pm = process_table_get(procs, v[i].child.pid, &proc) == 0
+                                                ? process_find_mapping(proc, v[i].child.leaf)
+                                                : NULL;
+                check(pm && m->memory_start == pm->start && m->memory_limit == pm->end &&
+                              m->file_offset == pm->offset,
+                      "%s: mapping 0x%" PRIx64 "-0x%" PRIx64 " offset 0x%" PRIx64 " as in /proc/PID/maps",
+                      v[i].name, m->memory_start, m->memory_limit, m->file_offset);
+                if (v[i].names)
+                        check(m->has_functions && n_unnamed == 0, "%s: all %zu locations named", v[i].name,
+                              n_locs);
+                else
+                        check(!m->has_functions && n_locs >= 3 && n_unnamed == n_locs,
+                              "%s: its %zu locations have no function (%zu), has_functions is false",
+                              v[i].name, n_locs, n_unnamed);
         }
         const Perftools__Profiles__Mapping *km = mapping_named(p, "[kernel.kallsyms]");
         check(km != NULL, "[kernel.kallsyms] mapping present");
@@ -594,19 +661,13 @@ int main(void)
                 symbolizer_set_kernel_addresses(sym, false);
         }
 
-        /* What go tool pprof makes of it. */
-        char *raw = capture("HOME=${HOME:-/root} GOCACHE=%s/gocache PPROF_TMPDIR=%s "
-                            "PPROF_BINARY_PATH=/nonexistent go tool pprof -raw '%s' 2>&1",
-                            dir, dir, profile_path);
+        /* What go tool pprof makes of it: first as profd wrote it (-symbolize=none). */
+        char *raw = pprof(profile_path, "-symbolize=none -raw");
         printf("---- go tool pprof -raw ----\n%s----\n", raw);
-        char *traces = capture("HOME=${HOME:-/root} GOCACHE=%s/gocache PPROF_TMPDIR=%s "
-                               "PPROF_BINARY_PATH=/nonexistent go tool pprof -traces '%s' 2>&1",
-                               dir, dir, profile_path);
+        char *traces = pprof(profile_path, "-symbolize=none -traces");
         printf("---- go tool pprof -traces ----\n%s----\n", traces);
         check(strstr(raw, "PeriodType: cpu nanoseconds") != NULL, "pprof: period type cpu nanoseconds");
         check(strstr(raw, "samples/count cpu/nanoseconds") != NULL, "pprof: sample types");
-        check(strstr(traces, "symbolize") == NULL && strstr(raw, "symbolize") == NULL,
-              "pprof did not try to symbolize anything itself");
 
         char want[1024];
         snprintf(want, sizeof(want), "scenario.cc:%d", line_of("LINE_INLINE_CALL"));
@@ -630,14 +691,9 @@ int main(void)
 
         /* Stack order per variant, leaf first: kernel, then user frames. */
         for (size_t i = 0; i < n_v; i++) {
-                char comm[64];
-                snprintf(comm, sizeof(comm), "comm:  %s\n", recs[i].comm);
-                const char *t = strstr(traces, comm);
-                if (!check(t != NULL, "%s: trace with its comm label", v[i].name))
+                char *block = trace_of(traces, recs[i].comm);
+                if (!check(block != NULL, "%s: trace with its comm label", v[i].name))
                         continue;
-                const char *end = strstr(t, "-----------+");
-                size_t len = end ? (size_t)(end - t) : strlen(t);
-                char *block = strndup(t, len);
                 if (v[i].names) {
                         const char *a = strstr(block, "profd_record"),
                                    *b = strstr(block, "profd_ns::Widget::spin"), *c = strstr(block, "main");
@@ -651,8 +707,11 @@ int main(void)
                                 check(strstr(block, "profd_inlined") == NULL,
                                       "%s: no inline frames without DWARF", v[i].name);
                 } else
-                        check(strstr(block, "[unknown]") != NULL && strstr(block, "prog+0x") != NULL,
-                              "%s: unsymbolized frames say [unknown] path+0xoffset", v[i].name);
+                        check(strstr(block, "[stripped prog]") && !strstr(block, "[unknown]") &&
+                                      !strstr(block, "profd_record"),
+                              "%s: frames profd cannot name are addresses in [stripped prog], no made-up "
+                              "name",
+                              v[i].name);
                 if (i == 0) {
                         const char *k = strstr(block, "__x64_sys_read"), *u = strstr(block, "profd_record");
                         check(k && u && k < u, "full: kernel frames before user frames");
@@ -660,6 +719,29 @@ int main(void)
                 free(block);
         }
         free(raw);
+        free(traces);
+
+        /* go tool pprof symbolizes mappings without has_functions itself, from the file at the
+         * mapping's path: the stripped binary there names nothing (and changes nothing else)... */
+        traces = pprof(profile_path, "-traces");
+        char *block = trace_of(traces, recs[4].comm), *full = trace_of(traces, recs[0].comm);
+        check(block && strstr(block, "[stripped prog]") && !strstr(block, "profd_record") && full &&
+                      strstr(full, "profd_ns::Widget::spin(int)") && strstr(full, "profd_inlined"),
+              "pprof symbolizing: nothing to find in the stripped binary, profd's names kept elsewhere");
+        free(block);
+        free(full);
+        free(traces);
+        /* ...the unstripped build in its place (same build ID) names its frames: the leaf at least
+         * (go tool pprof reads only DW_AT_name from DWARF, which C++ member functions defined
+         * out of their class do not have). */
+        check(run("cp '%s.full' '%s'", v[4].path, v[4].path) == 0, "unstripped copy put in place");
+        traces = pprof(profile_path, "-traces");
+        block = trace_of(traces, recs[4].comm);
+        printf("---- go tool pprof -traces, stripped variant, unstripped binary in place ----\n%s----\n",
+               block ?: traces);
+        check(block && strstr(block, "profd_record") && !strstr(block, "[unknown]"),
+              "pprof symbolizing: the unstripped binary at the path names profd_record");
+        free(block);
         free(traces);
 
         /* kptr_restrict: every kallsyms address is zero -> a frame that says so. */

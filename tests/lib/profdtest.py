@@ -213,14 +213,18 @@ def go_env():
     env.setdefault("HOME", "/root")
     env["GOCACHE"] = os.path.join(SESSION, "gocache")
     env["PPROF_TMPDIR"] = SESSION
-    env["PPROF_BINARY_PATH"] = "/nonexistent"  # never look for local binaries: profd names functions
+    env["PPROF_BINARY_PATH"] = "/nonexistent"  # never look for local binaries in $HOME/pprof
     return env
 
 
-def pprof(*args, check_rc=True):
+def pprof(*args, check_rc=True, symbolize=False, env=None):
+    """go tool pprof ARGS. Without symbolize, it shows what profd wrote (-symbolize=none): pprof
+    would otherwise name the frames profd left without a function from the files at their paths."""
     if not shutil.which("go"):
         skip("go (golang-go) is not installed: cannot check with go tool pprof")
-    r = subprocess.run(["go", "tool", "pprof", *args], capture_output=True, text=True, env=go_env(), timeout=300)
+    args = args if symbolize else ("-symbolize=none", *args)
+    r = subprocess.run(["go", "tool", "pprof", *args], capture_output=True, text=True, env=env or go_env(),
+                       timeout=300)
     if check_rc and r.returncode != 0:
         raise RuntimeError("go tool pprof %s failed (%d): %s" % (" ".join(args), r.returncode, r.stderr))
     return r
