@@ -140,6 +140,10 @@ def norm(name):
         return None
     if name.startswith("[unknown]"):
         return "[unknown]"
+    # A frame profd left without a function (a stripped library with a build ID): go tool pprof
+    # prints the mapping's file name in brackets, "[libgcc_s.so.1]". profd's markers have a colon.
+    if re.fullmatch(r"\[[^]:]+\]", name) and name != "[plt]":
+        return "[unknown]"
     name = re.sub(r"@@?[A-Za-z0-9_.]+$", "", name)   # symbol versions: __libc_start_main@@GLIBC_2.34
     if "(" in name and not name.startswith("("):      # C++ signatures: perf prints them, pprof may not
         name = name[:name.index("(")]
