@@ -1,0 +1,363 @@
+#!/usr/bin/env python3
+"""profd's CPython struct offsets (daemon/python-offsets.c) against real interpreters.
+
+Each entry of the table that has a Debian release is compared field by field with the DWARF of
+that release's own python3.X (its separate debug info from python3.X-dbg, read with gdb):
+3.11 of this machine (Debian 12), 3.9 of Debian 11 "bullseye" in a debootstrapped root
+(tests/lib/debianroot.py, built once and cached). 3.13 of Debian 13 "trixie" has no entry: it
+carries its own table, _Py_DebugOffsets at the start of _PyRuntime; that table is read from the
+initial data of the _PyRuntime symbol in the ELF file and every value is compared with the DWARF
+layout of the member it describes, so profd knows how to read it.
+
+A root that cannot be built (no Debian archive, no debootstrap) SKIPs its runtime loudly; the test
+SKIPs as a whole only when no runtime at all could be checked."""
+import os
+import re
+import struct
+import subprocess
+import sys
+
+import profdtest as t
+import debianroot
+
+DUMP = os.path.join(t.BUILD, "tests", "python-offsets-dump")
+NONE = "NONE"
+
+# Table field -> candidate (type, member path) in the order tried; the first the DWARF has is the
+# runtime's value, and a field none of them resolves is one the version lacks (NONE). "FRAME" is
+# the version's frame type: _PyInterpreterFrame where it exists (3.11+), PyFrameObject before.
+FIELDS = {
+    "runtime_interpreters_head": [("_PyRuntimeState", "interpreters.head")],
+    "runtime_interpreters_main": [("_PyRuntimeState", "interpreters.main")],
+    "runtime_tstate_current": [("_PyRuntimeState", "gilstate.tstate_current")],
+    "runtime_autotss_key": [("_PyRuntimeState", "gilstate.autoTSSkey"), ("_PyRuntimeState", "autoTSSkey")],
+    "interp_next": [("PyInterpreterState", "next")],
+    "interp_threads_head": [("PyInterpreterState", "tstate_head"), ("PyInterpreterState", "threads.head")],
+    "tstate_next": [("PyThreadState", "next")],
+    "tstate_interp": [("PyThreadState", "interp")],
+    "tstate_thread_id": [("PyThreadState", "thread_id")],
+    "tstate_native_thread_id": [("PyThreadState", "native_thread_id")],
+    "tstate_frame": [("PyThreadState", "frame")],
+    "tstate_cframe": [("PyThreadState", "cframe")],
+    "cframe_current_frame": [("_PyCFrame", "current_frame"), ("CFrame", "current_frame")],
+    "frame_previous": [("FRAME", "previous"), ("FRAME", "f_back")],
+    "frame_code": [("FRAME", "f_code"), ("FRAME", "f_executable")],
+    "frame_lasti": [("FRAME", "f_lasti")],
+    "frame_prev_instr": [("FRAME", "prev_instr")],
+    "frame_is_entry": [("FRAME", "is_entry")],
+    "frame_owner": [("FRAME", "owner")],
+    "code_name": [("PyCodeObject", "co_name")],
+    "code_qualname": [("PyCodeObject", "co_qualname")],
+    "code_filename": [("PyCodeObject", "co_filename")],
+    "code_firstlineno": [("PyCodeObject", "co_firstlineno")],
+    "code_lnotab": [("PyCodeObject", "co_lnotab")],
+    "code_linetable": [("PyCodeObject", "co_linetable")],
+    "code_code": [("PyCodeObject", "co_code")],
+    "code_code_adaptive": [("PyCodeObject", "co_code_adaptive")],
+    "var_ob_size": [("PyVarObject", "ob_size")],
+    "bytes_ob_sval": [("PyBytesObject", "ob_sval")],
+    "unicode_state": [("PyASCIIObject", "state")],
+    "unicode_ascii_data": [("sizeof", "PyASCIIObject")],
+    "unicode_compact_data": [("sizeof", "PyCompactUnicodeObject")],
+}
+
+# _Py_DebugOffsets section -> C type; member -> C member path where the names differ.
+DEBUG_SECTIONS = {
+    "runtime_state": "_PyRuntimeState",
+    "interpreter_state": "PyInterpreterState",
+    "thread_state": "PyThreadState",
+    "interpreter_frame": "_PyInterpreterFrame",
+    "code_object": "PyCodeObject",
+    "pyobject": "PyObject",
+    "type_object": "PyTypeObject",
+    "tuple_object": "PyTupleObject",
+    "list_object": "PyListObject",
+    "dict_object": "PyDictObject",
+    "float_object": "PyFloatObject",
+    "long_object": "PyLongObject",
+    "bytes_object": "PyBytesObject",
+    "unicode_object": "PyUnicodeObject",
+    "gc": "struct _gc_runtime_state",
+    "set_object": "PySetObject",
+    "gen_object": "PyGenObject",
+    "llist_node": "struct llist_node",
+}
+DEBUG_MEMBERS = {
+    ("runtime_state", "finalizing"): "_finalizing",
+    ("runtime_state", "interpreters_head"): "interpreters.head",
+    ("interpreter_state", "threads_head"): "threads.head",
+    ("interpreter_state", "threads_main"): "threads.main",
+    ("interpreter_state", "imports_modules"): "imports.modules",
+    ("interpreter_state", "ceval_gil"): "ceval.gil",
+    ("interpreter_state", "gil_runtime_state"): "_gil",
+    ("interpreter_state", "gil_runtime_state_enabled"): "_gil.enabled",
+    ("interpreter_state", "gil_runtime_state_locked"): "_gil.locked",
+    ("interpreter_state", "gil_runtime_state_holder"): "_gil.last_holder",
+    ("interpreter_frame", "executable"): "f_executable",
+    ("tuple_object", "ob_size"): "ob_base.ob_size",
+    ("list_object", "ob_size"): "ob_base.ob_size",
+    ("bytes_object", "ob_size"): "ob_base.ob_size",
+    ("long_object", "lv_tag"): "long_value.lv_tag",
+    ("long_object", "ob_digit"): "long_value.ob_digit",
+    ("thread_state", "status"): "_status",
+    ("unicode_object", "state"): "_base._base.state",
+    ("unicode_object", "length"): "_base._base.length",
+    ("unicode_object", "asciiobject_size"): ("sizeof", "PyASCIIObject"),
+}
+# Members only a free-threaded build has: the default build's table says 0 for them.
+DEBUG_FREE_THREADED_ONLY = {("interpreter_state", "gil_runtime_state_enabled")}
+
+
+def debug_file(root, binary):
+    """The separate debug info of binary (path inside root) by its build ID."""
+    out = subprocess.run(["readelf", "-n", os.path.join(root, binary.lstrip("/"))],
+                         capture_output=True, text=True).stdout
+    m = re.search(r"Build ID: ([0-9a-f]+)", out)
+    if not m:
+        return None
+    bid = m.group(1)
+    path = os.path.join(root, "usr/lib/debug/.build-id", bid[:2], bid[2:] + ".debug")
+    return path if os.path.exists(path) else None
+
+
+class Dwarf:
+    """Member offsets and sizes from one debug file, many questions per gdb run."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def ask(self, exprs):
+        """Values of gdb expressions (None where gdb cannot evaluate one: no such type/member)."""
+        args = ["gdb", "-batch", "-nx", "-iex", "set debuginfod enabled off"]
+        for i, e in enumerate(exprs):
+            args += ["-ex", "echo @@%d\\n" % i, "-ex", "print (long)(%s)" % e]
+        args += ["-ex", "echo @@end\\n", self.path]
+        out = subprocess.run(args, capture_output=True, text=True, timeout=120).stdout
+        values, cur = [None] * len(exprs), None
+        for line in out.splitlines():
+            m = re.match(r"@@(\d+)$", line)
+            if m:
+                cur = int(m.group(1))
+                continue
+            m = re.match(r"\$\d+ = (-?\d+)$", line)
+            if m and cur is not None:
+                values[cur] = int(m.group(1))
+        return values
+
+    def ptype(self, typename):
+        return subprocess.run(["gdb", "-batch", "-nx", "-iex", "set debuginfod enabled off",
+                               "-ex", "ptype /o " + typename, self.path],
+                              capture_output=True, text=True, timeout=120).stdout
+
+
+def expr(typ, member):
+    if typ == "sizeof":
+        return "sizeof(%s)" % member
+    return "&((%s *)0)->%s" % (typ, member)
+
+
+def dwarf_entry(dw):
+    """The table entry the DWARF of one runtime implies, as {field: value or NONE}."""
+    frame = "_PyInterpreterFrame" if dw.ask(["sizeof(_PyInterpreterFrame)"])[0] else "PyFrameObject"
+    flat = []
+    for field, cands in FIELDS.items():
+        for typ, member in cands:
+            flat.append((field, expr(frame if typ == "FRAME" else typ, member)))
+    extra = ["&((_PyRuntimeState *)0)->gilstate.tstate_current", "&((PyCodeObject *)0)->co_lnotab",
+             "&((PyCodeObject *)0)->co_code_adaptive", "FRAME_OWNED_BY_CSTACK"]
+    values = dw.ask([e for _, e in flat] + extra)
+    got = {}
+    for (field, _), v in zip(flat, values):
+        if field not in got and v is not None:
+            got[field] = v
+    for field in FIELDS:
+        got.setdefault(field, NONE)
+    tcur, lnotab, adaptive, cstack = values[len(flat):]
+    got["tstate_lookup"] = 0 if tcur is not None else 1
+    got["line_table"] = 0 if lnotab is not None else 2 if adaptive is not None else 1
+    got["frame_owner_cstack"] = cstack if cstack is not None else NONE
+    # Bit positions of the PyASCIIObject.state bit field: "/* 32: 2 | 4 */ unsigned int kind : 3;"
+    for line in dw.ptype("PyASCIIObject").splitlines():
+        m = re.match(r"/\*\s+(\d+):\s*(\d+)\s*\|.*\*/\s+unsigned int (\w+) : \d+;", line)
+        if m and m.group(3) in ("kind", "compact", "ascii"):
+            bit = (int(m.group(1)) - (got["unicode_state"] if got["unicode_state"] != NONE else 0)) * 8 \
+                + int(m.group(2))
+            got[{"kind": "unicode_kind_shift", "compact": "unicode_compact_bit",
+                 "ascii": "unicode_ascii_bit"}[m.group(3)]] = bit
+    return got
+
+
+def table():
+    """profd's table as compiled: {"3.9": {field: value or NONE}}, sources apart."""
+    out = subprocess.run([DUMP], capture_output=True, text=True, check=True).stdout
+    entries, sources = {}, {}
+    for line in out.splitlines():
+        ver, field, value = line.split(" ", 2)
+        if field == "source":
+            sources[ver] = value
+        else:
+            entries.setdefault(ver, {})[field] = NONE if value == NONE else int(value)
+    return entries, sources
+
+
+def check_entry(ver, entry, dw, where):
+    got = dwarf_entry(dw)
+    for field, want in entry.items():
+        t.check(got.get(field) == want, "%s %s: table %s, DWARF of %s %s" % (ver, field, want, where,
+                                                                          got.get(field, "absent")))
+
+
+# --- ELF: initial data of a symbol, without any ELF library ------------------------------------
+
+def elf_symbol_bytes(path, name, size):
+    """size bytes of the initial data of dynamic symbol name in the ELF file at path."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        raise ValueError("%s: not a little-endian ELF64 file" % path)
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    sections = []
+    for i in range(shnum):
+        (sh_name, sh_type, sh_flags, sh_addr, sh_offset, sh_size, sh_link, sh_info, sh_addralign,
+         sh_entsize) = struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize)
+        sections.append((sh_type, sh_addr, sh_offset, sh_size, sh_link, sh_entsize))
+    for sh_type, _, off, sz, link, entsize in sections:
+        if sh_type not in (2, 11):  # SHT_SYMTAB, SHT_DYNSYM
+            continue
+        stroff = sections[link][2]
+        for j in range(sz // entsize):
+            st_name, st_info, st_other, st_shndx, st_value, st_size = struct.unpack_from(
+                "<IBBHQQ", data, off + j * entsize)
+            end = data.index(b"\0", stroff + st_name)
+            if data[stroff + st_name:end] != name.encode():
+                continue
+            _, s_addr, s_off, s_size, _, _ = sections[st_shndx]
+            if sections[st_shndx][0] != 1:  # SHT_PROGBITS: initial data is in the file
+                raise ValueError("%s: %s is not in a PROGBITS section" % (path, name))
+            start = s_off + st_value - s_addr
+            return data[start:start + size]
+    raise ValueError("%s: no symbol %s" % (path, name))
+
+
+def debug_offsets_layout(dw):
+    """[(section or None, member, offset in _Py_DebugOffsets)] and the table's size, from DWARF.
+    In `ptype /o` a section's name follows its members ("} thread_state;")."""
+    leaves, pending, size = [], [], None
+    for line in dw.ptype("_Py_DebugOffsets").splitlines():
+        m = re.match(r"/\*\s+(\d+)\s*\|\s*\d+ \*/\s+uint64_t (\w+);", line)
+        if m:
+            pending.append((int(m.group(1)), m.group(2)))
+            continue
+        if line.rstrip().endswith("{") and "_Py_DebugOffsets" not in line:
+            leaves += [(None, member, off) for off, member in pending]  # version, free_threaded
+            pending = []
+            continue
+        m = re.match(r"\s*\} (\w+);", line)
+        if m:
+            leaves += [(m.group(1), member, off) for off, member in pending]
+            pending = []
+            continue
+        m = re.match(r"\s*/\* total size \(bytes\):\s+(\d+) \*/", line)
+        if m:
+            size = int(m.group(1))  # the last one is the whole table's
+    return leaves, size
+
+
+def check_debug_offsets(ver, root, binary, dw):
+    path = os.path.join(root, binary.lstrip("/"))
+    layout, size = debug_offsets_layout(dw)
+    if not t.check(layout and size, "%s: _Py_DebugOffsets in the DWARF (%d members)" % (ver, len(layout))):
+        return
+    raw = elf_symbol_bytes(path, "_PyRuntime", size)
+    t.check(raw[:8] == b"xdebugpy", "%s: _PyRuntime starts with the cookie xdebugpy (%r)" % (ver, raw[:8]))
+    py_version, = struct.unpack("<I", elf_symbol_bytes(path, "Py_Version", 4))
+    major, minor = (int(x) for x in ver.split("."))
+    t.check(py_version >> 16 == (major << 8 | minor), "%s: Py_Version 0x%08x" % (ver, py_version))
+    values = {(sec, member): struct.unpack_from("<Q", raw, off)[0] for sec, member, off in layout}
+    t.check(values.get((None, "version")) == py_version,
+            "%s: _Py_DebugOffsets.version 0x%x == Py_Version" % (ver, values.get((None, "version"), 0)))
+    if (None, "free_threaded") in values:
+        t.check(values[(None, "free_threaded")] == 0, "%s: default build, not free-threaded" % ver)
+    questions = []
+    for sec, member, _ in layout:
+        if sec is None:
+            continue
+        typ = DEBUG_SECTIONS.get(sec)
+        if typ is None:
+            t.check(False, "%s: _Py_DebugOffsets.%s: C type unknown to this test" % (ver, sec))
+            continue
+        if member == "size":
+            questions.append(((sec, member), "sizeof(%s)" % typ))
+            continue
+        target = DEBUG_MEMBERS.get((sec, member))
+        if isinstance(target, tuple):
+            questions.append(((sec, member), expr(*target)))
+        elif target:
+            questions.append(((sec, member), expr(typ, target)))
+        else:  # same name, or code_object's without its co_ prefix
+            questions.append(((sec, member), expr(typ, member)))
+            if sec == "code_object" and not member.startswith("co_"):
+                questions[-1] = ((sec, member), expr(typ, "co_" + member))
+    answers = dw.ask([q for _, q in questions])
+    for ((sec, member), q), a in zip(questions, answers):
+        if (sec, member) in DEBUG_FREE_THREADED_ONLY and a is None:
+            t.check(values[(sec, member)] == 0, "%s: _Py_DebugOffsets.%s.%s = %d: no such member in this "
+                    "build (%s)" % (ver, sec, member, values[(sec, member)], q))
+            continue
+        t.check(a is not None and a == values[(sec, member)],
+                "%s: _Py_DebugOffsets.%s.%s = %d, DWARF %s = %s" % (ver, sec, member, values[(sec, member)],
+                                                                    q, a))
+    return values
+
+
+def main():
+    if not os.path.exists(DUMP):
+        t.skip("%s is not built (ninja -C build)" % DUMP)
+    for tool in ("gdb", "readelf"):
+        if not subprocess.run(["which", tool], capture_output=True).returncode == 0:
+            t.skip("%s is missing (apt-get install gdb binutils)" % tool)
+    entries, sources = table()
+    t.check(sorted(entries) == ["3.10", "3.11", "3.12", "3.8", "3.9"],
+            "table has 3.8-3.12, and nothing from 3.13 on (%s)" % " ".join(sorted(entries)))
+    for ver, src in sorted(sources.items()):
+        t.check(re.search(r"Include/\S+\.h.*@v%s\.\d+$" % re.escape(ver), src) is not None,
+                "%s names its headers and tag: %s" % (ver, src))
+
+    checked, skipped = [], []
+    runtimes = [("3.11", None), ("3.9", "bullseye"), ("3.13", "trixie")]
+    for ver, suite in runtimes:
+        binary = "/usr/bin/python" + ver
+        if suite is None:
+            root = "/"
+            if not os.path.exists(binary):
+                skipped.append("%s: %s not installed" % (ver, binary))
+                continue
+        else:
+            try:
+                root = debianroot.ensure_root(suite, log=t.log)
+            except debianroot.RootUnavailable as e:
+                skipped.append("%s (%s root): %s" % (ver, suite, e))
+                continue
+        dbg = debug_file(root, binary)
+        if dbg is None:
+            skipped.append("%s: no debug info for %s (apt-get install python%s-dbg)" % (ver, binary, ver))
+            continue
+        t.log("%s: %s, debug info %s" % (ver, os.path.join(root, binary.lstrip("/")), dbg))
+        dw = Dwarf(dbg)
+        if ver in entries:
+            check_entry(ver, entries[ver], dw, suite or "this machine")
+        else:
+            check_debug_offsets(ver, root, binary, dw)
+        checked.append(ver)
+
+    for s in skipped:
+        print("=" * 70 + "\nSKIPPED RUNTIME: " + s + "\n" + "=" * 70, flush=True)
+    if not checked:
+        t.skip("no CPython runtime could be checked")
+    t.log("checked against the runtimes of CPython %s" % ", ".join(checked))
+    t.finish()
+
+
+if __name__ == "__main__":
+    main()
