@@ -9,8 +9,9 @@ carries its own table, _Py_DebugOffsets at the start of _PyRuntime; that table i
 initial data of the _PyRuntime symbol in the ELF file and every value is compared with the DWARF
 layout of the member it describes, so profd knows how to read it.
 
-A root that cannot be built (no Debian archive, no debootstrap) SKIPs its runtime loudly; the test
-SKIPs as a whole only when no runtime at all could be checked."""
+A root that cannot be built (no Debian archive, no debootstrap) leaves its runtime unchecked: the
+others are still checked and fail the test if wrong, otherwise the test SKIPs loudly, naming what
+it could not check."""
 import os
 import re
 import struct
@@ -351,11 +352,10 @@ def main():
             check_debug_offsets(ver, root, binary, dw)
         checked.append(ver)
 
-    for s in skipped:
-        print("=" * 70 + "\nSKIPPED RUNTIME: " + s + "\n" + "=" * 70, flush=True)
-    if not checked:
-        t.skip("no CPython runtime could be checked")
-    t.log("checked against the runtimes of CPython %s" % ", ".join(checked))
+    t.log("checked against the runtimes of CPython %s" % (", ".join(checked) or "(none)"))
+    if skipped and not t._failures:
+        # What was checked passed, but part of the table went unchecked: SKIP, not a pass.
+        t.skip("runtimes not checked:\n  " + "\n  ".join(skipped))
     t.finish()
 
 
