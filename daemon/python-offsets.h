@@ -76,6 +76,7 @@ typedef enum PythonLineTable {
         /* PyBytesObject (line tables) and PyUnicodeObject (names) */                                       \
         X(var_ob_size)                                                                                      \
         X(bytes_ob_sval)                                                                                    \
+        X(unicode_length)       /* Py_ssize_t: length in characters */                                      \
         X(unicode_state)        /* the bit field word of PyASCIIObject */                                   \
         X(unicode_ascii_data)   /* sizeof(PyASCIIObject): where compact ASCII text starts */                \
         X(unicode_compact_data) /* sizeof(PyCompactUnicodeObject): compact non-ASCII text */

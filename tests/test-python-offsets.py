@@ -9,6 +9,11 @@ carries its own table, _Py_DebugOffsets at the start of _PyRuntime; that table i
 initial data of the _PyRuntime symbol in the ELF file and every value is compared with the DWARF
 layout of the member it describes, so profd knows how to read it.
 
+Then each runtime is run for real (the roots' through chroot), spinning in a known function, and
+its frames are walked from _PyRuntime through /proc/PID/mem with nothing but the table entry
+(3.13: the _Py_DebugOffsets the process carries): the function names, file names and first lines
+found must be the ones it runs.
+
 A root that cannot be built (no Debian archive, no debootstrap) leaves its runtime unchecked: the
 others are still checked and fail the test if wrong, otherwise the test SKIPs loudly, naming what
 it could not check."""
@@ -17,6 +22,7 @@ import re
 import struct
 import subprocess
 import sys
+import time
 
 import profdtest as t
 import debianroot
@@ -57,6 +63,7 @@ FIELDS = {
     "code_code_adaptive": [("PyCodeObject", "co_code_adaptive")],
     "var_ob_size": [("PyVarObject", "ob_size")],
     "bytes_ob_sval": [("PyBytesObject", "ob_sval")],
+    "unicode_length": [("PyASCIIObject", "length")],
     "unicode_state": [("PyASCIIObject", "state")],
     "unicode_ascii_data": [("sizeof", "PyASCIIObject")],
     "unicode_compact_data": [("sizeof", "PyCompactUnicodeObject")],
@@ -210,6 +217,26 @@ def check_entry(ver, entry, dw, where):
 
 # --- ELF: initial data of a symbol, without any ELF library ------------------------------------
 
+def elf_symbol(path, name):
+    """(st_value, ELF type) of dynamic symbol name, to find it in a running process."""
+    with open(path, "rb") as f:
+        data = f.read()
+    e_type, = struct.unpack_from("<H", data, 0x10)
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    secs = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    for sec in secs:
+        if sec[1] != 11:  # SHT_DYNSYM
+            continue
+        stroff = secs[sec[6]][4]
+        for j in range(sec[5] // sec[9]):
+            st_name, _, _, _, st_value, _ = struct.unpack_from("<IBBHQQ", data, sec[4] + j * sec[9])
+            end = data.index(b"\0", stroff + st_name)
+            if data[stroff + st_name:end] == name.encode():
+                return st_value, e_type
+    raise ValueError("%s: no dynamic symbol %s" % (path, name))
+
+
 def elf_symbol_bytes(path, name, size):
     """size bytes of the initial data of dynamic symbol name in the ELF file at path."""
     with open(path, "rb") as f:
@@ -312,6 +339,161 @@ def check_debug_offsets(ver, root, binary, dw):
     return values
 
 
+# --- a real process: walk its frames with the offsets alone ------------------------------------
+
+MARKER = "profd_offsets_marker"
+SCRIPT = "def %s():\n    while True:\n        pass\n%s()\n" % (MARKER, MARKER)
+
+
+class Mem:
+    """Another process's memory, read the way a walker in profd will: words at addresses."""
+
+    def __init__(self, pid):
+        self.f = open("/proc/%d/mem" % pid, "rb", buffering=0)
+
+    def read(self, addr, n):
+        self.f.seek(addr)
+        return self.f.read(n)
+
+    def u64(self, addr):
+        return struct.unpack("<Q", self.read(addr, 8))[0]
+
+    def u32(self, addr):
+        return struct.unpack("<I", self.read(addr, 4))[0]
+
+    def u8(self, addr):
+        return self.read(addr, 1)[0]
+
+    def ascii(self, obj, state_off, ascii_bit, compact_bit, length_off, data_off):
+        """A compact ASCII str (every name and file name here), or None for another kind."""
+        state = self.u32(obj + state_off)
+        if not (state >> ascii_bit) & 1 or not (state >> compact_bit) & 1:
+            return None
+        n = self.u64(obj + length_off)
+        return self.read(obj + data_off, min(n, 256)).decode("ascii", "replace") if n < 4096 else None
+
+
+def runtime_address(pid, binary_path):
+    """Address of _PyRuntime in the process: its symbol value, moved by the load bias if PIE."""
+    value, e_type = elf_symbol(binary_path, "_PyRuntime")
+    if e_type == 2:  # ET_EXEC
+        return value
+    name = os.path.basename(binary_path)
+    with open("/proc/%d/maps" % pid) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 6 and os.path.basename(parts[5]) == name and int(parts[2], 16) == 0:
+                return int(parts[0].split("-")[0], 16) + value
+    raise ValueError("%s is not mapped in %d" % (name, pid))
+
+
+def run_marker(root, binary):
+    """A python of root spinning in MARKER(), called from the module's code."""
+    cmd = [binary, "-S", "-c", SCRIPT]
+    if root != "/":
+        cmd = ["chroot", root] + cmd
+    return subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+
+
+def walk_entry(mem, rt, o, pid):
+    """Function names, innermost first, of the process's only thread, with table entry o; and
+    what else the walk saw, as [(condition, description)] to check once it found the frames."""
+    ver = o["ver"]
+    facts = []
+    interp = mem.u64(rt + o["runtime_interpreters_head"])
+    facts.append((interp != 0 and interp == mem.u64(rt + o["runtime_interpreters_main"]),
+                  "%s: interpreters.head is the main interpreter" % ver))
+    ts = mem.u64(interp + o["interp_threads_head"])
+    if o["tstate_lookup"] == 0:
+        facts.append((mem.u64(rt + o["runtime_tstate_current"]) == ts,
+                      "%s: gilstate.tstate_current is the thread list's only thread" % ver))
+    facts.append((mem.u64(ts + o["tstate_next"]) == 0 and mem.u64(ts + o["tstate_interp"]) == interp,
+                  "%s: thread state: next NULL, interp back to the interpreter" % ver))
+    facts.append((mem.u64(ts + o["tstate_thread_id"]) != 0, "%s: thread_id (pthread_self) set" % ver))
+    if o["tstate_native_thread_id"] != NONE:
+        facts.append((mem.u64(ts + o["tstate_native_thread_id"]) == pid,
+                      "%s: native_thread_id is the thread's TID %d" % (ver, pid)))
+    if o["tstate_frame"] != NONE:
+        frame = mem.u64(ts + o["tstate_frame"])
+    else:
+        frame = mem.u64(mem.u64(ts + o["tstate_cframe"]) + o["cframe_current_frame"])
+    names = []
+    for _ in range(16):  # bounded like a BPF walk
+        if frame == 0:
+            break
+        code = mem.u64(frame + o["frame_code"])
+        skip = o["frame_owner_cstack"] != NONE and mem.u8(frame + o["frame_owner"]) == o["frame_owner_cstack"]
+        if not skip:
+            u = lambda off: mem.ascii(mem.u64(code + off), o["unicode_state"], o["unicode_ascii_bit"],
+                                      o["unicode_compact_bit"], o["unicode_length"], o["unicode_ascii_data"])
+            name = u(o["code_qualname"] if o["code_qualname"] != NONE else o["code_name"])
+            if not names:  # the instruction of the innermost frame lies inside its code
+                if o["frame_lasti"] != NONE:
+                    lasti = struct.unpack("<i", mem.read(frame + o["frame_lasti"], 4))[0]
+                    nbytes = mem.u64(mem.u64(code + o["code_code"]) + o["var_ob_size"])
+                    unit = 1 if o["line_table"] == 0 else 2
+                    facts.append((0 <= lasti * unit < nbytes, "%s: f_lasti %d inside co_code (%d bytes)"
+                                  % (ver, lasti, nbytes)))
+                else:
+                    idx = (mem.u64(frame + o["frame_prev_instr"]) - (code + o["code_code_adaptive"])) // 2
+                    units = mem.u64(code + o["var_ob_size"])
+                    facts.append((0 <= idx < units, "%s: prev_instr at code unit %d of %d" % (ver, idx, units)))
+            names.append((name, u(o["code_filename"]), mem.u32(code + o["code_firstlineno"])))
+        frame = mem.u64(frame + o["frame_previous"])
+    return names, facts
+
+
+def walk_debug_offsets(mem, rt, layout):
+    """The same walk for 3.13+, with the offsets the process itself carries in _PyRuntime."""
+    raw = mem.read(rt, max(off for _, _, off in layout) + 8)
+    d = {(sec, m): struct.unpack_from("<Q", raw, off)[0] for sec, m, off in layout}
+    interp = mem.u64(rt + d[("runtime_state", "interpreters_head")])
+    ts = mem.u64(interp + d[("interpreter_state", "threads_head")])
+    frame = mem.u64(ts + d[("thread_state", "current_frame")])
+    asz = d[("unicode_object", "asciiobject_size")]
+    names = []
+    for _ in range(16):
+        if frame == 0:
+            break
+        # Frames of the C stack (owner FRAME_OWNED_BY_CSTACK, 3) have no code object to name.
+        if mem.u8(frame + d[("interpreter_frame", "owner")]) != 3:
+            code = mem.u64(frame + d[("interpreter_frame", "executable")])
+            u = lambda off: mem.ascii(mem.u64(code + off), d[("unicode_object", "state")], 6, 5,
+                                      d[("unicode_object", "length")], asz)
+            names.append((u(d[("code_object", "qualname")]), u(d[("code_object", "filename")]),
+                          mem.u32(code + d[("code_object", "firstlineno")])))
+        frame = mem.u64(frame + d[("interpreter_frame", "previous")])
+    return names, []
+
+
+def check_live(ver, root, binary, entry=None, layout=None):
+    """Run the runtime for real and walk its frames from _PyRuntime with the offsets alone."""
+    proc = run_marker(root, binary)
+    try:
+        path = os.path.join(root, binary.lstrip("/"))
+        want = [(MARKER, "<string>", 1), ("<module>", "<string>", 1)]
+        names, facts = None, []
+        for _ in range(50):  # until it runs MARKER (start-up takes a few tens of ms)
+            time.sleep(0.1)
+            if proc.poll() is not None:
+                break
+            try:
+                mem = Mem(proc.pid)
+                rt = runtime_address(proc.pid, path)
+                o = dict(entry, ver=ver) if entry else None
+                names, facts = walk_entry(mem, rt, o, proc.pid) if entry else walk_debug_offsets(mem, rt, layout)
+            except (OSError, ValueError, struct.error):
+                names, facts = None, []
+            if names == want:
+                break
+        t.check(names == want, "%s: frames of a running %s walked with the offsets: %s" % (ver, binary, names))
+        for cond, what in facts:
+            t.check(cond, what)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def main():
     if not os.path.exists(DUMP):
         t.skip("%s is not built (ninja -C build)" % DUMP)
@@ -348,8 +530,10 @@ def main():
         dw = Dwarf(dbg)
         if ver in entries:
             check_entry(ver, entries[ver], dw, suite or "this machine")
+            check_live(ver, root, binary, entry=entries[ver])
         else:
             check_debug_offsets(ver, root, binary, dw)
+            check_live(ver, root, binary, layout=debug_offsets_layout(dw)[0])
         checked.append(ver)
 
     t.log("checked against the runtimes of CPython %s" % (", ".join(checked) or "(none)"))
