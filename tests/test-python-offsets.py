@@ -21,7 +21,6 @@ import os
 import re
 import struct
 import subprocess
-import sys
 import time
 
 import profdtest as t
@@ -112,6 +111,9 @@ DEBUG_MEMBERS = {
     ("unicode_object", "length"): "_base._base.length",
     ("unicode_object", "asciiobject_size"): ("sizeof", "PyASCIIObject"),
 }
+# Constants of 3.13 that _Py_DebugOffsets does not carry: checked against the DWARF.
+DEBUG_FRAME_OWNED_BY_CSTACK = 3
+DEBUG_ASCII_BIT, DEBUG_COMPACT_BIT = 6, 5
 # Members only a free-threaded build has: the default build's table says 0 for them.
 DEBUG_FREE_THREADED_ONLY = {("interpreter_state", "gil_runtime_state_enabled")}
 
@@ -327,6 +329,16 @@ def check_debug_offsets(ver, root, binary, dw):
             questions.append(((sec, member), expr(typ, member)))
             if sec == "code_object" and not member.startswith("co_"):
                 questions[-1] = ((sec, member), expr(typ, "co_" + member))
+    # What _Py_DebugOffsets does not carry and the walk below takes as constants.
+    cstack = dw.ask(["FRAME_OWNED_BY_CSTACK"])[0]
+    t.check(cstack == DEBUG_FRAME_OWNED_BY_CSTACK, "%s: FRAME_OWNED_BY_CSTACK = %s" % (ver, cstack))
+    bits = {}
+    for line in dw.ptype("PyASCIIObject").splitlines():
+        m = re.match(r"/\*\s+(\d+):\s*(\d+)\s*\|.*\*/\s+unsigned int (\w+) : \d+;", line)
+        if m:
+            bits[m.group(3)] = (int(m.group(1)) - values[("unicode_object", "state")]) * 8 + int(m.group(2))
+    t.check((bits.get("ascii"), bits.get("compact")) == (DEBUG_ASCII_BIT, DEBUG_COMPACT_BIT),
+            "%s: str state bits ascii %s, compact %s" % (ver, bits.get("ascii"), bits.get("compact")))
     answers = dw.ask([q for _, q in questions])
     for ((sec, member), q), a in zip(questions, answers):
         if (sec, member) in DEBUG_FREE_THREADED_ONLY and a is None:
@@ -456,9 +468,10 @@ def walk_debug_offsets(mem, rt, layout):
         if frame == 0:
             break
         # Frames of the C stack (owner FRAME_OWNED_BY_CSTACK, 3) have no code object to name.
-        if mem.u8(frame + d[("interpreter_frame", "owner")]) != 3:
+        if mem.u8(frame + d[("interpreter_frame", "owner")]) != DEBUG_FRAME_OWNED_BY_CSTACK:
             code = mem.u64(frame + d[("interpreter_frame", "executable")])
-            u = lambda off: mem.ascii(mem.u64(code + off), d[("unicode_object", "state")], 6, 5,
+            u = lambda off: mem.ascii(mem.u64(code + off), d[("unicode_object", "state")], DEBUG_ASCII_BIT,
+                                      DEBUG_COMPACT_BIT,
                                       d[("unicode_object", "length")], asz)
             names.append((u(d[("code_object", "qualname")]), u(d[("code_object", "filename")]),
                           mem.u32(code + d[("code_object", "firstlineno")])))
