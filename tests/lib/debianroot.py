@@ -126,6 +126,14 @@ def ensure_root(suite, log=print):
         fcntl.flock(lock, fcntl.LOCK_EX)
         if _stamp_matches(root, suite, mirror):
             return root
+        # Left by a builder that was killed (the lock says none is running now).
+        for stale in glob.glob(os.path.join(ROOTS_DIR, ".%s.build-*" % suite)) + \
+                glob.glob(os.path.join(ROOTS_DIR, ".%s.old-*" % suite)):
+            _unmount_under(stale)
+            if os.path.isdir(stale):
+                shutil.rmtree(stale, ignore_errors=True)
+            else:
+                os.unlink(stale)
         why = _archive_reachable(mirror, suite)
         if why:
             raise RootUnavailable("Debian archive not reachable: " + why)
