@@ -27,6 +27,7 @@ import argparse
 import collections
 import gzip
 import os
+import random
 import re
 import shutil
 import signal
@@ -41,6 +42,7 @@ WARMUP_S = 2.0      # from the workload's start to the window: processes read, t
 # Outermost frames a whole user stack ends at (names as normalized by norm()).
 OUTERMOST = {"_start", "__libc_start_main", "__libc_start_main_impl", "clone", "clone3",
              "runtime.goexit", "runtime.mstart", "runtime.mcall", "runtime.rt0_go", "runtime.clone"}
+LIBC_START = {"__libc_start_main", "__libc_start_main_impl", "__libc_start_call_main"}
 PG_BIN = "/usr/lib/postgresql/15/bin"
 
 
@@ -136,16 +138,25 @@ def pprof_samples(data):
             if loc["mapping"] in kernel_maps:
                 continue
             if not loc["lines"]:
-                frames.append("[unknown]")
+                frames.append(unknown(strings[maps[loc["mapping"]]] if loc["mapping"] in maps else ""))
                 continue
             # the last line is the function the others were inlined into: the real frame
             name = strings[funcs[loc["lines"][-1]]]
             if not loc["mapping"] and name.startswith("[") and not name.startswith("[unknown]"):
                 marked = True    # "[unwind stopped: ...]", "[truncated: ...]"
                 continue
-            frames.append(norm(name))
+            frames.append(unknown(strings[maps[loc["mapping"]]]) if name.startswith("[unknown]") and
+                          loc["mapping"] in maps else norm(name))
         out.append((int(labels.get("pid", 0) or 0), labels.get("comm", ""), frames, not marked, values[idx]))
     return out
+
+
+def unknown(path):
+    """A frame neither tool could name, told apart by its file: "[unknown] cc1"."""
+    base = os.path.basename(path)
+    if re.fullmatch(r"perf-\d+\.map", base):           # perf's name for anonymous memory (JIT code)
+        return "[unknown]"
+    return "[unknown] " + base if base and not base.startswith("[") else "[unknown]"
 
 
 def norm(name):
@@ -154,8 +165,9 @@ def norm(name):
     if name.startswith("[unknown]"):
         return "[unknown]"
     name = re.sub(r"@@?[A-Za-z0-9_.]+$", "", name)    # symbol versions
-    if "(" in name and not name.startswith("("):       # C++ parameters: perf prints them
-        name = name[:name.index("(")]
+    m = re.search(r"(?<=[\w>\]])\(", name)           # C++ parameters: perf prints them (not
+    if m:                                              # Go's "pkg.(*T).M")
+        name = name[:m.start()]
     name = re.sub(r"::h[0-9a-f]{16}$", "", name)       # Rust's legacy hash
     name = re.sub(r"\.abi0$", "", name)                # Go assembly functions in .symtab
     return name
@@ -198,7 +210,7 @@ def perf_samples(path, t_from, t_to):
             sym, dso = fm.group(1), fm.group(2)
             if dso.startswith("[kernel") or dso == "[bpf_prog]" or sym.startswith("bpf_prog_"):
                 continue
-            frames.append(norm(sym))
+            frames.append(unknown(dso) if sym == "[unknown]" else norm(sym))
         out.append((int(m.group(2)), int(m.group(3)), m.group(1), frames))
     return out
 
@@ -462,7 +474,12 @@ PROGRAMS = [
 # ---- figures -------------------------------------------------------------------------------------
 
 def complete(frames, marked_ok=True):
-    return bool(frames) and marked_ok and frames[-1] in OUTERMOST
+    """The stack reaches an entry point. In a stripped executable nothing names _start: the
+    unnamed frame below __libc_start_main is it."""
+    if not frames or not marked_ok:
+        return False
+    return frames[-1] in OUTERMOST or (len(frames) > 1 and frames[-1].startswith("[unknown]") and
+                                       frames[-2] in LIBC_START)
 
 
 def overlap(a, b):
@@ -471,6 +488,22 @@ def overlap(a, b):
     if not ta or not tb:
         return 0.0
     return sum(min(n / ta, b.get(k, 0) / tb) for k, n in a.items())
+
+
+def noise_floor(a, b, draws=20):
+    """The overlap two tools that agree perfectly would still show: two samples of the sizes of
+    a and b drawn from their pooled distribution (sampling noise alone)."""
+    pool = a + b
+    keys, weights = list(pool), list(pool.values())
+    na, nb = sum(a.values()), sum(b.values())
+    if not na or not nb:
+        return 0.0
+    rnd = random.Random(3)
+    total = 0.0
+    for _ in range(draws):
+        total += overlap(collections.Counter(rnd.choices(keys, weights, k=na)),
+                         collections.Counter(rnd.choices(keys, weights, k=nb)))
+    return total / draws
 
 
 def figures(stacks):
@@ -559,17 +592,26 @@ def run_program(daemon, prog, seconds, work, show):
     res = {"name": prog.name, "profd": a, "perf": b,
            "leaf": overlap(a["leaves"], b["leaves"]), "chain5": overlap(a["chains"], b["chains"]),
            "whole": overlap(a["whole"], b["whole"])}
+    for k in ("leaf", "chain5", "whole"):
+        key = {"leaf": "leaves", "chain5": "chains", "whole": "whole"}[k]
+        res[k + "_floor"] = noise_floor(a[key], b[key])
     for tool, fig in (("profd", a), ("perf", b)):
         log("%-5s %5d samples, %5.1f%% complete, depth mean %.1f max %d" % (
             tool, fig["samples"], 100.0 * fig["complete"] / max(fig["samples"], 1), fig["mean_depth"],
             fig["max_depth"]))
         log("      top leaves: %s" % ", ".join("%s %.1f%%" % (k, 100.0 * n / fig["samples"])
                                              for k, n in fig["leaves"].most_common(show)))
+        for k, n in fig["whole"].most_common(2):
+            f = list(reversed(k))
+            if len(f) > 16:
+                f = f[:6] + ["..%d frames.." % (len(f) - 12)] + f[-6:]
+            log("      %4d  %s" % (n, ";".join(f)))
         if fig["incomplete_roots"]:
             log("      incomplete stacks end at: %s" % ", ".join(
                 "%s %d" % kv for kv in fig["incomplete_roots"].most_common(show)))
-    log("agreement: leaf %.1f%%, leaf+4 callers %.1f%%, whole stack %.1f%%"
-        % (100 * res["leaf"], 100 * res["chain5"], 100 * res["whole"]))
+    log("agreement (sampling noise alone would give): leaf %.1f%% (%.1f%%), leaf+4 callers %.1f%% (%.1f%%), "
+        "whole stack %.1f%% (%.1f%%)" % (100 * res["leaf"], 100 * res["leaf_floor"], 100 * res["chain5"],
+                                         100 * res["chain5_floor"], 100 * res["whole"], 100 * res["whole_floor"]))
     return res
 
 
@@ -602,14 +644,15 @@ def main():
     log("\nprofd vs perf --call-graph dwarf (8 KiB stack copy), %d Hz, %d s per program; "
         "accuracy figures (the machine may be shared: counts, not timings)" % (FREQUENCY, a.seconds))
     log("| program | samples profd / perf | complete % profd / perf | mean depth profd / perf "
-        "| max depth profd / perf | leaf agreement % | leaf+4 callers % | whole stack % |")
+        "| max depth profd / perf | leaf agreement % (noise) | leaf+4 callers % (noise) | whole stack % (noise) |")
     log("|---|---|---|---|---|---|---|---|")
     for r in results:
         x, y = r["profd"], r["perf"]
-        log("| %s | %d / %d | %s / %s | %.1f / %.1f | %d / %d | %.1f | %.1f | %.1f |" % (
+        log("| %s | %d / %d | %s / %s | %.1f / %.1f | %d / %d | %.1f (%.1f) | %.1f (%.1f) | %.1f (%.1f) |" % (
             r["name"], x["samples"], y["samples"], pct(x["complete"], x["samples"]),
             pct(y["complete"], y["samples"]), x["mean_depth"], y["mean_depth"], x["max_depth"], y["max_depth"],
-            100 * r["leaf"], 100 * r["chain5"], 100 * r["whole"]))
+            100 * r["leaf"], 100 * r["leaf_floor"], 100 * r["chain5"], 100 * r["chain5_floor"],
+            100 * r["whole"], 100 * r["whole_floor"]))
     skipped = [p.name for p in progs if p.name not in [r["name"] for r in results]]
     if skipped:
         log("skipped: %s" % ", ".join(skipped))
