@@ -40,7 +40,8 @@ from profdtest import Daemon, http_get, log, require_bpf, tmpdir
 FREQUENCY = 99
 WARMUP_S = 2.0      # from the workload's start to the window: processes read, tables placed
 # Outermost frames a whole user stack ends at (names as normalized by norm()).
-OUTERMOST = {"_start", "__libc_start_main", "__libc_start_main_impl", "clone", "clone3",
+# Compared without leading underscores: __clone3 and clone3 are one address.
+OUTERMOST = {"start", "libc_start_main", "libc_start_main_impl", "clone", "clone3",
              "runtime.goexit", "runtime.mstart", "runtime.mcall", "runtime.rt0_go", "runtime.clone"}
 LIBC_START = {"__libc_start_main", "__libc_start_main_impl", "__libc_start_call_main"}
 PG_BIN = "/usr/lib/postgresql/15/bin"
@@ -90,8 +91,9 @@ def ints(wt, v):
 
 
 def pprof_samples(data):
-    """[(pid, comm, user frames leaf first, complete-by-marker, count)]: kernel frames dropped;
-    complete-by-marker is False when profd ended the stack with a marker frame."""
+    """[(pid, comm, user frames leaf first, marker, count)]: kernel frames dropped; marker is the
+    frame profd ends an incomplete stack with ("[unwind stopped: ...]", "[truncated: ...]") or
+    None."""
     raw = gzip.decompress(data)
     strings, sample_types, samples, locs, funcs, maps = [], [], [], {}, {}, {}
     for num, wt, v in fields(raw):
@@ -132,7 +134,7 @@ def pprof_samples(data):
             elif n == 3:
                 lab = {k: y for k, _, y in fields(x)}
                 labels[strings[lab.get(1, 0)]] = strings[lab[2]] if lab.get(2) else lab.get(3, 0)
-        frames, marked = [], False
+        frames, marker = [], None
         for lid in ids:
             loc = locs[lid]
             if loc["mapping"] in kernel_maps:
@@ -143,11 +145,11 @@ def pprof_samples(data):
             # the last line is the function the others were inlined into: the real frame
             name = strings[funcs[loc["lines"][-1]]]
             if not loc["mapping"] and name.startswith("[") and not name.startswith("[unknown]"):
-                marked = True    # "[unwind stopped: ...]", "[truncated: ...]"
+                marker = name
                 continue
             frames.append(unknown(strings[maps[loc["mapping"]]]) if name.startswith("[unknown]") and
                           loc["mapping"] in maps else norm(name))
-        out.append((int(labels.get("pid", 0) or 0), labels.get("comm", ""), frames, not marked, values[idx]))
+        out.append((int(labels.get("pid", 0) or 0), labels.get("comm", ""), frames, marker, values[idx]))
     return out
 
 
@@ -478,7 +480,7 @@ def complete(frames, marked_ok=True):
     unnamed frame below __libc_start_main is it."""
     if not frames or not marked_ok:
         return False
-    return frames[-1] in OUTERMOST or (len(frames) > 1 and frames[-1].startswith("[unknown]") and
+    return frames[-1].lstrip("_") in OUTERMOST or (len(frames) > 1 and frames[-1].startswith("[unknown]") and
                                        frames[-2] in LIBC_START)
 
 
@@ -584,7 +586,11 @@ def run_program(daemon, prog, seconds, work, show):
     perf_stacks = [(f, complete(f), 1) for pid, tid, comm, f in psamples
                    if pid in pids and (comm == prog.comm or pid != tid)]
     profd_all = pprof_samples(body)
-    profd_stacks = [(f, complete(f, ok), n) for pid, comm, f, ok, n in profd_all if pid in pids]
+    profd_stacks = [(f, complete(f, not marker), n) for pid, comm, f, marker, n in profd_all if pid in pids]
+    markers = collections.Counter()
+    for pid, comm, f, marker, n in profd_all:
+        if pid in pids and marker:
+            markers[marker] += n
     other = sum(n for pid, _, _, _, n in profd_all if pid not in pids)
     log("%d processes; profd samples of other processes named %s (not counted): %d"
         % (len(pids), prog.comm, other))
@@ -609,10 +615,36 @@ def run_program(daemon, prog, seconds, work, show):
         if fig["incomplete_roots"]:
             log("      incomplete stacks end at: %s" % ", ".join(
                 "%s %d" % kv for kv in fig["incomplete_roots"].most_common(show)))
+    if markers:
+        log("profd's own markers of incomplete stacks: %s" % ", ".join("%s %d" % kv for kv in markers.most_common()))
     log("agreement (sampling noise alone would give): leaf %.1f%% (%.1f%%), leaf+4 callers %.1f%% (%.1f%%), "
         "whole stack %.1f%% (%.1f%%)" % (100 * res["leaf"], 100 * res["leaf_floor"], 100 * res["chain5"],
                                          100 * res["chain5_floor"], 100 * res["whole"], 100 * res["whole_floor"]))
     return res
+
+
+WATCH = re.compile(r"^(profd_bpf_unwind_stops_total|profd_bpf_drops_total|profd_bpf_errors_total|"
+                   r"profd_bpf_unknown_pid_fp_total|profd_proc_tracker_errors_total|"
+                   r"profd_proc_tracker_exec_never_ready_total|profd_proc_tracker_events_coalesced_total|"
+                   r"profd_proc_tracker_reconciled_total|profd_proc_tracker_exec_ready_seconds_(?:sum|count)|"
+                   r"profd_event_loop_stalls_total|profd_exe_cache_errors_total|profd_drain_missing_stacks_total|"
+                   r"profd_aggregator_dropped_samples_total)(\{[^}]*\})? ([0-9.e+-]+)$")
+
+
+def metrics(daemon):
+    """profd's counters that say why stacks end early or processes are not known yet."""
+    st, _, body = http_get(daemon.base + "/metrics", timeout=60)
+    out = {}
+    for line in body.decode(errors="replace").splitlines() if st == 200 else []:
+        m = WATCH.match(line)
+        if m:
+            out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
+    return out
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
 
 
 def pct(a, b):
@@ -638,21 +670,28 @@ def main():
     with Daemon("--frequency", str(FREQUENCY)) as d:
         time.sleep(3)  # start-up scan and table builds
         for p in progs:
+            before, load = metrics(d), loadavg()
             r = run_program(d, p, a.seconds, work, a.show)
+            after = metrics(d)
+            delta = {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)}
+            log("load average %.1f at the start; profd counters over the run: %s" % (
+                load, ", ".join("%s %g" % kv for kv in sorted(delta.items())) or "none moved"))
             if r:
+                r["load"] = load
                 results.append(r)
     log("\nprofd vs perf --call-graph dwarf (8 KiB stack copy), %d Hz, %d s per program; "
         "accuracy figures (the machine may be shared: counts, not timings)" % (FREQUENCY, a.seconds))
     log("| program | samples profd / perf | complete % profd / perf | mean depth profd / perf "
-        "| max depth profd / perf | leaf agreement % (noise) | leaf+4 callers % (noise) | whole stack % (noise) |")
-    log("|---|---|---|---|---|---|---|---|")
+        "| max depth profd / perf | leaf agreement % (noise) | leaf+4 callers % (noise) | whole stack % (noise) "
+        "| load |")
+    log("|---|---|---|---|---|---|---|---|---|")
     for r in results:
         x, y = r["profd"], r["perf"]
-        log("| %s | %d / %d | %s / %s | %.1f / %.1f | %d / %d | %.1f (%.1f) | %.1f (%.1f) | %.1f (%.1f) |" % (
+        log("| %s | %d / %d | %s / %s | %.1f / %.1f | %d / %d | %.1f (%.1f) | %.1f (%.1f) | %.1f (%.1f) | %.0f |" % (
             r["name"], x["samples"], y["samples"], pct(x["complete"], x["samples"]),
             pct(y["complete"], y["samples"]), x["mean_depth"], y["mean_depth"], x["max_depth"], y["max_depth"],
             100 * r["leaf"], 100 * r["leaf_floor"], 100 * r["chain5"], 100 * r["chain5_floor"],
-            100 * r["whole"], 100 * r["whole_floor"]))
+            100 * r["whole"], 100 * r["whole_floor"], r["load"]))
     skipped = [p.name for p in progs if p.name not in [r["name"] for r in results]]
     if skipped:
         log("skipped: %s" % ", ".join(skipped))
