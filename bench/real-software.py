@@ -40,10 +40,13 @@ from profdtest import Daemon, http_get, log, require_bpf, tmpdir
 FREQUENCY = 99
 WARMUP_S = 2.0      # from the workload's start to the window: processes read, tables placed
 # Outermost frames a whole user stack ends at (names as normalized by norm()).
-# Compared without leading underscores: __clone3 and clone3 are one address.
-OUTERMOST = {"start", "libc_start_main", "libc_start_main_impl", "clone", "clone3",
+# Names as norm() leaves them (no leading underscores: __clone3 and clone3 are one address).
+# __libc_start_call_main is main's caller: a stack that reaches it has all of the program's
+# frames (perf's often stop there, one frame short of _start).
+OUTERMOST = {"start", "libc_start_main", "libc_start_main_impl", "libc_start_call_main", "clone", "clone3",
              "runtime.goexit", "runtime.mstart", "runtime.mcall", "runtime.rt0_go", "runtime.clone"}
-LIBC_START = {"__libc_start_main", "__libc_start_main_impl", "__libc_start_call_main"}
+LIBC_START = {"libc_start_main", "libc_start_main_impl", "libc_start_call_main"}
+ALIASES = {"cfree": "free"}
 PG_BIN = "/usr/lib/postgresql/15/bin"
 
 
@@ -172,6 +175,11 @@ def norm(name):
         name = name[:m.start()]
     name = re.sub(r"::h[0-9a-f]{16}$", "", name)       # Rust's legacy hash
     name = re.sub(r"\.abi0$", "", name)                # Go assembly functions in .symtab
+    # glibc names one address several ways (__GI___libc_open, __open, open; __libc_recv, __recv;
+    # cfree, free) and the tools pick differently: compared without those prefixes.
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", name):
+        name = re.sub(r"^(?:__GI_)?_*(?:libc_(?!start))?", "", name) or name
+        name = ALIASES.get(name, name)
     return name
 
 
@@ -292,7 +300,7 @@ def prep_sqlite(work, seconds):
         raise Skip("sqlite3 is not installed")
     path = os.path.join(work, "q.sql")
     with open(path, "w") as f:
-        f.write((SQL + SQL_QUERY * 200) % ())
+        f.write((SQL + SQL_QUERY * 10) % ())
     return shell_loop(seconds, "sqlite3 :memory: < '%s' >/dev/null" % path)
 
 
@@ -480,7 +488,7 @@ def complete(frames, marked_ok=True):
     unnamed frame below __libc_start_main is it."""
     if not frames or not marked_ok:
         return False
-    return frames[-1].lstrip("_") in OUTERMOST or (len(frames) > 1 and frames[-1].startswith("[unknown]") and
+    return frames[-1] in OUTERMOST or (len(frames) > 1 and frames[-1].startswith("[unknown]") and
                                        frames[-2] in LIBC_START)
 
 
