@@ -13,7 +13,7 @@ thread's clone/clone3, or Go's runtime.goexit/mstart/mcall/rt0_go/clone; a profd
 in its own "[unwind stopped: ...]" or "[truncated ...]" frame never is); mean and max depth in
 user frames (inlined functions not counted: perf runs with --no-inline); leaf agreement (sum over
 leaf functions of the smaller of the two tools' shares) and call-chain agreement (the same on the
-leaf and its 4 callers, and on whole stacks), each next to what sampling noise alone leaves of it
+leaf and its 4 callers, and on whole stacks down to main's caller), each next to what sampling noise alone leaves of it
 (two samples of the same sizes drawn from the pooled distribution); the load average. perf copies
 8 KiB of user stack per sample (its default), so its deeper stacks stop early; Go binaries as
 Debian ships them have no .eh_frame or .debug_frame for perf to unwind with. Per program, the
@@ -532,7 +532,9 @@ def figures(stacks):
     for f, c, n in stacks:
         leaves[f[0] if f else "[none]"] += n
         chains[tuple(f[:5])] += n
-        whole[tuple(f)] += n
+        # below main's caller only glibc's start-up (or an unnamed _start): perf often stops
+        # short of it, which is not a disagreement on the program's stack
+        whole[tuple(f[:f.index("libc_start_call_main") + 1] if "libc_start_call_main" in f else f)] += n
         if not c:
             roots[f[-1] if f else "[none]"] += n
     return {
