@@ -309,6 +309,18 @@ static const Route routes[] = {
 #define N_ROUTES ELEMENTSOF(routes)
 #define ROUTE_UNKNOWN N_ROUTES /* counter row for paths no route matches */
 
+/* The counter row of a route: routes that are one endpoint under two spellings (/debug/pprof and
+ * /debug/pprof/) share the row of the first, so each endpoint is one series. */
+static size_t route_counter_row(const Route *route)
+{
+        if (!route)
+                return ROUTE_UNKNOWN;
+        for (size_t i = 0; i < N_ROUTES; i++)
+                if (routes[i].handler == route->handler && routes[i].renderer == route->renderer)
+                        return i;
+        return (size_t)(route - routes);
+}
+
 static const Route *route_find(const char *url)
 {
         for (size_t i = 0; i < N_ROUTES; i++)
@@ -581,7 +593,7 @@ static void count_request(HttpServer *s, const Route *route, unsigned status, co
 {
         if (conn && conn->probe)
                 return; /* the liveness probe's /healthz is counted on its own */
-        size_t r = route ? (size_t)(route - routes) : ROUTE_UNKNOWN;
+        size_t r = route_counter_row(route);
         size_t i = 0;
         while (i < ELEMENTSOF(counted_statuses) && counted_statuses[i] != status)
                 i++;
@@ -1614,6 +1626,7 @@ void http_server_write_metrics(const HttpServer *s, FILE *f)
         for (size_t r = 0; r <= N_ROUTES; r++)
                 for (size_t i = 0; i < N_STATUSES; i++) {
                         uint64_t v = s->requests_total[r * N_STATUSES + i];
+                        /* Rows of a second spelling stay 0 (route_counter_row()). */
                         if (v == 0)
                                 continue;
                         char code[16];
@@ -1647,17 +1660,17 @@ void http_server_write_metrics(const HttpServer *s, FILE *f)
                 "# TYPE profd_http_profile_build_seconds summary\n"
                 "profd_http_profile_build_seconds_sum %.6f\n"
                 "profd_http_profile_build_seconds_count %" PRIu64 "\n"
-                "# HELP profd_http_profile_build_seconds_max Longest profile build so far.\n"
-                "# TYPE profd_http_profile_build_seconds_max gauge\n"
-                "profd_http_profile_build_seconds_max %.6f\n"
+                "# HELP profd_http_profile_build_max_seconds Longest profile build so far.\n"
+                "# TYPE profd_http_profile_build_max_seconds gauge\n"
+                "profd_http_profile_build_max_seconds %.6f\n"
                 "# HELP profd_http_profile_build_steps_total Incremental build steps run from the event "
                 "loop.\n"
                 "# TYPE profd_http_profile_build_steps_total counter\n"
                 "profd_http_profile_build_steps_total %" PRIu64 "\n"
-                "# HELP profd_http_profile_build_step_seconds_max Longest single build step (the loop is "
+                "# HELP profd_http_profile_build_step_max_seconds Longest single build step (the loop is "
                 "held meanwhile).\n"
-                "# TYPE profd_http_profile_build_step_seconds_max gauge\n"
-                "profd_http_profile_build_step_seconds_max %.6f\n"
+                "# TYPE profd_http_profile_build_step_max_seconds gauge\n"
+                "profd_http_profile_build_step_max_seconds %.6f\n"
                 "# HELP profd_http_profile_cuts_retried_total Window starts or ends re-cut because the cut "
                 "coalesced with an older one still draining.\n"
                 "# TYPE profd_http_profile_cuts_retried_total counter\n"
