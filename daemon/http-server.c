@@ -619,6 +619,8 @@ static enum MHD_Result queue(Request *req, unsigned status, void *body, size_t s
         if (req->www_authenticate)
                 MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, req->www_authenticate);
         MHD_add_response_header(resp, "Cache-Control", "no-store");
+        /* As net/http/pprof: a text/plain reason is never sniffed into something else. */
+        MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
         enum MHD_Result r = MHD_queue_response(req->connection, status, resp);
         MHD_destroy_response(resp);
         count_request(req->server, req->route, status, req->conn);
@@ -1343,6 +1345,11 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
                 if (status != 0)
                         return queue_error(req, status, "%s\n", why);
         }
+        /* A profile profd does not have (heap, goroutine, mutex, ...: collectors ask for them by
+         * default) is answered as net/http/pprof answers one the Go runtime lacks, whatever the
+         * method, so collectors see a plain 404 they know. */
+        if (!req->route && strncmp(url, "/debug/pprof/", strlen("/debug/pprof/")) == 0)
+                return queue_error(req, 404, "Unknown profile\n");
         if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0 &&
             !(strcmp(method, MHD_HTTP_METHOD_POST) == 0 && req->route &&
               req->route->handler == route_symbol))

@@ -9,6 +9,8 @@ import signal
 import subprocess
 import threading
 import time
+import urllib.error
+import urllib.request
 
 from profdtest import PROFD, Daemon, check, fetch_profile, finish, log, pprof, require_bpf, traces
 
@@ -23,7 +25,7 @@ BAD = [
     ("/debug/pprof/profile?seconds=99999999999999999999", 400, "maximum"),
     ("/debug/pprof/profile?labels=comm,nosuchlabel", 400, "nosuchlabel"),
     ("/debug/pprof/profile?seconds=1&colour=red", 400, "colour"),
-    ("/debug/pprof/nosuchprofile", 404, "unknown path"),
+    ("/debug/pprof/nosuchprofile", 404, "Unknown profile"),
     ("/nosuchpath", 404, "unknown path"),
 ]
 
@@ -76,6 +78,27 @@ def main():
             check(ok, "%s -> %d with a one-line reason mentioning '%s' (got %d %r)" % (path, status, words, st, text))
             st, _, _ = d.get("/healthz")
             check(st == 200, "daemon still healthy after %s" % path)
+
+        # Profiles profd lacks (collectors ask for them by default) get net/http/pprof's own answer to
+        # a profile the Go runtime lacks: 404, "Unknown profile\n", text/plain, X-Go-Pprof: 1.
+        for name in ("heap", "goroutine", "mutex", "block", "allocs", "threadcreate", "trace", "cmdline",
+                     "delta_heap", "heap/extra", "profile/"):
+            for method in ("GET", "POST"):
+                req = urllib.request.Request(d.base + "/debug/pprof/" + name + "?seconds=1", method=method,
+                                             data=b"" if method == "POST" else None)
+                try:
+                    with urllib.request.urlopen(req, timeout=30) as r:
+                        st, hdr, body = r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
+                except urllib.error.HTTPError as e:
+                    st, hdr, body = e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+                check(st == 404 and body == b"Unknown profile\n"
+                      and hdr.get("content-type") == "text/plain; charset=utf-8" and hdr.get("x-go-pprof") == "1"
+                      and hdr.get("x-content-type-options") == "nosniff" and "content-disposition" not in hdr,
+                      "%s /debug/pprof/%s -> 404 'Unknown profile' as net/http/pprof (got %d %r %r)"
+                      % (method, name, st, body[:80], hdr))
+        r = pprof("-raw", d.base + "/debug/pprof/heap", check_rc=False)
+        check(r.returncode != 0 and "Unknown profile" in r.stderr,
+              "go tool pprof on /debug/pprof/heap prints 'Unknown profile' (%r)" % r.stderr[-300:])
 
         # go tool pprof shows the reason (it prints the body when X-Go-Pprof is set).
         r = pprof("-raw", d.base + "/debug/pprof/profile?seconds=abc", check_rc=False)
