@@ -518,6 +518,50 @@ int aggregator_window(Aggregator *a, uint64_t t0, uint64_t t1, ProfileWindow **r
         return 0;
 }
 
+static const Bucket *ring_at_const(const Aggregator *a, size_t i)
+{
+        return &a->ring[(a->head + i) % MAX_BUCKETS];
+}
+
+void aggregator_span(const Aggregator *a, uint64_t *ret_oldest, uint64_t *ret_latest)
+{
+        *ret_oldest = a->n > 0 ? ring_at_const(a, 0)->start_ns : 0;
+        *ret_latest = a->n > 0 ? ring_at_const(a, a->n - 1)->end_ns : 0;
+}
+
+static uint64_t distance(uint64_t x, uint64_t y)
+{
+        return x > y ? x - y : y - x;
+}
+
+int aggregator_snap_window(const Aggregator *a, uint64_t want_t0, uint64_t want_t1, uint64_t *ret_t0,
+                           uint64_t *ret_t1)
+{
+        if (a->n == 0)
+                return -ENODATA;
+        if (want_t0 < ring_at_const(a, 0)->start_ns)
+                return -ERANGE;
+
+        /* Buckets are in time order: the nearest start is found where the distance stops shrinking. */
+        size_t first = 0;
+        for (size_t i = 1; i < a->n; i++) {
+                if (distance(ring_at_const(a, i)->start_ns, want_t0) >=
+                    distance(ring_at_const(a, first)->start_ns, want_t0))
+                        break;
+                first = i;
+        }
+        size_t last = first;
+        for (size_t i = first + 1; i < a->n; i++) {
+                if (distance(ring_at_const(a, i)->end_ns, want_t1) >=
+                    distance(ring_at_const(a, last)->end_ns, want_t1))
+                        break;
+                last = i;
+        }
+        *ret_t0 = ring_at_const(a, first)->start_ns;
+        *ret_t1 = ring_at_const(a, last)->end_ns;
+        return 0;
+}
+
 ProfileWindow *profile_window_free(ProfileWindow *w)
 {
         if (!w)

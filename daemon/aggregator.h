@@ -60,6 +60,15 @@ void aggregator_cancel_wait(Aggregator *a, void *handle);
 
 /* Merge intervals with start >= t0 && end <= t1. -ENODATA if t0 is older than the history. */
 int aggregator_window(Aggregator *a, uint64_t t0, uint64_t t1, ProfileWindow **ret);
+/* The history held, [*ret_oldest, *ret_latest): the start of the oldest interval and the end of
+ * the latest (both 0 while nothing is held). */
+void aggregator_span(const Aggregator *a, uint64_t *ret_oldest, uint64_t *ret_latest);
+/* A past window [want_t0, want_t1) moved to the interval boundaries nearest to its ends (the
+ * earlier on a tie), never empty: what aggregator_window() can serve. Two windows whose asked ends
+ * meet get the same boundary there, so consecutive windows tile without gap or overlap.
+ * -ENODATA if nothing is held, -ERANGE if want_t0 lies before the oldest interval held. */
+int aggregator_snap_window(const Aggregator *a, uint64_t want_t0, uint64_t want_t1, uint64_t *ret_t0,
+                           uint64_t *ret_t1);
 ProfileWindow *profile_window_free(ProfileWindow *w);
 DEFINE_TRIVIAL_CLEANUP_FUNC(ProfileWindow *, profile_window_free);
 

@@ -7,7 +7,10 @@
  * timer N s later cuts again (t1); once the interval ending at t1 has been drained the window
  * [t0, t1) is merged, and the renderer builds the body one bounded step per loop iteration from an
  * idle-priority source, so drains, other requests and /metrics keep flowing; then the connection is
- * resumed and the handler queues the response. */
+ * resumed and the handler queues the response.
+ *
+ * A past window (?start=, ?end=) skips the cuts: it is moved to the nearest interval boundaries
+ * the history holds and built at once (after the next drain if it ends within the last one). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stddef.h>
@@ -38,6 +41,7 @@
 #include "folded.h"
 #include "proc-tracker.h"
 #include "sockaddr-util.h"
+#include "timestamp.h"
 
 /* Each connection costs a file descriptor and up to 32 KiB (libmicrohttpd's default
  * MHD_OPTION_CONNECTION_MEMORY_LIMIT); scrapers use one or two. Waiting profile requests hold a
@@ -621,6 +625,15 @@ static enum MHD_Result queue(Request *req, unsigned status, void *body, size_t s
         MHD_add_response_header(resp, "Cache-Control", "no-store");
         /* As net/http/pprof: a text/plain reason is never sniffed into something else. */
         MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+        if (status == 200 && req->t1 > req->t0) {
+                /* The window served, which for a past window is the one asked moved to interval
+                 * boundaries. */
+                char t[TIMESTAMP_MAX];
+                timestamp_format(req->t0, t, sizeof(t));
+                MHD_add_response_header(resp, "X-Profd-Window-Start", t);
+                timestamp_format(req->t1, t, sizeof(t));
+                MHD_add_response_header(resp, "X-Profd-Window-End", t);
+        }
         enum MHD_Result r = MHD_queue_response(req->connection, status, resp);
         MHD_destroy_response(resp);
         count_request(req->server, req->route, status, req->conn);
@@ -914,6 +927,35 @@ static void on_window_drained(void *userdata)
         }
 }
 
+/* A past window's end is drained: move it to interval boundaries and build it. */
+static void on_past_drained(void *userdata)
+{
+        Request *req = userdata;
+        Daemon *d = req->server->daemon;
+        uint64_t oldest, latest;
+
+        req->wait = NULL;
+        int r = aggregator_snap_window(d->aggregator, req->query.start_ns, req->query.end_ns, &req->t0,
+                                       &req->t1);
+        if (r < 0) {
+                char a[TIMESTAMP_MAX], b[TIMESTAMP_MAX];
+                aggregator_span(d->aggregator, &oldest, &latest);
+                timestamp_format(oldest, a, sizeof(a));
+                timestamp_format(latest, b, sizeof(b));
+                request_set_error(req, 400,
+                                  "start: the window is older than the history kept (available: %s to %s)\n",
+                                  a, b);
+                profile_finish(req);
+                return;
+        }
+        /* The flame graph's subtitle names the length served. */
+        uint64_t len = req->t1 - req->t0;
+        req->query.seconds = (unsigned)((len + NSEC_PER_SEC / 2) / NSEC_PER_SEC) ?: 1;
+        log_debug("past profile window asked [%.3f, %.3f), served [%.3f, %.3f)", req->query.start_ns / 1e9,
+                  req->query.end_ns / 1e9, req->t0 / 1e9, req->t1 / 1e9);
+        on_window_drained(req);
+}
+
 static uint64_t now_realtime_ns(void)
 {
         struct timespec ts;
@@ -1031,7 +1073,30 @@ static int param_seconds(HttpServer *s, const char *v, ProfileQuery *q, char *er
                 return -EINVAL;
         }
         q->seconds = (unsigned)n;
+        q->has_seconds = true;
         return 0;
+}
+
+static int param_time(const char *name, const char *v, uint64_t *ret, char *err, size_t errlen)
+{
+        if (timestamp_parse(v, ret) < 0) {
+                snprintf(err, errlen,
+                         "%s: '%.40s' is not a time: expected RFC 3339 (2006-01-02T15:04:05Z, "
+                         "2006-01-02T15:04:05.5+01:00) or unix seconds",
+                         name, v ?: "");
+                return -EINVAL;
+        }
+        return 0;
+}
+static int param_start(HttpServer *s, const char *v, ProfileQuery *q, char *err, size_t errlen)
+{
+        q->has_start = true;
+        return param_time("start", v, &q->start_ns, err, errlen);
+}
+static int param_end(HttpServer *s, const char *v, ProfileQuery *q, char *err, size_t errlen)
+{
+        q->has_end = true;
+        return param_time("end", v, &q->end_ns, err, errlen);
 }
 
 static int param_labels(HttpServer *s, const char *v, ProfileQuery *q, char *err, size_t errlen)
@@ -1079,6 +1144,8 @@ static int param_unit(HttpServer *s, const char *v, ProfileQuery *q, char *err, 
 /* clang-format off */
 static const QueryParam profile_params[] = {
         {"seconds", param_seconds},
+        {"start", param_start},
+        {"end", param_end},
         {"labels", param_labels},
         {"format", param_format},
         {"pid", param_pid},
@@ -1105,7 +1172,8 @@ static enum MHD_Result parse_one(void *cls, enum MHD_ValueKind kind, const char 
                 }
         /* Rejected rather than ignored: a misspelt filter would otherwise silently profile everything. */
         snprintf(st->err, sizeof(st->err),
-                 "unknown parameter '%.64s' (known: seconds, labels, format, pid, comm, unit)", key);
+                 "unknown parameter '%.64s' (known: seconds, start, end, labels, format, pid, comm, unit)",
+                 key);
         st->r = -EINVAL;
         return MHD_NO;
 }
@@ -1129,15 +1197,72 @@ static int profile_query_parse(HttpServer *s, Request *req, char *err, size_t er
         return 0;
 }
 
+/* ?start= / ?end=: the window asked, checked against now and the history held. */
+static int profile_past_window(HttpServer *s, ProfileQuery *q, char *err, size_t errlen)
+{
+        unsigned max = s->daemon->options.max_seconds;
+        uint64_t now = now_realtime_ns(), oldest, latest;
+        char a[TIMESTAMP_MAX], b[TIMESTAMP_MAX];
+
+        if (q->has_start && q->has_end && q->has_seconds) {
+                snprintf(err, errlen, "give at most two of start, end and seconds");
+                return -EINVAL;
+        }
+        if (q->has_start && !q->has_end)
+                q->end_ns = q->start_ns + (uint64_t)q->seconds * NSEC_PER_SEC;
+        else if (q->has_end && !q->has_start) {
+                uint64_t len = (uint64_t)q->seconds * NSEC_PER_SEC;
+                q->start_ns = q->end_ns > len ? q->end_ns - len : 0;
+        }
+        if (q->end_ns <= q->start_ns) {
+                snprintf(err, errlen, "end must be after start");
+                return -EINVAL;
+        }
+        if (q->end_ns - q->start_ns > (uint64_t)max * NSEC_PER_SEC) {
+                snprintf(err, errlen, "the window is %.3f s long: at most %u s (--max-seconds)",
+                         (double)(q->end_ns - q->start_ns) / 1e9, max);
+                return -EINVAL;
+        }
+        if (q->end_ns > now) {
+                timestamp_format(q->end_ns, a, sizeof(a));
+                timestamp_format(now, b, sizeof(b));
+                snprintf(err, errlen,
+                         "the window ends in the future (%s; now is %s): past windows only, or no "
+                         "start= and end= for one that starts now",
+                         a, b);
+                return -EINVAL;
+        }
+        aggregator_span(s->daemon->aggregator, &oldest, &latest);
+        if (oldest == 0 || q->start_ns < oldest) {
+                timestamp_format(q->start_ns, a, sizeof(a));
+                if (oldest == 0)
+                        snprintf(err, errlen, "start %s: no history is held yet", a);
+                else {
+                        char c[TIMESTAMP_MAX];
+                        timestamp_format(oldest, b, sizeof(b));
+                        timestamp_format(latest, c, sizeof(c));
+                        snprintf(err, errlen,
+                                 "start %s is older than the history kept: available from %s to %s", a, b,
+                                 c);
+                }
+                return -ERANGE;
+        }
+        return 0;
+}
+
 static int route_profile(HttpServer *s, Request *req)
 {
         Daemon *d = s->daemon;
         char err[300];
+        bool past;
 
         if (profile_query_parse(s, req, err, sizeof(err)) < 0)
                 return queue_error(req, 400, "%s\n", err);
         if (!d->sampler || !sampler_is_live(d->sampler))
                 return queue_error(req, 503, "sampling is not live yet\n");
+        past = req->query.has_start || req->query.has_end;
+        if (past && profile_past_window(s, &req->query, err, sizeof(err)) < 0)
+                return queue_error(req, 400, "%s\n", err);
         if (s->n_profiles >= d->options.max_concurrent_profiles)
                 profiles_reap_gone(s);
         if (s->n_profiles >= d->options.max_concurrent_profiles) {
@@ -1160,6 +1285,16 @@ static int route_profile(HttpServer *s, Request *req)
         req->suspended = true;
         MHD_suspend_connection(req->connection);
         conn_park(req->conn, req); /* watches for the client leaving meanwhile */
+        if (past) {
+                /* Ending within the interval being collected: built after its drain (< 1 s). */
+                req->state = REQUEST_DRAIN;
+                if (aggregator_wait_for(d->aggregator, req->query.end_ns, on_past_drained, req, &req->wait) <
+                    0) {
+                        request_set_error(req, 500, "out of memory\n");
+                        profile_finish(req);
+                }
+                return MHD_YES;
+        }
         req->state = REQUEST_START;
         profile_cut(req);
         return MHD_YES;
