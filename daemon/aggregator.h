@@ -72,6 +72,19 @@ int aggregator_snap_window(const Aggregator *a, uint64_t want_t0, uint64_t want_
 ProfileWindow *profile_window_free(ProfileWindow *w);
 DEFINE_TRIVIAL_CLEANUP_FUNC(ProfileWindow *, profile_window_free);
 
+/* Walks the samples of the history in arrival order, each once, picking up intervals added since
+ * the last call: for work done ahead of a profile build (symbol-warmer.c). Intervals evicted
+ * meanwhile are skipped. */
+typedef struct AggCursor {
+        uint64_t seq; /* interval, counted from the first ever added */
+        size_t index; /* sample within it */
+} AggCursor;
+/* A cursor at the end of the history: it sees only intervals added from now on. */
+AggCursor aggregator_cursor_end(const Aggregator *a);
+/* The next sample, or NULL when the cursor has seen everything held. Valid until the next
+ * aggregator_add_interval(). */
+const AggSample *aggregator_cursor_next(const Aggregator *a, AggCursor *c);
+
 /* Pids seen in intervals added since the last call (for the process table), unique; the caller
  * frees *ret_pids. */
 size_t aggregator_take_pids(Aggregator *a, uint32_t **ret_pids);

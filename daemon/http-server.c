@@ -41,6 +41,7 @@
 #include "folded.h"
 #include "proc-tracker.h"
 #include "sockaddr-util.h"
+#include "symbol-warmer.h"
 #include "timestamp.h"
 
 /* Each connection costs a file descriptor and up to 32 KiB (libmicrohttpd's default
@@ -105,6 +106,7 @@ typedef struct Request {
         bool started; /* the access handler has seen it */
         bool suspended;
         bool counted_in_flight;
+        bool warming;                /* holds the symbol warmer while its window is open */
         struct Request *prev, *next; /* server->profiles */
         unsigned too_large;          /* 414 or 400, decided by on_uri() */
         size_t target_bytes, n_params;
@@ -761,9 +763,18 @@ static void profile_release_slot(Request *req)
         req->counted_in_flight = false;
 }
 
+static void profile_stop_warming(Request *req)
+{
+        if (!req->warming)
+                return;
+        symbol_warmer_release(req->server->daemon->warmer);
+        req->warming = false;
+}
+
 static void profile_stop_work(Request *req)
 {
         HttpServer *s = req->server;
+        profile_stop_warming(req);
         req->timer = sd_event_source_disable_unref(req->timer);
         req->step = sd_event_source_disable_unref(req->step);
         if (req->wait) {
@@ -914,10 +925,12 @@ static void on_window_drained(void *userdata)
                 profile_finish(req);
                 return;
         }
-        /* Idle priority: a step runs only when no drain, timer or connection is pending. */
+        /* Idle priority: a step runs only when no drain, timer or connection is pending. Just above
+         * the other idle work (unwind table builds, symbol warming): a collector is waiting for
+         * this answer with a timeout, they can wait. */
         r = sd_event_add_defer(d->event, &req->step, on_profile_step, req);
         if (r >= 0)
-                r = sd_event_source_set_priority(req->step, SD_EVENT_PRIORITY_IDLE);
+                r = sd_event_source_set_priority(req->step, SD_EVENT_PRIORITY_IDLE - 1);
         if (r >= 0)
                 r = sd_event_source_set_enabled(req->step, SD_EVENT_ON);
         if (r < 0) {
@@ -1016,6 +1029,10 @@ static void profile_cut(Request *req)
                         return;
                 }
                 req->state = REQUEST_WINDOW;
+                /* While the window is collected, symbolize what it already holds, so that little
+                 * is left to do between its end and the answer. */
+                symbol_warmer_hold(d->warmer);
+                req->warming = true;
                 log_debug("profile request: %u s from %.3f", req->query.seconds, req->t0 / 1e9);
                 return;
         }
@@ -1034,6 +1051,8 @@ static int on_window_end(sd_event_source *es, uint64_t usec, void *userdata)
         Request *req = userdata;
 
         req->timer = sd_event_source_disable_unref(req->timer);
+        /* The build takes over from here (and would only compete with the warmer). */
+        profile_stop_warming(req);
         req->state = REQUEST_END;
         profile_cut(req);
         return 0;

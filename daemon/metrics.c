@@ -18,6 +18,7 @@
 #include "notify.h"
 #include "proc-tracker.h"
 #include "safe-open.h"
+#include "symbol-warmer.h"
 #include "table-pool.h"
 
 #define LOOP_MONITOR_PERIOD_USEC (250 * 1000ULL)
@@ -255,6 +256,8 @@ int metrics_render(Daemon *d, char **ret_text, size_t *ret_size)
         http_tls_write_metrics(d->tls, f);
         if (d->loop_monitor)
                 loop_monitor_write_metrics(d->loop_monitor, f);
+        if (d->warmer)
+                symbol_warmer_write_metrics(d->warmer, f);
         if (d->notifier)
                 notifier_write_metrics(d->notifier, f);
         if (d->cgroups)
