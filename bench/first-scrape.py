@@ -35,11 +35,11 @@ volatile unsigned long sink;
 __attribute__((noinline)) void first_scrape_busy(void)
 {
         struct timespec a, b;
-        clock_gettime(CLOCK_MONOTONIC, &a);
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
         do {
                 for (int i = 0; i < 10000; i++)
                         sink += i;
-                clock_gettime(CLOCK_MONOTONIC, &b);
+                clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
         } while ((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec) < BUSY_NS);
 }
 int main(void)

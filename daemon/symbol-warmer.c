@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "hash.h"
@@ -155,8 +156,12 @@ void symbol_warmer_hold(SymbolWarmer *w)
         if (!w)
                 return;
         if (w->holds++ == 0) {
-                /* What was drained before the window is not in it: start from here. */
+                /* What was drained before the window is not in it: start from here. And forget
+                 * what earlier windows warmed: the symbolizer may have closed those executables
+                 * since (it keeps SYMBOLIZER_MAX_EXES open), and a stack it still has is a cache
+                 * hit anyway. */
                 w->cursor = aggregator_cursor_end(w->aggregator);
+                memset(w->seen, 0, sizeof(w->seen));
                 warmer_arm(w, false);
         }
 }
