@@ -295,7 +295,8 @@ static const ProfileRenderer *const renderers[] = {
 static const Route routes[] = {
         {"/debug/pprof/profile",
          "CPU profile of the next N seconds, gzipped pprof (seconds=N, default 30; labels=LIST; "
-         "filters pid=, comm=, unit=; format=folded for folded stacks)",
+         "filters pid=, comm=, unit=; format=folded for folded stacks; start=, end= for a past "
+         "window from the history)",
          "/debug/pprof/profile?seconds=30", route_profile, &pprof_renderer},
         {"/debug/pprof/flamegraph",
          "Interactive flame graph page of the next N seconds (same parameters as profile)",
