@@ -42,6 +42,7 @@ struct StackStore {
 };
 
 typedef struct Bucket {
+        uint64_t seq; /* intervals added before it: consecutive along the ring */
         uint64_t start_ns, end_ns;
         AggSample *samples;
         size_t n_samples;
@@ -335,7 +336,7 @@ void aggregator_add_interval(Aggregator *a, uint64_t start_ns, uint64_t end_ns, 
         if (a->n == MAX_BUCKETS)
                 evict_oldest(a, EVICT_COUNT);
         Bucket *b = ring_at(a, a->n);
-        *b = (Bucket){.start_ns = start_ns, .end_ns = end_ns};
+        *b = (Bucket){.seq = a->intervals_total, .start_ns = start_ns, .end_ns = end_ns};
         a->n++;
 
         size_t n_keep = n < MAX_BUCKET_SAMPLES ? n : MAX_BUCKET_SAMPLES;
@@ -515,6 +516,72 @@ int aggregator_window(Aggregator *a, uint64_t t0, uint64_t t1, ProfileWindow **r
         }
         free(slots);
         *ret = w;
+        return 0;
+}
+
+static const Bucket *ring_at_const(const Aggregator *a, size_t i)
+{
+        return &a->ring[(a->head + i) % MAX_BUCKETS];
+}
+
+void aggregator_span(const Aggregator *a, uint64_t *ret_oldest, uint64_t *ret_latest)
+{
+        *ret_oldest = a->n > 0 ? ring_at_const(a, 0)->start_ns : 0;
+        *ret_latest = a->n > 0 ? ring_at_const(a, a->n - 1)->end_ns : 0;
+}
+
+AggCursor aggregator_cursor_end(const Aggregator *a)
+{
+        return (AggCursor){.seq = a->intervals_total};
+}
+
+const AggSample *aggregator_cursor_next(const Aggregator *a, AggCursor *c)
+{
+        if (a->n == 0)
+                return NULL;
+        uint64_t first = ring_at_const(a, 0)->seq;
+        if (c->seq < first)
+                *c = (AggCursor){.seq = first};
+        while (c->seq < first + a->n) {
+                const Bucket *b = ring_at_const(a, (size_t)(c->seq - first));
+                if (c->index < b->n_samples)
+                        return &b->samples[c->index++];
+                c->seq++;
+                c->index = 0;
+        }
+        return NULL;
+}
+
+static uint64_t distance(uint64_t x, uint64_t y)
+{
+        return x > y ? x - y : y - x;
+}
+
+int aggregator_snap_window(const Aggregator *a, uint64_t want_t0, uint64_t want_t1, uint64_t *ret_t0,
+                           uint64_t *ret_t1)
+{
+        if (a->n == 0)
+                return -ENODATA;
+        if (want_t0 < ring_at_const(a, 0)->start_ns)
+                return -ERANGE;
+
+        /* Buckets are in time order: the nearest start is found where the distance stops shrinking. */
+        size_t first = 0;
+        for (size_t i = 1; i < a->n; i++) {
+                if (distance(ring_at_const(a, i)->start_ns, want_t0) >=
+                    distance(ring_at_const(a, first)->start_ns, want_t0))
+                        break;
+                first = i;
+        }
+        size_t last = first;
+        for (size_t i = first + 1; i < a->n; i++) {
+                if (distance(ring_at_const(a, i)->end_ns, want_t1) >=
+                    distance(ring_at_const(a, last)->end_ns, want_t1))
+                        break;
+                last = i;
+        }
+        *ret_t0 = ring_at_const(a, first)->start_ns;
+        *ret_t1 = ring_at_const(a, last)->end_ns;
         return 0;
 }
 

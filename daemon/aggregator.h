@@ -60,8 +60,30 @@ void aggregator_cancel_wait(Aggregator *a, void *handle);
 
 /* Merge intervals with start >= t0 && end <= t1. -ENODATA if t0 is older than the history. */
 int aggregator_window(Aggregator *a, uint64_t t0, uint64_t t1, ProfileWindow **ret);
+/* The history held, [*ret_oldest, *ret_latest): the start of the oldest interval and the end of
+ * the latest (both 0 while nothing is held). */
+void aggregator_span(const Aggregator *a, uint64_t *ret_oldest, uint64_t *ret_latest);
+/* A past window [want_t0, want_t1) moved to the interval boundaries nearest to its ends (the
+ * earlier on a tie), never empty: what aggregator_window() can serve. Two windows whose asked ends
+ * meet get the same boundary there, so consecutive windows tile without gap or overlap.
+ * -ENODATA if nothing is held, -ERANGE if want_t0 lies before the oldest interval held. */
+int aggregator_snap_window(const Aggregator *a, uint64_t want_t0, uint64_t want_t1, uint64_t *ret_t0,
+                           uint64_t *ret_t1);
 ProfileWindow *profile_window_free(ProfileWindow *w);
 DEFINE_TRIVIAL_CLEANUP_FUNC(ProfileWindow *, profile_window_free);
+
+/* Walks the samples of the history in arrival order, each once, picking up intervals added since
+ * the last call: for work done ahead of a profile build (symbol-warmer.c). Intervals evicted
+ * meanwhile are skipped. */
+typedef struct AggCursor {
+        uint64_t seq; /* interval, counted from the first ever added */
+        size_t index; /* sample within it */
+} AggCursor;
+/* A cursor at the end of the history: it sees only intervals added from now on. */
+AggCursor aggregator_cursor_end(const Aggregator *a);
+/* The next sample, or NULL when the cursor has seen everything held. Valid until the next
+ * aggregator_add_interval(). */
+const AggSample *aggregator_cursor_next(const Aggregator *a, AggCursor *c);
 
 /* Pids seen in intervals added since the last call (for the process table), unique; the caller
  * frees *ret_pids. */

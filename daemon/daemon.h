@@ -19,6 +19,7 @@ typedef struct Notifier Notifier;
 typedef struct LoopMonitor LoopMonitor;
 typedef struct HttpTls HttpTls;
 typedef struct HttpAuth HttpAuth;
+typedef struct SymbolWarmer SymbolWarmer;
 
 typedef struct Daemon {
         sd_event *event;
@@ -40,4 +41,5 @@ typedef struct Daemon {
         uint64_t start_ns;
         Notifier *notifier; /* sd_notify: READY/STATUS/WATCHDOG/STOPPING */
         LoopMonitor *loop_monitor; /* event loop latency on /metrics */
+        SymbolWarmer *warmer;      /* symbolizes while profile windows are open */
 } Daemon;

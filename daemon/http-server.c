@@ -7,7 +7,10 @@
  * timer N s later cuts again (t1); once the interval ending at t1 has been drained the window
  * [t0, t1) is merged, and the renderer builds the body one bounded step per loop iteration from an
  * idle-priority source, so drains, other requests and /metrics keep flowing; then the connection is
- * resumed and the handler queues the response. */
+ * resumed and the handler queues the response.
+ *
+ * A past window (?start=, ?end=) skips the cuts: it is moved to the nearest interval boundaries
+ * the history holds and built at once (after the next drain if it ends within the last one). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stddef.h>
@@ -38,6 +41,8 @@
 #include "folded.h"
 #include "proc-tracker.h"
 #include "sockaddr-util.h"
+#include "symbol-warmer.h"
+#include "timestamp.h"
 
 /* Each connection costs a file descriptor and up to 32 KiB (libmicrohttpd's default
  * MHD_OPTION_CONNECTION_MEMORY_LIMIT); scrapers use one or two. Waiting profile requests hold a
@@ -101,6 +106,7 @@ typedef struct Request {
         bool started; /* the access handler has seen it */
         bool suspended;
         bool counted_in_flight;
+        bool warming;                /* holds the symbol warmer while its window is open */
         struct Request *prev, *next; /* server->profiles */
         unsigned too_large;          /* 414 or 400, decided by on_uri() */
         size_t target_bytes, n_params;
@@ -289,7 +295,8 @@ static const ProfileRenderer *const renderers[] = {
 static const Route routes[] = {
         {"/debug/pprof/profile",
          "CPU profile of the next N seconds, gzipped pprof (seconds=N, default 30; labels=LIST; "
-         "filters pid=, comm=, unit=; format=folded for folded stacks)",
+         "filters pid=, comm=, unit=; format=folded for folded stacks; start=, end= for a past "
+         "window from the history)",
          "/debug/pprof/profile?seconds=30", route_profile, &pprof_renderer},
         {"/debug/pprof/flamegraph",
          "Interactive flame graph page of the next N seconds (same parameters as profile)",
@@ -308,6 +315,18 @@ static const Route routes[] = {
 };
 #define N_ROUTES ELEMENTSOF(routes)
 #define ROUTE_UNKNOWN N_ROUTES /* counter row for paths no route matches */
+
+/* The counter row of a route: routes that are one endpoint under two spellings (/debug/pprof and
+ * /debug/pprof/) share the row of the first, so each endpoint is one series. */
+static size_t route_counter_row(const Route *route)
+{
+        if (!route)
+                return ROUTE_UNKNOWN;
+        for (size_t i = 0; i < N_ROUTES; i++)
+                if (routes[i].handler == route->handler && routes[i].renderer == route->renderer)
+                        return i;
+        return (size_t)(route - routes);
+}
 
 static const Route *route_find(const char *url)
 {
@@ -581,7 +600,7 @@ static void count_request(HttpServer *s, const Route *route, unsigned status, co
 {
         if (conn && conn->probe)
                 return; /* the liveness probe's /healthz is counted on its own */
-        size_t r = route ? (size_t)(route - routes) : ROUTE_UNKNOWN;
+        size_t r = route_counter_row(route);
         size_t i = 0;
         while (i < ELEMENTSOF(counted_statuses) && counted_statuses[i] != status)
                 i++;
@@ -607,6 +626,17 @@ static enum MHD_Result queue(Request *req, unsigned status, void *body, size_t s
         if (req->www_authenticate)
                 MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, req->www_authenticate);
         MHD_add_response_header(resp, "Cache-Control", "no-store");
+        /* As net/http/pprof: a text/plain reason is never sniffed into something else. */
+        MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+        if (status == 200 && req->t1 > req->t0) {
+                /* The window served, which for a past window is the one asked moved to interval
+                 * boundaries. */
+                char t[TIMESTAMP_MAX];
+                timestamp_format(req->t0, t, sizeof(t));
+                MHD_add_response_header(resp, "X-Profd-Window-Start", t);
+                timestamp_format(req->t1, t, sizeof(t));
+                MHD_add_response_header(resp, "X-Profd-Window-End", t);
+        }
         enum MHD_Result r = MHD_queue_response(req->connection, status, resp);
         MHD_destroy_response(resp);
         count_request(req->server, req->route, status, req->conn);
@@ -734,9 +764,18 @@ static void profile_release_slot(Request *req)
         req->counted_in_flight = false;
 }
 
+static void profile_stop_warming(Request *req)
+{
+        if (!req->warming)
+                return;
+        symbol_warmer_release(req->server->daemon->warmer);
+        req->warming = false;
+}
+
 static void profile_stop_work(Request *req)
 {
         HttpServer *s = req->server;
+        profile_stop_warming(req);
         req->timer = sd_event_source_disable_unref(req->timer);
         req->step = sd_event_source_disable_unref(req->step);
         if (req->wait) {
@@ -887,10 +926,12 @@ static void on_window_drained(void *userdata)
                 profile_finish(req);
                 return;
         }
-        /* Idle priority: a step runs only when no drain, timer or connection is pending. */
+        /* Idle priority: a step runs only when no drain, timer or connection is pending. Just above
+         * the other idle work (unwind table builds, symbol warming): a collector is waiting for
+         * this answer with a timeout, they can wait. */
         r = sd_event_add_defer(d->event, &req->step, on_profile_step, req);
         if (r >= 0)
-                r = sd_event_source_set_priority(req->step, SD_EVENT_PRIORITY_IDLE);
+                r = sd_event_source_set_priority(req->step, SD_EVENT_PRIORITY_IDLE - 1);
         if (r >= 0)
                 r = sd_event_source_set_enabled(req->step, SD_EVENT_ON);
         if (r < 0) {
@@ -898,6 +939,35 @@ static void on_window_drained(void *userdata)
                 request_set_error(req, 500, "cannot schedule the profile build\n");
                 profile_finish(req);
         }
+}
+
+/* A past window's end is drained: move it to interval boundaries and build it. */
+static void on_past_drained(void *userdata)
+{
+        Request *req = userdata;
+        Daemon *d = req->server->daemon;
+        uint64_t oldest, latest;
+
+        req->wait = NULL;
+        int r = aggregator_snap_window(d->aggregator, req->query.start_ns, req->query.end_ns, &req->t0,
+                                       &req->t1);
+        if (r < 0) {
+                char a[TIMESTAMP_MAX], b[TIMESTAMP_MAX];
+                aggregator_span(d->aggregator, &oldest, &latest);
+                timestamp_format(oldest, a, sizeof(a));
+                timestamp_format(latest, b, sizeof(b));
+                request_set_error(req, 400,
+                                  "start: the window is older than the history kept (available: %s to %s)\n",
+                                  a, b);
+                profile_finish(req);
+                return;
+        }
+        /* The flame graph's subtitle names the length served. */
+        uint64_t len = req->t1 - req->t0;
+        req->query.seconds = (unsigned)((len + NSEC_PER_SEC / 2) / NSEC_PER_SEC) ?: 1;
+        log_debug("past profile window asked [%.3f, %.3f), served [%.3f, %.3f)", req->query.start_ns / 1e9,
+                  req->query.end_ns / 1e9, req->t0 / 1e9, req->t1 / 1e9);
+        on_window_drained(req);
 }
 
 static uint64_t now_realtime_ns(void)
@@ -960,6 +1030,10 @@ static void profile_cut(Request *req)
                         return;
                 }
                 req->state = REQUEST_WINDOW;
+                /* While the window is collected, symbolize what it already holds, so that little
+                 * is left to do between its end and the answer. */
+                symbol_warmer_hold(d->warmer);
+                req->warming = true;
                 log_debug("profile request: %u s from %.3f", req->query.seconds, req->t0 / 1e9);
                 return;
         }
@@ -978,6 +1052,8 @@ static int on_window_end(sd_event_source *es, uint64_t usec, void *userdata)
         Request *req = userdata;
 
         req->timer = sd_event_source_disable_unref(req->timer);
+        /* The build takes over from here (and would only compete with the warmer). */
+        profile_stop_warming(req);
         req->state = REQUEST_END;
         profile_cut(req);
         return 0;
@@ -1017,7 +1093,30 @@ static int param_seconds(HttpServer *s, const char *v, ProfileQuery *q, char *er
                 return -EINVAL;
         }
         q->seconds = (unsigned)n;
+        q->has_seconds = true;
         return 0;
+}
+
+static int param_time(const char *name, const char *v, uint64_t *ret, char *err, size_t errlen)
+{
+        if (timestamp_parse(v, ret) < 0) {
+                snprintf(err, errlen,
+                         "%s: '%.40s' is not a time: expected RFC 3339 (2006-01-02T15:04:05Z, "
+                         "2006-01-02T15:04:05.5+01:00) or unix seconds",
+                         name, v ?: "");
+                return -EINVAL;
+        }
+        return 0;
+}
+static int param_start(HttpServer *s, const char *v, ProfileQuery *q, char *err, size_t errlen)
+{
+        q->has_start = true;
+        return param_time("start", v, &q->start_ns, err, errlen);
+}
+static int param_end(HttpServer *s, const char *v, ProfileQuery *q, char *err, size_t errlen)
+{
+        q->has_end = true;
+        return param_time("end", v, &q->end_ns, err, errlen);
 }
 
 static int param_labels(HttpServer *s, const char *v, ProfileQuery *q, char *err, size_t errlen)
@@ -1065,6 +1164,8 @@ static int param_unit(HttpServer *s, const char *v, ProfileQuery *q, char *err, 
 /* clang-format off */
 static const QueryParam profile_params[] = {
         {"seconds", param_seconds},
+        {"start", param_start},
+        {"end", param_end},
         {"labels", param_labels},
         {"format", param_format},
         {"pid", param_pid},
@@ -1091,7 +1192,8 @@ static enum MHD_Result parse_one(void *cls, enum MHD_ValueKind kind, const char 
                 }
         /* Rejected rather than ignored: a misspelt filter would otherwise silently profile everything. */
         snprintf(st->err, sizeof(st->err),
-                 "unknown parameter '%.64s' (known: seconds, labels, format, pid, comm, unit)", key);
+                 "unknown parameter '%.64s' (known: seconds, start, end, labels, format, pid, comm, unit)",
+                 key);
         st->r = -EINVAL;
         return MHD_NO;
 }
@@ -1115,15 +1217,72 @@ static int profile_query_parse(HttpServer *s, Request *req, char *err, size_t er
         return 0;
 }
 
+/* ?start= / ?end=: the window asked, checked against now and the history held. */
+static int profile_past_window(HttpServer *s, ProfileQuery *q, char *err, size_t errlen)
+{
+        unsigned max = s->daemon->options.max_seconds;
+        uint64_t now = now_realtime_ns(), oldest, latest;
+        char a[TIMESTAMP_MAX], b[TIMESTAMP_MAX];
+
+        if (q->has_start && q->has_end && q->has_seconds) {
+                snprintf(err, errlen, "give at most two of start, end and seconds");
+                return -EINVAL;
+        }
+        if (q->has_start && !q->has_end)
+                q->end_ns = q->start_ns + (uint64_t)q->seconds * NSEC_PER_SEC;
+        else if (q->has_end && !q->has_start) {
+                uint64_t len = (uint64_t)q->seconds * NSEC_PER_SEC;
+                q->start_ns = q->end_ns > len ? q->end_ns - len : 0;
+        }
+        if (q->end_ns <= q->start_ns) {
+                snprintf(err, errlen, "end must be after start");
+                return -EINVAL;
+        }
+        if (q->end_ns - q->start_ns > (uint64_t)max * NSEC_PER_SEC) {
+                snprintf(err, errlen, "the window is %.3f s long: at most %u s (--max-seconds)",
+                         (double)(q->end_ns - q->start_ns) / 1e9, max);
+                return -EINVAL;
+        }
+        if (q->end_ns > now) {
+                timestamp_format(q->end_ns, a, sizeof(a));
+                timestamp_format(now, b, sizeof(b));
+                snprintf(err, errlen,
+                         "the window ends in the future (%s; now is %s): past windows only, or no "
+                         "start= and end= for one that starts now",
+                         a, b);
+                return -EINVAL;
+        }
+        aggregator_span(s->daemon->aggregator, &oldest, &latest);
+        if (oldest == 0 || q->start_ns < oldest) {
+                timestamp_format(q->start_ns, a, sizeof(a));
+                if (oldest == 0)
+                        snprintf(err, errlen, "start %s: no history is held yet", a);
+                else {
+                        char c[TIMESTAMP_MAX];
+                        timestamp_format(oldest, b, sizeof(b));
+                        timestamp_format(latest, c, sizeof(c));
+                        snprintf(err, errlen,
+                                 "start %s is older than the history kept: available from %s to %s", a, b,
+                                 c);
+                }
+                return -ERANGE;
+        }
+        return 0;
+}
+
 static int route_profile(HttpServer *s, Request *req)
 {
         Daemon *d = s->daemon;
         char err[300];
+        bool past;
 
         if (profile_query_parse(s, req, err, sizeof(err)) < 0)
                 return queue_error(req, 400, "%s\n", err);
         if (!d->sampler || !sampler_is_live(d->sampler))
                 return queue_error(req, 503, "sampling is not live yet\n");
+        past = req->query.has_start || req->query.has_end;
+        if (past && profile_past_window(s, &req->query, err, sizeof(err)) < 0)
+                return queue_error(req, 400, "%s\n", err);
         if (s->n_profiles >= d->options.max_concurrent_profiles)
                 profiles_reap_gone(s);
         if (s->n_profiles >= d->options.max_concurrent_profiles) {
@@ -1146,6 +1305,16 @@ static int route_profile(HttpServer *s, Request *req)
         req->suspended = true;
         MHD_suspend_connection(req->connection);
         conn_park(req->conn, req); /* watches for the client leaving meanwhile */
+        if (past) {
+                /* Ending within the interval being collected: built after its drain (< 1 s). */
+                req->state = REQUEST_DRAIN;
+                if (aggregator_wait_for(d->aggregator, req->query.end_ns, on_past_drained, req, &req->wait) <
+                    0) {
+                        request_set_error(req, 500, "out of memory\n");
+                        profile_finish(req);
+                }
+                return MHD_YES;
+        }
         req->state = REQUEST_START;
         profile_cut(req);
         return MHD_YES;
@@ -1331,6 +1500,11 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
                 if (status != 0)
                         return queue_error(req, status, "%s\n", why);
         }
+        /* A profile profd does not have (heap, goroutine, mutex, ...: collectors ask for them by
+         * default) is answered as net/http/pprof answers one the Go runtime lacks, whatever the
+         * method, so collectors see a plain 404 they know. */
+        if (!req->route && strncmp(url, "/debug/pprof/", strlen("/debug/pprof/")) == 0)
+                return queue_error(req, 404, "Unknown profile\n");
         if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0 &&
             !(strcmp(method, MHD_HTTP_METHOD_POST) == 0 && req->route &&
               req->route->handler == route_symbol))
@@ -1614,6 +1788,7 @@ void http_server_write_metrics(const HttpServer *s, FILE *f)
         for (size_t r = 0; r <= N_ROUTES; r++)
                 for (size_t i = 0; i < N_STATUSES; i++) {
                         uint64_t v = s->requests_total[r * N_STATUSES + i];
+                        /* Rows of a second spelling stay 0 (route_counter_row()). */
                         if (v == 0)
                                 continue;
                         char code[16];
@@ -1647,17 +1822,17 @@ void http_server_write_metrics(const HttpServer *s, FILE *f)
                 "# TYPE profd_http_profile_build_seconds summary\n"
                 "profd_http_profile_build_seconds_sum %.6f\n"
                 "profd_http_profile_build_seconds_count %" PRIu64 "\n"
-                "# HELP profd_http_profile_build_seconds_max Longest profile build so far.\n"
-                "# TYPE profd_http_profile_build_seconds_max gauge\n"
-                "profd_http_profile_build_seconds_max %.6f\n"
+                "# HELP profd_http_profile_build_max_seconds Longest profile build so far.\n"
+                "# TYPE profd_http_profile_build_max_seconds gauge\n"
+                "profd_http_profile_build_max_seconds %.6f\n"
                 "# HELP profd_http_profile_build_steps_total Incremental build steps run from the event "
                 "loop.\n"
                 "# TYPE profd_http_profile_build_steps_total counter\n"
                 "profd_http_profile_build_steps_total %" PRIu64 "\n"
-                "# HELP profd_http_profile_build_step_seconds_max Longest single build step (the loop is "
+                "# HELP profd_http_profile_build_step_max_seconds Longest single build step (the loop is "
                 "held meanwhile).\n"
-                "# TYPE profd_http_profile_build_step_seconds_max gauge\n"
-                "profd_http_profile_build_step_seconds_max %.6f\n"
+                "# TYPE profd_http_profile_build_step_max_seconds gauge\n"
+                "profd_http_profile_build_step_max_seconds %.6f\n"
                 "# HELP profd_http_profile_cuts_retried_total Window starts or ends re-cut because the cut "
                 "coalesced with an older one still draining.\n"
                 "# TYPE profd_http_profile_cuts_retried_total counter\n"

@@ -40,6 +40,10 @@ struct ProfileQuery {
         LabelSet labels;
         const ProfileRenderer *renderer;
         SampleFilter filter; /* ?pid= ?comm= ?unit= */
+        /* A past window (?start=, ?end=, CLOCK_REALTIME ns) is served from the history at once;
+         * without either the window starts now. */
+        uint64_t start_ns, end_ns;
+        bool has_start, has_end, has_seconds;
 };
 
 /* Listens on the socket passed by systemd (sd_listen_fds) if there is one, else on

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "proc-tracker.h"
+#include "symbol-warmer.h"
 #include "table-pool.h"
 #include "notify.h"
 
@@ -117,6 +118,7 @@ static void daemon_done(Daemon *d)
         /* HTTP first (answers waiting requests), then the sampler (detaches every BPF link and perf
          * event), then what they used. */
         d->http = http_server_free(d->http);
+        d->warmer = symbol_warmer_free(d->warmer); /* before what it warms */
         d->tls = http_tls_free(d->tls); /* after HTTP: its connections held the credentials */
         d->auth = http_auth_free(d->auth);
         d->cgroup_filter = cgroup_filter_free(d->cgroup_filter);
@@ -234,6 +236,9 @@ static int run(int argc, char **argv)
         if (r < 0)
                 return log_error_errno(r, "Cannot create the symbolizer: %m"), 1;
         symbolizer_set_kernel_addresses(d.symbolizer, d.options.kernel_addresses);
+        r = symbol_warmer_new(d.event, d.aggregator, d.symbolizer, d.processes, &d.warmer);
+        if (r < 0)
+                return log_error_errno(r, "Cannot create the symbol warmer: %m"), 1;
 
         SamplerOptions so = {.frequency_hz = d.options.frequency_hz, .drain_interval_ns = DRAIN_INTERVAL_NS};
         sample_filter_to_bpf(&d.options.filter, &so.filter);

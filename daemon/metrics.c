@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "daemon.h"
 #include "http-auth.h"
@@ -15,6 +18,7 @@
 #include "notify.h"
 #include "proc-tracker.h"
 #include "safe-open.h"
+#include "symbol-warmer.h"
 #include "table-pool.h"
 
 #define LOOP_MONITOR_PERIOD_USEC (250 * 1000ULL)
@@ -89,9 +93,9 @@ void loop_monitor_write_metrics(const LoopMonitor *m, FILE *f)
                 "# TYPE profd_event_loop_lag_seconds summary\n"
                 "profd_event_loop_lag_seconds_sum %.6f\n"
                 "profd_event_loop_lag_seconds_count %" PRIu64 "\n"
-                "# HELP profd_event_loop_lag_seconds_max Longest the loop was held so far.\n"
-                "# TYPE profd_event_loop_lag_seconds_max gauge\n"
-                "profd_event_loop_lag_seconds_max %.6f\n"
+                "# HELP profd_event_loop_lag_max_seconds Longest the loop was held so far.\n"
+                "# TYPE profd_event_loop_lag_max_seconds gauge\n"
+                "profd_event_loop_lag_max_seconds %.6f\n"
                 "# HELP profd_event_loop_stalls_total Loop checks that ran at least this late (seconds).\n"
                 "# TYPE profd_event_loop_stalls_total counter\n",
                 (double)m->lag_usec_sum / 1e6, m->checks, (double)m->lag_usec_max / 1e6);
@@ -100,23 +104,99 @@ void loop_monitor_write_metrics(const LoopMonitor *m, FILE *f)
                         m->stalls[i]);
 }
 
-/* The daemon's own footprint, so "near-zero overhead" can be watched from the same scrape. */
-static void write_self(FILE *f)
-{
-        struct timespec ts;
-        double cpu = 0;
-        if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0)
-                cpu = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+/* The process_* families every Prometheus client library exports (same names, same sources in
+ * /proc/self), so the daemon's footprint shows on the dashboards that already exist for them. */
+typedef struct SelfStat {
+        double cpu_seconds, start_time_seconds;
+        uint64_t virtual_bytes, resident_bytes;
+} SelfStat;
 
-        uint64_t rss_kb = 0, hwm_kb = 0;
+static int read_boot_time(uint64_t *ret)
+{
+        _cleanup_fclose_ FILE *f = fopen("/proc/stat", "re");
+        char line[256];
+        if (!f)
+                return -errno;
+        while (fgets(line, sizeof(line), f)) {
+                unsigned long long v;
+                if (sscanf(line, "btime %llu", &v) == 1) {
+                        *ret = v;
+                        return 0;
+                }
+        }
+        return -ENODATA;
+}
+
+static int read_self_stat(SelfStat *ret)
+{
+        _cleanup_fclose_ FILE *f = fopen("/proc/self/stat", "re");
+        char buf[1024];
+        if (!f)
+                return -errno;
+        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        buf[n] = 0;
+        /* The command name may hold spaces and parentheses: fields are counted from the last ')'. */
+        const char *p = strrchr(buf, ')');
+        if (!p)
+                return -EBADMSG;
+        unsigned long long utime, stime, starttime, vsize;
+        long long rss;
+        /* Fields 3 (state) .. 24 (rss); 14, 15 utime/stime, 22 starttime, 23 vsize, 24 rss. */
+        if (sscanf(p + 2,
+                   "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d %*d %llu "
+                   "%llu %lld",
+                   &utime, &stime, &starttime, &vsize, &rss) != 5)
+                return -EBADMSG;
+        long tick = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+        if (tick <= 0 || page <= 0)
+                return -EINVAL;
+        uint64_t btime = 0;
+        int r = read_boot_time(&btime);
+        if (r < 0)
+                return r;
+        *ret = (SelfStat){
+                .cpu_seconds = (double)(utime + stime) / (double)tick,
+                .start_time_seconds = (double)btime + (double)starttime / (double)tick,
+                .virtual_bytes = vsize,
+                .resident_bytes = rss > 0 ? (uint64_t)rss * (uint64_t)page : 0,
+        };
+        return 0;
+}
+
+static unsigned count_open_fds(void)
+{
+        DIR *d = opendir("/proc/self/fd");
+        unsigned n = 0;
+        if (!d)
+                return 0;
+        for (struct dirent *de; (de = readdir(d));)
+                if (de->d_name[0] != '.')
+                        n++;
+        closedir(d);
+        return n > 0 ? n - 1 : 0; /* not the one reading the directory */
+}
+
+static void write_self(Daemon *d, FILE *f)
+{
+        SelfStat st = {.start_time_seconds = (double)d->start_ns / 1e9};
+        int r = read_self_stat(&st);
+        if (r < 0) {
+                /* Still the same families, from the clocks. */
+                struct timespec ts;
+                log_debug_errno(r, "Cannot read /proc/self/stat: %m");
+                if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0)
+                        st.cpu_seconds = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+        }
+        struct rlimit rl = {};
+        (void)getrlimit(RLIMIT_NOFILE, &rl);
+
+        uint64_t hwm_kb = 0;
         _cleanup_fclose_ FILE *s = fopen("/proc/self/status", "re");
         if (s) {
                 char line[256];
                 while (fgets(line, sizeof(line), s)) {
                         unsigned long long v;
-                        if (sscanf(line, "VmRSS: %llu kB", &v) == 1)
-                                rss_kb = v;
-                        else if (sscanf(line, "VmHWM: %llu kB", &v) == 1)
+                        if (sscanf(line, "VmHWM: %llu kB", &v) == 1)
                                 hwm_kb = v;
                 }
         }
@@ -125,16 +205,29 @@ static void write_self(FILE *f)
                 "# HELP profd_build_info profd version.\n"
                 "# TYPE profd_build_info gauge\n"
                 "profd_build_info{version=\"%s\"} 1\n"
-                "# HELP profd_process_cpu_seconds_total CPU time the daemon itself used.\n"
-                "# TYPE profd_process_cpu_seconds_total counter\n"
-                "profd_process_cpu_seconds_total %.6f\n"
-                "# HELP profd_process_resident_memory_bytes Resident memory of the daemon.\n"
-                "# TYPE profd_process_resident_memory_bytes gauge\n"
-                "profd_process_resident_memory_bytes %" PRIu64 "\n"
-                "# HELP profd_process_resident_memory_max_bytes Peak resident memory of the daemon.\n"
-                "# TYPE profd_process_resident_memory_max_bytes gauge\n"
-                "profd_process_resident_memory_max_bytes %" PRIu64 "\n",
-                PROFD_VERSION, cpu, rss_kb * 1024, hwm_kb * 1024);
+                "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n"
+                "# TYPE process_cpu_seconds_total counter\n"
+                "process_cpu_seconds_total %.2f\n"
+                "# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
+                "# TYPE process_resident_memory_bytes gauge\n"
+                "process_resident_memory_bytes %" PRIu64 "\n"
+                "# HELP process_virtual_memory_bytes Virtual memory size in bytes.\n"
+                "# TYPE process_virtual_memory_bytes gauge\n"
+                "process_virtual_memory_bytes %" PRIu64 "\n"
+                "# HELP process_open_fds Number of open file descriptors.\n"
+                "# TYPE process_open_fds gauge\n"
+                "process_open_fds %u\n"
+                "# HELP process_max_fds Maximum number of open file descriptors.\n"
+                "# TYPE process_max_fds gauge\n"
+                "process_max_fds %llu\n"
+                "# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.\n"
+                "# TYPE process_start_time_seconds gauge\n"
+                "process_start_time_seconds %.2f\n"
+                "# HELP profd_resident_memory_max_bytes Peak resident memory of the daemon (VmHWM).\n"
+                "# TYPE profd_resident_memory_max_bytes gauge\n"
+                "profd_resident_memory_max_bytes %" PRIu64 "\n",
+                PROFD_VERSION, st.cpu_seconds, st.resident_bytes, st.virtual_bytes, count_open_fds(),
+                (unsigned long long)rl.rlim_cur, st.start_time_seconds, hwm_kb * 1024);
 }
 
 int metrics_render(Daemon *d, char **ret_text, size_t *ret_size)
@@ -145,12 +238,7 @@ int metrics_render(Daemon *d, char **ret_text, size_t *ret_size)
         if (!f)
                 return -errno;
 
-        write_self(f);
-        fprintf(f,
-                "# HELP profd_start_time_seconds When the daemon started, seconds since the epoch.\n"
-                "# TYPE profd_start_time_seconds gauge\n"
-                "profd_start_time_seconds %.3f\n",
-                (double)d->start_ns / 1e9);
+        write_self(d, f);
 
         /* Components add their families here; each one is optional (not created yet, or failed). */
         if (d->sampler)
@@ -168,6 +256,8 @@ int metrics_render(Daemon *d, char **ret_text, size_t *ret_size)
         http_tls_write_metrics(d->tls, f);
         if (d->loop_monitor)
                 loop_monitor_write_metrics(d->loop_monitor, f);
+        if (d->warmer)
+                symbol_warmer_write_metrics(d->warmer, f);
         if (d->notifier)
                 notifier_write_metrics(d->notifier, f);
         if (d->cgroups)

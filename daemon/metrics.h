@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-/* GET /metrics: Prometheus text format (0.0.4), every name prefixed profd_. Each component writes
+/* GET /metrics: Prometheus text format (0.0.4), every name prefixed profd_ but the standard
+ * process_* families of the daemon itself. Each component writes
  * its own families through its *_write_metrics(FILE *). */
 #pragma once
 

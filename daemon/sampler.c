@@ -919,12 +919,11 @@ void sampler_write_metrics(const Sampler *s, FILE *f)
                         c[PROFD_CNT_UNKNOWN_PID_FP]);
                 if (s->opts.measure_cost)
                         fprintf(f,
-                                "# HELP profd_bpf_recorded_ns_total BPF time spent on recorded samples "
-                                "(entry to "
-                                "end of finalize).\n"
-                                "# TYPE profd_bpf_recorded_ns_total counter\n"
-                                "profd_bpf_recorded_ns_total %" PRIu64 "\n",
-                                c[PROFD_CNT_RECORDED_NS]);
+                                "# HELP profd_bpf_recorded_seconds_total BPF time spent on recorded "
+                                "samples (entry to end of finalize).\n"
+                                "# TYPE profd_bpf_recorded_seconds_total counter\n"
+                                "profd_bpf_recorded_seconds_total %.9f\n",
+                                (double)c[PROFD_CNT_RECORDED_NS] / NSEC_PER_SEC);
                 fputs("# HELP profd_bpf_unwind_stops_total How user stack unwinding ended, by reason.\n"
                       "# TYPE profd_bpf_unwind_stops_total counter\n",
                       f);
@@ -970,10 +969,7 @@ void sampler_write_metrics(const Sampler *s, FILE *f)
                 "# HELP profd_cuts_coalesced_total Cuts requested while the previous one was still "
                 "draining.\n"
                 "# TYPE profd_cuts_coalesced_total counter\n"
-                "profd_cuts_coalesced_total %" PRIu64 "\n"
-                "# HELP profd_sample_rate Samples recorded per second over the last interval.\n"
-                "# TYPE profd_sample_rate gauge\n"
-                "profd_sample_rate %.1f\n",
+                "profd_cuts_coalesced_total %" PRIu64 "\n",
                 (double)s->drain_ns_total / NSEC_PER_SEC, s->drains, (double)s->drain_ns_last / NSEC_PER_SEC,
-                s->drain_errors, s->missing_stacks, s->cuts_coalesced, s->rate);
+                s->drain_errors, s->missing_stacks, s->cuts_coalesced);
 }

@@ -889,9 +889,6 @@ void table_pool_write_metrics(const TablePool *p, FILE *f)
                 "# HELP profd_unwind_pool_rows Rows of the placed tables.\n"
                 "# TYPE profd_unwind_pool_rows gauge\n"
                 "profd_unwind_pool_rows %" PRIu64 "\n"
-                "# HELP profd_unwind_pool_bytes_per_row Used bytes divided by rows, page indexes included.\n"
-                "# TYPE profd_unwind_pool_bytes_per_row gauge\n"
-                "profd_unwind_pool_bytes_per_row %.3f\n"
                 "# HELP profd_unwind_pool_rules Distinct unwind rules shared by all tables.\n"
                 "# TYPE profd_unwind_pool_rules gauge\n"
                 "profd_unwind_pool_rules %" PRIu32 "\n"
@@ -921,9 +918,9 @@ void table_pool_write_metrics(const TablePool *p, FILE *f)
                 "# TYPE profd_unwind_pool_stale_snapshots_total counter\n"
                 "profd_unwind_pool_stale_snapshots_total %" PRIu64 "\n",
                 p->limit, (uint64_t)(p->n_shards * PROFD_SHARD_BYTES), live * 4, p->n_shards, referenced,
-                (uint64_t)p->n_tables - referenced, rows, rows ? (double)live * 4 / (double)rows : 0.0,
-                p->n_rules, p->n_procs, p->n_mapping_entries, p->placed, p->evicted, p->compactions,
-                p->place_failures, p->entry_errors, p->stale_snapshots);
+                (uint64_t)p->n_tables - referenced, rows, p->n_rules, p->n_procs, p->n_mapping_entries,
+                p->placed, p->evicted, p->compactions, p->place_failures, p->entry_errors,
+                p->stale_snapshots);
 }
 
 size_t table_pool_n_tables(const TablePool *p)

@@ -132,7 +132,7 @@ def main():
         timer.join()
         prog.kill()
         prog.wait()
-        build = metric(d, "profd_http_profile_build_seconds_max")
+        build = metric(d, "profd_http_profile_build_max_seconds")
         samples = metric(d, "profd_http_profile_samples_total")
         steps = metric(d, "profd_http_profile_build_steps_total")
         log("%d s profile under load: status %d, %d bytes, %d samples; response %.3f s after the window; "
@@ -141,9 +141,9 @@ def main():
                c_done - marks.get("c_end", c_done)))
 
         log("event loop: longest hold %.3f s, holds >= 0.1 s: %d; longest profile build step %.3f s"
-            % (metric(d, "profd_event_loop_lag_seconds_max") or -1,
+            % (metric(d, "profd_event_loop_lag_max_seconds") or -1,
                metric(d, 'profd_event_loop_stalls_total{over="0.1"}') or 0,
-               metric(d, "profd_http_profile_build_step_seconds_max") or -1))
+               metric(d, "profd_http_profile_build_step_max_seconds") or -1))
 
         time.sleep(2)
         t0 = time.time()

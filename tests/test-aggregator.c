@@ -3,6 +3,7 @@
  * stacks are shared and freed with their last reference (also when a window outlives the history
  * or the aggregator), waiters fire once, history is bounded. */
 #include <assert.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +107,36 @@ int main(void)
                 /* One stack object shared by both pids. */
                 CHECK(find(w, 10, 0xa)->user == find(w, 20, 0xa)->user);
                 w = profile_window_free(w);
+        }
+
+        /* Past windows: ends move to the nearest boundary (the earlier on a tie), never empty;
+         * windows whose asked ends meet share the boundary; a start before the history is ERANGE. */
+        {
+                uint64_t t0 = 0, t1 = 0, u0 = 0, u1 = 0, oldest = 0, latest = 0;
+                aggregator_span(a, &oldest, &latest);
+                CHECK(oldest == S(100) && latest == S(102));
+                CHECK(aggregator_snap_window(a, S(100) + S(1) / 4, S(101) + S(1) / 2, &t0, &t1) == 0);
+                CHECK(t0 == S(100) && t1 == S(101));
+                CHECK(aggregator_snap_window(a, S(100) + S(1) / 2, S(101) + S(1) / 2, &u0, &u1) == 0);
+                CHECK(u0 == S(100) && u1 == S(101));
+                CHECK(aggregator_snap_window(a, S(101) + S(1) / 2, S(102), &u0, &u1) == 0);
+                CHECK(u0 == t1 && u1 == S(102));
+                CHECK(aggregator_snap_window(a, S(100) + S(1) * 9 / 10, S(100) + S(1) * 95 / 100, &t0,
+                                             &t1) == 0);
+                CHECK(t0 == S(101) && t1 == S(102)); /* at least one interval */
+                CHECK(aggregator_snap_window(a, S(99), S(101), &t0, &t1) == -ERANGE);
+        }
+
+        /* The cursor sees every sample once, in order, then what is added after. */
+        {
+                AggCursor c = {};
+                size_t n = 0;
+                while (aggregator_cursor_next(a, &c))
+                        n++;
+                CHECK(n == 4);
+                CHECK(!aggregator_cursor_next(a, &c));
+                AggCursor end = aggregator_cursor_end(a);
+                CHECK(!aggregator_cursor_next(a, &end));
         }
 
         /* Exactly one interval. */

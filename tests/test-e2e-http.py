@@ -3,11 +3,14 @@
 X-Go-Pprof (and go tool pprof shows it), too many concurrent profiles get 503, the index and
 /healthz answer, /metrics carries the promised families in valid Prometheus text, and the daemon
 keeps serving throughout."""
+import os
 import re
 import signal
 import subprocess
 import threading
 import time
+import urllib.error
+import urllib.request
 
 from profdtest import PROFD, Daemon, check, fetch_profile, finish, log, pprof, require_bpf, traces
 
@@ -22,7 +25,7 @@ BAD = [
     ("/debug/pprof/profile?seconds=99999999999999999999", 400, "maximum"),
     ("/debug/pprof/profile?labels=comm,nosuchlabel", 400, "nosuchlabel"),
     ("/debug/pprof/profile?seconds=1&colour=red", 400, "colour"),
-    ("/debug/pprof/nosuchprofile", 404, "unknown path"),
+    ("/debug/pprof/nosuchprofile", 404, "Unknown profile"),
     ("/nosuchpath", 404, "unknown path"),
 ]
 
@@ -31,11 +34,14 @@ PROMISED = [
     "profd_bpf_samples_total", "profd_bpf_recorded_samples_total", "profd_bpf_drops_total",
     "profd_bpf_map_entries", "profd_bpf_map_max_entries", "profd_drain_seconds",
     "profd_http_requests_total", "profd_http_profiles_in_flight", "profd_http_profile_build_seconds",
-    "profd_aggregator_buckets", "profd_aggregator_stacks", "profd_process_cpu_seconds_total",
-    "profd_process_resident_memory_bytes", "profd_event_loop_lag_seconds", "profd_event_loop_stalls_total",
+    "profd_aggregator_buckets", "profd_aggregator_stacks", "profd_event_loop_lag_seconds",
+    "profd_event_loop_stalls_total",
+    # The daemon itself: the standard families of Prometheus client libraries.
+    "process_cpu_seconds_total", "process_resident_memory_bytes", "process_virtual_memory_bytes",
+    "process_open_fds", "process_max_fds", "process_start_time_seconds",
 ]
 
-LINE = re.compile(r'^(profd_[a-zA-Z0-9_]+)(\{[a-zA-Z_][a-zA-Z0-9_]*="[^"\\]*"(,[a-zA-Z_][a-zA-Z0-9_]*="[^"\\]*")*\})? '
+LINE = re.compile(r'^((?:profd|process)_[a-zA-Z0-9_]+)(\{[a-zA-Z_][a-zA-Z0-9_]*="[^"\\]*"(,[a-zA-Z_][a-zA-Z0-9_]*="[^"\\]*")*\})? '
                   r'(-?[0-9.eE+-]+|NaN|\+Inf|-Inf)$')
 
 
@@ -62,6 +68,7 @@ def flags():
 def main():
     require_bpf()
     flags()
+    launched = time.time()
     with Daemon("--max-seconds", "10", "--max-concurrent-profiles", "2") as d:
         for path, status, words in BAD:
             st, hdr, body = d.get(path)
@@ -71,6 +78,27 @@ def main():
             check(ok, "%s -> %d with a one-line reason mentioning '%s' (got %d %r)" % (path, status, words, st, text))
             st, _, _ = d.get("/healthz")
             check(st == 200, "daemon still healthy after %s" % path)
+
+        # Profiles profd lacks (collectors ask for them by default) get net/http/pprof's own answer to
+        # a profile the Go runtime lacks: 404, "Unknown profile\n", text/plain, X-Go-Pprof: 1.
+        for name in ("heap", "goroutine", "mutex", "block", "allocs", "threadcreate", "trace", "cmdline",
+                     "delta_heap", "heap/extra", "profile/"):
+            for method in ("GET", "POST"):
+                req = urllib.request.Request(d.base + "/debug/pprof/" + name + "?seconds=1", method=method,
+                                             data=b"" if method == "POST" else None)
+                try:
+                    with urllib.request.urlopen(req, timeout=30) as r:
+                        st, hdr, body = r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
+                except urllib.error.HTTPError as e:
+                    st, hdr, body = e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+                check(st == 404 and body == b"Unknown profile\n"
+                      and hdr.get("content-type") == "text/plain; charset=utf-8" and hdr.get("x-go-pprof") == "1"
+                      and hdr.get("x-content-type-options") == "nosniff" and "content-disposition" not in hdr,
+                      "%s /debug/pprof/%s -> 404 'Unknown profile' as net/http/pprof (got %d %r %r)"
+                      % (method, name, st, body[:80], hdr))
+        r = pprof("-raw", d.base + "/debug/pprof/heap", check_rc=False)
+        check(r.returncode != 0 and "Unknown profile" in r.stderr,
+              "go tool pprof on /debug/pprof/heap prints 'Unknown profile' (%r)" % r.stderr[-300:])
 
         # go tool pprof shows the reason (it prints the body when X-Go-Pprof is set).
         r = pprof("-raw", d.base + "/debug/pprof/profile?seconds=abc", check_rc=False)
@@ -148,6 +176,17 @@ def main():
               "profile 400s are counted by endpoint and code (%s, at least %d)" % (m and m.group(1), n400))
         check(re.search(r'^profd_http_requests_total\{endpoint="unknown",code="404"\} [1-9]', text, re.M) is not None,
               "unknown paths are counted under one endpoint label")
+        # Prometheus' own linter: naming (units last, counters _total), HELP, types.
+        lint = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+        check(lint.returncode == 0 and not (lint.stdout + lint.stderr).strip(),
+              "promtool check metrics accepts /metrics with no complaint (%r)" % (lint.stdout + lint.stderr)[:500])
+        m = re.search(r"^process_start_time_seconds ([0-9.]+)$", text, re.M)
+        check(m is not None and launched - 1.5 <= float(m.group(1)) <= launched + 30,
+              "process_start_time_seconds is when the daemon started (%s, launched at %.2f)" % (m and m.group(1), launched))
+        m = re.search(r"^process_open_fds (\d+)$", text, re.M)
+        n = len(os.listdir("/proc/%d/fd" % d.proc.pid))
+        check(m is not None and abs(int(m.group(1)) - n) <= 8,
+              "process_open_fds matches the daemon's /proc/PID/fd (%s vs %d)" % (m and m.group(1), n))
         m = re.search(r"^profd_bpf_samples_total (\d+)", text, re.M)
         check(m is not None and int(m.group(1)) > 0, "samples are being counted")
 

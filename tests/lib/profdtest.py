@@ -180,6 +180,9 @@ class Daemon:
         self.dump_log()
         if self.proc.poll() is not None:
             raise RuntimeError("profd exited early with %d" % self.proc.returncode)
+        # Not left running: __exit__ is not called when __enter__ raises.
+        self.proc.kill()
+        self.proc.wait()
         raise RuntimeError("profd did not become healthy in 30 s")
 
     def get(self, path, timeout=120):
