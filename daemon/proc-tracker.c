@@ -753,9 +753,13 @@ static void on_event(const struct profd_event *ev, void *userdata)
                 process_table_mark_exited(t->procs, pid, now_ns(CLOCK_REALTIME));
                 return;
         case PROFD_EV_FORK:
+                /* Symbolization too: a child that exits before anyone reads its maps still has
+                 * its parent's snapshot. */
+                (void)process_table_fork(t->procs, (pid_t)ev->ppid, pid);
                 on_fork(t, pid, (pid_t)ev->ppid);
                 return;
         case PROFD_EV_EXEC:
+                process_table_exec(t->procs, pid);
                 p = tracked_get(t, pid);
                 if (!p)
                         return;
