@@ -126,6 +126,7 @@ struct ProcTracker {
         size_t scan_processes;
 
         uint64_t n_refresh_deferred, n_refresh_coalesced;
+        uint64_t n_anon_added, n_anon_known, n_anon_reread, n_anon_dropped;
         uint64_t n_refreshes, n_unchanged, n_pushes, n_forks_copied, n_unknown_ratelimited, n_reconcile_new,
                 n_reconcile_gone, n_rechecks, n_exits;
         uint64_t map_errors[_MAP_ERR_MAX];
@@ -736,6 +737,65 @@ static void on_fork(ProcTracker *t, pid_t child, pid_t parent)
         mark_push(t, c);
 }
 
+/* Anonymous executable memory made after pid was read (JIT code): added to its mappings as it is,
+ * without reading /proc/PID/maps, so its samples unwind (by frame pointer) from the first one. */
+static void on_anon_exec(ProcTracker *t, pid_t pid, uint64_t start, uint64_t end)
+{
+        Tracked *p = tracked_find(t, pid);
+        TrackedMapping *maps;
+        size_t at = 0, lo, hi;
+
+        if (end <= start)
+                return;
+        if (!p || !p->pushed_ns) {
+                /* Never read: the read to come (or this one) sees the range in its maps. */
+                p = p ?: tracked_get(t, pid);
+                if (p) {
+                        p->background = false;
+                        mark_dirty(t, p);
+                }
+                return;
+        }
+        while (at < p->n_maps && p->maps[at].end <= start)
+                at++;
+        /* Overlapping entries [at, hi): all must be anonymous, the new range takes them in. */
+        lo = at;
+        for (hi = at; hi < p->n_maps && p->maps[hi].start < end; hi++) {
+                if (p->maps[hi].start <= start && end <= p->maps[hi].end) {
+                        t->n_anon_known++;
+                        return;
+                }
+                if (p->maps[hi].exe || p->maps[hi].inode) {
+                        /* Part of a file mapping: not what it seems, read the maps instead. */
+                        t->n_anon_reread++;
+                        mark_dirty(t, p);
+                        return;
+                }
+        }
+        if (lo < hi) {
+                start = p->maps[lo].start < start ? p->maps[lo].start : start;
+                end = p->maps[hi - 1].end > end ? p->maps[hi - 1].end : end;
+        }
+        if (p->n_maps - (hi - lo) + 1 > PROCESS_MAX_MAPPINGS) {
+                t->n_anon_dropped++;
+                return;
+        }
+        maps = calloc(p->n_maps - (hi - lo) + 1, sizeof(*maps));
+        if (!maps) {
+                t->n_anon_dropped++;
+                return;
+        }
+        memcpy(maps, p->maps, lo * sizeof(*maps));
+        maps[lo] = (TrackedMapping){.start = start, .end = end};
+        memcpy(maps + lo + 1, p->maps + hi, (p->n_maps - hi) * sizeof(*maps));
+        free(p->maps); /* the merged entries were anonymous: no cache references to drop */
+        p->maps = maps;
+        p->n_maps = p->n_maps - (hi - lo) + 1;
+        t->n_anon_added++;
+        p->background = false;
+        mark_push(t, p);
+}
+
 static void on_event(const struct profd_event *ev, void *userdata)
 {
         ProcTracker *t = userdata;
@@ -793,6 +853,9 @@ static void on_event(const struct profd_event *ev, void *userdata)
                  * race with our read of /proc/PID/maps: look again shortly if it is not there. */
                 p->recheck_tries = 0;
                 schedule_recheck(t, p, ev->addr);
+                return;
+        case PROFD_EV_ANON_EXEC:
+                on_anon_exec(t, pid, ev->addr, ev->addr + ev->len);
                 return;
         case PROFD_EV_UNKNOWN_PID:
         case PROFD_EV_UNKNOWN_PC:
@@ -1165,6 +1228,15 @@ void proc_tracker_write_metrics(const ProcTracker *t, FILE *f)
                 t->n_tracked, (double)t->scan_ns / 1e9, t->n_refreshes, t->n_unchanged, t->n_pushes,
                 t->n_forks_copied, t->n_exits, t->n_rechecks, t->n_unknown_ratelimited, t->n_reconcile_new,
                 t->n_reconcile_gone, t->n_refresh_deferred, t->n_refresh_coalesced);
+        fprintf(f,
+                "# HELP profd_proc_tracker_anon_exec_total Anonymous executable ranges (JIT code) reported "
+                "by the kernel, by what the tracker did.\n"
+                "# TYPE profd_proc_tracker_anon_exec_total counter\n"
+                "profd_proc_tracker_anon_exec_total{outcome=\"added\"} %" PRIu64 "\n"
+                "profd_proc_tracker_anon_exec_total{outcome=\"known\"} %" PRIu64 "\n"
+                "profd_proc_tracker_anon_exec_total{outcome=\"reread\"} %" PRIu64 "\n"
+                "profd_proc_tracker_anon_exec_total{outcome=\"dropped\"} %" PRIu64 "\n",
+                t->n_anon_added, t->n_anon_known, t->n_anon_reread, t->n_anon_dropped);
         fputs("# HELP profd_proc_tracker_errors_total Processes or mappings left without unwind entries, by "
               "reason.\n"
               "# TYPE profd_proc_tracker_errors_total counter\n",
