@@ -55,6 +55,7 @@ struct ProcEvents {
         struct ring_buffer *rb;
         sd_event_source *io;
         proc_event_fn fn;
+        void (*drained)(void *userdata);
         void *userdata;
         Hook hooks[_HOOK_MAX];
         uint64_t received[PROFD_EVCNT_DROPPED]; /* by type, as read by the daemon */
@@ -101,7 +102,15 @@ static int on_ringbuf_io(sd_event_source *s, int fd, uint32_t revents, void *use
         r = ring_buffer__consume(pe->rb);
         if (r < 0)
                 log_warning_errno_ratelimited(r, "Reading process event ring buffer failed: %m");
+        if (pe->drained)
+                pe->drained(pe->userdata);
         return 0;
+}
+
+void proc_events_set_drained(ProcEvents *pe, void (*fn)(void *userdata))
+{
+        if (pe)
+                pe->drained = fn;
 }
 
 int proc_events_consume(ProcEvents *pe)

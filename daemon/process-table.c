@@ -607,10 +607,13 @@ static int process_read(ProcessTable *t, Process *p)
         r = read_stat(p->pid, &start_after, NULL);
         if (r >= 0 && start_after != start)
                 r = -ESRCH;
-        /* Exec always maps something: a process that had executable mappings and now has none
-         * is tearing its memory down on the way out. */
+        /* A process that had executable mappings and now has none is either tearing its memory
+         * down on the way out or in the middle of an exec (the old image gone, the new one not
+         * mapped yet): keep what we knew and let the caller look again; its exit event says
+         * which. Calling it exited here lost the new image for good (the start time does not
+         * change at exec, so no later read undid it). */
         if (r >= 0 && c.n == 0 && p->n_mappings > 0 && start == p->start_time)
-                r = -ESRCH;
+                r = -EAGAIN;
         if (r < 0) {
                 mappings_free(t, c.mappings, c.n);
                 goto fail;
@@ -640,7 +643,7 @@ static int process_read(ProcessTable *t, Process *p)
         t->n_no_file += c.no_file;
         return 0;
 fail:
-        t->n_read_errors += r != -ESRCH;
+        t->n_read_errors += r != -ESRCH && r != -EAGAIN;
         return r;
 }
 
@@ -797,10 +800,10 @@ int process_table_refresh(ProcessTable *t, pid_t pid, Process **ret)
         }
         if (r < 0)
                 return r;
-        if (p->start_time != old_start && old_start != 0) {
+        if (p->start_time != old_start && old_start != 0)
                 t->n_pid_reuse++;
-                p->exited_ns = 0;
-        }
+        /* Read just now: alive, whatever an earlier look concluded. */
+        p->exited_ns = 0;
         *ret = p;
         return 0;
 }

@@ -68,7 +68,7 @@ if [ $# -eq 0 ] && [ "${PROFD_SANITIZE:-1}" = 1 ]; then
                         symbolizer-elf proc-events proc-tracker proc-tracker-sys-exit aggregator options \
                         kernel-check systemd-log-ratelimit text-bounds unwind-tables-reference unwind-tables-malformed \
                         e2e-http http-hostile http-auth hostile-load hostile-files build-id-forgery \
-                        e2e-profile pprof-symbols flamegraph short-lived fork-children jit-anon \
+                        e2e-profile pprof-symbols flamegraph short-lived fork-children jit-anon exec-ready \
                         2>&1 | tee "$log"
                 tally "$log" "${PIPESTATUS[0]}"
                 unset ASAN_OPTIONS UBSAN_OPTIONS
