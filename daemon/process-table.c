@@ -829,9 +829,14 @@ int process_table_fork(ProcessTable *t, pid_t parent, pid_t child)
 
         if (parent <= 0 || child <= 0)
                 return -EINVAL;
-        (void)find_index(t, child, &found);
-        if (found)
+        i = find_index(t, child, &found);
+        if (found && !t->procs[i]->exited_ns)
                 return 0;
+        if (found) {
+                /* An earlier process with this pid, exited: the new one is not it. */
+                t->n_pid_reuse++;
+                remove_at(t, i);
+        }
         i = find_index(t, parent, &found);
         if (!found || t->procs[i]->n_mappings == 0 || t->procs[i]->exited_ns) {
                 t->n_fork_no_parent++;

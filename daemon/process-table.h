@@ -82,7 +82,8 @@ void process_table_mark_exited(ProcessTable *t, pid_t pid, uint64_t now_ns);
 /* A new process (fork): until it execs or maps something it has its parent's mappings, so child
  * gets a copy of the parent's snapshot (files and paths shared) without reading /proc. A child
  * that lives a few milliseconds is then symbolized even if its maps are never read. -ENOENT:
- * parent unknown; -ENOSPC: over the table's bounds (both counted). Child already known: 0. */
+ * parent unknown; -ENOSPC: over the table's bounds (both counted). Child already known (alive): 0; an
+ * exited entry of an earlier process with the pid is replaced. */
 int process_table_fork(ProcessTable *t, pid_t parent, pid_t child);
 /* pid exec'd: a fork copy describes the old image, forget it (the next read gets the new one). */
 void process_table_exec(ProcessTable *t, pid_t pid);
