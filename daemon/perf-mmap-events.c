@@ -33,6 +33,7 @@ typedef struct Ring {
 
 struct PerfMmapEvents {
         perf_mmap_event_fn fn;
+        void (*drained)(void *userdata);
         void *userdata;
         Ring *rings;
         int n_rings;
@@ -141,6 +142,8 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
         for (int i = 0; i < pm->n_rings; i++)
                 if (pm->rings[i].fd == fd)
                         ring_consume(pm, &pm->rings[i]);
+        if (pm->drained)
+                pm->drained(pm->userdata);
         return 0;
 }
 
@@ -153,7 +156,8 @@ void perf_mmap_events_consume(PerfMmapEvents *pm)
                         ring_consume(pm, &pm->rings[i]);
 }
 
-int perf_mmap_events_new(sd_event *e, perf_mmap_event_fn fn, void *userdata, PerfMmapEvents **ret)
+int perf_mmap_events_new(sd_event *e, perf_mmap_event_fn fn, void (*drained)(void *userdata), void *userdata,
+                         PerfMmapEvents **ret)
 {
         _cleanup_(perf_mmap_events_freep) PerfMmapEvents *pm = NULL;
         long ncpus = sysconf(_SC_NPROCESSORS_CONF);
@@ -165,6 +169,7 @@ int perf_mmap_events_new(sd_event *e, perf_mmap_event_fn fn, void *userdata, Per
         if (!pm)
                 return -ENOMEM;
         pm->fn = fn;
+        pm->drained = drained;
         pm->userdata = userdata;
         pm->self = getpid();
         pm->page_size = (size_t)sysconf(_SC_PAGESIZE);

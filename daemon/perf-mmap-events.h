@@ -16,8 +16,10 @@
 typedef struct PerfMmapEvents PerfMmapEvents;
 typedef void (*perf_mmap_event_fn)(const struct profd_event *ev, void *userdata);
 
-/* -EOPNOTSUPP etc. when perf events cannot be opened (the caller goes without). */
-int perf_mmap_events_new(sd_event *e, perf_mmap_event_fn fn, void *userdata, PerfMmapEvents **ret);
+/* -EOPNOTSUPP etc. when perf events cannot be opened (the caller goes without). drained (may be
+ * NULL) is called after each wake-up's records were delivered. */
+int perf_mmap_events_new(sd_event *e, perf_mmap_event_fn fn, void (*drained)(void *userdata), void *userdata,
+                         PerfMmapEvents **ret);
 PerfMmapEvents *perf_mmap_events_free(PerfMmapEvents *pm);
 DEFINE_TRIVIAL_CLEANUP_FUNC(PerfMmapEvents *, perf_mmap_events_free);
 /* Reads what the rings hold now (tests, and right after the BPF rings are drained). */

@@ -288,6 +288,14 @@ static void on_perf_mmap_event(const struct profd_event *ev, void *userdata)
         pe->fn(ev, pe->userdata);
 }
 
+static void on_perf_mmap_drained(void *userdata)
+{
+        ProcEvents *pe = userdata;
+
+        if (pe->drained)
+                pe->drained(pe->userdata);
+}
+
 /* The BPF hooks report anonymous executable memory where they see mmap and mprotect with the
  * address (trampolines, kprobes, the syscall exit tracepoint). Elsewhere (kernels refusing
  * trampolines and built without kprobes) the kernel's perf mmap records do: they cost nothing
@@ -303,7 +311,7 @@ static void anon_exec_setup(ProcEvents *pe, sd_event *e)
                 pe->anon_via = pe->hooks[HOOK_MPROTECT].attached;
                 return;
         }
-        r = perf_mmap_events_new(e, on_perf_mmap_event, pe, &pe->perf);
+        r = perf_mmap_events_new(e, on_perf_mmap_event, on_perf_mmap_drained, pe, &pe->perf);
         if (r < 0) {
                 log_full_errno(LOG_NOTICE, r,
                                "Cannot read perf mmap records (%m): JIT code is found when first "
