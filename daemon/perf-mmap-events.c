@@ -12,11 +12,16 @@
 
 #include "log.h"
 #include "perf-mmap-events.h"
+#include "time-util.h"
 
 /* Data pages per CPU ring (power of two): ~300 mmap records between two reads. */
 #define RING_PAGES 8
 /* Ranges remembered per CPU: a JIT flipping the same code pages W^X sends the same few ranges. */
 #define RECENT 4
+/* A process mapping files in a loop (dlopen/dlclose) makes a record for every mapping, and each
+ * would wake the daemon: after a drain that came less than this after the one before, the rings
+ * are left alone this long and drained together (records then wait at most this long). */
+#define HOLDOFF_NS (5 * 1000 * 1000ULL)
 /* Largest record read (an MMAP2 record carries a path of up to PATH_MAX); longer ones skipped. */
 #define RECORD_MAX 8192
 
@@ -37,6 +42,9 @@ struct PerfMmapEvents {
         void *userdata;
         Ring *rings;
         int n_rings;
+        sd_event_source *holdoff; /* re-enables the rings' sources after a hold-off */
+        uint64_t last_drain_ns;
+        uint64_t n_holdoffs;
         size_t page_size;
         pid_t self;
         uint64_t n_sent, n_deduped, n_lost, n_records, n_skipped;
@@ -135,15 +143,42 @@ static void ring_consume(PerfMmapEvents *pm, Ring *r)
         __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
 }
 
+static void rings_enable(PerfMmapEvents *pm, int how)
+{
+        for (int i = 0; i < pm->n_rings; i++)
+                if (pm->rings[i].io)
+                        (void)sd_event_source_set_enabled(pm->rings[i].io, how);
+}
+
 static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 {
         PerfMmapEvents *pm = userdata;
+        uint64_t now = now_ns(CLOCK_MONOTONIC);
 
         for (int i = 0; i < pm->n_rings; i++)
                 if (pm->rings[i].fd == fd)
                         ring_consume(pm, &pm->rings[i]);
         if (pm->drained)
                 pm->drained(pm->userdata);
+        if (pm->holdoff && now - pm->last_drain_ns < HOLDOFF_NS) {
+                pm->n_holdoffs++;
+                rings_enable(pm, SD_EVENT_OFF);
+                (void)sd_event_source_set_time(pm->holdoff, (now + HOLDOFF_NS) / NSEC_PER_USEC);
+                (void)sd_event_source_set_enabled(pm->holdoff, SD_EVENT_ONESHOT);
+        }
+        pm->last_drain_ns = now;
+        return 0;
+}
+
+static int on_holdoff(sd_event_source *s, uint64_t usec, void *userdata)
+{
+        PerfMmapEvents *pm = userdata;
+
+        perf_mmap_events_consume(pm);
+        if (pm->drained)
+                pm->drained(pm->userdata);
+        pm->last_drain_ns = now_ns(CLOCK_MONOTONIC);
+        rings_enable(pm, SD_EVENT_ON);
         return 0;
 }
 
@@ -214,6 +249,10 @@ int perf_mmap_events_new(sd_event *e, perf_mmap_event_fn fn, void (*drained)(voi
         }
         if (opened == 0)
                 return -ENODEV;
+        r = sd_event_add_time(e, &pm->holdoff, CLOCK_MONOTONIC, 0, 1000, on_holdoff, pm);
+        if (r < 0)
+                return r;
+        (void)sd_event_source_set_enabled(pm->holdoff, SD_EVENT_OFF);
         *ret = TAKE_PTR(pm);
         return 0;
 }
@@ -222,6 +261,7 @@ PerfMmapEvents *perf_mmap_events_free(PerfMmapEvents *pm)
 {
         if (!pm)
                 return NULL;
+        sd_event_source_disable_unref(pm->holdoff);
         for (int i = 0; i < pm->n_rings; i++) {
                 Ring *ring = &pm->rings[i];
                 sd_event_source_disable_unref(ring->io);
@@ -248,6 +288,10 @@ void perf_mmap_events_write_metrics(const PerfMmapEvents *pm, FILE *f)
                 "# TYPE profd_perf_mmap_records_dropped_total counter\n"
                 "profd_perf_mmap_records_dropped_total{reason=\"deduped\"} %" PRIu64 "\n"
                 "profd_perf_mmap_records_dropped_total{reason=\"ring_full\"} %" PRIu64 "\n"
-                "profd_perf_mmap_records_dropped_total{reason=\"too_long\"} %" PRIu64 "\n",
-                pm->n_records, pm->n_deduped, pm->n_lost, pm->n_skipped);
+                "profd_perf_mmap_records_dropped_total{reason=\"too_long\"} %" PRIu64 "\n"
+                "# HELP profd_perf_mmap_holdoffs_total Times the perf mmap rings were left alone for 5 ms "
+                "because records kept coming (a process mapping files in a loop).\n"
+                "# TYPE profd_perf_mmap_holdoffs_total counter\n"
+                "profd_perf_mmap_holdoffs_total %" PRIu64 "\n",
+                pm->n_records, pm->n_deduped, pm->n_lost, pm->n_skipped, pm->n_holdoffs);
 }
