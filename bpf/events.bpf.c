@@ -173,16 +173,17 @@ static __always_inline void emit_mmap(__u64 addr, __u64 len)
 /* Anonymous executable memory (JIT code) has no unwind table: the daemon adds the range to the
  * process's mappings as it is (the unwinder steps by frame pointer there) without reading
  * /proc/PID/maps. JIT runtimes flip code pages between writable and executable (W^X) thousands of
- * times a second, mostly the same few ranges: a range sent from this CPU moments ago is not sent
- * again (the last ANON_RECENT ranges per CPU), and each process has a token bucket,
+ * times a second, mostly the same few ranges: a range sent from this CPU less than ANON_DEDUPE_NS
+ * ago is not sent again (the last ANON_RECENT ranges per CPU), and each process has a token bucket,
  * ANON_EVENT_BURST events then one per ANON_EVENT_REFILL_NS. Ranges held back are found by the
  * unwinder's unknown-pc report, as before. */
 #define ANON_RECENT 4
 #define ANON_EVENT_BURST 32
 #define ANON_EVENT_REFILL_NS (5 * 1000 * 1000ULL)
+#define ANON_DEDUPE_NS (20 * 1000 * 1000ULL)
 
 struct anon_range {
-        __u64 start, end;
+        __u64 start, end, sent_ns;
         __u32 tgid, _pad;
 };
 
@@ -232,13 +233,15 @@ static __always_inline void emit_anon(__u64 start, __u64 len)
 {
         __u32 tgid = current_tgid(), zero = 0, slot;
         struct anon_recent *rec = bpf_map_lookup_elem(&anon_recent, &zero);
-        __u64 end = start + len;
+        __u64 end = start + len, now = bpf_ktime_get_ns();
 
         if (!track_anon || !rec || len == 0 || tgid == 0 || (self_tgid && tgid == self_tgid))
                 return;
-        /* Bounded: ANON_RECENT slots. */
+        /* Bounded: ANON_RECENT slots. Only recent sends count: a range unmapped and mapped again
+         * later (a JIT recycling code pages) may be gone from the daemon's view meanwhile. */
         for (int i = 0; i < ANON_RECENT; i++)
-                if (rec->r[i].tgid == tgid && rec->r[i].start == start && rec->r[i].end == end) {
+                if (rec->r[i].tgid == tgid && rec->r[i].start == start && rec->r[i].end == end &&
+                    now - rec->r[i].sent_ns < ANON_DEDUPE_NS) {
                         count(PROFD_EVCNT_ANON_DEDUPED);
                         return;
                 }
@@ -248,6 +251,7 @@ static __always_inline void emit_anon(__u64 start, __u64 len)
         rec->r[slot].start = start;
         rec->r[slot].end = end;
         rec->r[slot].tgid = tgid;
+        rec->r[slot].sent_ns = now;
         rec->next = slot + 1;
         emit(PROFD_EV_ANON_EXEC, tgid, 0, start, len);
 }

@@ -16,12 +16,15 @@
 
 /* Data pages per CPU ring (power of two): ~300 mmap records between two reads. */
 #define RING_PAGES 8
-/* Ranges remembered per CPU: a JIT flipping the same code pages W^X sends the same few ranges. */
-#define RECENT 4
 /* A process mapping files in a loop (dlopen/dlclose) makes a record for every mapping, and each
  * would wake the daemon: after a drain that came less than this after the one before, the rings
  * are left alone this long and drained together (records then wait at most this long). */
 #define HOLDOFF_NS (5 * 1000 * 1000ULL)
+/* Except after a drain that delivered new anonymous executable ranges (JIT code about to run):
+ * those are handled at once, up to PROMPT_BURST in a row, then PROMPT_PER_SEC a second, so a
+ * process mapping ever new anonymous code in a loop cannot keep the daemon awake either. */
+#define PROMPT_BURST 50
+#define PROMPT_PER_SEC 200
 /* Largest record read (an MMAP2 record carries a path of up to PATH_MAX); longer ones skipped. */
 #define RECORD_MAX 8192
 
@@ -29,11 +32,6 @@ typedef struct Ring {
         int fd;
         void *base;
         sd_event_source *io;
-        struct {
-                uint64_t start, end;
-                uint32_t pid;
-        } recent[RECENT];
-        unsigned next;
 } Ring;
 
 struct PerfMmapEvents {
@@ -44,10 +42,11 @@ struct PerfMmapEvents {
         int n_rings;
         sd_event_source *holdoff; /* re-enables the rings' sources after a hold-off */
         uint64_t last_drain_ns;
+        uint64_t prompt_tokens, prompt_refill_ns;
         uint64_t n_holdoffs;
         size_t page_size;
         pid_t self;
-        uint64_t n_sent, n_deduped, n_lost, n_records, n_skipped;
+        uint64_t n_sent, n_lost, n_records, n_skipped;
 };
 
 /* The MMAP2 record (perf_event.h documents it field by field; sample_id_all is off). */
@@ -69,7 +68,7 @@ static bool is_anon_name(const char *name, size_t max)
                 strncmp(name, "[anon_shmem:", 12) == 0);
 }
 
-static void on_record(PerfMmapEvents *pm, Ring *r, const struct perf_event_header *h)
+static void on_record(PerfMmapEvents *pm, const struct perf_event_header *h)
 {
         const struct mmap2_record *m = (const void *)h;
         struct profd_event ev = {.type = PROFD_EV_ANON_EXEC};
@@ -89,16 +88,6 @@ static void on_record(PerfMmapEvents *pm, Ring *r, const struct perf_event_heade
         if (m->ino != 0 || !(m->prot & PROT_EXEC) || (pid_t)m->pid == pm->self || m->pid == 0 ||
             !is_anon_name(m->filename, h->size - sizeof(*m)))
                 return;
-        for (unsigned i = 0; i < RECENT; i++)
-                if (r->recent[i].pid == m->pid && r->recent[i].start == m->addr &&
-                    r->recent[i].end == m->addr + m->len) {
-                        pm->n_deduped++;
-                        return;
-                }
-        r->recent[r->next % RECENT].pid = m->pid;
-        r->recent[r->next % RECENT].start = m->addr;
-        r->recent[r->next % RECENT].end = m->addr + m->len;
-        r->next++;
         ev.pid = m->pid;
         ev.addr = m->addr;
         ev.len = m->len;
@@ -136,7 +125,7 @@ static void ring_consume(PerfMmapEvents *pm, Ring *r)
                                 memcpy(buf, data + off, size - off);
                                 memcpy(buf + (size - off), data, h.size - (size - off));
                         }
-                        on_record(pm, r, (const struct perf_event_header *)buf);
+                        on_record(pm, (const struct perf_event_header *)buf);
                 }
                 tail += h.size;
         }
@@ -155,12 +144,28 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
         PerfMmapEvents *pm = userdata;
         uint64_t now = now_ns(CLOCK_MONOTONIC);
 
+        uint64_t sent = pm->n_sent;
+        bool prompt = false;
+
         for (int i = 0; i < pm->n_rings; i++)
                 if (pm->rings[i].fd == fd)
                         ring_consume(pm, &pm->rings[i]);
         if (pm->drained)
                 pm->drained(pm->userdata);
-        if (pm->holdoff && now - pm->last_drain_ns < HOLDOFF_NS) {
+        if (pm->n_sent != sent) {
+                uint64_t refill = (now - pm->prompt_refill_ns) / (NSEC_PER_SEC / PROMPT_PER_SEC);
+                if (refill > 0) {
+                        pm->prompt_tokens = pm->prompt_tokens + refill > PROMPT_BURST
+                                                    ? PROMPT_BURST
+                                                    : pm->prompt_tokens + refill;
+                        pm->prompt_refill_ns = now;
+                }
+                if (pm->prompt_tokens > 0) {
+                        pm->prompt_tokens--;
+                        prompt = true;
+                }
+        }
+        if (pm->holdoff && !prompt && now - pm->last_drain_ns < HOLDOFF_NS) {
                 pm->n_holdoffs++;
                 rings_enable(pm, SD_EVENT_OFF);
                 (void)sd_event_source_set_time(pm->holdoff, (now + HOLDOFF_NS) / NSEC_PER_USEC);
@@ -205,6 +210,7 @@ int perf_mmap_events_new(sd_event *e, perf_mmap_event_fn fn, void (*drained)(voi
                 return -ENOMEM;
         pm->fn = fn;
         pm->drained = drained;
+        pm->prompt_tokens = PROMPT_BURST;
         pm->userdata = userdata;
         pm->self = getpid();
         pm->page_size = (size_t)sysconf(_SC_PAGESIZE);
@@ -286,12 +292,11 @@ void perf_mmap_events_write_metrics(const PerfMmapEvents *pm, FILE *f)
                 "# HELP profd_perf_mmap_records_dropped_total Anonymous executable ranges not passed on, "
                 "by reason.\n"
                 "# TYPE profd_perf_mmap_records_dropped_total counter\n"
-                "profd_perf_mmap_records_dropped_total{reason=\"deduped\"} %" PRIu64 "\n"
                 "profd_perf_mmap_records_dropped_total{reason=\"ring_full\"} %" PRIu64 "\n"
                 "profd_perf_mmap_records_dropped_total{reason=\"too_long\"} %" PRIu64 "\n"
                 "# HELP profd_perf_mmap_holdoffs_total Times the perf mmap rings were left alone for 5 ms "
                 "because records kept coming (a process mapping files in a loop).\n"
                 "# TYPE profd_perf_mmap_holdoffs_total counter\n"
                 "profd_perf_mmap_holdoffs_total %" PRIu64 "\n",
-                pm->n_records, pm->n_deduped, pm->n_lost, pm->n_skipped, pm->n_holdoffs);
+                pm->n_records, pm->n_lost, pm->n_skipped, pm->n_holdoffs);
 }
