@@ -766,6 +766,18 @@ int process_table_get(ProcessTable *t, pid_t pid, Process **ret)
                         remove_at(t, i);
                         return insert_new(t, pid, ret);
                 }
+                /* A fork copy of a live process stands in until its maps are read: read them now,
+                 * as for a process not known at all (it may have mapped more since the fork). If
+                 * it is gone, the copy is what is left. */
+                if (p->inherited && !p->exited_ns) {
+                        int r;
+                        enforce_budget(t, p);
+                        r = process_read(t, p);
+                        if (r == -ESRCH) {
+                                p->exited_ns = now_ns(CLOCK_REALTIME);
+                                t->n_exited_total++;
+                        }
+                }
                 *ret = p;
                 return 0;
         }

@@ -71,9 +71,9 @@ size_t process_table_memory(const ProcessTable *t);
 ProcessTable *process_table_free(ProcessTable *t);
 DEFINE_TRIVIAL_CLEANUP_FUNC(ProcessTable *, process_table_free);
 
-/* Known process, or read /proc/PID/maps now. -ESRCH if it is gone and unknown. An exited entry
- * whose pid now belongs to another process (start time differs; checked at most once a second)
- * is replaced by the new process. */
+/* Known process, or read /proc/PID/maps now (also for a live process known only by its fork
+ * copy). -ESRCH if it is gone and unknown. An exited entry whose pid now belongs to another
+ * process (start time differs; checked at most once a second) is replaced by the new process. */
 int process_table_get(ProcessTable *t, pid_t pid, Process **ret);
 /* Re-read /proc/PID/maps (mmap/exec). A process that is gone, a zombie or exiting keeps its
  * snapshot and is marked exited (returns 0). */
