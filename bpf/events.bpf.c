@@ -28,6 +28,8 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* pid of the daemon: its own mappings are not interesting and would feed back into it. */
 const volatile __u32 self_tgid = 0;
+/* Report anonymous executable memory (PROFD_MMAP_HOOK=0 turns it off). */
+const volatile bool track_anon = true;
 
 /* 256 KiB holds ~5000 events: a burst of execs (a build, a container start) between two daemon
  * wake-ups fits; the daemon drains the ring on every epoll wake-up. */
@@ -168,14 +170,101 @@ static __always_inline void emit_mmap(__u64 addr, __u64 len)
                 emit(PROFD_EV_MMAP_EXEC, tgid, 0, addr, len);
 }
 
-/* Anonymous executable memory (JITs) has no unwind table; the daemon picks it up on the next
- * refresh of the process, or when the unwinder reports a pc in no known mapping. Reporting it
- * here would flood the ring with W^X toggles of JIT runtimes. */
+/* Anonymous executable memory (JIT code) has no unwind table: the daemon adds the range to the
+ * process's mappings as it is (the unwinder steps by frame pointer there) without reading
+ * /proc/PID/maps. JIT runtimes flip code pages between writable and executable (W^X) thousands of
+ * times a second, mostly the same few ranges: a range sent from this CPU less than ANON_DEDUPE_NS
+ * ago is not sent again (the last ANON_RECENT ranges per CPU), and each process has a token bucket,
+ * ANON_EVENT_BURST events then one per ANON_EVENT_REFILL_NS. Ranges held back are found by the
+ * unwinder's unknown-pc report, as before. */
+#define ANON_RECENT 4
+#define ANON_EVENT_BURST 32
+#define ANON_EVENT_REFILL_NS (5 * 1000 * 1000ULL)
+#define ANON_DEDUPE_NS (20 * 1000 * 1000ULL)
+
+struct anon_range {
+        __u64 start, end, sent_ns;
+        __u32 tgid, _pad;
+};
+
+struct anon_recent {
+        struct anon_range r[ANON_RECENT];
+        __u32 next, _pad;
+};
+
+struct {
+        __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+        __uint(max_entries, 1);
+        __type(key, __u32);
+        __type(value, struct anon_recent);
+} anon_recent SEC(".maps");
+
+struct {
+        __uint(type, BPF_MAP_TYPE_LRU_HASH);
+        __uint(max_entries, MMAP_RATELIMIT_PIDS);
+        __type(key, __u32);
+        __type(value, struct mmap_bucket);
+} anon_buckets SEC(".maps");
+
+static __always_inline bool anon_event_allowed(__u32 tgid)
+{
+        __u64 now = bpf_ktime_get_ns(), refill;
+        struct mmap_bucket *b = bpf_map_lookup_elem(&anon_buckets, &tgid);
+
+        if (!b) {
+                struct mmap_bucket fresh = {.last_ns = now, .tokens = ANON_EVENT_BURST - 1};
+                bpf_map_update_elem(&anon_buckets, &tgid, &fresh, BPF_ANY);
+                return true;
+        }
+        refill = (now - b->last_ns) / ANON_EVENT_REFILL_NS;
+        if (refill > 0) {
+                b->tokens = b->tokens + refill > ANON_EVENT_BURST ? ANON_EVENT_BURST : b->tokens + refill;
+                b->last_ns = now;
+        }
+        if (b->tokens == 0) {
+                count(PROFD_EVCNT_ANON_RATELIMITED);
+                return false;
+        }
+        b->tokens--;
+        return true;
+}
+
+static __always_inline void emit_anon(__u64 start, __u64 len)
+{
+        __u32 tgid = current_tgid(), zero = 0, slot;
+        struct anon_recent *rec = bpf_map_lookup_elem(&anon_recent, &zero);
+        __u64 end = start + len, now = bpf_ktime_get_ns();
+
+        if (!track_anon || !rec || len == 0 || tgid == 0 || (self_tgid && tgid == self_tgid))
+                return;
+        /* Bounded: ANON_RECENT slots. Only recent sends count: a range unmapped and mapped again
+         * later (a JIT recycling code pages) may be gone from the daemon's view meanwhile. */
+        for (int i = 0; i < ANON_RECENT; i++)
+                if (rec->r[i].tgid == tgid && rec->r[i].start == start && rec->r[i].end == end &&
+                    now - rec->r[i].sent_ns < ANON_DEDUPE_NS) {
+                        count(PROFD_EVCNT_ANON_DEDUPED);
+                        return;
+                }
+        if (!anon_event_allowed(tgid))
+                return;
+        slot = rec->next & (ANON_RECENT - 1);
+        rec->r[slot].start = start;
+        rec->r[slot].end = end;
+        rec->r[slot].tgid = tgid;
+        rec->r[slot].sent_ns = now;
+        rec->next = slot + 1;
+        emit(PROFD_EV_ANON_EXEC, tgid, 0, start, len);
+}
+_Static_assert((ANON_RECENT & (ANON_RECENT - 1)) == 0, "anon_recent slot is masked");
+
 static __always_inline int on_mmap_done(struct file *file, __u64 len, __u64 prot, __u64 ret)
 {
-        if (!file || !(prot & PROT_EXEC) || ret >= (__u64)-MAX_ERRNO)
+        if (!(prot & PROT_EXEC) || ret >= (__u64)-MAX_ERRNO)
                 return 0;
-        emit_mmap(ret, len);
+        if (file)
+                emit_mmap(ret, len);
+        else
+                emit_anon(ret, len);
         return 0;
 }
 
@@ -207,15 +296,24 @@ static __always_inline void emit_mprotect(__u64 start, __u64 len)
         emit(PROFD_EV_MMAP_EXEC, tgid, 0, start, len);
 }
 
+#define VM_EXEC 0x4
+
 static __always_inline int on_mprotect(struct vm_area_struct *vma, __u64 prot)
 {
         __u64 start, end;
 
-        if (!(prot & PROT_EXEC) || !BPF_CORE_READ(vma, vm_file))
+        if (!(prot & PROT_EXEC))
                 return 0;
         start = BPF_CORE_READ(vma, vm_start);
         end = BPF_CORE_READ(vma, vm_end);
-        emit_mprotect(start, end - start);
+        if (BPF_CORE_READ(vma, vm_file)) {
+                emit_mprotect(start, end - start);
+                return 0;
+        }
+        /* Anonymous: only when it becomes executable (W^X flips back to +X are, too). The vma may
+         * be wider than the range mprotect'ed: the daemon keeps the whole vma as one mapping. */
+        if (!(BPF_CORE_READ(vma, vm_flags) & VM_EXEC))
+                emit_anon(start, end - start);
         return 0;
 }
 
@@ -240,8 +338,9 @@ static __always_inline int on_sys_exit(struct pt_regs *regs, long ret)
                 return 0;
         if (nr == NR_MMAP) {
                 if (BPF_CORE_READ(regs, r10) & MAP_ANONYMOUS)
-                        return 0;
-                emit_mmap(ret, BPF_CORE_READ(regs, si));
+                        emit_anon(ret, BPF_CORE_READ(regs, si));
+                else
+                        emit_mmap(ret, BPF_CORE_READ(regs, si));
         } else
                 emit_mprotect(BPF_CORE_READ(regs, di), BPF_CORE_READ(regs, si));
         return 0;

@@ -9,6 +9,7 @@ enum profd_event_type {
         PROFD_EV_FORK = 4,        /* new process (shares the parent's mappings until exec) */
         PROFD_EV_UNKNOWN_PID = 5, /* unwinder met a pid it has no mappings for (rate-limited) */
         PROFD_EV_UNKNOWN_PC = 6,  /* unwinder met a pc in no known mapping (rate-limited) */
+        PROFD_EV_ANON_EXEC = 7,   /* anonymous memory made executable (JIT code): addr, len */
 };
 
 struct profd_event {
@@ -16,8 +17,8 @@ struct profd_event {
         __u32 pid;
         __u32 ppid; /* FORK: parent */
         __u32 _pad;
-        __u64 addr; /* MMAP_EXEC: start; UNKNOWN_PC: the pc */
-        __u64 len;  /* MMAP_EXEC: length */
+        __u64 addr; /* MMAP_EXEC, ANON_EXEC: start; UNKNOWN_PC: the pc */
+        __u64 len;  /* MMAP_EXEC, ANON_EXEC: length */
         __u64 ktime_ns;
 };
 _Static_assert(sizeof(struct profd_event) == 40, "profd_event layout");
@@ -29,7 +30,11 @@ _Static_assert(sizeof(struct profd_event) == 40, "profd_event layout");
 #define PROFD_EVCNT_DROPPED 8
 #define PROFD_EVCNT_RATELIMITED 16 /* mprotect +X events not sent: same process < 100 ms ago */
 #define PROFD_EVCNT_MMAP_RATELIMITED 17 /* file mapping events not sent: the process's burst used up */
-#define PROFD_EVCNT__MAX 18
+/* Anonymous executable ranges not sent: the process's burst was used up / the same range was sent
+ * from this CPU just before. */
+#define PROFD_EVCNT_ANON_RATELIMITED 18
+#define PROFD_EVCNT_ANON_DEDUPED 19
+#define PROFD_EVCNT__MAX 20
 
 /* MMAP_EXEC with addr 0: "some executable file mapping is being created, address not known yet"
  * (fallback hooks that run before the mapping exists); the daemon re-reads maps a little later. */

@@ -12,6 +12,7 @@
 
 #include "events.skel.h"
 #include "log.h"
+#include "perf-mmap-events.h"
 #include "proc-events.h"
 
 /* Ways to attach one hook, best first. */
@@ -54,10 +55,14 @@ struct ProcEvents {
         struct ring_buffer *rb;
         sd_event_source *io;
         proc_event_fn fn;
+        void (*drained)(void *userdata);
         void *userdata;
         Hook hooks[_HOOK_MAX];
         uint64_t received[PROFD_EVCNT_DROPPED]; /* by type, as read by the daemon */
         uint64_t malformed;
+        bool anon_exec;       /* anonymous executable memory is reported (PROFD_MMAP_HOOK != 0) */
+        const char *anon_via; /* how: the BPF hooks' way, "perf_mmap", or NULL (not seen) */
+        PerfMmapEvents *perf; /* where no BPF hook sees anonymous mmap/mprotect */
 };
 
 static const char *const event_type_names[PROFD_EVCNT_DROPPED] = {
@@ -67,6 +72,7 @@ static const char *const event_type_names[PROFD_EVCNT_DROPPED] = {
         [PROFD_EV_FORK] = "fork",
         [PROFD_EV_UNKNOWN_PID] = "unknown_pid",
         [PROFD_EV_UNKNOWN_PC] = "unknown_pc",
+        [PROFD_EV_ANON_EXEC] = "anon_exec",
 };
 
 static int on_ringbuf_event(void *ctx, void *data, size_t size)
@@ -96,12 +102,23 @@ static int on_ringbuf_io(sd_event_source *s, int fd, uint32_t revents, void *use
         r = ring_buffer__consume(pe->rb);
         if (r < 0)
                 log_warning_errno_ratelimited(r, "Reading process event ring buffer failed: %m");
+        if (pe->drained)
+                pe->drained(pe->userdata);
         return 0;
+}
+
+void proc_events_set_drained(ProcEvents *pe, void (*fn)(void *userdata))
+{
+        if (pe)
+                pe->drained = fn;
 }
 
 int proc_events_consume(ProcEvents *pe)
 {
-        return pe ? ring_buffer__consume(pe->rb) : 0;
+        if (!pe)
+                return 0;
+        perf_mmap_events_consume(pe->perf);
+        return ring_buffer__consume(pe->rb);
 }
 
 /* Expected failures while finding the best hook (a kernel refusing trampolines, no kprobe PMU)
@@ -233,6 +250,7 @@ static int events_load(ProcEvents *pe, bool trampolines)
         if (!pe->skel)
                 return log_error_errno(-errno, "Opening process events BPF object failed: %m");
         pe->skel->rodata->self_tgid = getpid();
+        pe->skel->rodata->track_anon = pe->anon_exec;
         hooks_init(pe);
 
         /* A program whose target is missing from BTF fails the whole object's load: leave those
@@ -255,6 +273,54 @@ static int events_load(ProcEvents *pe, bool trampolines)
         return 0;
 }
 
+static bool way_sees_anon(const char *via, bool mmap)
+{
+        /* The kprobe on security_mmap_file runs before an anonymous mapping has its address. */
+        return via && (strcmp(via, "fexit") == 0 || strcmp(via, "fentry") == 0 || strstr(via, "sys_exit") ||
+                       (!mmap && strcmp(via, "kprobe") == 0));
+}
+
+static void on_perf_mmap_event(const struct profd_event *ev, void *userdata)
+{
+        ProcEvents *pe = userdata;
+
+        pe->received[ev->type]++;
+        pe->fn(ev, pe->userdata);
+}
+
+static void on_perf_mmap_drained(void *userdata)
+{
+        ProcEvents *pe = userdata;
+
+        if (pe->drained)
+                pe->drained(pe->userdata);
+}
+
+/* The BPF hooks report anonymous executable memory where they see mmap and mprotect with the
+ * address (trampolines, kprobes, the syscall exit tracepoint). Elsewhere (kernels refusing
+ * trampolines and built without kprobes) the kernel's perf mmap records do: they cost nothing
+ * per syscall, only a record per executable mapping made. */
+static void anon_exec_setup(ProcEvents *pe, sd_event *e)
+{
+        int r;
+
+        if (!pe->anon_exec)
+                return;
+        if (way_sees_anon(pe->hooks[HOOK_MMAP].attached, true) &&
+            way_sees_anon(pe->hooks[HOOK_MPROTECT].attached, false)) {
+                pe->anon_via = pe->hooks[HOOK_MPROTECT].attached;
+                return;
+        }
+        r = perf_mmap_events_new(e, on_perf_mmap_event, on_perf_mmap_drained, pe, &pe->perf);
+        if (r < 0) {
+                log_full_errno(LOG_NOTICE, r,
+                               "Cannot read perf mmap records (%m): JIT code is found when first "
+                               "sampled");
+                return;
+        }
+        pe->anon_via = "perf_mmap";
+}
+
 int proc_events_new(sd_event *e, proc_event_fn fn, void *userdata, const char *mmap_via, ProcEvents **ret)
 {
         ProcEvents *pe;
@@ -266,6 +332,9 @@ int proc_events_new(sd_event *e, proc_event_fn fn, void *userdata, const char *m
         pe->fn = fn;
         pe->userdata = userdata;
         pe->mmap_via = mmap_via;
+        /* PROFD_MMAP_HOOK=0: anonymous executable memory is left to refreshes and the unwinder's
+         * unknown-pc reports, as before it was tracked (benchmarks compare the two). */
+        pe->anon_exec = !getenv("PROFD_MMAP_HOOK") || strcmp(getenv("PROFD_MMAP_HOOK"), "0") != 0;
 
         libbpf_print_fn_t old_print = libbpf_set_print(libbpf_print_debug);
         r = events_load(pe, true);
@@ -300,10 +369,12 @@ int proc_events_new(sd_event *e, proc_event_fn fn, void *userdata, const char *m
         }
         (void)sd_event_source_set_description(pe->io, "process-events");
 
-        log_debug("Process events via: exec %s, exit %s, fork %s, mmap %s, mprotect %s",
+        anon_exec_setup(pe, e);
+
+        log_debug("Process events via: exec %s, exit %s, fork %s, mmap %s, mprotect %s, anon exec %s",
                   pe->hooks[HOOK_EXEC].attached ?: "-", pe->hooks[HOOK_EXIT].attached ?: "-",
                   pe->hooks[HOOK_FORK].attached ?: "-", pe->hooks[HOOK_MMAP].attached ?: "-",
-                  pe->hooks[HOOK_MPROTECT].attached ?: "-");
+                  pe->hooks[HOOK_MPROTECT].attached ?: "-", pe->anon_via ?: "-");
         *ret = pe;
         return 0;
 fail:
@@ -354,6 +425,7 @@ ProcEvents *proc_events_free(ProcEvents *pe)
 {
         if (!pe)
                 return NULL;
+        perf_mmap_events_free(pe->perf);
         sd_event_source_disable_unref(pe->io);
         ring_buffer__free(pe->rb);
         for (size_t i = 0; i < _HOOK_MAX; i++)
@@ -408,14 +480,14 @@ void proc_events_write_metrics(const ProcEvents *pe, FILE *f)
               "# TYPE profd_process_events_sent_total counter\n",
               f);
         for (unsigned t = 1; t < PROFD_EVCNT_DROPPED; t++)
-                if (event_type_names[t] && t <= PROFD_EV_FORK)
+                if (event_type_names[t] && (t <= PROFD_EV_FORK || t == PROFD_EV_ANON_EXEC))
                         fprintf(f, "profd_process_events_sent_total{type=\"%s\"} %" PRIu64 "\n",
                                 event_type_names[t], c[PROFD_EVCNT_SENT + t]);
         fputs("# HELP profd_process_events_dropped_total Process events lost in the kernel, by reason.\n"
               "# TYPE profd_process_events_dropped_total counter\n",
               f);
         for (unsigned t = 1; t < PROFD_EVCNT_DROPPED; t++)
-                if (event_type_names[t] && t <= PROFD_EV_FORK)
+                if (event_type_names[t] && (t <= PROFD_EV_FORK || t == PROFD_EV_ANON_EXEC))
                         fprintf(f,
                                 "profd_process_events_dropped_total{type=\"%s\",reason=\"ringbuf_full\"} "
                                 "%" PRIu64 "\n",
@@ -435,6 +507,7 @@ void proc_events_write_metrics(const ProcEvents *pe, FILE *f)
         for (size_t i = 0; i < _HOOK_MAX; i++)
                 fprintf(f, "profd_process_event_hook{hook=\"%s\",via=\"%s\"} 1\n", pe->hooks[i].name,
                         pe->hooks[i].attached ?: "none");
+        fprintf(f, "profd_process_event_hook{hook=\"anon_exec\",via=\"%s\"} 1\n", pe->anon_via ?: "none");
         fputs("# HELP profd_process_events_ratelimited_total Events not sent by BPF: mprotect +X within "
               "100 ms of the process's last one, file mappings past the process's burst of 64 (then "
               "one per 10 ms).\n"
@@ -444,6 +517,15 @@ void proc_events_write_metrics(const ProcEvents *pe, FILE *f)
                 c[PROFD_EVCNT_RATELIMITED]);
         fprintf(f, "profd_process_events_ratelimited_total{event=\"mmap\"} %" PRIu64 "\n",
                 c[PROFD_EVCNT_MMAP_RATELIMITED]);
+        fprintf(f, "profd_process_events_ratelimited_total{event=\"anon_exec\"} %" PRIu64 "\n",
+                c[PROFD_EVCNT_ANON_RATELIMITED]);
+        fprintf(f,
+                "# HELP profd_process_events_anon_deduped_total Anonymous executable ranges not sent: "
+                "the same range was sent from that CPU just before (JIT W^X flips).\n"
+                "# TYPE profd_process_events_anon_deduped_total counter\n"
+                "profd_process_events_anon_deduped_total %" PRIu64 "\n",
+                c[PROFD_EVCNT_ANON_DEDUPED]);
+        perf_mmap_events_write_metrics(pe->perf, f);
         if (pe->loader_uprobes) {
                 size_t n = 0;
                 for (size_t i = 0; i < pe->n_loaders; i++)

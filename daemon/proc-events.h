@@ -22,6 +22,9 @@ int proc_events_new(sd_event *e, proc_event_fn fn, void *userdata, const char *m
 ProcEvents *proc_events_free(ProcEvents *pe);
 DEFINE_TRIVIAL_CLEANUP_FUNC(ProcEvents *, proc_events_free);
 
+/* Called after each wake-up's events were delivered (the tracker handles the processes they named
+ * there, before other sources run). */
+void proc_events_set_drained(ProcEvents *pe, void (*fn)(void *userdata));
 /* Also deliver events from another ring buffer of struct profd_event (the unwinder's). */
 int proc_events_add_ringbuf(ProcEvents *pe, int map_fd);
 /* Where no mmap hook can be attached, dlopen is seen through a uprobe on the dynamic loader's

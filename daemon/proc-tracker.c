@@ -43,6 +43,12 @@
  * in between are coalesced into the next read. An exec is never held back. */
 #define REFRESH_MIN_INTERVAL_NS (10 * 1000 * 1000ULL)
 #define REFRESH_MAX_INTERVAL_NS (1 * NSEC_PER_SEC)
+/* After an exec, this many re-reads are not spaced: the loader maps the new image's libraries in
+ * the first milliseconds and each step must reach the unwinder at once. */
+#define EXEC_FAST_READS 4
+/* Processes an event named that are refreshed right after the ring buffer drain that named them
+ * (the rest go to the worker): bounded, so a burst of execs cannot hold the loop. */
+#define DRAIN_BATCH 8
 
 typedef struct TrackedMapping {
         uint64_t start, end, offset, dev, inode;
@@ -62,6 +68,7 @@ typedef struct Tracked {
         uint64_t refresh_interval_ns; /* current spacing of mmap-driven re-reads */
         uint64_t deferred_until_ns;   /* held back by the spacing until then; 0: not held */
         uint8_t recheck_tries;
+        uint8_t exec_reads; /* re-reads left that the spacing does not hold back (after exec) */
         bool dirty, push, queued, recheck, recheck_fired, seen;
         bool urgent;       /* exec: refresh at once whatever the spacing */
         bool exec_adopted; /* exec_ns came from the pool, before its exec event */
@@ -126,6 +133,8 @@ struct ProcTracker {
         size_t scan_processes;
 
         uint64_t n_refresh_deferred, n_refresh_coalesced;
+        uint64_t n_anon_added, n_anon_known, n_anon_reread, n_anon_dropped;
+        uint64_t n_mid_exec, n_exec_fast;
         uint64_t n_refreshes, n_unchanged, n_pushes, n_forks_copied, n_unknown_ratelimited, n_reconcile_new,
                 n_reconcile_gone, n_rechecks, n_exits;
         uint64_t map_errors[_MAP_ERR_MAX];
@@ -285,7 +294,7 @@ static void mark_dirty(ProcTracker *t, Tracked *p)
         if (p->dirty && (p->queued || p->deferred_until_ns))
                 t->n_refresh_coalesced++;
         p->dirty = true;
-        if (p->deferred_until_ns && !p->urgent)
+        if (p->deferred_until_ns && !p->urgent && !p->exec_reads)
                 return; /* the deferred timer queues it */
         enqueue(t, p);
 }
@@ -318,7 +327,7 @@ static bool refresh_allowed(ProcTracker *t, Tracked *p, uint64_t now)
 {
         uint64_t due;
 
-        if (p->urgent || !p->refreshed_ns || !p->refresh_interval_ns)
+        if (p->urgent || p->exec_reads > 0 || !p->refreshed_ns || !p->refresh_interval_ns)
                 return true;
         due = p->refreshed_ns + p->refresh_interval_ns;
         if (now >= due)
@@ -569,6 +578,10 @@ static int refresh(ProcTracker *t, Tracked *p)
 
         p->dirty = false;
         p->urgent = false;
+        if (p->exec_reads > 0) {
+                p->exec_reads--;
+                t->n_exec_fast++;
+        }
         if (p->deferred_until_ns) {
                 p->deferred_until_ns = 0;
                 t->n_deferred--;
@@ -580,6 +593,14 @@ static int refresh(ProcTracker *t, Tracked *p)
         r = process_table_refresh(t->procs, p->pid, &proc);
         if (r >= 0 && proc->exited_ns)
                 r = -ESRCH;
+        if (r == -EAGAIN) {
+                /* Mid-exec (no image mapped yet) or exiting: look again shortly; an exit event
+                 * drops it meanwhile. */
+                t->n_mid_exec++;
+                p->recheck_tries = 0;
+                schedule_recheck(t, p, PROFD_EV_ADDR_UNKNOWN);
+                return r;
+        }
         if (r < 0) {
                 unsigned reason = r == -ESRCH || r == -ENOENT   ? REFRESH_ERR_VANISHED
                                   : r == -EACCES || r == -EPERM ? REFRESH_ERR_PERMISSION
@@ -663,11 +684,10 @@ static int refresh(ProcTracker *t, Tracked *p)
         return push(t, p);
 }
 
-static int on_worker(sd_event_source *s, void *userdata)
+/* Up to max queued processes, from the head: those events named go first (enqueue()). */
+static void work_queue(ProcTracker *t, unsigned max, bool named_only)
 {
-        ProcTracker *t = userdata;
-
-        for (unsigned i = 0; i < REFRESH_BATCH && t->q_head; i++) {
+        for (unsigned i = 0; i < max && t->q_head && !(named_only && t->q_head->queued_back); i++) {
                 Tracked *p = t->q_head;
 
                 t->q_head = p->queue_next;
@@ -681,6 +701,20 @@ static int on_worker(sd_event_source *s, void *userdata)
                 } else if (p->push)
                         (void)push(t, p);
         }
+}
+
+/* Right after a ring buffer drain: exec'd and newly mapping processes are read before the loop
+ * turns to anything else, the first samples of a new program find it in the pool. */
+static void on_drained(void *userdata)
+{
+        work_queue(userdata, DRAIN_BATCH, true);
+}
+
+static int on_worker(sd_event_source *s, void *userdata)
+{
+        ProcTracker *t = userdata;
+
+        work_queue(t, REFRESH_BATCH, false);
         if (!t->q_head) {
                 (void)sd_event_source_set_enabled(s, SD_EVENT_OFF);
                 if (t->scan_pending) {
@@ -736,6 +770,65 @@ static void on_fork(ProcTracker *t, pid_t child, pid_t parent)
         mark_push(t, c);
 }
 
+/* Anonymous executable memory made after pid was read (JIT code): added to its mappings as it is,
+ * without reading /proc/PID/maps, so its samples unwind (by frame pointer) from the first one. */
+static void on_anon_exec(ProcTracker *t, pid_t pid, uint64_t start, uint64_t end)
+{
+        Tracked *p = tracked_find(t, pid);
+        TrackedMapping *maps;
+        size_t at = 0, lo, hi;
+
+        if (end <= start)
+                return;
+        if (!p || !p->pushed_ns) {
+                /* Never read: the read to come (or this one) sees the range in its maps. */
+                p = p ?: tracked_get(t, pid);
+                if (p) {
+                        p->background = false;
+                        mark_dirty(t, p);
+                }
+                return;
+        }
+        while (at < p->n_maps && p->maps[at].end <= start)
+                at++;
+        /* Overlapping entries [at, hi): all must be anonymous, the new range takes them in. */
+        lo = at;
+        for (hi = at; hi < p->n_maps && p->maps[hi].start < end; hi++) {
+                if (p->maps[hi].start <= start && end <= p->maps[hi].end) {
+                        t->n_anon_known++;
+                        return;
+                }
+                if (p->maps[hi].exe || p->maps[hi].inode) {
+                        /* Part of a file mapping: not what it seems, read the maps instead. */
+                        t->n_anon_reread++;
+                        mark_dirty(t, p);
+                        return;
+                }
+        }
+        if (lo < hi) {
+                start = p->maps[lo].start < start ? p->maps[lo].start : start;
+                end = p->maps[hi - 1].end > end ? p->maps[hi - 1].end : end;
+        }
+        if (p->n_maps - (hi - lo) + 1 > PROCESS_MAX_MAPPINGS) {
+                t->n_anon_dropped++;
+                return;
+        }
+        maps = calloc(p->n_maps - (hi - lo) + 1, sizeof(*maps));
+        if (!maps) {
+                t->n_anon_dropped++;
+                return;
+        }
+        memcpy(maps, p->maps, lo * sizeof(*maps));
+        maps[lo] = (TrackedMapping){.start = start, .end = end};
+        memcpy(maps + lo + 1, p->maps + hi, (p->n_maps - hi) * sizeof(*maps));
+        free(p->maps); /* the merged entries were anonymous: no cache references to drop */
+        p->maps = maps;
+        p->n_maps = p->n_maps - (hi - lo) + 1;
+        t->n_anon_added++;
+        p->background = false;
+        mark_push(t, p);
+}
+
 static void on_event(const struct profd_event *ev, void *userdata)
 {
         ProcTracker *t = userdata;
@@ -753,9 +846,13 @@ static void on_event(const struct profd_event *ev, void *userdata)
                 process_table_mark_exited(t->procs, pid, now_ns(CLOCK_REALTIME));
                 return;
         case PROFD_EV_FORK:
+                /* Symbolization too: a child that exits before anyone reads its maps still has
+                 * its parent's snapshot. */
+                (void)process_table_fork(t->procs, (pid_t)ev->ppid, pid);
                 on_fork(t, pid, (pid_t)ev->ppid);
                 return;
         case PROFD_EV_EXEC:
+                process_table_exec(t->procs, pid);
                 p = tracked_get(t, pid);
                 if (!p)
                         return;
@@ -774,6 +871,7 @@ static void on_event(const struct profd_event *ev, void *userdata)
                 p->push = true;
                 p->urgent = true;
                 p->refresh_interval_ns = 0; /* a new program: no history of churn */
+                p->exec_reads = EXEC_FAST_READS;
                 mark_dirty(t, p);
                 return;
         case PROFD_EV_MMAP_EXEC:
@@ -789,6 +887,9 @@ static void on_event(const struct profd_event *ev, void *userdata)
                  * race with our read of /proc/PID/maps: look again shortly if it is not there. */
                 p->recheck_tries = 0;
                 schedule_recheck(t, p, ev->addr);
+                return;
+        case PROFD_EV_ANON_EXEC:
+                on_anon_exec(t, pid, ev->addr, ev->addr + ev->len);
                 return;
         case PROFD_EV_UNKNOWN_PID:
         case PROFD_EV_UNKNOWN_PC:
@@ -969,6 +1070,7 @@ int proc_tracker_new(sd_event *e, ProcessTable *procs, TablePool *pool, const Pr
         r = proc_events_new(e, on_event, t, t->opts.mmap_via, &t->events);
         if (r < 0)
                 return r;
+        proc_events_set_drained(t->events, on_drained);
 
         if (!t->opts.no_initial_scan) {
                 t->scan_start_ns = now_ns(CLOCK_MONOTONIC);
@@ -1161,6 +1263,22 @@ void proc_tracker_write_metrics(const ProcTracker *t, FILE *f)
                 t->n_tracked, (double)t->scan_ns / 1e9, t->n_refreshes, t->n_unchanged, t->n_pushes,
                 t->n_forks_copied, t->n_exits, t->n_rechecks, t->n_unknown_ratelimited, t->n_reconcile_new,
                 t->n_reconcile_gone, t->n_refresh_deferred, t->n_refresh_coalesced);
+        fprintf(f,
+                "# HELP profd_proc_tracker_anon_exec_total Anonymous executable ranges (JIT code) reported "
+                "by the kernel, by what the tracker did.\n"
+                "# TYPE profd_proc_tracker_anon_exec_total counter\n"
+                "profd_proc_tracker_anon_exec_total{outcome=\"added\"} %" PRIu64 "\n"
+                "profd_proc_tracker_anon_exec_total{outcome=\"known\"} %" PRIu64 "\n"
+                "profd_proc_tracker_anon_exec_total{outcome=\"reread\"} %" PRIu64 "\n"
+                "profd_proc_tracker_anon_exec_total{outcome=\"dropped\"} %" PRIu64 "\n",
+                t->n_anon_added, t->n_anon_known, t->n_anon_reread, t->n_anon_dropped);
+        fprintf(f,
+                "# HELP profd_proc_tracker_exec_reads_total Reads of a process's maps right after its exec: "
+                "not held back by the spacing (fast), found mid-exec without an image (looked at again).\n"
+                "# TYPE profd_proc_tracker_exec_reads_total counter\n"
+                "profd_proc_tracker_exec_reads_total{kind=\"fast\"} %" PRIu64 "\n"
+                "profd_proc_tracker_exec_reads_total{kind=\"mid_exec\"} %" PRIu64 "\n",
+                t->n_exec_fast, t->n_mid_exec);
         fputs("# HELP profd_proc_tracker_errors_total Processes or mappings left without unwind entries, by "
               "reason.\n"
               "# TYPE profd_proc_tracker_errors_total counter\n",

@@ -71,6 +71,7 @@ struct ProcessTable {
         bool vdso_tried;
         size_t gc_cursor;
 
+        uint64_t n_forks_copied, n_fork_no_parent, n_fork_skipped, n_fork_copies_dropped;
         uint64_t n_reads, n_read_errors, n_bad_lines, n_pid_reuse, n_exited_total, n_forgotten, n_evicted,
                 n_table_full, n_truncated, n_no_file, n_not_elf, n_evicted_memory, n_truncated_memory,
                 n_fd_evicted;
@@ -606,10 +607,13 @@ static int process_read(ProcessTable *t, Process *p)
         r = read_stat(p->pid, &start_after, NULL);
         if (r >= 0 && start_after != start)
                 r = -ESRCH;
-        /* Exec always maps something: a process that had executable mappings and now has none
-         * is tearing its memory down on the way out. */
+        /* A process that had executable mappings and now has none is either tearing its memory
+         * down on the way out or in the middle of an exec (the old image gone, the new one not
+         * mapped yet): keep what we knew and let the caller look again; its exit event says
+         * which. Calling it exited here lost the new image for good (the start time does not
+         * change at exec, so no later read undid it). */
         if (r >= 0 && c.n == 0 && p->n_mappings > 0 && start == p->start_time)
-                r = -ESRCH;
+                r = -EAGAIN;
         if (r < 0) {
                 mappings_free(t, c.mappings, c.n);
                 goto fail;
@@ -630,6 +634,7 @@ static int process_read(ProcessTable *t, Process *p)
         p->generation++;
         p->bad_lines = bad;
         p->mappings_truncated = c.truncated;
+        p->inherited = false;
         p->checked_ns = now_ns(CLOCK_REALTIME);
         t->n_bad_lines += bad;
         t->n_truncated += c.truncated && !over_budget;
@@ -638,7 +643,7 @@ static int process_read(ProcessTable *t, Process *p)
         t->n_no_file += c.no_file;
         return 0;
 fail:
-        t->n_read_errors += r != -ESRCH;
+        t->n_read_errors += r != -ESRCH && r != -EAGAIN;
         return r;
 }
 
@@ -685,11 +690,32 @@ static void enforce_budget(ProcessTable *t, const Process *keep)
                 t->n_evicted_memory++;
 }
 
+/* Puts p (not in the table yet) at its place; frees it on failure. */
+static int table_insert(ProcessTable *t, Process *p)
+{
+        bool found;
+        size_t i;
+
+        if (t->n_procs == t->cap_procs) {
+                size_t cap = t->cap_procs ? t->cap_procs * 2 : 256;
+                Process **n = reallocarray(t->procs, cap, sizeof(*n));
+                if (!n) {
+                        process_free(t, p);
+                        return -ENOMEM;
+                }
+                t->procs = n;
+                t->cap_procs = cap;
+        }
+        i = find_index(t, p->pid, &found);
+        memmove(t->procs + i + 1, t->procs + i, (t->n_procs - i) * sizeof(*t->procs));
+        t->procs[i] = p;
+        t->n_procs++;
+        return 0;
+}
+
 static int insert_new(ProcessTable *t, pid_t pid, Process **ret)
 {
         Process *p;
-        bool found;
-        size_t i;
         int r;
 
         if (t->n_procs >= PROCESS_TABLE_MAX_PROCESSES) {
@@ -712,20 +738,9 @@ static int insert_new(ProcessTable *t, pid_t pid, Process **ret)
                 free(p);
                 return r;
         }
-        if (t->n_procs == t->cap_procs) {
-                size_t cap = t->cap_procs ? t->cap_procs * 2 : 256;
-                Process **n = reallocarray(t->procs, cap, sizeof(*n));
-                if (!n) {
-                        process_free(t, p);
-                        return -ENOMEM;
-                }
-                t->procs = n;
-                t->cap_procs = cap;
-        }
-        i = find_index(t, pid, &found);
-        memmove(t->procs + i + 1, t->procs + i, (t->n_procs - i) * sizeof(*t->procs));
-        t->procs[i] = p;
-        t->n_procs++;
+        r = table_insert(t, p);
+        if (r < 0)
+                return r;
         *ret = p;
         return 0;
 }
@@ -750,6 +765,18 @@ int process_table_get(ProcessTable *t, pid_t pid, Process **ret)
                         t->n_pid_reuse++;
                         remove_at(t, i);
                         return insert_new(t, pid, ret);
+                }
+                /* A fork copy of a live process stands in until its maps are read: read them now,
+                 * as for a process not known at all (it may have mapped more since the fork). If
+                 * it is gone, the copy is what is left. */
+                if (p->inherited && !p->exited_ns) {
+                        int r;
+                        enforce_budget(t, p);
+                        r = process_read(t, p);
+                        if (r == -ESRCH) {
+                                p->exited_ns = now_ns(CLOCK_REALTIME);
+                                t->n_exited_total++;
+                        }
                 }
                 *ret = p;
                 return 0;
@@ -785,10 +812,10 @@ int process_table_refresh(ProcessTable *t, pid_t pid, Process **ret)
         }
         if (r < 0)
                 return r;
-        if (p->start_time != old_start) {
+        if (p->start_time != old_start && old_start != 0)
                 t->n_pid_reuse++;
-                p->exited_ns = 0;
-        }
+        /* Read just now: alive, whatever an earlier look concluded. */
+        p->exited_ns = 0;
         *ret = p;
         return 0;
 }
@@ -801,6 +828,83 @@ void process_table_mark_exited(ProcessTable *t, pid_t pid, uint64_t now_ns)
                 return;
         t->procs[i]->exited_ns = now_ns ? now_ns : 1;
         t->n_exited_total++;
+}
+
+int process_table_fork(ProcessTable *t, pid_t parent, pid_t child)
+{
+        _cleanup_free_ ProcMapping *m = NULL;
+        const Process *pp;
+        Process *c;
+        bool found;
+        size_t i;
+        int r;
+
+        if (parent <= 0 || child <= 0)
+                return -EINVAL;
+        i = find_index(t, child, &found);
+        if (found && !t->procs[i]->exited_ns)
+                return 0;
+        if (found) {
+                /* An earlier process with this pid, exited: the new one is not it. */
+                t->n_pid_reuse++;
+                remove_at(t, i);
+        }
+        i = find_index(t, parent, &found);
+        if (!found || t->procs[i]->n_mappings == 0 || t->procs[i]->exited_ns) {
+                t->n_fork_no_parent++;
+                return -ENOENT;
+        }
+        pp = t->procs[i];
+        /* Bounded like a read: never evicts a live process, never goes over the budget for a copy
+         * (a read of the child's maps may still happen later). */
+        enforce_budget(t, NULL);
+        if (t->n_procs >= PROCESS_TABLE_MAX_PROCESSES && evict_one(t, NULL) < 0) {
+                t->n_fork_skipped++;
+                return -ENOSPC;
+        }
+        if (process_table_memory(t) + sizeof(*c) + pp->n_mappings * sizeof(ProcMapping) > t->max_bytes) {
+                t->n_fork_skipped++;
+                return -ENOSPC;
+        }
+        m = malloc(pp->n_mappings * sizeof(*m));
+        c = calloc(1, sizeof(*c));
+        if (!m || !c) {
+                free(c);
+                return -ENOMEM;
+        }
+        memcpy(m, pp->mappings, pp->n_mappings * sizeof(*m));
+        for (size_t k = 0; k < pp->n_mappings; k++) {
+                m[k].path = string_pool_ref(t->paths, pp->mappings[k].path);
+                if (m[k].file)
+                        m[k].file->refs++;
+        }
+        c->pid = child;
+        c->mappings = TAKE_PTR(m);
+        c->n_mappings = pp->n_mappings;
+        c->mappings_truncated = pp->mappings_truncated;
+        c->inherited = true;
+        memcpy(c->comm, pp->comm, sizeof(c->comm));
+        c->checked_ns = now_ns(CLOCK_REALTIME);
+        /* Its own start time tells a reused pid apart later; a child already gone has none. */
+        if (read_stat(child, &c->start_time, NULL) < 0)
+                c->exited_ns = c->checked_ns;
+        t->proc_bytes += process_bytes(c);
+        r = table_insert(t, c);
+        if (r < 0)
+                return r;
+        t->n_forks_copied++;
+        return 0;
+}
+
+void process_table_exec(ProcessTable *t, pid_t pid)
+{
+        bool found;
+        size_t i = find_index(t, pid, &found);
+
+        if (found && t->procs[i]->inherited) {
+                remove_at(t, i);
+                t->n_fork_copies_dropped++;
+        }
 }
 
 void process_table_gc(ProcessTable *t, uint64_t now_ns)
@@ -1007,4 +1111,13 @@ void process_table_write_metrics(const ProcessTable *t, FILE *f)
                 t->n_table_full, t->n_exited_total, t->n_forgotten, t->n_evicted, t->n_pid_reuse,
                 t->n_evicted_memory, t->n_fd_evicted, process_table_memory(t), t->max_bytes,
                 string_pool_count(t->paths), t->n_truncated_memory);
+        fprintf(f,
+                "# HELP profd_process_table_fork_copies_total New processes given a copy of their "
+                "parent's snapshot at fork, by outcome.\n"
+                "# TYPE profd_process_table_fork_copies_total counter\n"
+                "profd_process_table_fork_copies_total{outcome=\"copied\"} %" PRIu64 "\n"
+                "profd_process_table_fork_copies_total{outcome=\"parent_unknown\"} %" PRIu64 "\n"
+                "profd_process_table_fork_copies_total{outcome=\"over_bounds\"} %" PRIu64 "\n"
+                "profd_process_table_fork_copies_total{outcome=\"dropped_at_exec\"} %" PRIu64 "\n",
+                t->n_forks_copied, t->n_fork_no_parent, t->n_fork_skipped, t->n_fork_copies_dropped);
 }

@@ -45,6 +45,7 @@ typedef struct Process {
         uint64_t checked_ns;      /* CLOCK_REALTIME of the last read or liveness check */
         unsigned bad_lines;       /* malformed /proc/PID/maps lines skipped at the last read */
         bool mappings_truncated;  /* more executable mappings than PROCESS_MAX_MAPPINGS */
+        bool inherited;           /* a fork child's copy of its parent's mappings, not read yet */
 } Process;
 
 /* Bounds: beyond these, the oldest exited processes are forgotten first; a process with more
@@ -70,14 +71,22 @@ size_t process_table_memory(const ProcessTable *t);
 ProcessTable *process_table_free(ProcessTable *t);
 DEFINE_TRIVIAL_CLEANUP_FUNC(ProcessTable *, process_table_free);
 
-/* Known process, or read /proc/PID/maps now. -ESRCH if it is gone and unknown. An exited entry
- * whose pid now belongs to another process (start time differs; checked at most once a second)
- * is replaced by the new process. */
+/* Known process, or read /proc/PID/maps now (also for a live process known only by its fork
+ * copy). -ESRCH if it is gone and unknown. An exited entry whose pid now belongs to another
+ * process (start time differs; checked at most once a second) is replaced by the new process. */
 int process_table_get(ProcessTable *t, pid_t pid, Process **ret);
 /* Re-read /proc/PID/maps (mmap/exec). A process that is gone, a zombie or exiting keeps its
  * snapshot and is marked exited (returns 0). */
 int process_table_refresh(ProcessTable *t, pid_t pid, Process **ret);
 void process_table_mark_exited(ProcessTable *t, pid_t pid, uint64_t now_ns);
+/* A new process (fork): until it execs or maps something it has its parent's mappings, so child
+ * gets a copy of the parent's snapshot (files and paths shared) without reading /proc. A child
+ * that lives a few milliseconds is then symbolized even if its maps are never read. -ENOENT:
+ * parent unknown; -ENOSPC: over the table's bounds (both counted). Child already known (alive): 0; an
+ * exited entry of an earlier process with the pid is replaced. */
+int process_table_fork(ProcessTable *t, pid_t parent, pid_t child);
+/* pid exec'd: a fork copy describes the old image, forget it (the next read gets the new one). */
+void process_table_exec(ProcessTable *t, pid_t pid);
 /* Forget processes that exited more than exit_grace_ns ago. */
 void process_table_gc(ProcessTable *t, uint64_t now_ns);
 const ProcMapping *process_find_mapping(const Process *p, uint64_t addr);

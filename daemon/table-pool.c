@@ -58,6 +58,7 @@ typedef struct Proc {
 
 struct TablePool {
         int shards_fd, rules_fd, mappings_fd, procs_fd, config_fd, execs_fd;
+        int reported_fd; /* the unwinder's "reported unknown pid/pc" times (optional), or -1 */
         uint64_t limit;
         unsigned max_shards; /* including the one kept for compaction */
         unsigned n_shards;
@@ -139,6 +140,7 @@ int table_pool_new(struct bpf_object *obj, uint64_t memory_limit, TablePool **re
         p->procs_fd = find_map_fd(obj, "unwind_procs");
         p->config_fd = find_map_fd(obj, "unwind_config");
         p->execs_fd = find_map_fd(obj, "unwind_execs");
+        p->reported_fd = find_map_fd(obj, "unwind_reported");
         if (p->shards_fd < 0 || p->rules_fd < 0 || p->mappings_fd < 0 || p->procs_fd < 0 ||
             p->config_fd < 0 || p->execs_fd < 0)
                 return -ENOENT;
@@ -824,6 +826,11 @@ int table_pool_set_process_at(TablePool *p, pid_t pid, uint64_t maps_ns, const P
                 p->stale_snapshots++;
                 return r < 0 ? r : -ESTALE;
         }
+        /* The unwinder reports an unknown pid/pc once a second per pid: the report that led here
+         * (often the unknown pid of the first samples after exec) must not silence the next one,
+         * a pc these mappings still miss. */
+        if (r >= 0 && p->reported_fd >= 0)
+                (void)bpf_map_delete_elem(p->reported_fd, &key);
         return r;
 }
 

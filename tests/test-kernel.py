@@ -18,7 +18,9 @@ scen-recursion and scen-shlib (with its library) and tests/qemu/init. In the gue
    makes syscalls (kernel frames); busybox wget fetches /debug/pprof/profile?seconds=N; the profile
    comes back base64-encoded on the serial console and is checked here with `go tool pprof
    -traces`: >= 99% of each program's samples carry its complete chain down to main and _start,
-   and dd's samples carry kernel frames.
+   and dd's samples carry kernel frames; scen-jit writes code into new anonymous regions every
+   250 ms after profd read it, and <= 15% of its samples there stop outside any mapping, >= 90%
+   unwind through jit_caller and main (the mmap/mprotect hooks report the regions).
 
 Environment: PROFD_KERNEL_CACHE (default BUILD/kernel-cache) keeps the downloaded packages."""
 import base64
@@ -77,6 +79,7 @@ PROGRAMS = {  # guest path -> host path
     "/scen-plain": os.path.join(BUILD, "tests", "scenarios", "scen-plain"),
     "/scen-recursion": os.path.join(BUILD, "tests", "scenarios", "scen-recursion"),
     "/scen-shlib": os.path.join(BUILD, "tests", "scenarios", "scen-shlib"),
+    "/scen-jit": os.path.join(BUILD, "tests", "scenarios", "scen-jit"),
 }
 
 
@@ -278,6 +281,25 @@ def check_scenario(name, desc, chains, mine):
     return ok
 
 
+def check_jit(mine, metrics):
+    """scen-jit maps new code regions after profd read it: the mmap/mprotect hooks report them (the
+    perf mmap records where no hook sees them) and its samples there unwind through jit_caller."""
+    jit = [t for t in mine if "jit_caller" in t.frames or any("outside any mapping" in f for f in t.frames)]
+    total = sum(t.value for t in jit)
+    outside = sum(t.value for t in jit if any("outside any mapping" in f for f in t.frames))
+    chained = sum(t.value for t in jit if re.search(r"(?:^|;)jit_caller;" + BELOW_MAIN, ";".join(t.frames)))
+    m = re.search(r'profd_process_event_hook\{hook="anon_exec",via="([^"]+)"\}', metrics)
+    log("scen-jit: anonymous code seen via %s; %d JIT samples, %d outside any mapping, %d through "
+        "jit_caller;main..._start" % (m.group(1) if m else "?", total, outside, chained))
+    ok = check(total >= 40, GUEST + ">= 40 JIT samples of scen-jit (%d)" % total)
+    if ok:
+        ok = check(outside <= 0.15 * total, GUEST + "<= 15%% of scen-jit's JIT samples outside any mapping: %d/%d"
+                   % (outside, total))
+        ok &= check(chained >= 0.90 * total, GUEST + ">= 90%% of scen-jit's JIT samples unwind through "
+                    "jit_caller;main..._start: %d/%d" % (chained, total))
+    return ok
+
+
 def section(console, name):
     m = re.search(r"=== %s-BEGIN\r?\n(.*?)=== %s-END" % (name, name), console, re.S)
     return m.group(1) if m else None
@@ -354,7 +376,7 @@ def main():
     late = re.findall(r"NOT-READY (\d+)", console)
     check(not late, GUEST + "profd had the programs' unwind tables in place within 30 s (not: %s)" % late)
     b64 = section(console, "PROFILE")
-    ok = check(set(pids) == set(SCENARIOS) and b64 is not None and "WGET-EXIT 0" in console,
+    ok = check(set(pids) == set(SCENARIOS) | {"jit"} and b64 is not None and "WGET-EXIT 0" in console,
                GUEST + "profile fetched over HTTP inside the guest")
     if ok:
         data = base64.b64decode("".join(l.strip() for l in b64.splitlines()
@@ -366,6 +388,7 @@ def main():
         all_traces = traces(path)
         for name, (desc, chains) in SCENARIOS.items():
             ok &= check_scenario(name, desc, chains, [t for t in all_traces if t.labels.get("pid") == [pids[name]]])
+        ok &= check_jit([t for t in all_traces if t.labels.get("pid") == [pids["jit"]]], metrics)
         m = re.search(r"SYSCALLS-PID (\d+)", console)
         dd = [t for t in all_traces if m and t.labels.get("pid") == [m.group(1)]]
         n = sum(t.value for t in dd)

@@ -617,14 +617,12 @@ static uint64_t exe_base(pid_t pid)
 static void run_exec_followup(sd_event *e, TablePool *pool, Child *c)
 {
         uint64_t base = exe_base(c->pid), ours = exe_base(getpid());
-        struct timespec now;
         int r;
 
         run_loop(e, 300 * 1000); /* let the drains hand over the unverified samples first */
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        /* A snapshot taken before the exec (an hour ago: certainly before). */
-        r = table_pool_set_process_at(pool, c->pid, (uint64_t)now.tv_sec * 1000000000ULL - 3600000000000ULL,
-                                      NULL, 0);
+        /* A snapshot taken before the exec (right after boot: certainly before; "an hour ago"
+         * wrapped around on a machine up for less than an hour). */
+        r = table_pool_set_process_at(pool, c->pid, 1, NULL, 0);
         c->stale_refused = r == -ESTALE;
         if (!base || !ours || register_process(pool, c->pid, false) < 0)
                 return;
