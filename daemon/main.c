@@ -54,15 +54,21 @@ static void on_interval(void *userdata, uint64_t start_ns, uint64_t end_ns, cons
         size_t n_pids = aggregator_take_pids(d->aggregator, &pids);
         for (size_t i = 0; i < n_pids; i++) {
                 Process *p;
-                if (pids[i] != 0)
-                        (void)process_table_get(d->processes, (pid_t)pids[i], &p);
+                if (pids[i] != 0 && process_table_get(d->processes, (pid_t)pids[i], &p) >= 0)
+                        symbolizer_note_process(d->symbolizer, p);
         }
+}
+
+static const Process *find_process(pid_t pid, void *userdata)
+{
+        return process_table_find(userdata, pid);
 }
 
 static int on_process_gc(sd_event_source *s, uint64_t usec, void *userdata)
 {
         Daemon *d = userdata;
         process_table_gc(d->processes, now_realtime_ns());
+        symbolizer_tick(d->symbolizer, find_process, d->processes);
         if (d->cgroups)
                 cgroup_resolver_gc(d->cgroups, now_realtime_ns());
         int r = sd_event_source_set_time_relative(s, PROCESS_GC_INTERVAL_USEC);

@@ -590,6 +590,13 @@ static int user_location(PprofJob *j, Process **pp, pid_t pid, uint64_t addr, bo
         r = symbolizer_user(j->sym, *pp, m, lookup, &res);
         if (r < 0)
                 return r;
+        /* JIT code named from a perf map: the mapping is that file, as in perf report. */
+        if (res.source_file) {
+                int64_t idx = intern(j, res.source_file);
+                if (idx < 0)
+                        return -ENOMEM;
+                j->mappings[mid - 1]->filename = idx;
+        }
         if (!res.symbolized) {
                 const uint8_t *bid;
                 j->n_unsymbolized++;

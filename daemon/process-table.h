@@ -77,6 +77,8 @@ int process_table_get(ProcessTable *t, pid_t pid, Process **ret);
 /* Re-read /proc/PID/maps (mmap/exec). A process that is gone, a zombie or exiting keeps its
  * snapshot and is marked exited (returns 0). */
 int process_table_refresh(ProcessTable *t, pid_t pid, Process **ret);
+/* Known process, never read from /proc; NULL if not known. */
+const Process *process_table_find(const ProcessTable *t, pid_t pid);
 void process_table_mark_exited(ProcessTable *t, pid_t pid, uint64_t now_ns);
 /* Forget processes that exited more than exit_grace_ns ago. */
 void process_table_gc(ProcessTable *t, uint64_t now_ns);
