@@ -1,0 +1,304 @@
+#!/usr/bin/env python3
+"""JIT frames are named from the perf maps runtimes write (/tmp/perf-PID.map), and perf maps a
+process controls never block profd nor lead it elsewhere.
+
+- node --perf-basic-prof running a hot JS function: of the node process's samples whose leaf is in
+  JIT memory (anonymous executable memory), at least 80% carry a JS function name, the hot
+  function's among them, and their mapping is the perf map file;
+- OpenJDK 17 with -XX:+PreserveFramePointer, `jcmd PID Compiler.perfmap` after warm-up: the hot
+  Java method is named;
+- processes of `nobody` spinning in anonymous executable memory whose perf map is a FIFO, a symlink
+  to /etc/shadow, a sparse 4 GiB file, garbage lines around one valid line, or a file of another
+  user: the profile request completes, the valid line names its frame, the others name nothing,
+  /metrics counts each by reason, /healthz answers.
+
+Every /tmp/perf-PID.map the test causes is removed at the end."""
+import os
+import re
+import shutil
+import subprocess
+import time
+
+from profdtest import Daemon, cc, check, fetch_profile, finish, log, pprof, require_bpf, skip, tmpdir
+
+NOBODY = 65534
+AS_NOBODY = ["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups", "--inh-caps=-all"]
+WINDOW_S = 5
+
+HOT_JS = r"""
+function hot(n) { let s = 0; for (let i = 0; i < n; i++) { s += (i * 7) % 13; } return s; }
+const end = Date.now() + Number(process.argv[2]) * 1000; let t = 0;
+while (Date.now() < end) t += hot(1000000);
+console.log(t);
+"""
+
+HOT_JAVA = r"""
+public class Hot {
+    static long hotLoop(long n) { long s = 0; for (long i = 0; i < n; i++) { s += (i * 7) % 13; } return s; }
+    public static void main(String[] a) {
+        long end = System.currentTimeMillis() + Long.parseLong(a[0]) * 1000; long t = 0;
+        while (System.currentTimeMillis() < end) t += hotLoop(1000000);
+        System.out.println(t);
+    }
+}
+"""
+
+# Maps a page of anonymous executable memory holding "jmp ." and prints its address; once told to
+# (a line on stdin), spins there until killed.
+VICTIM = r"""
+#include <stdio.h>
+#include <sys/mman.h>
+int main(void)
+{
+        char line[16];
+        unsigned char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS,
+                                -1, 0);
+        if (p == MAP_FAILED)
+                return 1;
+        p[0] = 0xeb; /* jmp . */
+        p[1] = 0xfe;
+        printf("%lx\n", (unsigned long)p);
+        fflush(stdout);
+        if (!fgets(line, sizeof(line), stdin))
+                return 2;
+        ((void (*)(void))p)();
+        return 0;
+}
+"""
+
+
+def perf_map(pid):
+    return "/tmp/perf-%d.map" % pid
+
+
+def raw_profile(path):
+    """go tool pprof -raw: samples as (count, pid, [location ids]), locations {id: (mapping id, name)},
+    mappings {id: filename}."""
+    out = pprof("-raw", path).stdout
+    samples, locations, mappings = [], {}, {}
+    section = None
+    for line in out.split("\n"):
+        if line in ("Samples:", "Locations", "Mappings"):
+            section = line
+            continue
+        if section == "Samples:":
+            m = re.match(r"^\s+(\d+)\s+\d+: ([\d ]+)$", line)
+            if m:
+                samples.append([int(m.group(1)), None, [int(x) for x in m.group(2).split()]])
+                continue
+            m = re.match(r"^\s+pid:\[(\d+)", line)
+            if m and samples:
+                samples[-1][1] = int(m.group(1))
+        elif section == "Locations":
+            m = re.match(r"^\s*(\d+): 0x[0-9a-f]+(?: M=(\d+))?(?: (.*) \S*:-?\d+ s=\d+)?", line)
+            if m:
+                locations[int(m.group(1))] = (int(m.group(2) or 0), (m.group(3) or "").strip())
+        elif section == "Mappings":
+            m = re.match(r"^(\d+): 0x[0-9a-f]+/0x[0-9a-f]+/0x[0-9a-f]+ (\S+)", line)
+            if m:
+                mappings[int(m.group(1))] = m.group(2)
+    return samples, locations, mappings
+
+
+def user_leaf(sample, locations, mappings):
+    """(mapping filename, function name) of the sample's first user frame."""
+    for loc in sample[2]:
+        mid, name = locations.get(loc, (0, ""))
+        if mappings.get(mid) != "[kernel.kallsyms]":
+            return mappings.get(mid, ""), name
+    return "", ""
+
+
+def jit_leaves(prof, pid):
+    """[(count, mapping, name)] of pid's samples whose leaf is in anonymous executable memory."""
+    samples, locations, mappings = prof
+    out = []
+    for s in samples:
+        if s[1] != pid:
+            continue
+        mapping, name = user_leaf(s, locations, mappings)
+        if mapping == "[anon]" or mapping.startswith("/tmp/perf-"):
+            out.append((s[0], mapping, name))
+    return out
+
+
+def metric(text, name, labels=""):
+    m = re.search(r"^%s%s (\d+)$" % (re.escape(name), re.escape(labels)), text, re.M)
+    return int(m.group(1)) if m else -1
+
+
+def wait_for(cond, timeout):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if cond():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def map_has(pid, needle):
+    try:
+        with open(perf_map(pid), errors="replace") as f:
+            return needle in f.read()
+    except OSError:
+        return False
+
+
+def main():
+    require_bpf()
+    if not shutil.which("node"):
+        skip("node (Debian's nodejs) is not installed")
+    if not (shutil.which("java") and shutil.which("javac") and shutil.which("jcmd")):
+        skip("java, javac, jcmd (openjdk-17-jdk-headless) are not installed")
+    if not shutil.which("setpriv"):
+        skip("setpriv (util-linux) is not installed")
+
+    work = tmpdir()
+    os.chmod(work, 0o755)
+    js = os.path.join(work, "hot.js")
+    with open(js, "w") as f:
+        f.write(HOT_JS)
+    with open(os.path.join(work, "Hot.java"), "w") as f:
+        f.write(HOT_JAVA)
+    subprocess.run(["javac", "-d", work, os.path.join(work, "Hot.java")], check=True, timeout=120)
+    victim = cc(VICTIM, os.path.join(work, "victim"))
+    os.chmod(victim, 0o755)
+
+    procs, pids = [], []
+    try:
+        with Daemon("--frequency", "99", "--labels", "pid") as d:
+            # -- node and the JVM, profiled together in one window.
+            node = subprocess.Popen(["node", "--perf-basic-prof", js, "30"], stdout=subprocess.DEVNULL)
+            java = subprocess.Popen(["java", "-XX:+PreserveFramePointer", "-cp", work, "Hot", "30"],
+                                    stdout=subprocess.DEVNULL)
+            procs += [node, java]
+            pids += [node.pid, java.pid]
+            # The hot function is optimized within a second or two of spinning.
+            check(wait_for(lambda: map_has(node.pid, "hot"), 20),
+                  "node writes %s with the hot function" % perf_map(node.pid))
+            time.sleep(2)  # JVM warm-up: hotLoop compiled by C2
+            r = subprocess.run(["jcmd", str(java.pid), "Compiler.perfmap"], capture_output=True, text=True,
+                               timeout=60)
+            check(r.returncode == 0 and map_has(java.pid, "Hot.hotLoop"),
+                  "jcmd Compiler.perfmap writes %s with Hot.hotLoop (%s)" % (perf_map(java.pid),
+                                                                           r.stdout.strip()[-200:]))
+            prof = raw_profile(fetch_profile(d, WINDOW_S))
+
+            jit = jit_leaves(prof, node.pid)
+            total = sum(c for c, _, _ in jit)
+            named = sum(c for c, _, n in jit if n and not n.startswith("[unknown]"))
+            log("node: %d samples with the leaf in JIT memory, %d named; top: %s"
+                % (total, named, sorted(jit, reverse=True)[:5]))
+            check(total >= 20, "node: samples in JIT memory (%d) >= 20" % total)
+            check(total > 0 and named >= 0.8 * total,
+                  "node: >= 80%% of the samples in JIT memory named (%d of %d)" % (named, total))
+            hot = [(c, m, n) for c, m, n in jit if re.match(r"^(LazyCompile|JS):[*~^+]?hot\b", n)]
+            check(hot, "node: the hot JS function is named (JS:*hot or LazyCompile:*hot)")
+            check(all(m == perf_map(node.pid) for _, m, _ in hot),
+                  "node: its mapping is the perf map file %s (%s)" % (perf_map(node.pid),
+                                                                       sorted({m for _, m, _ in hot})))
+
+            jjit = jit_leaves(prof, java.pid)
+            jtotal = sum(c for c, _, _ in jjit)
+            jnamed = sum(c for c, _, n in jjit if n and not n.startswith("[unknown]"))
+            log("java: %d samples with the leaf in JIT memory, %d named; top: %s"
+                % (jtotal, jnamed, sorted(jjit, reverse=True)[:5]))
+            check(any("Hot.hotLoop" in n for _, _, n in jjit), "java: the hot method Hot.hotLoop is named")
+
+            for p in (node, java):
+                p.kill()
+                p.wait()
+
+            # -- hostile perf maps of processes of nobody.
+            victims = {}
+            for case in ("fifo", "symlink", "huge", "garbage", "other_owner"):
+                v = subprocess.Popen([*AS_NOBODY, victim], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
+                procs.append(v)
+                pids.append(v.pid)
+                addr = int(v.stdout.readline(), 16)
+                path = perf_map(v.pid)
+                if case == "fifo":
+                    os.mkfifo(path)
+                    os.chown(path, NOBODY, NOBODY)
+                elif case == "symlink":
+                    os.symlink("/etc/shadow", path)
+                    os.lchown(path, NOBODY, NOBODY)
+                elif case == "huge":
+                    with open(path, "wb") as f:
+                        f.truncate(4 << 30)
+                    os.chown(path, NOBODY, NOBODY)
+                elif case == "garbage":
+                    with open(path, "wb") as f:
+                        f.write(b"zz 10 not_hex\n1 2\n%x 0 size_zero\n-5 3 negative\n%x 2\n\x00\xff\x01\n"
+                                % (addr, addr))
+                        f.write(b"A" * 10000 + b"\n")
+                        f.write(b"%x 2 garbage_victim_fn\n" % addr)
+                        f.write(b"ff 1 trailing line without a newline")
+                    os.chown(path, NOBODY, NOBODY)
+                else:
+                    with open(path, "wb") as f:
+                        f.write(b"%x 2 forged_name\n" % addr)
+                    os.chown(path, 1234, 1234)
+                v.stdin.write("go\n")
+                v.stdin.flush()
+                victims[case] = v.pid
+            t0 = time.monotonic()
+            prof = raw_profile(fetch_profile(d, 4))
+            elapsed = time.monotonic() - t0
+            check(elapsed < 4 + 30, "profile over hostile perf maps answered in %.1f s" % elapsed)
+            st, _, _ = d.get("/healthz", timeout=10)
+            check(st == 200, "/healthz answers after hostile perf maps")
+            names = {}
+            for case, pid in victims.items():
+                leaves = jit_leaves(prof, pid)
+                names[case] = {n for _, _, n in leaves}
+                log("%s: %s" % (case, sorted(names[case])))
+                check(leaves, "%s: the victim was sampled in its anonymous executable memory" % case)
+            check(names["garbage"] == {"garbage_victim_fn"},
+                  "garbage: the one valid line names the frame among malformed ones")
+            for case in ("fifo", "symlink", "huge", "other_owner"):
+                check(all(n.startswith("[unknown] [anon]") for n in names[case]),
+                      "%s: nothing named from a refused perf map" % case)
+            _, _, body = d.get("/metrics", timeout=10)
+            text = body.decode()
+            for line in text.split("\n"):
+                if line.startswith("profd_perf_map_"):
+                    log("  " + line)
+            check(metric(text, "profd_perf_map_errors_total", '{reason="not_regular"}') >= 1,
+                  "metrics: the FIFO counted as not_regular")
+            check(metric(text, "profd_perf_map_errors_total", '{reason="symlink"}') >= 1,
+                  "metrics: the symlink counted")
+            check(metric(text, "profd_perf_map_errors_total", '{reason="not_owner"}') >= 1,
+                  "metrics: another user's file counted as not_owner")
+            # zz.., "1 2", size 0, -5, no name, binary, 10000 A's, and the huge file's first line.
+            check(metric(text, "profd_perf_map_lines_malformed_total") >= 8,
+                  "metrics: malformed lines counted")
+            check(metric(text, "profd_perf_map_entries") >= 1, "metrics: entries loaded")
+            check(metric(text, "profd_perf_map_reads_total", '{kind="full"}') >= 3, "metrics: files read")
+            check(metric(text, "profd_perf_map_entries_dropped_total", '{reason="process_cap"}') >= 0,
+                  "metrics: entries dropped by cap are reported")
+            check(metric(text, "profd_symbolizer_lookups_total", '{space="user",result="perf_map"}') >= 1,
+                  "metrics: user frames named from perf maps")
+            rss = 0
+            with open("/proc/%d/status" % d.proc.pid) as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        rss = int(line.split()[1])
+            log("profd RSS %d kB" % rss)
+            check(metric(text, "profd_perf_map_bytes") < 64 << 20, "perf map memory stays bounded")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        for pid in pids:
+            try:
+                os.unlink(perf_map(pid))
+            except FileNotFoundError:
+                pass
+    finish()
+
+
+if __name__ == "__main__":
+    main()
