@@ -303,6 +303,18 @@ static bool reserve(PerfMaps *pm, PerfMap *m, size_t name_len)
                 cap_n = cap_n ? cap_n * 2 : 16384;
         if (need_names > UINT32_MAX)
                 return false;
+        /* Doubling past the cap would leave up to half of it unused: grow to the cap instead. */
+        if (cap_e * sizeof(PerfMapEntry) + cap_n > PERF_MAP_MAX_BYTES_PER_PROCESS) {
+                size_t max = PERF_MAP_MAX_BYTES_PER_PROCESS, esz = sizeof(PerfMapEntry);
+                size_t min_e = cap_e != m->cap_entries ? m->n_entries + 1 : cap_e;
+                size_t min_n = cap_n != m->names_cap ? need_names : cap_n;
+                if (min_e * esz + min_n <= max) {
+                        if (cap_e * esz + min_n > max)
+                                cap_e = (max - min_n) / esz;
+                        if (cap_n != m->names_cap)
+                                cap_n = max - cap_e * esz;
+                }
+        }
         size_t after = cap_e * sizeof(PerfMapEntry) + cap_n;
         if (after > PERF_MAP_MAX_BYTES_PER_PROCESS) {
                 pm->n_dropped[DROP_PROCESS_CAP]++;
