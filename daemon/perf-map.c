@@ -180,12 +180,11 @@ static PerfMap *perf_map_get(PerfMaps *pm, const Process *p, bool create)
         if (!create || p->exited_ns || !has_anon_exec(p))
                 return NULL;
         if (pm->n_maps >= PERF_MAP_MAX_PROCESSES) {
+                /* An exited process's map first, else that of a process which wrote none. */
                 size_t victim = SIZE_MAX;
-                for (size_t k = 0; k < pm->n_maps; k++)
-                        if (pm->maps[k]->exited) {
+                for (size_t k = 0; k < pm->n_maps && (victim == SIZE_MAX || !pm->maps[victim]->exited); k++)
+                        if (pm->maps[k]->exited || (victim == SIZE_MAX && !pm->maps[k]->have_file))
                                 victim = k;
-                                break;
-                        }
                 if (victim == SIZE_MAX) {
                         pm->n_processes_dropped++;
                         return NULL;

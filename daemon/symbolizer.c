@@ -1630,9 +1630,9 @@ void symbolizer_write_metrics(const Symbolizer *s, FILE *f)
                 "profd_symbolizer_kallsyms_hidden %d\n",
                 s->n_exes, s->n_exe_opened, s->n_exe_evicted, s->n_exe_failed, s->n_cache_hits,
                 s->n_user_dwarf, s->n_user_symbolized - s->n_user_dwarf, s->n_user_no_symbol,
-                s->n_user_no_file, s->n_user_perf_map, s->n_kernel_symbolized, s->n_kernel - s->n_kernel_symbolized,
-                s->n_dwarf_unsafe[0], s->n_dwarf_unsafe[1], s->cache_entries, s->cache_bytes, s->n_ksyms,
-                s->kallsyms_hidden);
+                s->n_user_no_file, s->n_user_perf_map, s->n_kernel_symbolized,
+                s->n_kernel - s->n_kernel_symbolized, s->n_dwarf_unsafe[0], s->n_dwarf_unsafe[1],
+                s->cache_entries, s->cache_bytes, s->n_ksyms, s->kallsyms_hidden);
         perf_maps_write_metrics(s->perf_maps, f);
 }
 
