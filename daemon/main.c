@@ -36,6 +36,11 @@ static uint64_t now_realtime_ns(void)
         return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
 }
 
+static const Process *find_process(pid_t pid, void *userdata)
+{
+        return process_table_find(userdata, pid);
+}
+
 static void on_interval(void *userdata, uint64_t start_ns, uint64_t end_ns, const SampleRecord *records,
                         size_t n)
 {
@@ -57,18 +62,14 @@ static void on_interval(void *userdata, uint64_t start_ns, uint64_t end_ns, cons
                 if (pids[i] != 0 && process_table_get(d->processes, (pid_t)pids[i], &p) >= 0)
                         symbolizer_note_process(d->symbolizer, p);
         }
-}
-
-static const Process *find_process(pid_t pid, void *userdata)
-{
-        return process_table_find(userdata, pid);
+        /* And what JITs appended to their perf maps since, while they run (bounded steps). */
+        symbolizer_tick(d->symbolizer, find_process, d->processes);
 }
 
 static int on_process_gc(sd_event_source *s, uint64_t usec, void *userdata)
 {
         Daemon *d = userdata;
         process_table_gc(d->processes, now_realtime_ns());
-        symbolizer_tick(d->symbolizer, find_process, d->processes);
         if (d->cgroups)
                 cgroup_resolver_gc(d->cgroups, now_realtime_ns());
         int r = sd_event_source_set_time_relative(s, PROCESS_GC_INTERVAL_USEC);

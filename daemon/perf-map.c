@@ -11,12 +11,14 @@
 #include "safe-open.h"
 #include "time-util.h"
 
-/* A map already read is checked for growth at most this often by the periodic refresh... */
-#define PERF_MAP_CHECK_NS (5 * NSEC_PER_SEC)
+/* A map already read is checked for growth at most this often by the periodic refresh (so that
+ * what a process wrote shortly before it exits is mostly read: its /tmp is reachable only while it
+ * runs)... */
+#define PERF_MAP_CHECK_NS (2 * NSEC_PER_SEC)
 /* ...and by a lookup that found no entry (a function compiled since the last read). */
 #define PERF_MAP_MISS_CHECK_NS (1 * NSEC_PER_SEC)
 /* Steps read by one perf_maps_tick() over all processes. */
-#define PERF_MAP_STEPS_PER_TICK 8
+#define PERF_MAP_STEPS_PER_TICK 4
 /* Entries looked at before the one found by binary search, for a function that contains the
  * address but starts before another entry (overlapping entries: JITs reuse memory). */
 #define PERF_MAP_LOOKBACK 8

@@ -7,6 +7,8 @@ process controls never block profd nor lead it elsewhere.
   function's among them, and their mapping is the perf map file;
 - OpenJDK 17 with -XX:+PreserveFramePointer, `jcmd PID Compiler.perfmap` after warm-up: the hot
   Java method is named;
+- node exiting before the profile window ends: its JIT frames are still named;
+- a process in its own pid namespace: named from /tmp/perf-NSPID.map, the pid it sees;
 - processes of `nobody` spinning in anonymous executable memory whose perf map is a FIFO, a symlink
   to /etc/shadow, a sparse 4 GiB file, garbage lines around one valid line, or a file of another
   user: the profile request completes, the valid line names its frame, the others name nothing,
@@ -16,7 +18,9 @@ Every /tmp/perf-PID.map the test causes is removed at the end."""
 import os
 import re
 import shutil
+import signal
 import subprocess
+import threading
 import time
 
 from profdtest import Daemon, cc, check, fetch_profile, finish, log, pprof, require_bpf, skip, tmpdir
@@ -164,7 +168,7 @@ def main():
     victim = cc(VICTIM, os.path.join(work, "victim"))
     os.chmod(victim, 0o755)
 
-    procs, pids = [], []
+    procs, pids, strays = [], [], []
     try:
         with Daemon("--frequency", "99", "--labels", "pid") as d:
             # -- node and the JVM, profiled together in one window.
@@ -182,7 +186,22 @@ def main():
             check(r.returncode == 0 and map_has(java.pid, "Hot.hotLoop"),
                   "jcmd Compiler.perfmap writes %s with Hot.hotLoop (%s)" % (perf_map(java.pid),
                                                                            r.stdout.strip()[-200:]))
-            prof = raw_profile(fetch_profile(d, WINDOW_S))
+            # A third process, node again, exits before the window ends: its JIT frames are named
+            # from what profd read while it ran.
+            result = {}
+            req = threading.Thread(target=lambda: result.update(path=fetch_profile(d, WINDOW_S + 1)))
+            req.start()
+            short = subprocess.Popen(["node", "--perf-basic-prof", js, "30"], stdout=subprocess.DEVNULL)
+            procs.append(short)
+            pids.append(short.pid)
+            check(wait_for(lambda: map_has(short.pid, "hot"), 10),
+                  "short-lived node writes %s with the hot function" % perf_map(short.pid))
+            time.sleep(3)
+            short.kill()
+            short.wait()
+            check(req.is_alive(), "short-lived node exited before the profile was made")
+            req.join()
+            prof = raw_profile(result["path"])
 
             jit = jit_leaves(prof, node.pid)
             total = sum(c for c, _, _ in jit)
@@ -205,9 +224,40 @@ def main():
                 % (jtotal, jnamed, sorted(jjit, reverse=True)[:5]))
             check(any("Hot.hotLoop" in n for _, _, n in jjit), "java: the hot method Hot.hotLoop is named")
 
+            sjit = jit_leaves(prof, short.pid)
+            stotal = sum(c for c, _, _ in sjit)
+            snamed = sum(c for c, _, n in sjit if n and not n.startswith("[unknown]"))
+            log("exited node: %d samples with the leaf in JIT memory, %d named" % (stotal, snamed))
+            check(stotal >= 10 and snamed >= 0.8 * stotal,
+                  "exited node: >= 80%% of its samples in JIT memory named after it exited (%d of %d)"
+                  % (snamed, stotal))
+
             for p in (node, java):
                 p.kill()
                 p.wait()
+
+            # -- a process in its own pid namespace: its map is /tmp/perf-NSPID.map, NSPID the pid
+            # it sees (1 here), not ours.
+            ns = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", victim], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+            procs.append(ns)
+            ns_addr = int(ns.stdout.readline(), 16)
+            ns_host = ns_inner = None
+            with open("/proc/%d/task/%d/children" % (ns.pid, ns.pid)) as f:
+                ns_host = int(f.read().split()[0])
+            with open("/proc/%d/status" % ns_host) as f:
+                for line in f:
+                    if line.startswith("NSpid:"):
+                        ns_inner = int(line.split()[-1])
+            pids += [ns_host, ns_inner]
+            strays.append(ns_host)
+            check(ns_inner != ns_host, "pid namespace: pid %d is %d inside" % (ns_host, ns_inner))
+            with open(perf_map(ns_inner), "wb") as f:
+                f.write(b"%x 2 nspid_victim_fn\n" % ns_addr)
+            with open(perf_map(ns_host), "wb") as f:
+                f.write(b"%x 2 host_pid_fn\n" % ns_addr)
+            ns.stdin.write("go\n")
+            ns.stdin.flush()
 
             # -- hostile perf maps of processes of nobody.
             victims = {}
@@ -255,6 +305,10 @@ def main():
                 names[case] = {n for _, _, n in leaves}
                 log("%s: %s" % (case, sorted(names[case])))
                 check(leaves, "%s: the victim was sampled in its anonymous executable memory" % case)
+            ns_names = {(m, n) for _, m, n in jit_leaves(prof, ns_host)}
+            log("pid namespace: %s" % sorted(ns_names))
+            check(ns_names == {(perf_map(ns_inner), "nspid_victim_fn")},
+                  "pid namespace: named from %s, the pid the process sees" % perf_map(ns_inner))
             check(names["garbage"] == {"garbage_victim_fn"},
                   "garbage: the one valid line names the frame among malformed ones")
             for case in ("fifo", "symlink", "huge", "other_owner"):
@@ -292,6 +346,11 @@ def main():
             if p.poll() is None:
                 p.kill()
             p.wait()
+        for pid in strays:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         for pid in pids:
             try:
                 os.unlink(perf_map(pid))
