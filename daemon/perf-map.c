@@ -45,6 +45,7 @@ typedef struct PerfMap {
         /* What was read of the file: its identity, how far (a line boundary), the bytes before. */
         bool have_file, skipping; /* skipping: inside an overlong line, until its newline */
         bool more;                /* the last step stopped before the end of the file */
+        bool capped;              /* over PERF_MAP_MAX_BYTES_PER_PROCESS: the rest is not read */
         uint64_t dev, ino, offset, size_seen;
         uint8_t tail[PERF_MAP_TAIL];
         size_t tail_len;
@@ -77,8 +78,9 @@ struct PerfMaps {
         size_t n_maps, cap_maps;
         size_t bytes; /* entries and names of every map */
         size_t tick_cursor;
-        uint64_t n_reads_full, n_reads_incremental, n_bytes_read, n_entries_loaded, n_malformed,
-                n_dropped[_DROP_MAX], n_errors[_ERR_MAX], n_processes_dropped, n_lookups, n_found;
+        uint64_t n_reads_full, n_reads_incremental, n_bytes_read, n_bytes_skipped, n_entries_loaded,
+                n_malformed, n_dropped[_DROP_MAX], n_errors[_ERR_MAX], n_processes_dropped, n_lookups,
+                n_found;
         char *scratch; /* one read step */
 };
 
@@ -95,7 +97,7 @@ static void perf_map_clear(PerfMaps *pm, PerfMap *m)
         m->entries = NULL;
         m->names = NULL;
         m->n_entries = m->cap_entries = m->names_size = m->names_cap = 0;
-        m->have_file = m->skipping = false;
+        m->have_file = m->skipping = m->capped = false;
         m->offset = m->size_seen = m->tail_len = 0;
 }
 
@@ -295,6 +297,10 @@ static int merge_new(PerfMaps *pm, PerfMap *m, size_t old)
 
 static bool reserve(PerfMaps *pm, PerfMap *m, size_t name_len)
 {
+        if (m->capped) {
+                pm->n_dropped[DROP_PROCESS_CAP]++;
+                return false;
+        }
         size_t before = perf_map_bytes(m), need_names = m->names_size + name_len + 1;
         size_t cap_e = m->cap_entries, cap_n = m->names_cap;
 
@@ -319,6 +325,7 @@ static bool reserve(PerfMaps *pm, PerfMap *m, size_t name_len)
         size_t after = cap_e * sizeof(PerfMapEntry) + cap_n;
         if (after > PERF_MAP_MAX_BYTES_PER_PROCESS) {
                 pm->n_dropped[DROP_PROCESS_CAP]++;
+                m->capped = true;
                 return false;
         }
         if (pm->bytes - before + after > PERF_MAP_MAX_BYTES_TOTAL) {
@@ -368,9 +375,8 @@ static void parse_line(PerfMaps *pm, PerfMap *m, char *line, size_t len)
                 goto malformed;
         if (!reserve(pm, m, name_len))
                 return;
-        /* Names are served as pprof strings and in text formats: no control characters. */
-        for (size_t i = 0; i < name_len; i++)
-                m->names[m->names_size + i] = (unsigned char)p[i] < 0x20 ? '?' : p[i];
+        /* Kept as written: the encoders escape what is not printable UTF-8 (utf8.h). */
+        memcpy(m->names + m->names_size, p, name_len);
         m->names[m->names_size + name_len] = 0;
         m->entries[m->n_entries++] =
                 (PerfMapEntry){.start = start, .size = (uint32_t)size, .name = (uint32_t)m->names_size};
@@ -431,6 +437,7 @@ static int perf_map_step(PerfMaps *pm, PerfMap *m)
         char root[64];
         struct stat st;
         size_t n, pos = 0, old = m->n_entries;
+        bool newline = false;
         ssize_t k;
         int r;
 
@@ -507,6 +514,7 @@ static int perf_map_step(PerfMaps *pm, PerfMap *m)
                 }
                 len = (size_t)(nl - (pm->scratch + pos));
                 *nl = 0;
+                newline = true;
                 if (m->skipping)
                         m->skipping = false;
                 else if (len >= PERF_MAP_MAX_LINE)
@@ -517,6 +525,15 @@ static int perf_map_step(PerfMaps *pm, PerfMap *m)
         }
         m->more = m->offset + n < (uint64_t)st.st_size;
         m->offset += pos;
+        /* Over the cap, or a whole step without a newline (no perf map has such lines: a huge or
+         * sparse file): what is left is not read, only what is appended later, from its next
+         * line on. Bounds the reading a process can cause. */
+        if (m->more && (m->capped || (m->skipping && !newline))) {
+                pm->n_bytes_skipped += (uint64_t)st.st_size - m->offset;
+                m->offset = (uint64_t)st.st_size;
+                m->skipping = true;
+                m->more = false;
+        }
         m->tail_len = m->offset < PERF_MAP_TAIL ? m->offset : PERF_MAP_TAIL;
         if (m->tail_len > 0) {
                 k = pread_full(fd, m->tail, m->tail_len, m->offset - m->tail_len);
@@ -634,6 +651,10 @@ void perf_maps_write_metrics(const PerfMaps *pm, FILE *f)
                 "# HELP profd_perf_map_read_bytes_total Bytes read from perf map files.\n"
                 "# TYPE profd_perf_map_read_bytes_total counter\n"
                 "profd_perf_map_read_bytes_total %" PRIu64 "\n"
+                "# HELP profd_perf_map_skipped_bytes_total Bytes of perf map files not read: past the "
+                "per-process cap, or past a step without any newline (a huge or sparse file).\n"
+                "# TYPE profd_perf_map_skipped_bytes_total counter\n"
+                "profd_perf_map_skipped_bytes_total %" PRIu64 "\n"
                 "# HELP profd_perf_map_lines_malformed_total Perf map lines skipped: not START SIZE name, "
                 "size 0, or longer than %u bytes.\n"
                 "# TYPE profd_perf_map_lines_malformed_total counter\n"
@@ -657,9 +678,9 @@ void perf_maps_write_metrics(const PerfMaps *pm, FILE *f)
                 "open that would block, a read error.\n"
                 "# TYPE profd_perf_map_errors_total counter\n",
                 pm->n_maps, entries, pm->bytes, pm->n_entries_loaded, pm->n_reads_full,
-                pm->n_reads_incremental, pm->n_bytes_read, PERF_MAP_MAX_LINE, pm->n_malformed,
-                pm->n_dropped[DROP_PROCESS_CAP], pm->n_dropped[DROP_TOTAL_CAP], pm->n_processes_dropped,
-                pm->n_found, pm->n_lookups - pm->n_found);
+                pm->n_reads_incremental, pm->n_bytes_read, pm->n_bytes_skipped, PERF_MAP_MAX_LINE,
+                pm->n_malformed, pm->n_dropped[DROP_PROCESS_CAP], pm->n_dropped[DROP_TOTAL_CAP],
+                pm->n_processes_dropped, pm->n_found, pm->n_lookups - pm->n_found);
         for (unsigned i = 0; i < _ERR_MAX; i++)
                 fprintf(f, "profd_perf_map_errors_total{reason=\"%s\"} %" PRIu64 "\n", err_names[i],
                         pm->n_errors[i]);

@@ -123,8 +123,36 @@ int main(void)
         check(metric(pm, "profd_perf_map_bytes") <= PERF_MAP_MAX_BYTES_PER_PROCESS, "memory within the cap");
         check(eq(perf_maps_lookup(pm, &p, 0x10005, NULL) ? "y" : "n", "y"), "entries under the cap named");
 
+        check(metric(pm, "profd_perf_map_skipped_bytes_total") > 0,
+              "the rest past the cap skipped, counted");
+
+        /* A sparse 4 GiB file: one step read, the rest skipped; a line appended later is read. */
+        {
+                FILE *f = fopen(path, "w");
+                if (!f || ftruncate(fileno(f), 4ull << 30) < 0)
+                        return 1;
+                fclose(f);
+        }
+        sleep(1);
+        usleep(100000);
+        {
+                unsigned long long before = metric(pm, "profd_perf_map_read_bytes_total");
+                for (unsigned i = 0; i < 20; i++)
+                        (void)perf_maps_lookup(pm, &p, 0x1, NULL);
+                check(metric(pm, "profd_perf_map_read_bytes_total") - before <= PERF_MAP_READ_STEP + 4096,
+                      "sparse 4 GiB file: one step read (%llu bytes)",
+                      metric(pm, "profd_perf_map_read_bytes_total") - before);
+                check(metric(pm, "profd_perf_map_skipped_bytes_total") >= (4ull << 30) - PERF_MAP_READ_STEP,
+                      "sparse 4 GiB file: the rest skipped");
+        }
+        write_map("a", "\n8000 10 after_sparse\n");
+        sleep(1);
+        usleep(100000);
+        check(eq(perf_maps_lookup(pm, &p, 0x8000, NULL), "after_sparse"),
+              "a line appended after it is read");
+
         p.exited_ns = 1;
-        check(perf_maps_lookup(pm, &p, 0x10005, NULL) != NULL, "exited process: still named");
+        check(eq(perf_maps_lookup(pm, &p, 0x8000, NULL), "after_sparse"), "exited process: still named");
         perf_maps_tick(pm, find_none, NULL);
         check(metric(pm, "profd_perf_map_processes") == 0 && metric(pm, "profd_perf_map_bytes") == 0,
               "forgotten process: its map freed");
