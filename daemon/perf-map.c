@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,6 +214,26 @@ static PerfMap *perf_map_get(PerfMaps *pm, const Process *p, bool create)
         pm->maps[i] = m;
         pm->n_maps++;
         return m;
+}
+
+/* Whether pid is still the process m was made for (its /proc/PID/stat start time): else the pid
+ * was reused, and its root and /tmp are another process's. */
+static bool same_process(const PerfMap *m)
+{
+        char path[64], buf[1024], *p;
+        _cleanup_close_ int fd = -1;
+        ssize_t n;
+
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)m->pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || (n = read(fd, buf, sizeof(buf) - 1)) <= 0)
+                return false;
+        buf[n] = 0;
+        p = strrchr(buf, ')');
+        /* After ") ": field 3 (state) ... field 22 (starttime). */
+        for (int field = 3; p && field < 22; field++)
+                p = strchr(p + 1, ' ');
+        return p && strtoull(p + 1, NULL, 10) == m->start_time;
 }
 
 /* The pid in the process's innermost pid namespace (the one it writes into the file name) and
@@ -442,6 +463,8 @@ static int perf_map_step(PerfMaps *pm, PerfMap *m)
         int r;
 
         m->checked_ns = now_ns(CLOCK_MONOTONIC);
+        if (!same_process(m))
+                return -ESRCH;
         if (!m->status_read) {
                 r = read_status(m);
                 if (r < 0)

@@ -46,6 +46,21 @@ static unsigned long long metric(PerfMaps *pm, const char *name)
         return v;
 }
 
+static uint64_t own_start_time(void)
+{
+        char buf[1024], *p;
+        FILE *f = fopen("/proc/self/stat", "re");
+        size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+
+        if (f)
+                fclose(f);
+        buf[n] = 0;
+        p = strrchr(buf, ')');
+        for (int field = 3; p && field < 22; field++)
+                p = strchr(p + 1, ' ');
+        return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
 static const Process *find_none(pid_t pid, void *userdata)
 {
         return NULL;
@@ -67,6 +82,8 @@ int main(void)
 
         check(!perf_maps_lookup(pm, &p, 0x1000, NULL), "no perf map: nothing named");
         write_map("w", "1000 100 a\n0x2000 0x10 b\n1000 100 a2\n1050 10 inner\nnonsense\n");
+        check(!perf_maps_lookup(pm, &p, 0x1005, NULL), "another process under this pid: its map not read");
+        p.start_time = own_start_time();
         sleep(1);
         usleep(100000);
         check(eq(perf_maps_lookup(pm, &p, 0x1005, &file), "a2"), "same start: the later entry wins");

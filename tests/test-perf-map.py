@@ -329,6 +329,9 @@ def main():
             check(metric(text, "profd_perf_map_lines_malformed_total") >= 8,
                   "metrics: malformed lines counted")
             check(metric(text, "profd_perf_map_entries") >= 1, "metrics: entries loaded")
+            check(metric(text, "profd_perf_map_skipped_bytes_total") >= (4 << 30) - (1 << 20),
+                  "metrics: the sparse 4 GiB file skipped after one step, not read")
+            check(0 < metric(text, "profd_perf_map_read_bytes_total") < 64 << 20, "metrics: bytes read bounded")
             check(metric(text, "profd_perf_map_reads_total", '{kind="full"}') >= 3, "metrics: files read")
             check(metric(text, "profd_perf_map_entries_dropped_total", '{reason="process_cap"}') >= 0,
                   "metrics: entries dropped by cap are reported")
