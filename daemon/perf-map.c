@@ -230,6 +230,7 @@ static bool same_process(const PerfMap *m)
                 return false;
         buf[n] = 0;
         p = strrchr(buf, ')');
+        p = p ? p + 1 : NULL; /* the space before field 3 */
         /* After ") ": field 3 (state) ... field 22 (starttime). */
         for (int field = 3; p && field < 22; field++)
                 p = strchr(p + 1, ' ');

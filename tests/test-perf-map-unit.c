@@ -46,19 +46,22 @@ static unsigned long long metric(PerfMaps *pm, const char *name)
         return v;
 }
 
+/* Field 22 of /proc/self/stat: the 20th token after the command's closing parenthesis. */
 static uint64_t own_start_time(void)
 {
-        char buf[1024], *p;
+        char buf[1024], *p, *tok, *save = NULL;
         FILE *f = fopen("/proc/self/stat", "re");
         size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+        unsigned i = 0;
 
         if (f)
                 fclose(f);
         buf[n] = 0;
         p = strrchr(buf, ')');
-        for (int field = 3; p && field < 22; field++)
-                p = strchr(p + 1, ' ');
-        return p ? strtoull(p + 1, NULL, 10) : 0;
+        for (tok = p ? strtok_r(p + 1, " ", &save) : NULL; tok; tok = strtok_r(NULL, " ", &save))
+                if (++i == 20)
+                        return strtoull(tok, NULL, 10);
+        return 0;
 }
 
 static const Process *find_none(pid_t pid, void *userdata)
