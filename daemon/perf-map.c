@@ -332,16 +332,20 @@ static bool reserve(PerfMaps *pm, PerfMap *m, size_t name_len)
                 cap_n = cap_n ? cap_n * 2 : 16384;
         if (need_names > UINT32_MAX)
                 return false;
-        /* Doubling past the cap would leave up to half of it unused: grow to the cap instead. */
+        /* Doubling past the cap would leave up to half of it unused: grow to what is left instead,
+         * split between entries and names as the entries so far use them (16 bytes and their
+         * name's), so that neither runs out while the other has room. */
         if (cap_e * sizeof(PerfMapEntry) + cap_n > PERF_MAP_MAX_BYTES_PER_PROCESS) {
                 size_t max = PERF_MAP_MAX_BYTES_PER_PROCESS, esz = sizeof(PerfMapEntry);
                 size_t min_e = cap_e != m->cap_entries ? m->n_entries + 1 : cap_e;
                 size_t min_n = cap_n != m->names_cap ? need_names : cap_n;
                 if (min_e * esz + min_n <= max) {
-                        if (cap_e * esz + min_n > max)
-                                cap_e = (max - min_n) / esz;
+                        uint64_t room = max - min_e * esz - min_n, used = m->names_size + m->n_entries * esz;
+                        uint64_t to_names = used ? room * m->names_size / used : room / 2;
+                        if (cap_e != m->cap_entries)
+                                cap_e = min_e + (size_t)((room - to_names) / esz);
                         if (cap_n != m->names_cap)
-                                cap_n = max - cap_e * esz;
+                                cap_n = min_n + (size_t)to_names;
                 }
         }
         size_t after = cap_e * sizeof(PerfMapEntry) + cap_n;
