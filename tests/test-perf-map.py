@@ -9,6 +9,7 @@ process controls never block profd nor lead it elsewhere.
   Java method is named;
 - node exiting before the profile window ends: its JIT frames are still named;
 - a process in its own pid namespace: named from /tmp/perf-NSPID.map, the pid it sees;
+- a process in its own root and pid namespace: named from the map in its root;
 - processes of `nobody` spinning in anonymous executable memory whose perf map is a FIFO, a symlink
   to /etc/shadow, a sparse 4 GiB file, garbage lines around one valid line, or a file of another
   user: the profile request completes, the valid line names its frame, the others name nothing,
@@ -259,6 +260,27 @@ def main():
             ns.stdin.write("go\n")
             ns.stdin.flush()
 
+            # -- a process in its own root and pid namespace (a container): its map is in its root
+            # (ROOT/tmp/perf-1.map), not in ours (where the process above has its /tmp/perf-1.map).
+            croot = tmpdir()
+            os.chmod(croot, 0o755)
+            os.mkdir(os.path.join(croot, "tmp"))
+            cc(VICTIM, os.path.join(croot, "victim"), flags=("-static",))
+            ct = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", "--root=" + croot, "/victim"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            procs.append(ct)
+            ct_addr = int(ct.stdout.readline(), 16)
+            with open("/proc/%d/task/%d/children" % (ct.pid, ct.pid)) as f:
+                ct_host = int(f.read().split()[0])
+            pids.append(ct_host)
+            strays.append(ct_host)
+            with open(os.path.join(croot, "tmp", "perf-1.map"), "wb") as f:
+                f.write(b"%x 2 container_victim_fn\n" % ct_addr)
+            with open(perf_map(ct_host), "wb") as f:
+                f.write(b"%x 2 host_pid_fn\n" % ct_addr)
+            ct.stdin.write("go\n")
+            ct.stdin.flush()
+
             # -- hostile perf maps of processes of nobody.
             victims = {}
             for case in ("fifo", "symlink", "huge", "garbage", "other_owner"):
@@ -309,6 +331,10 @@ def main():
             log("pid namespace: %s" % sorted(ns_names))
             check(ns_names == {(perf_map(ns_inner), "nspid_victim_fn")},
                   "pid namespace: named from %s, the pid the process sees" % perf_map(ns_inner))
+            ct_names = {(m, n) for _, m, n in jit_leaves(prof, ct_host)}
+            log("container: %s" % sorted(ct_names))
+            check(ct_names == {("/tmp/perf-1.map", "container_victim_fn")},
+                  "container: named from the map in its own root")
             check(names["garbage"] == {"garbage_victim_fn"},
                   "garbage: the one valid line names the frame among malformed ones")
             for case in ("fifo", "symlink", "huge", "other_owner"):
