@@ -7,6 +7,8 @@ process controls never block profd nor lead it elsewhere.
   function's among them, and their mapping is the perf map file;
 - OpenJDK 17 with -XX:+PreserveFramePointer, `jcmd PID Compiler.perfmap` after warm-up: the hot
   Java method is named;
+- python3.13 -X perf (Debian trixie's, when its root is cached) in its own root, mount and pid
+  namespace with a private /tmp: its functions are named through the perf trampolines;
 - node exiting before the profile window ends: its JIT frames are still named;
 - a process in its own pid namespace: named from /tmp/perf-NSPID.map, the pid it sees;
 - a process in its own root and pid namespace: named from the map in its root;
@@ -24,7 +26,7 @@ import subprocess
 import threading
 import time
 
-from profdtest import Daemon, cc, check, fetch_profile, finish, log, pprof, require_bpf, skip, tmpdir
+from profdtest import Daemon, cc, check, fetch_profile, finish, log, pprof, require_bpf, skip, tmpdir, unwind_ready
 
 NOBODY = 65534
 AS_NOBODY = ["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups", "--inh-caps=-all"]
@@ -36,6 +38,24 @@ const end = Date.now() + Number(process.argv[2]) * 1000; let t = 0;
 while (Date.now() < end) t += hot(1000000);
 console.log(t);
 """
+
+HOT_PY = r"""
+import sys, time
+def hot_python_fn(n):
+    s = 0
+    for i in range(n):
+        s += i * 7 % 13
+    return s
+end = time.time() + float(sys.argv[1])
+while time.time() < end:
+    hot_python_fn(100000)
+"""
+
+# CPython 3.12+ (-X perf) runs in Debian trixie's root (tests/lib/debianroot.py, cached by the
+# python-offsets test), in its own mount and pid namespace with a private /tmp: a container.
+TRIXIE = os.path.join(os.environ.get("PROFD_TEST_ROOTS") or "/var/cache/profd-tests/roots", "trixie")
+PY_IN_ROOT = ("mount -t tmpfs tmpfs \"$0/tmp\" && cp \"$1\" \"$0/tmp/hot.py\" && "
+              "exec chroot \"$0\" /usr/bin/python3.13 -X perf /tmp/hot.py 30")
 
 HOT_JAVA = r"""
 public class Hot {
@@ -141,12 +161,23 @@ def wait_for(cond, timeout):
     return False
 
 
-def map_has(pid, needle):
+def map_has_path(path, needle):
     try:
-        with open(perf_map(pid), errors="replace") as f:
+        with open(path, errors="replace") as f:
             return needle in f.read()
     except OSError:
         return False
+
+
+def map_has(pid, needle):
+    return map_has_path(perf_map(pid), needle)
+
+
+def locations_name(prof, loc):
+    """(mapping filename, function name) of a location."""
+    _, locations, mappings = prof
+    mid, name = locations.get(loc, (0, ""))
+    return mappings.get(mid, ""), name
 
 
 def main():
@@ -178,6 +209,27 @@ def main():
                                     stdout=subprocess.DEVNULL)
             procs += [node, java]
             pids += [node.pid, java.pid]
+            py = py_host = None
+            if os.path.exists(os.path.join(TRIXIE, ".profd-root-stamp")) and \
+                    os.path.exists(os.path.join(TRIXIE, "usr/bin/python3.13")):
+                script = os.path.join(work, "hot.py")
+                with open(script, "w") as f:
+                    f.write(HOT_PY)
+                py = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "--pid", "--fork",
+                                       "--kill-child", "sh", "-c", PY_IN_ROOT, TRIXIE, script])
+                procs.append(py)
+                wait_for(lambda: os.path.exists("/proc/%d/task/%d/children" % (py.pid, py.pid)) and
+                         open("/proc/%d/task/%d/children" % (py.pid, py.pid)).read().strip(), 10)
+                with open("/proc/%d/task/%d/children" % (py.pid, py.pid)) as f:
+                    py_host = int(f.read().split()[0])
+                strays.append(py_host)
+                check(wait_for(lambda: map_has_path("/proc/%d/root/tmp/perf-1.map" % py_host, "hot_python_fn"),
+                               20), "python -X perf writes /tmp/perf-1.map in its root")
+                # Its frames reach the trampolines once the interpreter's unwind table is built.
+                unwind_ready(d, py_host, "/usr/bin/python3.13", "python3.13")
+            else:
+                log("=" * 70 + "\nSKIP (part): no cached Debian trixie root at %s for python3.13 -X perf "
+                    "(python3 tests/lib/debianroot.py trixie builds it)\n" % TRIXIE + "=" * 70)
             # The hot function is optimized within a second or two of spinning.
             check(wait_for(lambda: map_has(node.pid, "hot"), 20),
                   "node writes %s with the hot function" % perf_map(node.pid))
@@ -203,6 +255,19 @@ def main():
             check(req.is_alive(), "short-lived node exited before the profile was made")
             req.join()
             prof = raw_profile(result["path"])
+            if py:
+                py_frames = [(c, [locations_name(prof, l) for l in locs])
+                             for c, pid, locs in prof[0] if pid == py_host]
+                py_total = sum(c for c, _ in py_frames)
+                py_named = sum(c for c, names in py_frames
+                               if any(re.match(r"^py::hot_python_fn:/tmp/hot\.py$", n) for _, n in names))
+                py_maps = {m for _, names in py_frames for m, n in names if n.startswith("py::")}
+                log("python -X perf: %d samples, %d through py::hot_python_fn; mappings %s; top: %s"
+                    % (py_total, py_named, sorted(py_maps), sorted(py_frames, reverse=True)[:2]))
+                check(py_named >= 10 and py_named >= 0.5 * py_total,
+                      "python -X perf in a container: py::hot_python_fn named in most samples (%d of %d)"
+                      % (py_named, py_total))
+                check(py_maps == {"/tmp/perf-1.map"}, "python -X perf: named from its own /tmp/perf-1.map")
 
             jit = jit_leaves(prof, node.pid)
             total = sum(c for c, _, _ in jit)
