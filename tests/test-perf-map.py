@@ -69,15 +69,19 @@ public class Hot {
 """
 
 # Maps a page of anonymous executable memory holding "jmp ." and prints its address; once told to
-# (a line on stdin), spins there until killed.
+# (a line on stdin), spins there until killed. Every victim uses the same address where it can:
+# each must still be named from its own map only.
 VICTIM = r"""
+#define _GNU_SOURCE
 #include <stdio.h>
 #include <sys/mman.h>
 int main(void)
 {
         char line[16];
-        unsigned char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS,
-                                -1, 0);
+        unsigned char *p = mmap((void *)0x7e0000000000, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
+                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+        if (p == MAP_FAILED)
+                p = mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED)
                 return 1;
         p[0] = 0xeb; /* jmp . */
