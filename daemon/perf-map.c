@@ -297,8 +297,15 @@ static int merge_new(PerfMaps *pm, PerfMap *m, size_t old)
                 return 0;
         qsort_safe(m->entries + old, n_new, sizeof(PerfMapEntry), entry_cmp);
         out = malloc(m->cap_entries * sizeof(*out));
-        if (!out)
-                return -ENOMEM;
+        if (!out) {
+                /* No memory for a merge: sort all in place (slower), keep the latest per start. */
+                qsort_safe(m->entries, m->n_entries, sizeof(PerfMapEntry), entry_cmp);
+                for (a = 0; a < m->n_entries; a++)
+                        if (a + 1 == m->n_entries || m->entries[a + 1].start != m->entries[a].start)
+                                m->entries[w++] = m->entries[a];
+                m->n_entries = w;
+                return 0;
+        }
         while (a < old || b < m->n_entries) {
                 PerfMapEntry e;
                 /* Equal starts: the new one (written later) is taken, the old one skipped below. */
