@@ -222,10 +222,11 @@ def main():
     java = None
     try:
         with Daemon("--frequency", "99", "--labels", "pid") as d:
-            # -- node and the JVM, profiled together in one window.
-            node = subprocess.Popen(["node", "--perf-basic-prof", js, "30"], stdout=subprocess.DEVNULL)
+            # -- node and the JVM, profiled together in one window. In the test's own folder: node
+            # --perf-basic-prof also writes V8 logs (isolate-*-v8.log) where it runs.
+            node = subprocess.Popen(["node", "--perf-basic-prof", js, "30"], stdout=subprocess.DEVNULL, cwd=work)
             java = subprocess.Popen(["java", "-XX:+PreserveFramePointer", "-cp", work, "Hot", "30"],
-                                    stdout=subprocess.DEVNULL)
+                                    stdout=subprocess.DEVNULL, cwd=work)
             procs += [node, java]
             pids += [node.pid, java.pid]
             py = py_host = None
@@ -263,7 +264,7 @@ def main():
             result = {}
             req = threading.Thread(target=lambda: result.update(path=fetch_profile(d, WINDOW_S + 1)))
             req.start()
-            short = subprocess.Popen(["node", "--perf-basic-prof", js, "30"], stdout=subprocess.DEVNULL)
+            short = subprocess.Popen(["node", "--perf-basic-prof", js, "30"], stdout=subprocess.DEVNULL, cwd=work)
             procs.append(short)
             pids.append(short.pid)
             check(wait_for(lambda: map_has(short.pid, "hot"), 10),
