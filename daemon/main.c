@@ -36,6 +36,11 @@ static uint64_t now_realtime_ns(void)
         return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
 }
 
+static const Process *find_process(pid_t pid, void *userdata)
+{
+        return process_table_find(userdata, pid);
+}
+
 static void on_interval(void *userdata, uint64_t start_ns, uint64_t end_ns, const SampleRecord *records,
                         size_t n)
 {
@@ -54,9 +59,11 @@ static void on_interval(void *userdata, uint64_t start_ns, uint64_t end_ns, cons
         size_t n_pids = aggregator_take_pids(d->aggregator, &pids);
         for (size_t i = 0; i < n_pids; i++) {
                 Process *p;
-                if (pids[i] != 0)
-                        (void)process_table_get(d->processes, (pid_t)pids[i], &p);
+                if (pids[i] != 0 && process_table_get(d->processes, (pid_t)pids[i], &p) >= 0)
+                        symbolizer_note_process(d->symbolizer, p);
         }
+        /* And what JITs appended to their perf maps since, while they run (bounded steps). */
+        symbolizer_tick(d->symbolizer, find_process, d->processes);
 }
 
 static int on_process_gc(sd_event_source *s, uint64_t usec, void *userdata)

@@ -369,9 +369,14 @@ static size_t mapping_build_id(const ProcMapping *pm, const uint8_t **ret)
         return go ? strlen(go) : 0;
 }
 
-static int user_mapping_id(PprofJob *j, const ProcMapping *pm, uint64_t *ret)
+static int user_mapping_id(PprofJob *j, const ProcMapping *pm, pid_t pid, uint64_t *ret)
 {
         MapKey k = {pm->start, pm->end, pm->offset, pm->dev, pm->inode};
+        /* Anonymous memory is its process's own (JIT code named from its perf map): never the
+         * same mapping, nor the same locations, as another process's at the same addresses. No
+         * file has inode 0 on device 0. */
+        if (!pm->path[0])
+                k.inode = (uint64_t)pid;
         uint64_t h = hash_u64s((const uint64_t *)&k, 5);
         size_t slot = h, bid_size;
         const uint8_t *bid;
@@ -576,7 +581,7 @@ static int user_location(PprofJob *j, Process **pp, pid_t pid, uint64_t addr, bo
                 return location_add(j, &k, h, addr, &res, ret);
         }
 
-        r = user_mapping_id(j, m, &mid);
+        r = user_mapping_id(j, m, pid, &mid);
         if (r < 0)
                 return r;
         k = (LocKey){mid, addr, leaf ? LOC_LEAF : LOC_RETURN};
@@ -590,6 +595,13 @@ static int user_location(PprofJob *j, Process **pp, pid_t pid, uint64_t addr, bo
         r = symbolizer_user(j->sym, *pp, m, lookup, &res);
         if (r < 0)
                 return r;
+        /* JIT code named from a perf map: the mapping is that file, as in perf report. */
+        if (res.source_file) {
+                int64_t idx = intern(j, res.source_file);
+                if (idx < 0)
+                        return -ENOMEM;
+                j->mappings[mid - 1]->filename = idx;
+        }
         if (!res.symbolized) {
                 const uint8_t *bid;
                 j->n_unsymbolized++;

@@ -820,6 +820,13 @@ int process_table_refresh(ProcessTable *t, pid_t pid, Process **ret)
         return 0;
 }
 
+const Process *process_table_find(const ProcessTable *t, pid_t pid)
+{
+        bool found;
+        size_t i = find_index(t, pid, &found);
+        return found ? t->procs[i] : NULL;
+}
+
 void process_table_mark_exited(ProcessTable *t, pid_t pid, uint64_t now_ns)
 {
         bool found;

@@ -78,6 +78,8 @@ int process_table_get(ProcessTable *t, pid_t pid, Process **ret);
 /* Re-read /proc/PID/maps (mmap/exec). A process that is gone, a zombie or exiting keeps its
  * snapshot and is marked exited (returns 0). */
 int process_table_refresh(ProcessTable *t, pid_t pid, Process **ret);
+/* Known process, never read from /proc; NULL if not known. */
+const Process *process_table_find(const ProcessTable *t, pid_t pid);
 void process_table_mark_exited(ProcessTable *t, pid_t pid, uint64_t now_ns);
 /* A new process (fork): until it execs or maps something it has its parent's mappings, so child
  * gets a copy of the parent's snapshot (files and paths shared) without reading /proc. A child

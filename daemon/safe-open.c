@@ -207,7 +207,7 @@ done:
         return r;
 }
 
-int safe_open_in_root(const char *root, const char *path, struct stat *ret_st)
+static int open_in_root(const char *root, const char *path, bool follow, struct stat *ret_st)
 {
         _cleanup_close_ int root_fd = -1, path_fd = -1;
         struct stat st;
@@ -220,16 +220,26 @@ int safe_open_in_root(const char *root, const char *path, struct stat *ret_st)
                 if (root_fd < 0)
                         return -errno;
         }
-        path_fd = resolve_path(root_fd >= 0 ? root_fd : AT_FDCWD, root_fd >= 0, path, true);
+        path_fd = resolve_path(root_fd >= 0 ? root_fd : AT_FDCWD, root_fd >= 0, path, follow);
         if (path_fd < 0)
                 return path_fd;
         fd = reopen_regular(path_fd, &st);
         if (fd < 0)
                 return fd;
-        state.opened[SAFE_OPEN_VIA_DEBUG]++;
+        state.opened[follow ? SAFE_OPEN_VIA_DEBUG : SAFE_OPEN_VIA_PROC_ROOT]++;
         if (ret_st)
                 *ret_st = st;
         return fd;
+}
+
+int safe_open_in_root(const char *root, const char *path, struct stat *ret_st)
+{
+        return open_in_root(root, path, true, ret_st);
+}
+
+int safe_open_in_root_nofollow(const char *root, const char *path, struct stat *ret_st)
+{
+        return open_in_root(root, path, false, ret_st);
 }
 
 void safe_open_write_metrics(FILE *f)

@@ -61,6 +61,10 @@ int safe_open_mapping(const SafeMapping *m, FileIdentity *ret_id, bool *ret_matc
  * errno as above. */
 int safe_open_in_root(const char *root, const char *path, struct stat *ret_st);
 
+/* The same, but no symlink anywhere on the path (-ELOOP): a file a process names by a fixed path
+ * and anyone may create there (/tmp/perf-PID.map), whose content profd reads and serves. */
+int safe_open_in_root_nofollow(const char *root, const char *path, struct stat *ret_st);
+
 /* Ways a file was opened, for metrics. */
 typedef enum SafeOpenVia {
         SAFE_OPEN_VIA_MAP_FILES,

@@ -17,6 +17,7 @@
 #include "gopclntab.h"
 #include "hash.h"
 #include "log.h"
+#include "perf-map.h"
 #include "symbolizer.h"
 #include "time-util.h"
 
@@ -135,7 +136,9 @@ struct Symbolizer {
         char *strings[4 * (SYMBOLIZER_MAX_INLINE + 1)];
         size_t n_strings;
 
-        uint64_t n_cache_hits;
+        PerfMaps *perf_maps; /* names of JIT code in anonymous executable memory */
+
+        uint64_t n_cache_hits, n_user_perf_map;
         uint64_t n_dwarf_unsafe[2]; /* dwz file missing, split DWARF */
         size_t cache_entries, cache_bytes;
         uint64_t n_user, n_user_symbolized, n_user_dwarf, n_user_no_file, n_user_no_symbol, n_kernel,
@@ -165,6 +168,10 @@ int symbolizer_new(Symbolizer **ret)
         Symbolizer *s = calloc(1, sizeof(*s));
         if (!s)
                 return -ENOMEM;
+        if (perf_maps_new(&s->perf_maps) < 0) {
+                free(s);
+                return -ENOMEM;
+        }
         /* With DEBUGINFOD_URLS set, libdwfl would fetch debuginfo over the network from inside
          * the single-threaded event loop, stalling sampling drains and HTTP for seconds. */
         unsetenv("DEBUGINFOD_URLS");
@@ -198,6 +205,7 @@ Symbolizer *symbolizer_free(Symbolizer *s)
                 for (size_t i = 0; i < SYMBOLIZER_CACHE_SLOTS; i++)
                         free(s->cache[i].frames);
         free(s->cache);
+        perf_maps_free(s->perf_maps);
         free(s->debuginfo_path);
         free(s->ksyms);
         free(s->knames);
@@ -1238,6 +1246,14 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
         s->n_user++;
 
         if (m->path[0] == 0) {
+                const char *file = NULL, *name = perf_maps_lookup(s->perf_maps, p, addr, &file);
+                if (name) {
+                        s->n_user_perf_map++;
+                        s->frames[0] = (SymFrame){.name = name, .system_name = name};
+                        *ret = (SymResult){
+                                .frames = s->frames, .n_frames = 1, .symbolized = true, .source_file = file};
+                        return 0;
+                }
                 s->n_user_no_file++;
                 unknown_frame(s, keep_printf(s, "[unknown] [anon] 0x%" PRIx64, addr), ret);
                 return 0;
@@ -1591,6 +1607,7 @@ void symbolizer_write_metrics(const Symbolizer *s, FILE *f)
                 "profd_symbolizer_lookups_total{space=\"user\",result=\"symbol\"} %" PRIu64 "\n"
                 "profd_symbolizer_lookups_total{space=\"user\",result=\"no_symbol\"} %" PRIu64 "\n"
                 "profd_symbolizer_lookups_total{space=\"user\",result=\"no_file\"} %" PRIu64 "\n"
+                "profd_symbolizer_lookups_total{space=\"user\",result=\"perf_map\"} %" PRIu64 "\n"
                 "profd_symbolizer_lookups_total{space=\"kernel\",result=\"symbol\"} %" PRIu64 "\n"
                 "profd_symbolizer_lookups_total{space=\"kernel\",result=\"unknown\"} %" PRIu64 "\n"
                 "# HELP profd_symbolizer_dwarf_unused_total Executables whose DWARF was not read because "
@@ -1613,7 +1630,18 @@ void symbolizer_write_metrics(const Symbolizer *s, FILE *f)
                 "profd_symbolizer_kallsyms_hidden %d\n",
                 s->n_exes, s->n_exe_opened, s->n_exe_evicted, s->n_exe_failed, s->n_cache_hits,
                 s->n_user_dwarf, s->n_user_symbolized - s->n_user_dwarf, s->n_user_no_symbol,
-                s->n_user_no_file, s->n_kernel_symbolized, s->n_kernel - s->n_kernel_symbolized,
-                s->n_dwarf_unsafe[0], s->n_dwarf_unsafe[1], s->cache_entries, s->cache_bytes, s->n_ksyms,
-                s->kallsyms_hidden);
+                s->n_user_no_file, s->n_user_perf_map, s->n_kernel_symbolized,
+                s->n_kernel - s->n_kernel_symbolized, s->n_dwarf_unsafe[0], s->n_dwarf_unsafe[1],
+                s->cache_entries, s->cache_bytes, s->n_ksyms, s->kallsyms_hidden);
+        perf_maps_write_metrics(s->perf_maps, f);
+}
+
+void symbolizer_note_process(Symbolizer *s, const Process *p)
+{
+        perf_maps_refresh(s->perf_maps, p);
+}
+
+void symbolizer_tick(Symbolizer *s, const Process *(*find)(pid_t pid, void *userdata), void *userdata)
+{
+        perf_maps_tick(s->perf_maps, find, userdata);
 }

@@ -33,6 +33,9 @@ typedef struct SymResult {
          * read (gone, replaced or refused; not ELF): the file at its path may not be the one that
          * ran. */
         bool no_symbol;
+        /* Set when the frames were named from another file than the mapping's: a JIT's perf map
+         * ("/tmp/perf-NSPID.map", the path the process sees) for anonymous executable memory. */
+        const char *source_file;
 } SymResult;
 
 int symbolizer_new(Symbolizer **ret);
@@ -53,6 +56,12 @@ void symbolizer_set_kernel_addresses(Symbolizer *s, bool show);
 /* Whether kernel addresses may be served now (pprof location addresses, mapping range). */
 bool symbolizer_kernel_addresses_shown(Symbolizer *s);
 void symbolizer_write_metrics(const Symbolizer *s, FILE *f);
+/* A process seen in samples: reads (a bounded step of) its perf map while it runs, if it has
+ * anonymous executable memory (perf-map.h). */
+void symbolizer_note_process(Symbolizer *s, const Process *p);
+/* Periodic (every sample drain): forgets the perf maps of processes find() no longer knows, reads what live ones
+ * appended (bounded). */
+void symbolizer_tick(Symbolizer *s, const Process *(*find)(pid_t pid, void *userdata), void *userdata);
 /* Where separate debuginfo is searched (libdwfl syntax, default ":.debug:/usr/lib/debug"). */
 int symbolizer_set_debuginfo_path(Symbolizer *s, const char *path);
 /* GNU build ID of the running kernel (from /sys/kernel/notes); returns its size, 0 if unknown. */
