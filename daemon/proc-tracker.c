@@ -777,6 +777,7 @@ static void on_anon_exec(ProcTracker *t, pid_t pid, uint64_t start, uint64_t end
         Tracked *p = tracked_find(t, pid);
         TrackedMapping *maps;
         size_t at = 0, lo, hi;
+        int r;
 
         if (end <= start)
                 return;
@@ -827,6 +828,13 @@ static void on_anon_exec(ProcTracker *t, pid_t pid, uint64_t start, uint64_t end
         t->n_anon_added++;
         p->background = false;
         mark_push(t, p);
+        /* The symbolizer's snapshot too: after the process exits it is all there is to place
+         * (and name, from a perf map) the frames in this code. */
+        r = process_table_add_anon(t->procs, pid, start, end);
+        if (r == -ENOSPC || r == -ENOMEM)
+                t->n_anon_dropped++;
+        else if (r == -EEXIST)
+                mark_dirty(t, p);
 }
 
 static void on_event(const struct profd_event *ev, void *userdata)

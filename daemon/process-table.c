@@ -827,6 +827,59 @@ const Process *process_table_find(const ProcessTable *t, pid_t pid)
         return found ? t->procs[i] : NULL;
 }
 
+int process_table_add_anon(ProcessTable *t, pid_t pid, uint64_t start, uint64_t end)
+{
+        bool found;
+        size_t i = find_index(t, pid, &found), at = 0, lo, hi, n;
+        ProcMapping *m, *maps;
+        const char *anon;
+
+        if (!found || end <= start)
+                return -ENOENT;
+        Process *p = t->procs[i];
+        if (p->exited_ns)
+                return -ESRCH;
+        m = p->mappings;
+        while (at < p->n_mappings && m[at].end <= start)
+                at++;
+        /* Overlapping entries [lo, hi) must all be anonymous: the new range takes them in. */
+        lo = at;
+        for (hi = at; hi < p->n_mappings && m[hi].start < end; hi++) {
+                if (m[hi].start <= start && end <= m[hi].end && !m[hi].inode)
+                        return 0; /* known already */
+                if (m[hi].inode || m[hi].file || (m[hi].path && m[hi].path[0]))
+                        return -EEXIST; /* part of a file mapping: only a read of the maps tells */
+        }
+        if (lo < hi) {
+                start = m[lo].start < start ? m[lo].start : start;
+                end = m[hi - 1].end > end ? m[hi - 1].end : end;
+        }
+        n = p->n_mappings - (hi - lo) + 1;
+        if (n > PROCESS_MAX_MAPPINGS || process_table_memory(t) + sizeof(ProcMapping) > t->max_bytes)
+                return -ENOSPC;
+        anon = string_pool_ref(t->paths, "");
+        if (!anon)
+                return -ENOMEM;
+        maps = calloc(n, sizeof(*maps));
+        if (!maps) {
+                string_pool_unref(t->paths, anon);
+                return -ENOMEM;
+        }
+        memcpy(maps, m, lo * sizeof(*maps));
+        maps[lo] = (ProcMapping){.start = start, .end = end, .path = anon, .executable = true};
+        memcpy(maps + lo + 1, m + hi, (p->n_mappings - hi) * sizeof(*maps));
+        /* The merged entries were anonymous: only their interned paths to drop. */
+        for (size_t k = lo; k < hi; k++)
+                string_pool_unref(t->paths, m[k].path);
+        free(m);
+        t->proc_bytes += sizeof(ProcMapping);
+        t->proc_bytes -= (hi - lo) * sizeof(ProcMapping);
+        p->mappings = maps;
+        p->n_mappings = n;
+        p->generation++;
+        return 1;
+}
+
 void process_table_mark_exited(ProcessTable *t, pid_t pid, uint64_t now_ns)
 {
         bool found;

@@ -80,6 +80,11 @@ int process_table_get(ProcessTable *t, pid_t pid, Process **ret);
 int process_table_refresh(ProcessTable *t, pid_t pid, Process **ret);
 /* Known process, never read from /proc; NULL if not known. */
 const Process *process_table_find(const ProcessTable *t, pid_t pid);
+/* Anonymous executable memory made after pid was read (JIT code, from the process events): added
+ * to its snapshot without reading /proc/PID/maps, so that its frames are still placed (and named
+ * from a perf map) after the process exits. 1: added; 0: known already; -EEXIST: overlaps a file
+ * mapping (read the maps instead); -ENOENT/-ESRCH: pid unknown or exited; -ENOSPC: over bounds. */
+int process_table_add_anon(ProcessTable *t, pid_t pid, uint64_t start, uint64_t end);
 void process_table_mark_exited(ProcessTable *t, pid_t pid, uint64_t now_ns);
 /* A new process (fork): until it execs or maps something it has its parent's mappings, so child
  * gets a copy of the parent's snapshot (files and paths shared) without reading /proc. A child

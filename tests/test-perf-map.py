@@ -311,6 +311,13 @@ def main():
             check(any("Hot.hotLoop" in n for _, _, n in jjit), "java: the hot method Hot.hotLoop is named")
 
             sjit = jit_leaves(prof, short.pid)
+            if not sjit:
+                leaves = {}
+                for s in prof[0]:
+                    if s[1] == short.pid:
+                        k = user_leaf(s, prof[1], prof[2])
+                        leaves[k] = leaves.get(k, 0) + s[0]
+                log("exited node: leaves %s" % sorted(leaves.items(), key=lambda x: -x[1])[:8])
             stotal = sum(c for c, _, _ in sjit)
             snamed = sum(c for c, _, n in sjit if n and not n.startswith("[unknown]"))
             log("exited node: %d samples with the leaf in JIT memory, %d named" % (stotal, snamed))

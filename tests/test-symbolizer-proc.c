@@ -24,7 +24,6 @@
 #include "lib/test-child.h"
 #include "lib/test-util.h"
 
-
 static uint64_t now_ns(void)
 {
         struct timespec ts;
@@ -560,6 +559,45 @@ static void test_real_kallsyms(void)
               "real /proc/kallsyms: schedule+4 -> '%s'", r == 0 ? res.frames[0].name : "");
 }
 
+/* JIT code reported after the read lands in the snapshot, stays there after the process exits,
+ * and never takes over part of a file mapping. */
+static void test_add_anon(void)
+{
+        _cleanup_(process_table_freep) ProcessTable *procs = NULL;
+        pid_t pid = getpid();
+        Process *p;
+        const ProcMapping *m, *file = NULL;
+        size_t before;
+        /* Far below anything the loader maps. */
+        uint64_t a = 0x10000000, b = 0x10004000;
+
+        if (process_table_new(5 * NSEC_PER_SEC, &procs) < 0 || process_table_get(procs, pid, &p) < 0) {
+                check(false, "add_anon: table and own process");
+                return;
+        }
+        before = p->n_mappings;
+        check(process_find_mapping(p, a) == NULL, "add_anon: nothing at 0x%" PRIx64 " before", a);
+        check(process_table_add_anon(procs, pid, a, b) == 1, "add_anon: a new range is added");
+        m = process_find_mapping(p, a + 0x100);
+        check(m && m->start == a && m->end == b && !m->file && m->path && !m->path[0],
+              "add_anon: the range is an anonymous mapping of the snapshot");
+        check(process_table_add_anon(procs, pid, a + 0x1000, a + 0x2000) == 0,
+              "add_anon: a known range is known");
+        check(process_table_add_anon(procs, pid, b - 0x1000, b + 0x1000) == 1 && p->n_mappings == before + 1,
+              "add_anon: an overlapping range merges (%zu mappings, %zu before)", p->n_mappings, before);
+        for (size_t i = 0; i < p->n_mappings && !file; i++)
+                if (p->mappings[i].file)
+                        file = &p->mappings[i];
+        if (check(file != NULL, "add_anon: own process has a file mapping"))
+                check(process_table_add_anon(procs, pid, file->start, file->start + 0x1000) == -EEXIST,
+                      "add_anon: never over a file mapping");
+        check(process_table_add_anon(procs, 1 << 22, a, b) == -ENOENT, "add_anon: unknown pid refused");
+        process_table_mark_exited(procs, pid, now_ns());
+        check(process_table_add_anon(procs, pid, 0x20000000, 0x20001000) == -ESRCH,
+              "add_anon: exited refused");
+        check(process_find_mapping(p, a) != NULL, "add_anon: the range outlives the process");
+}
+
 int main(void)
 {
         setvbuf(stdout, NULL, _IOLBF, 0);
@@ -567,6 +605,7 @@ int main(void)
         test_odd_processes();
         test_go();
         test_real_kallsyms();
+        test_add_anon();
         printf("%s: %u failure(s)\n", failures ? "FAIL" : "PASS", failures);
         return failures ? 1 : 0;
 }
