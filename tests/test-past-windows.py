@@ -92,6 +92,9 @@ def main():
         p = subprocess.Popen([prog, "%.6f" % (base + 1), "%.6f" % (base + 3)])
         _, _, ru = os.wait4(p.pid, 0)
         cpu = ru.ru_utime + ru.ru_stime
+        # A second burst inside Q (which starts at base + 5): a quiet host may have no other samples.
+        qb = subprocess.Popen([prog, "%.6f" % (base + 5.5), "%.6f" % (base + 6.5)])
+        qb.wait()
         # Everything asked below has ended (Q ends at base + 8).
         time.sleep(max(0, base + 8.3 - time.time()))
 
@@ -120,7 +123,8 @@ def main():
         check(st == 200, "Q (RFC 3339 start, seconds=3) is served (%d, %d bytes)" % (st, len(body)))
         check(q0 is not None and q0 > base + 3, "Q's served window starts after the burst (%s)" % q0)
         check(st == 200 and spin_samples(q_path, p.pid) == 0, "Q (after the burst) holds none of its samples")
-        check(st == 200 and len(traces(q_path)) > 0, "Q holds the rest of the host's samples")
+        n_r = spin_samples(q_path, qb.pid) if st == 200 else 0
+        check(n_r > 0, "Q holds the second burst, inside it (%d samples)" % n_r)
 
         # The same window asked by its end, with an offset ('+' sent as %2B).
         local = datetime.datetime.fromtimestamp(base + 4, datetime.timezone(datetime.timedelta(hours=2)))
