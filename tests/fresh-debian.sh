@@ -7,7 +7,7 @@
 #   tests/fresh-debian.sh [--keep] [DIR]
 #
 # DIR (default: a new folder under /var/tmp) holds the root; it is removed at the end unless
-# --keep is given. Takes ~10-15 minutes (debootstrap ~2, the packages ~4, the suite ~5-8).
+# --keep is given. Takes ~25 minutes (debootstrap ~2, the packages ~4, the suite ~18).
 # Not part of the suite: it needs the network to Debian's archive and ~3 GB of disk.
 # The last line is the suite's own "N passed, N failed, N skipped", prefixed with "fresh-debian:".
 set -u

@@ -29,7 +29,7 @@ if [ ! -f "$builddir/build.ninja" ]; then
 fi
 echo "run-all: building in $builddir"
 meson compile -C "$builddir" || { echo "build failed"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
-echo "run-all: running the tests (~8 minutes; one at a time: they sample the whole machine)"
+echo "run-all: running the tests (~12 minutes; one at a time: they sample the whole machine)"
 
 ok=0 fail=0 skip=0 skipped_lines=""
 # Adds one meson test run's counts (its log in $1, its exit status in $2) to the totals.
@@ -56,7 +56,7 @@ tally "$log" "${PIPESTATUS[0]}"
 # samples lost right after exec measures how fast the daemon reacts: an instrumented one is slow).
 if [ $# -eq 0 ] && [ "${PROFD_SANITIZE:-1}" = 1 ]; then
         sanbuild="$builddir-sanitize"
-        echo "run-all: AddressSanitizer + UndefinedBehaviorSanitizer build in $sanbuild (~4 more minutes)"
+        echo "run-all: AddressSanitizer + UndefinedBehaviorSanitizer build in $sanbuild (~6 more minutes)"
         if [ ! -f "$sanbuild/build.ninja" ]; then
                 meson setup "$sanbuild" -Db_sanitize=address,undefined -Db_lundef=false >/dev/null || fail=$((fail + 1))
         fi
