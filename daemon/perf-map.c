@@ -220,21 +220,8 @@ static PerfMap *perf_map_get(PerfMaps *pm, const Process *p, bool create)
  * was reused, and its root and /tmp are another process's. */
 static bool same_process(const PerfMap *m)
 {
-        char path[64], buf[1024], *p;
-        _cleanup_close_ int fd = -1;
-        ssize_t n;
-
-        snprintf(path, sizeof(path), "/proc/%d/stat", (int)m->pid);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0 || (n = read(fd, buf, sizeof(buf) - 1)) <= 0)
-                return false;
-        buf[n] = 0;
-        p = strrchr(buf, ')');
-        p = p ? p + 1 : NULL; /* the space before field 3 */
-        /* After ") ": field 3 (state) ... field 22 (starttime). */
-        for (int field = 3; p && field < 22; field++)
-                p = strchr(p + 1, ' ');
-        return p && strtoull(p + 1, NULL, 10) == m->start_time;
+        uint64_t start;
+        return process_read_start_time(m->pid, &start) >= 0 && start == m->start_time;
 }
 
 /* The pid in the process's innermost pid namespace (the one it writes into the file name) and

@@ -553,6 +553,11 @@ static int read_stat(pid_t pid, uint64_t *ret_start, char comm[17])
         return read_stat_full(pid, ret_start, comm, NULL);
 }
 
+int process_read_start_time(pid_t pid, uint64_t *ret)
+{
+        return read_stat_full(pid, ret, NULL, NULL);
+}
+
 static void mappings_free(ProcessTable *t, ProcMapping *m, size_t n)
 {
         for (size_t i = 0; i < n; i++) {

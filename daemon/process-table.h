@@ -85,6 +85,8 @@ const Process *process_table_find(const ProcessTable *t, pid_t pid);
  * from a perf map) after the process exits. 1: added; 0: known already; -EEXIST: overlaps a file
  * mapping (read the maps instead); -ENOENT/-ESRCH: pid unknown or exited; -ENOSPC: over bounds. */
 int process_table_add_anon(ProcessTable *t, pid_t pid, uint64_t start, uint64_t end);
+/* starttime of /proc/PID/stat (clock ticks since boot): what tells a reused pid apart. */
+int process_read_start_time(pid_t pid, uint64_t *ret);
 void process_table_mark_exited(ProcessTable *t, pid_t pid, uint64_t now_ns);
 /* A new process (fork): until it execs or maps something it has its parent's mappings, so child
  * gets a copy of the parent's snapshot (files and paths shared) without reading /proc. A child
