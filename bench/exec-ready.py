@@ -20,19 +20,17 @@ import time
 
 from profdtest import PROFD, Daemon, cc, fetch_profile, log, require_bpf, tmpdir, traces
 
-SRC = r"""
-#include <stdlib.h>
-#include <time.h>
-static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec / 1e9; }
-__attribute__((noinline)) unsigned long er_leaf(unsigned long x) { for (int i = 0; i < 50000; i++) x = x * 6364136223846793005ul + 1442695040888963407ul; return x; }
-__attribute__((noinline)) unsigned long er_mid(unsigned long x) { return er_leaf(x) + 3; }
-int main(int argc, char **argv) {
-        double end = now() + atoi(argv[1]) / 1000.0;
-        unsigned long x = 1;
-        while (now() < end) x = er_mid(x);
-        return x == 42;
-}
-"""
+def _test_module():
+    """tests/test-exec-ready.py: the bench runs the test's own program and load."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "test-exec-ready.py")
+    spec = importlib.util.spec_from_file_location("test_exec_ready", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+SRC = _test_module().SRC
 LOST = ("unwind table not ready", "process not yet known")
 OUTSIDE = "pc outside any mapping"
 
