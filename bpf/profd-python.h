@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* CPython frames in BPF: the per-process description the daemon writes (map "python_procs") and
+ * how Python frames are stored in a user stack (struct profd_stack, profd-sample.h).
+ * Includes nothing: BPF code gets __u8.. from vmlinux.h, userspace from <linux/types.h>.
+ *
+ * The native walk (bpf/profile.bpf.c) marks each frame whose pc lies in the interpreter's eval
+ * function with PROFD_FRAME_PY_EVAL. After it, the Python walk (bpf/python.bpf.h) appends the
+ * thread's Python frames, innermost first, each as one PROFD_FRAME_PYTHON entry; the last frame
+ * that one call of the eval function runs carries PROFD_FRAME_PY_ENTRY. The daemon
+ * (daemon/python-stack.c) puts each such group of Python frames in place of its eval frame. */
+#pragma once
+
+/* A user stack entry that is a Python frame, not an address (user addresses end at 2^47). */
+#define PROFD_FRAME_PYTHON (1ULL << 62)
+/* Python entry: the outermost frame of one call of the eval function (a group ends here). */
+#define PROFD_FRAME_PY_ENTRY (1ULL << 61)
+/* Native entry: the pc is in the interpreter's eval function. */
+#define PROFD_FRAME_PY_EVAL (1ULL << 60)
+
+/* Python entry: bits 0..43 the code object's address >> 3 (objects are 8-byte aligned, user
+ * addresses have 47 bits), bits 44..59 the instruction (see profd_python_proc.lasti_kind),
+ * saturated at PROFD_PY_INSTR_MAX. */
+#define PROFD_PY_CODE_SHIFT 3
+#define PROFD_PY_CODE_MASK ((1ULL << 44) - 1)
+#define PROFD_PY_INSTR_SHIFT 44
+#define PROFD_PY_INSTR_MAX 0xffffULL
+
+/* How a frame says which instruction runs. */
+enum profd_py_lasti_kind {
+        PROFD_PY_LASTI_INT = 0, /* int f_lasti at frame_lasti (3.8-3.10), stored as is */
+        /* A pointer at frame_lasti to the code unit that runs (prev_instr 3.11-3.12, instr_ptr
+         * 3.13+): stored as its index in code units from code + code_adaptive. */
+        PROFD_PY_LASTI_PTR = 1,
+};
+
+/* How the frames of one call of the eval function are told apart. */
+enum profd_py_entry_kind {
+        PROFD_PY_ENTRY_EVERY = 0,    /* one frame per call (3.8-3.10) */
+        PROFD_PY_ENTRY_IS_ENTRY = 1, /* bool at frame_entry: the call's first frame (3.11) */
+        /* char owner at frame_entry == owner_cstack: a shim frame the call pushed below its
+         * first frame; not shown (3.12+). */
+        PROFD_PY_ENTRY_SHIM = 2,
+};
+
+/* Map "python_procs": pid -> how to walk its interpreter. */
+#define PROFD_PY_MAX_PROCS 4096
+struct profd_python_proc {
+        __u64 runtime;        /* address of _PyRuntime */
+        __u64 eval_start;     /* [eval_start, eval_end): _PyEval_EvalFrameDefault */
+        __u64 eval_end;
+        __u64 tstate_current; /* address of the GIL holder's PyThreadState pointer; 0: none */
+        __u16 interpreters_head; /* in _PyRuntime: first PyInterpreterState */
+        __u16 threads_head;      /* in PyInterpreterState: first PyThreadState */
+        __u16 tstate_next;
+        __u16 tstate_thread_id; /* unsigned long pthread_self(): the thread's fs base */
+        __u16 tstate_frame;     /* the current frame pointer, at tstate + this... */
+        __u16 cframe_frame;     /* ...or, when has_cframe, at *(tstate + tstate_frame) + this */
+        __u16 frame_previous;
+        __u16 frame_code;
+        __u16 frame_lasti;
+        __u16 frame_entry;      /* is_entry or owner (entry_kind) */
+        __u16 code_adaptive;    /* PROFD_PY_LASTI_PTR: first code unit's offset in the code object */
+        __u16 frame_size;       /* bytes read per frame: covers every frame_* member, <= 128 */
+        __u8 lasti_kind;        /* enum profd_py_lasti_kind */
+        __u8 entry_kind;        /* enum profd_py_entry_kind */
+        __u8 owner_cstack;
+        __u8 has_cframe;
+        __u32 _pad;
+};
+_Static_assert(sizeof(struct profd_python_proc) == 64, "profd_python_proc layout");
+#define PROFD_PY_FRAME_READ_MAX 128
+
+/* Why a Python walk ended (counted per CPU, see PROFD_PY_STOP_BASE in profd-sample.h). */
+enum profd_py_stop {
+        PROFD_PY_STOP_OK = 0,         /* reached the thread's first frame */
+        PROFD_PY_STOP_NO_THREAD = 1,  /* the sampled thread has no PyThreadState: not Python's */
+        PROFD_PY_STOP_IDLE = 2,       /* the thread runs no Python code now */
+        PROFD_PY_STOP_BAD_READ = 3,   /* reading the interpreter's memory failed */
+        PROFD_PY_STOP_DEPTH = 4,      /* no room left in the stack (PROFD_MAX_USER_FRAMES) */
+        PROFD_PY_STOP_TAIL_CALLS = 5, /* the tail-call budget ran out (deep native + Python) */
+        PROFD_PY_STOP__MAX,
+};
