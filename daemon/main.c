@@ -16,6 +16,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "proc-tracker.h"
+#include "python-procs.h"
 #include "symbol-warmer.h"
 #include "table-pool.h"
 #include "notify.h"
@@ -130,6 +131,7 @@ static void daemon_done(Daemon *d)
         d->auth = http_auth_free(d->auth);
         d->cgroup_filter = cgroup_filter_free(d->cgroup_filter);
         d->tracker = proc_tracker_free(d->tracker);
+        d->python = python_procs_free(d->python); /* after the tracker, which used it */
         d->pool = table_pool_free(d->pool);
         d->sampler = sampler_free(d->sampler);
         d->cgroups = cgroup_resolver_free(d->cgroups);
@@ -279,7 +281,14 @@ static int run(int argc, char **argv)
         if (r < 0)
                 log_warning_errno(r, "Cannot create the unwind table pool, DWARF unwinding disabled: %m");
         else {
-                r = proc_tracker_new(d.event, d.processes, d.pool, NULL, &d.tracker);
+                ProcTrackerOptions to = {};
+
+                /* CPython frames: BPF walks them in the processes this describes to it. */
+                r = python_procs_new(sampler_python_procs_fd(d.sampler), &d.python);
+                if (r < 0)
+                        log_warning_errno(r, "Cannot track CPython processes, no Python frames: %m");
+                to.python = d.python;
+                r = proc_tracker_new(d.event, d.processes, d.pool, &to, &d.tracker);
                 if (r < 0)
                         log_warning_errno(r, "Cannot track processes, DWARF unwinding disabled: %m");
                 else {
