@@ -283,9 +283,12 @@ static int run(int argc, char **argv)
         else {
                 ProcTrackerOptions to = {};
 
-                /* CPython frames: BPF walks them in the processes this describes to it. */
-                r = python_procs_new(sampler_python_procs_fd(d.sampler), &d.python);
-                if (r < 0)
+                /* CPython frames: BPF walks them in the processes this describes to it.
+                 * PROFD_PYTHON_FRAMES=0 (benchmarks: the native-only cost) leaves them out. */
+                const char *pf = getenv("PROFD_PYTHON_FRAMES");
+                if (pf && strcmp(pf, "0") == 0)
+                        log_info("PROFD_PYTHON_FRAMES=0: no Python frames");
+                else if ((r = python_procs_new(sampler_python_procs_fd(d.sampler), &d.python)) < 0)
                         log_warning_errno(r, "Cannot track CPython processes, no Python frames: %m");
                 to.python = d.python;
                 r = proc_tracker_new(d.event, d.processes, d.pool, &to, &d.tracker);

@@ -60,6 +60,7 @@ typedef struct ElfCacheEntry {
 
 typedef struct ProcEntry {
         PythonProcess info;
+        bool walked; /* described to BPF; false: its runtime is one profd cannot walk (counted once) */
         struct ProcEntry *next; /* hash chain */
 } ProcEntry;
 
@@ -71,7 +72,8 @@ struct PythonProcs {
         size_t n_elf;
         uint64_t tick;
         ProcEntry *buckets[PROC_BUCKETS];
-        size_t n_procs;
+        size_t n_procs;   /* walked */
+        size_t n_entries; /* walked or not walkable */
         uint64_t detect[_PY_DETECT_MAX];
         uint64_t probes, probe_failures;
 };
@@ -115,7 +117,7 @@ const PythonProcess *python_procs_get(const PythonProcs *pp, pid_t pid)
                 return NULL;
         for (ProcEntry *e = pp->buckets[(unsigned)pid % PROC_BUCKETS]; e; e = e->next)
                 if (e->info.pid == pid)
-                        return &e->info;
+                        return e->walked ? &e->info : NULL;
         return NULL;
 }
 
@@ -131,10 +133,13 @@ void python_procs_forget(PythonProcs *pp, pid_t pid)
                 return;
         e = *s;
         *s = e->next;
+        if (e->walked) {
+                pp->n_procs--;
+                if (pp->map_fd >= 0)
+                        (void)bpf_map_delete_elem(pp->map_fd, &key);
+        }
+        pp->n_entries--;
         free(e);
-        pp->n_procs--;
-        if (pp->map_fd >= 0)
-                (void)bpf_map_delete_elem(pp->map_fd, &key);
 }
 
 /* "python3.11", "python3.9d", "libpython3.13.so.1.0" -> 3.11 / 3.9 / 3.13. */
@@ -430,10 +435,29 @@ void python_procs_note(PythonProcs *pp, const Process *p)
                         python_procs_forget(pp, p->pid); /* exec'd into something else */
                 return;
         }
-        /* Known already, same process, same runtime: nothing changed for BPF. */
+        /* Known already, same process, same runtime: nothing changed for BPF (or it was counted
+         * as one profd cannot walk). */
         if (*slot && (*slot)->info.start_time == p->start_time &&
             (*slot)->info.code_type == m->load_bias + elf->code_type)
                 return;
+        if (*slot)
+                python_procs_forget(pp, p->pid);
+        if (pp->n_entries >= PROFD_PY_MAX_PROCS) {
+                pp->detect[PY_DETECT_MAP_FULL]++;
+                return;
+        }
+        e = calloc(1, sizeof(*e));
+        if (!e)
+                return;
+        e->info = (PythonProcess){
+                .pid = p->pid,
+                .start_time = p->start_time,
+                .code_type = m->load_bias + elf->code_type,
+                .str_type = m->load_bias + elf->str_type,
+        };
+        e->next = pp->buckets[(unsigned)p->pid % PROC_BUCKETS];
+        pp->buckets[(unsigned)p->pid % PROC_BUCKETS] = e;
+        pp->n_entries++;
 
         r = offsets_for(p, elf, m->load_bias, &o, &reason);
         if (r >= 0) {
@@ -442,8 +466,6 @@ void python_procs_note(PythonProcs *pp, const Process *p)
                         reason = PY_DETECT_BAD_OFFSETS;
         }
         if (r < 0) {
-                if (*slot)
-                        python_procs_forget(pp, p->pid);
                 pp->detect[reason]++;
                 log_debug("pid %d runs CPython %u.%u from %s: no Python frames (%s)", (int)p->pid,
                           elf->major, elf->minor, m->path, detect_names[reason]);
@@ -455,24 +477,9 @@ void python_procs_note(PythonProcs *pp, const Process *p)
                 log_debug_errno(r, "Cannot describe CPython of pid %d to BPF: %m", (int)p->pid);
                 return;
         }
-        e = *slot;
-        if (!e) {
-                e = calloc(1, sizeof(*e));
-                if (!e) {
-                        if (pp->map_fd >= 0)
-                                (void)bpf_map_delete_elem(pp->map_fd, &key);
-                        return;
-                }
-                *slot = e;
-                pp->n_procs++;
-        }
-        e->info = (PythonProcess){
-                .pid = p->pid,
-                .start_time = p->start_time,
-                .offsets = o,
-                .code_type = m->load_bias + elf->code_type,
-                .str_type = m->load_bias + elf->str_type,
-        };
+        e->info.offsets = o;
+        e->walked = true;
+        pp->n_procs++;
         pp->detect[PY_DETECT_FOUND]++;
         log_debug("pid %d runs CPython %u.%u (%s): walking its frames", (int)p->pid, o.major, o.minor,
                   m->path);
