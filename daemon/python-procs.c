@@ -227,6 +227,8 @@ int python_elf_probe(int fd, const char *path, PythonElf *ret)
                                 r.str_type = sym.st_value;
                         else if (strcmp(name, "Py_Version") == 0 && sym.st_size == 8)
                                 py_version_addr = sym.st_value;
+                        else if (strcmp(name, "_Py_NegativeRefcount") == 0)
+                                r.debug_build = true; /* Py_REF_DEBUG: another object layout */
                 }
                 break;
         }
@@ -377,6 +379,11 @@ static int offsets_for(const Process *p, const PythonElf *elf, uint64_t bias, Py
 
         if (elf->major == 0) {
                 *ret_reason = PY_DETECT_NO_VERSION;
+                return -EPROTONOSUPPORT;
+        }
+        if (elf->debug_build) {
+                /* Every object has two more pointers: none of the offsets hold. */
+                *ret_reason = PY_DETECT_UNSUPPORTED;
                 return -EPROTONOSUPPORT;
         }
         o = python_offsets_find(elf->major, elf->minor);

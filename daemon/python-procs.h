@@ -46,5 +46,6 @@ void python_procs_write_metrics(const PythonProcs *pp, FILE *f);
 typedef struct PythonElf {
         uint64_t runtime, eval, eval_size, code_type, str_type;
         unsigned major, minor; /* 0.0: unknown */
+        bool debug_build;      /* Py_DEBUG (python3.X-dbg): a layout the offsets do not describe */
 } PythonElf;
 int python_elf_probe(int fd, const char *path, PythonElf *ret);

@@ -280,25 +280,30 @@ def main():
         inside = "/tmp/" + os.path.basename(d) + "/app.py"
         runtimes.append(Runtime("python" + ver, ["chroot", roots[suite], "/usr/bin/python" + ver, inside],
                                 root=roots[suite], app_dir=inside))
-    # A version profd has no offsets for: Debian 11's 3.9 under another version's name.
-    unknown = None
+    # Layouts profd has no offsets for: Debian 11's 3.9 under another version's name, and Debian
+    # 12's debug build (python3.11-dbg: Py_DEBUG objects carry two more pointers).
+    unknowns = []
     if "bullseye" in roots:
         d = cleanup[0]
         shutil.copy2(os.path.join(roots["bullseye"], "usr/bin/python3.9"), os.path.join(d, "python3.7"))
         inside_dir = "/tmp/" + os.path.basename(d)
-        unknown = Runtime("python3.9 named python3.7", ["chroot", roots["bullseye"], "env", "PYTHONHOME=/usr",
-                                                        inside_dir + "/python3.7", inside_dir + "/app.py"])
+        unknowns.append(Runtime("python3.9 named python3.7", ["chroot", roots["bullseye"], "env", "PYTHONHOME=/usr",
+                                                              inside_dir + "/python3.7", inside_dir + "/app.py"]))
+    if os.path.exists("/usr/bin/python3.11d"):
+        unknowns.append(Runtime("python3.11d (debug build)", ["/usr/bin/python3.11d", host_app]))
+    else:
+        missing.append("python3.11d (python3.11-dbg not installed)")
 
     try:
         runtimes[0].start()  # before profd: found by the start-up scan
         with Daemon("--frequency", "199", "--labels", "comm,pid,tid") as d:
-            for rt in runtimes[1:] + ([unknown] if unknown else []):
+            for rt in runtimes[1:] + unknowns:
                 rt.start()
             time.sleep(2)  # every process described to BPF
             start = time.time()
             time.sleep(WINDOW_S)
             end = time.time()
-            for rt in runtimes + ([unknown] if unknown else []):
+            for rt in runtimes + unknowns:
                 rt.stop()
             time.sleep(1.5)  # the window is drained; every interpreter is gone
             st, _, body = d.get("/debug/pprof/profile?start=%.3f&end=%.3f" % (start, end))
@@ -309,7 +314,7 @@ def main():
             _, _, metrics = d.get("/metrics")
             metrics = metrics.decode()
     finally:
-        for rt in runtimes + ([unknown] if unknown else []):
+        for rt in runtimes + unknowns:
             rt.stop()
         for c in cleanup:
             shutil.rmtree(c, ignore_errors=True)
@@ -322,16 +327,18 @@ def main():
     for rt in runtimes:
         app_file = rt.app_dir or rt.cmd[-1]
         check_runtime(rt, by_pid.get(str(rt.proc.pid), []), app_file)
-    if unknown:
+    for unknown in unknowns:
         samples = by_pid.get(str(unknown.proc.pid), [])
         total = sum(c for c, _ in samples)
-        py = sum(c for c, fr in samples if any(f[1] is not None and f[1].endswith(".py") for f in fr))
+        py = sum(c for c, fr in samples if any(f[1] is not None and f[1].endswith(".py") or
+                                               f[0].startswith("[python]") for f in fr))
         evals = sum(c for c, fr in samples if any(f[0] == "_PyEval_EvalFrameDefault" for f in fr))
         check(total >= 50 and py == 0 and evals >= 0.9 * total,
-              "unknown version: %d samples, %d with Python frames (0), %d through _PyEval_EvalFrameDefault"
-              % (total, py, evals))
+              "%s: %d samples, %d with Python frames (0), %d through _PyEval_EvalFrameDefault"
+              % (unknown.name, total, py, evals))
+    if unknowns:
         n = metric(metrics, "profd_python_detections_total", '{outcome="unsupported_version"}')
-        check(n is not None and n >= 1, "unknown version counted on /metrics: %s" % n)
+        check(n == len(unknowns), "each unknown layout counted once on /metrics: %s of %d" % (n, len(unknowns)))
     walked = metric(metrics, "profd_python_stacks_walked_total")
     frames = metric(metrics, "profd_python_frames_read_total")
     check(walked and frames and frames > walked, "/metrics: %s Python stacks walked, %s frames read"
