@@ -14,10 +14,17 @@ process with the offsets profd has for it (the table's entry; for 3.13 python_of
 of the bytes at _PyRuntime in /proc/PID/mem) and must give every name, file, first line and line
 as the interpreter does; memory that is no code object must give an error, never a name; a cache
 of 2 entries must evict the least recently used; and once the process exited, what was read must
-still resolve from the cache alone, while what was not gives an error."""
+still resolve from the cache alone, while what was not gives an error.
+
+Interpreters built apart from Debian that the machine has (pyenv's ~/.pyenv/versions/3.X.Y) are
+checked the same way: the only live check of 3.10's line table and of the 3.8 and 3.12 entries
+(no Debian release ships them), and of 3.13.0's _Py_DebugOffsets. Their absence is noted, not a
+SKIP."""
+import glob
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -163,10 +170,12 @@ def parse(answer):
     return answer.split(" ", 1)[-1]
 
 
-def check_runtime(ver, root, binary):
-    path = os.path.join(root, binary.lstrip("/"))
+def check_runtime(ver, root, binary, elf):
+    """ver: what binary (a path inside root) runs; elf: the file with _PyRuntime (host path)."""
+    path = elf
+    vt = tuple(int(x) for x in ver.split("."))
     # The module and program must be inside the root for a chrooted interpreter.
-    host_dir = tempfile.mkdtemp(prefix="profd-pycode-", dir=os.path.join(root, "tmp"))
+    host_dir = tempfile.mkdtemp(prefix="profd-pycode-", dir=t.SESSION if root == "/" else os.path.join(root, "tmp"))
     inner_dir = "/" + os.path.relpath(host_dir, root)
     tool = Tool()
     proc = None
@@ -186,7 +195,8 @@ def check_runtime(ver, root, binary):
         pid = proc.pid
         t.check(info["version"] == [int(x) for x in ver.split(".")], "%s: runs %s" % (ver, info["version"]))
 
-        runtime = offsets_test.runtime_address(pid, path)
+        # Only 3.13+ reads its offsets from the process (_Py_DebugOffsets at _PyRuntime).
+        runtime = offsets_test.runtime_address(pid, path) if vt >= (3, 13) else 0
         answer = tool.ask("offsets", pid, *ver.split("."), runtime)
         if not t.check(answer.startswith("ok " + ver), "%s: offsets for the process: %s" % (ver, answer)):
             return
@@ -217,7 +227,7 @@ def check_runtime(ver, root, binary):
         names = [c["name"] for c in codes]
         want_names = ["größe", "函数", "\U00020000", "Outer.method", "outer.<locals>.inner", "far", "huge",
                       "<module>"]
-        if ver == "3.9":  # no co_qualname before 3.11
+        if vt < (3, 11):  # no co_qualname before 3.11
             want_names[3:5] = ["method", "inner"]
         t.check(names == want_names, "%s: the interpreter's names are those expected: %s" % (ver, names))
         t.check(any(c["table_len"] > MAX_LINE_TABLE for c in codes),
@@ -305,6 +315,23 @@ def check_runtime(ver, root, binary):
         shutil.rmtree(host_dir, ignore_errors=True)
 
 
+def other_builds():
+    """[(version, binary, file with _PyRuntime)] of interpreters built apart from Debian that this
+    machine happens to have (pyenv's ~/.pyenv/versions/3.X.Y), for versions no Debian release
+    ships (3.8, 3.10, 3.12) and other releases of those that one does (3.13.0, the first 3.13)."""
+    found = []
+    for d in sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.*"))):
+        m = re.fullmatch(r"3\.(\d+)\.\d+", os.path.basename(d))
+        if not m or int(m.group(1)) < 8 or int(m.group(1)) > 13:
+            continue
+        ver = "3." + m.group(1)
+        binary = os.path.join(d, "bin", "python" + ver)
+        lib = os.path.join(d, "lib", "libpython%s.so.1.0" % ver)
+        if os.path.exists(binary):
+            found.append((ver, binary, lib if os.path.exists(lib) else binary, os.path.basename(d)))
+    return found
+
+
 def main():
     if not os.path.exists(TOOL):
         t.skip("%s is not built (ninja -C build)" % TOOL)
@@ -324,8 +351,16 @@ def main():
         if not os.path.exists(os.path.join(root, binary.lstrip("/"))):
             skipped.append("%s: %s not installed" % (ver, binary))
             continue
-        check_runtime(ver, root, binary)
+        check_runtime(ver, root, binary, os.path.join(root, binary.lstrip("/")))
         checked.append(ver)
+    # More builds when the machine has them: not needed to pass, but the only live check of the
+    # 3.10 line table and of the 3.8 / 3.12 table entries.
+    for ver, binary, elf, release in other_builds():
+        t.log("%s: %s (%s)" % (ver, binary, release))
+        check_runtime(ver, "/", binary, elf)
+        checked.append(release + " (" + binary + ")")
+    if not any(v.startswith("3.10.") for v in checked):
+        t.log("NOTE: no CPython 3.10 on this machine: its line table format went unchecked")
     t.log("checked against CPython %s" % (", ".join(checked) or "(none)"))
     if skipped and not t._failures:
         t.skip("runtimes not checked:\n  " + "\n  ".join(skipped))
