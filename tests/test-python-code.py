@@ -132,6 +132,21 @@ sys.stdin.readline()
 '''
 
 
+def symbol_address(pid, elf, name):
+    """Address of dynamic symbol name of elf in process pid: moved by the load bias if PIE or a
+    library (what the daemon does for _PyRuntime, PyCode_Type, PyUnicode_Type)."""
+    value, e_type = offsets_test.elf_symbol(elf, name)
+    if e_type == 2:  # ET_EXEC
+        return value
+    base = os.path.basename(elf)
+    with open("/proc/%d/maps" % pid) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 6 and os.path.basename(parts[5]) == base and int(parts[2], 16) == 0:
+                return int(parts[0].split("-")[0], 16) + value
+    raise ValueError("%s is not mapped in %d" % (base, pid))
+
+
 class Tool:
     """The C side: one command, one answer."""
 
@@ -201,7 +216,10 @@ def check_runtime(ver, root, binary, elf):
         if not t.check(answer.startswith("ok " + ver), "%s: offsets for the process: %s" % (ver, answer)):
             return
         start = int(tool.ask("start", pid).split()[1])
-        ctype, stype = info["code_type"], info["str_type"]
+        # The types the daemon passes come from the interpreter's exported symbols.
+        ctype, stype = symbol_address(pid, path, "PyCode_Type"), symbol_address(pid, path, "PyUnicode_Type")
+        t.check((ctype, stype) == (info["code_type"], info["str_type"]),
+                "%s: PyCode_Type and PyUnicode_Type (dynamic symbols) are id(code type), id(str)" % ver)
         codes = info["codes"]
 
         def resolve(addr, instr, pid=pid, start=start, ctype=ctype, stype=stype):
