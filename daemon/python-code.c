@@ -404,14 +404,14 @@ static int read_str(PythonCodeCache *c, pid_t pid, const PythonOffsets *o, uint6
         bool ascii;
         size_t n, data;
         _cleanup_free_ uint8_t *raw = NULL;
-        char *out;
+        _cleanup_free_ char *out = NULL;
         size_t k = 0;
         int r;
 
         if (o->unicode_ascii_data > sizeof(hdr) || o->unicode_state + 4 > o->unicode_ascii_data ||
             o->unicode_length + 8 > o->unicode_ascii_data)
                 return -EINVAL;
-        /* Only the ASCII header may be all there is before the end of a mapping: read that first. */
+        /* The shorter header first: an ASCII str's text follows it and may end with its mapping. */
         r = read_mem(pid, addr, hdr, o->unicode_ascii_data);
         if (r < 0)
                 return r == -EFAULT ? -EBADMSG : r;
@@ -432,29 +432,23 @@ static int read_str(PythonCodeCache *c, pid_t pid, const PythonOffsets *o, uint6
         data = ascii ? o->unicode_ascii_data : o->unicode_compact_data;
         raw = malloc(n * kind + 1);
         out = malloc(n * 4 + 1);
-        if (!raw || !out) {
-                free(out);
+        if (!raw || !out)
                 return -ENOMEM;
-        }
         r = read_mem(pid, addr + data, raw, n * kind);
-        if (r < 0) {
-                free(out);
+        if (r < 0)
                 return r == -EFAULT ? -EBADMSG : r;
-        }
         for (size_t i = 0; i < n; i++) {
                 uint32_t cp = kind == 1   ? raw[i]
                               : kind == 2 ? (uint32_t)raw[2 * i] | (uint32_t)raw[2 * i + 1] << 8
                                           : get_u32(raw, 4 * i);
 
-                if (cp == 0 || cp > 0x10ffff || (ascii && cp >= 0x80)) {
-                        /* A NUL would cut the name; the rest cannot be in a str of this kind. */
-                        free(out);
+                /* A NUL would cut the name; the rest cannot be in a str of this kind. */
+                if (cp == 0 || cp > 0x10ffff || (ascii && cp >= 0x80))
                         return -EBADMSG;
-                }
                 k += utf8_put(out + k, cp);
         }
         out[k] = 0;
-        *ret = out;
+        *ret = TAKE_PTR(out);
         return 0;
 }
 
@@ -599,9 +593,12 @@ int python_code_resolve(PythonCodeCache *c, pid_t pid, uint64_t start_time, cons
                         uint64_t code_type_addr, uint64_t str_type_addr, uint64_t code_addr, uint32_t instr,
                         PythonFrameInfo *ret)
 {
-        PythonCode *e = find(c, pid, start_time, code_addr);
+        PythonCode *e;
         int r;
 
+        if (!o)
+                return -EINVAL;
+        e = find(c, pid, start_time, code_addr);
         if (e) {
                 c->n_cached++;
                 fill(c, e, instr, ret);
