@@ -268,6 +268,7 @@ int metrics_render(Daemon *d, char **ret_text, size_t *ret_size)
         if (d->tracker)
                 proc_tracker_write_metrics(d->tracker, f);
         python_procs_write_metrics(d->python, f);
+        python_symbols_write_metrics(d->python_symbols, f);
         safe_open_write_metrics(f);
 
         if (ferror(f)) {

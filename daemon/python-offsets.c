@@ -276,3 +276,170 @@ const char *python_offsets_field(const PythonOffsets *o, size_t i, uint16_t *ret
         *ret_value = *(const uint16_t *)((const uint8_t *)o + fields[i].offset);
         return fields[i].name;
 }
+
+/* _Py_DebugOffsets of 3.13 (Include/internal/pycore_runtime.h @v3.13.0): a cookie, the version,
+ * free_threaded, then one section per struct, each a uint64_t size of the struct followed by
+ * uint64_t offsets of its members. Positions of the words profd reads, in bytes from the start. */
+enum {
+        DBG_COOKIE = 0,
+        DBG_VERSION = 8,
+        DBG_FREE_THREADED = 16,
+        DBG_RUNTIME_SIZE = 24,
+        DBG_RUNTIME_INTERPRETERS_HEAD = 40,
+        DBG_INTERP_SIZE = 48,
+        DBG_INTERP_NEXT = 64,
+        DBG_INTERP_THREADS_HEAD = 72,
+        DBG_TSTATE_SIZE = 152,
+        DBG_TSTATE_NEXT = 168,
+        DBG_TSTATE_INTERP = 176,
+        DBG_TSTATE_CURRENT_FRAME = 184,
+        DBG_TSTATE_THREAD_ID = 192,
+        DBG_TSTATE_NATIVE_THREAD_ID = 200,
+        DBG_FRAME_SIZE = 224,
+        DBG_FRAME_PREVIOUS = 232,
+        DBG_FRAME_EXECUTABLE = 240,
+        DBG_FRAME_INSTR_PTR = 248,
+        DBG_FRAME_OWNER = 264,
+        DBG_CODE_SIZE = 272,
+        DBG_CODE_FILENAME = 280,
+        DBG_CODE_NAME = 288,
+        DBG_CODE_QUALNAME = 296,
+        DBG_CODE_LINETABLE = 304,
+        DBG_CODE_FIRSTLINENO = 312,
+        DBG_CODE_CODE_ADAPTIVE = 344,
+        DBG_PYOBJECT_SIZE = 352,
+        DBG_PYOBJECT_OB_TYPE = 360,
+        DBG_BYTES_SIZE = 512,
+        DBG_BYTES_OB_SIZE = 520,
+        DBG_BYTES_OB_SVAL = 528,
+        DBG_UNICODE_SIZE = 536,
+        DBG_UNICODE_STATE = 544,
+        DBG_UNICODE_LENGTH = 552,
+        DBG_UNICODE_ASCIIOBJECT_SIZE = 560,
+        DBG_END = 584, /* gc, the last section, ends here */
+};
+_Static_assert(DBG_END == PYTHON_DEBUG_OFFSETS_SIZE, "PYTHON_DEBUG_OFFSETS_SIZE");
+
+static uint64_t dbg_u64(const uint8_t *p, size_t at)
+{
+        uint64_t v;
+        __builtin_memcpy(&v, p + at, sizeof(v)); /* little-endian: x86-64 only, as the table */
+        return v;
+}
+
+/* The member at word `at` of the section whose size word is at `section`: an offset inside the
+ * struct the section describes. A table of another layout (a section more or less) puts other
+ * words here, which this catches in nearly every case. */
+static int dbg_member(const uint8_t *p, size_t section, size_t at, uint16_t *ret)
+{
+        uint64_t size = dbg_u64(p, section), v = dbg_u64(p, at);
+
+        /* size may be large (_PyRuntimeState is), the offsets profd keeps must fit 16 bits. */
+        if (size == 0 || v >= size || v >= PYTHON_OFFSET_NONE)
+                return -EBADMSG;
+        *ret = (uint16_t)v;
+        return 0;
+}
+
+int python_offsets_from_debug(const void *buf, size_t len, PythonOffsets *ret)
+{
+        const uint8_t *p = buf;
+        uint64_t version;
+        PythonOffsets o = {
+                .major = 3,
+                .minor = 13,
+                .source = "_Py_DebugOffsets of the process (Include/internal/pycore_runtime.h @v3.13.0); "
+                          "interpreters.main, str state bits, sizeof(PyCompactUnicodeObject), "
+                          "FRAME_OWNED_BY_CSTACK from pycore_interp.h, cpython/unicodeobject.h, "
+                          "pycore_frame.h @v3.13.0",
+                .tstate_lookup = PYTHON_TSTATE_THREAD_LIST,
+                .line_table = PYTHON_LINE_TABLE_LOCATIONS,
+                /* enum _frameowner in Include/internal/pycore_frame.h @v3.13.0 */
+                .frame_owner_cstack = 3,
+                /* PyASCIIObject.state: interned:2, kind:3, compact:1, ascii:1 (cpython/unicodeobject.h) */
+                .unicode_kind_shift = 2,
+                .unicode_compact_bit = 5,
+                .unicode_ascii_bit = 6,
+#define N PYTHON_OFFSET_NONE
+                .runtime_tstate_current = N,
+                .runtime_autotss_key = N,
+                .tstate_cframe = N,
+                .cframe_current_frame = N,
+                .frame_lasti = N,
+                .frame_is_entry = N,
+                .code_lnotab = N,
+                .code_code = N,
+#undef N
+        };
+        uint16_t ob_type, ascii_size;
+        int r;
+
+        if (!buf || len < DBG_END || __builtin_memcmp(p + DBG_COOKIE, "xdebugpy", 8) != 0)
+                return -EBADMSG;
+        /* PY_VERSION_HEX: major in bits 24-31, minor 16-23. Another minor version lays the table out
+         * differently (3.14 adds sections), so it is refused before anything else is read. */
+        version = dbg_u64(p, DBG_VERSION);
+        if (version > UINT32_MAX || (version >> 24) != 3)
+                return -EBADMSG;
+        if (((version >> 16) & 0xff) != 13)
+                return -EPROTONOSUPPORT;
+        /* Free-threaded builds lay out PyObject (and so every object) differently. */
+        if (dbg_u64(p, DBG_FREE_THREADED) > 1)
+                return -EBADMSG;
+        if (dbg_u64(p, DBG_FREE_THREADED) != 0)
+                return -EPROTONOSUPPORT;
+
+        /* The resolver takes ob_type at 8 (the default build's PyObject of 16 bytes). */
+        r = dbg_member(p, DBG_PYOBJECT_SIZE, DBG_PYOBJECT_OB_TYPE, &ob_type);
+        if (r < 0)
+                return r;
+        if (dbg_u64(p, DBG_PYOBJECT_SIZE) != 16 || ob_type != 8)
+                return -EBADMSG;
+
+        const struct {
+                size_t section, at;
+                uint16_t *field;
+        } members[] = {
+                {DBG_RUNTIME_SIZE, DBG_RUNTIME_INTERPRETERS_HEAD, &o.runtime_interpreters_head},
+                {DBG_INTERP_SIZE, DBG_INTERP_NEXT, &o.interp_next},
+                {DBG_INTERP_SIZE, DBG_INTERP_THREADS_HEAD, &o.interp_threads_head},
+                {DBG_TSTATE_SIZE, DBG_TSTATE_NEXT, &o.tstate_next},
+                {DBG_TSTATE_SIZE, DBG_TSTATE_INTERP, &o.tstate_interp},
+                {DBG_TSTATE_SIZE, DBG_TSTATE_CURRENT_FRAME, &o.tstate_frame},
+                {DBG_TSTATE_SIZE, DBG_TSTATE_THREAD_ID, &o.tstate_thread_id},
+                {DBG_TSTATE_SIZE, DBG_TSTATE_NATIVE_THREAD_ID, &o.tstate_native_thread_id},
+                {DBG_FRAME_SIZE, DBG_FRAME_PREVIOUS, &o.frame_previous},
+                {DBG_FRAME_SIZE, DBG_FRAME_EXECUTABLE, &o.frame_code},
+                {DBG_FRAME_SIZE, DBG_FRAME_INSTR_PTR, &o.frame_prev_instr},
+                {DBG_FRAME_SIZE, DBG_FRAME_OWNER, &o.frame_owner},
+                {DBG_CODE_SIZE, DBG_CODE_FILENAME, &o.code_filename},
+                {DBG_CODE_SIZE, DBG_CODE_NAME, &o.code_name},
+                {DBG_CODE_SIZE, DBG_CODE_QUALNAME, &o.code_qualname},
+                {DBG_CODE_SIZE, DBG_CODE_LINETABLE, &o.code_linetable},
+                {DBG_CODE_SIZE, DBG_CODE_FIRSTLINENO, &o.code_firstlineno},
+                {DBG_CODE_SIZE, DBG_CODE_CODE_ADAPTIVE, &o.code_code_adaptive},
+                {DBG_BYTES_SIZE, DBG_BYTES_OB_SIZE, &o.var_ob_size},
+                {DBG_BYTES_SIZE, DBG_BYTES_OB_SVAL, &o.bytes_ob_sval},
+                {DBG_UNICODE_SIZE, DBG_UNICODE_STATE, &o.unicode_state},
+                {DBG_UNICODE_SIZE, DBG_UNICODE_LENGTH, &o.unicode_length},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(members); i++) {
+                r = dbg_member(p, members[i].section, members[i].at, members[i].field);
+                if (r < 0)
+                        return r;
+        }
+        /* The text of a compact str follows its header: sizeof(PyASCIIObject), given as is, and
+         * sizeof(PyCompactUnicodeObject), which adds Py_ssize_t utf8_length and char *utf8. */
+        r = dbg_member(p, DBG_UNICODE_SIZE, DBG_UNICODE_ASCIIOBJECT_SIZE, &ascii_size);
+        if (r < 0)
+                return r;
+        if (ascii_size < o.unicode_state + 4 || ascii_size > 256)
+                return -EBADMSG;
+        o.unicode_ascii_data = ascii_size;
+        o.unicode_compact_data = ascii_size + 16;
+        /* struct pyinterpreters: PyMutex mutex; head; main (pycore_runtime.h @v3.13.0). */
+        o.runtime_interpreters_main = o.runtime_interpreters_head + 8;
+
+        *ret = o;
+        return 0;
+}

@@ -103,6 +103,18 @@ typedef struct PythonOffsets {
 /* The entry of major.minor, or NULL when the table has none (3.13+ read _Py_DebugOffsets). */
 const PythonOffsets *python_offsets_find(unsigned major, unsigned minor);
 
+/* The offsets of a 3.13 runtime from its own _Py_DebugOffsets: buf holds len bytes read from the
+ * start of the process's _PyRuntime (PYTHON_DEBUG_OFFSETS_SIZE are enough). 3.13 has no cframe:
+ * tstate_frame is the offset of PyThreadState.current_frame (a _PyInterpreterFrame *, read
+ * directly) and tstate_cframe / cframe_current_frame are PYTHON_OFFSET_NONE; frame_code is
+ * f_executable, frame_prev_instr is instr_ptr (the instruction running, not the one before).
+ * Members the table does not carry (runtime_autotss_key, runtime_tstate_current, lnotab, co_code)
+ * are PYTHON_OFFSET_NONE. .source names what the constants come from; ret is filled only on
+ * success. -EBADMSG: not a _Py_DebugOffsets (cookie, short, values out of range or inconsistent);
+ * -EPROTONOSUPPORT: a valid table of another version than 3.13.x, or a free-threaded build. */
+#define PYTHON_DEBUG_OFFSETS_SIZE 584
+int python_offsets_from_debug(const void *buf, size_t len, PythonOffsets *ret);
+
 /* Every entry, oldest first, for tools and tests. */
 const PythonOffsets *python_offsets_table(size_t *ret_n);
 

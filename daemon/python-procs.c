@@ -22,13 +22,6 @@
 /* Bytes of _Py_DebugOffsets read from a 3.13+ process (the table is ~700 bytes in 3.13). */
 #define PYTHON_DEBUG_OFFSETS_READ 4096
 
-/* TEMPORARY until python-offsets.c has it. */
-int python_offsets_from_debug(const void *buf, size_t len, PythonOffsets *ret);
-__attribute__((weak)) int python_offsets_from_debug(const void *buf, size_t len, PythonOffsets *ret)
-{
-        return -EPROTONOSUPPORT;
-}
-
 typedef enum PyDetectResult {
         PY_DETECT_FOUND,       /* described to BPF */
         PY_DETECT_UNSUPPORTED, /* a CPython version profd has no offsets for */

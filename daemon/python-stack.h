@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <linux/types.h> /* for profd-python.h */
+
 #include "profd-python.h"
 
 static inline bool python_frame_is(uint64_t f)

@@ -22,6 +22,7 @@ import os
 import re
 import struct
 import subprocess
+import tempfile
 import time
 
 import profdtest as t
@@ -44,13 +45,13 @@ FIELDS = {
     "tstate_interp": [("PyThreadState", "interp")],
     "tstate_thread_id": [("PyThreadState", "thread_id")],
     "tstate_native_thread_id": [("PyThreadState", "native_thread_id")],
-    "tstate_frame": [("PyThreadState", "frame")],
+    "tstate_frame": [("PyThreadState", "frame"), ("PyThreadState", "current_frame")],
     "tstate_cframe": [("PyThreadState", "cframe")],
     "cframe_current_frame": [("_PyCFrame", "current_frame"), ("CFrame", "current_frame")],
     "frame_previous": [("FRAME", "previous"), ("FRAME", "f_back")],
     "frame_code": [("FRAME", "f_code"), ("FRAME", "f_executable")],
     "frame_lasti": [("FRAME", "f_lasti")],
-    "frame_prev_instr": [("FRAME", "prev_instr")],
+    "frame_prev_instr": [("FRAME", "prev_instr"), ("FRAME", "instr_ptr")],
     "frame_is_entry": [("FRAME", "is_entry")],
     "frame_owner": [("FRAME", "owner")],
     "code_name": [("PyCodeObject", "co_name")],
@@ -211,9 +212,17 @@ def table():
     return entries, sources
 
 
-def check_entry(ver, entry, dw, where):
+# Members python_offsets_from_debug() leaves NONE though the DWARF has them: _Py_DebugOffsets does
+# not carry them and the 3.13 walk (thread list) does not need them.
+FROM_DEBUG_NONE = {"runtime_autotss_key"}
+
+
+def check_entry(ver, entry, dw, where, from_debug=False):
     got = dwarf_entry(dw)
     for field, want in entry.items():
+        if from_debug and field in FROM_DEBUG_NONE:
+            t.check(want == NONE, "%s %s: NONE from _Py_DebugOffsets (%s)" % (ver, field, want))
+            continue
         t.check(got.get(field) == want, "%s %s: table %s, DWARF of %s %s" % (ver, field, want, where,
                                                                           got.get(field, "absent")))
 
@@ -349,7 +358,53 @@ def check_debug_offsets(ver, root, binary, dw):
         t.check(a is not None and a == values[(sec, member)],
                 "%s: _Py_DebugOffsets.%s.%s = %d, DWARF %s = %s" % (ver, sec, member, values[(sec, member)],
                                                                     q, a))
+    check_from_debug(ver, raw, dw)
     return values
+
+
+def dump_debug(raw):
+    """What python_offsets_from_debug() makes of raw: ({field: value or NONE}, source) or the
+    error name."""
+    with tempfile.NamedTemporaryFile(prefix="profd-debug-offsets-") as f:
+        f.write(raw)
+        f.flush()
+        out = subprocess.run([DUMP, f.name], capture_output=True, text=True, check=True).stdout
+    if out.startswith("error "):
+        return out.split()[1]
+    entry, source = {}, None
+    for line in out.splitlines():
+        _, field, value = line.split(" ", 2)
+        if field == "source":
+            source = value
+        else:
+            entry[field] = NONE if value == NONE else int(value)
+    return entry, source
+
+
+def check_from_debug(ver, raw, dw):
+    """profd's reading of the _Py_DebugOffsets (python_offsets_from_debug) against the DWARF, field
+    by field as a table entry; and what it must refuse."""
+    got = dump_debug(raw)
+    if not t.check(isinstance(got, tuple), "%s: python_offsets_from_debug accepts the ELF's table%s"
+                   % (ver, "" if isinstance(got, tuple) else " (" + got + ")")):
+        return
+    entry, source = got
+    t.check("_Py_DebugOffsets" in source, "%s: from_debug names its source: %s" % (ver, source))
+    check_entry(ver, entry, dw, "the trixie root", from_debug=True)
+    bad = {
+        "cookie": b"xdebugpz" + raw[8:],
+        "short": raw[:200],
+        "a section shifted by a word": raw[:48] + raw[56:] + b"\0" * 8,
+    }
+    for what, b in bad.items():
+        r = dump_debug(b)
+        t.check(r == "EBADMSG", "%s: from_debug refuses a table with a bad %s: %s" % (ver, what, r))
+    other = raw[:8] + struct.pack("<Q", 0x030e00f0) + raw[16:]
+    r = dump_debug(other)
+    t.check(r == "EPROTONOSUPPORT", "%s: from_debug refuses version 3.14 as unsupported: %s" % (ver, r))
+    ft = raw[:16] + struct.pack("<Q", 1) + raw[24:]
+    r = dump_debug(ft)
+    t.check(r == "EPROTONOSUPPORT", "%s: from_debug refuses a free-threaded build: %s" % (ver, r))
 
 
 # --- a real process: walk its frames with the offsets alone ------------------------------------

@@ -20,6 +20,7 @@ names must have been read while they ran. Per runtime:
   lines of its loop.
 A fourth interpreter whose version profd does not know (Debian 11's python3.9 installed under the
 name python3.7) gets native frames only, and /metrics counts it as an unsupported version."""
+import glob
 import os
 import re
 import shutil
@@ -194,7 +195,10 @@ def check_runtime(rt, samples, app_file):
         if any(names[:len(ch)] == ch for ch in ([CHAIN_WORKER] if worker else [CHAIN_SPIN, RECURSION + ["dump"]])):
             leaf += count
         natives = [f[0] for f in outer if not (f[1] is not None and f[1].endswith(".py"))]
-        if natives and (natives[0] == "_start" if not worker else "clone" in natives[0]):
+        complete = not any(n.startswith("[unwind stopped") or n.startswith("[truncated") for n in natives)
+        # A thread starts in libc's clone3 (named where libc has symbols: not in the Debian 13 root).
+        if complete and natives and (natives[0] == "_start" if not worker else
+                                     "clone" in natives[0] or natives[0] == "[libc.so.6]"):
             bottom += count
         # C frames leafward of the Python frame that called them.
         key = "worker" if worker else ("dump" if "dump" in names else None)
@@ -202,8 +206,9 @@ def check_runtime(rt, samples, app_file):
             idx = max(i for i, f in enumerate(outer) if f[1] is not None and f[1].endswith(".py"))
             c_frames = [f[0] for f in outer[idx + 1:]]
             c_below[key][0] += count
-            want = ("sre", "pattern_") if worker else ("encoder",)
-            if any(any(w in n for w in want) for n in c_frames):
+            # Named where the interpreter has symbols (Debian 12's, with python3.11-dbg), the
+            # extension's file or the interpreter's where not.
+            if c_frames:
                 c_below[key][1] += count
         # Lines of the app's own frames.
         app = [(short(f[0]), f[2]) for f in py if f[1] == app_file]
@@ -261,7 +266,7 @@ def main():
     host_app = write_app(os.path.join(work, "host"))
     runtimes.append(Runtime("python3.11", ["/usr/bin/python3.11", host_app]))
     embed = os.path.join(work, "pyembed")
-    flags = subprocess.run(["python3.11-config", "--cflags", "--embed", "--ldflags"], capture_output=True,
+    flags = subprocess.run(["/usr/bin/python3.11-config", "--cflags", "--embed", "--ldflags"], capture_output=True,
                            text=True)
     if flags.returncode != 0:
         missing.append("embedded libpython3.11 (python3.11-config failed: install libpython3.11-dev)")
@@ -271,6 +276,14 @@ def main():
             f.write(EMBED_C)
         subprocess.run(["gcc", "-O1", "-o", embed, src] + flags.stdout.split(), check=True)
         runtimes.append(Runtime("libpython3.11 embedded", [embed, write_app(os.path.join(work, "embed"))]))
+    # Other builds of 3.8, 3.10 and 3.12 where the machine has them (pyenv): their offsets come
+    # from CPython's headers only (no Debian release ships them).
+    for ver in ("3.8", "3.10", "3.12"):
+        exe = sorted(glob.glob("/root/.pyenv/versions/%s.*/bin/python%s" % (ver, ver)))
+        if exe:
+            runtimes.append(Runtime("python%s (%s)" % (ver, exe[-1]), [exe[-1], write_app(os.path.join(work, ver))]))
+        else:
+            log("no CPython %s build on this machine: not checked" % ver)
     for suite, ver in (("bullseye", "3.9"), ("trixie", "3.13")):
         if suite not in roots:
             continue

@@ -1,0 +1,667 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+#include "python-code.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "hash.h"
+#include "process-table.h"
+
+typedef struct PythonCode PythonCode;
+struct PythonCode {
+        pid_t pid;
+        uint64_t start_time;
+        uint64_t addr;
+        PythonCode *bucket_next;
+        PythonCode *lru_prev, *lru_next; /* lru_next: used less recently */
+        PythonLineTable kind;
+        uint32_t first_line;
+        bool no_table; /* the line table was too large to keep: every line is unknown */
+        size_t table_len;
+        size_t bytes;
+        /* name, file (NUL-terminated) and the line table, in one allocation after the struct */
+        const char *name;
+        const char *file;
+        const uint8_t *table;
+};
+
+enum {
+        ERR_GONE,
+        ERR_UNREADABLE,
+        ERR_BAD_OBJECT,
+        ERR_PERMISSION,
+        ERR_OTHER,
+        _ERR_MAX,
+};
+
+struct PythonCodeCache {
+        PythonCode **buckets;
+        size_t n_buckets; /* power of two */
+        size_t n_entries, bytes;
+        size_t max_entries, max_bytes;
+        PythonCode *lru_head, *lru_tail; /* head: most recently used */
+
+        uint64_t n_cached, n_read, n_lookup_miss;
+        uint64_t n_errors[_ERR_MAX];
+        uint64_t n_evicted, n_tables_too_large, n_names_truncated, n_lines_unknown;
+};
+
+int python_code_cache_new(size_t max_entries, size_t max_bytes, PythonCodeCache **ret)
+{
+        PythonCodeCache *c = calloc(1, sizeof(*c));
+
+        if (!c)
+                return -ENOMEM;
+        c->max_entries = max_entries ?: PYTHON_CODE_MAX_ENTRIES;
+        c->max_bytes = max_bytes ?: PYTHON_CODE_MAX_BYTES;
+        c->n_buckets = 64;
+        c->buckets = calloc(c->n_buckets, sizeof(*c->buckets));
+        if (!c->buckets) {
+                free(c);
+                return -ENOMEM;
+        }
+        *ret = c;
+        return 0;
+}
+
+PythonCodeCache *python_code_cache_free(PythonCodeCache *c)
+{
+        if (!c)
+                return NULL;
+        for (PythonCode *e = c->lru_head, *next; e; e = next) {
+                next = e->lru_next;
+                free(e);
+        }
+        free(c->buckets);
+        return mfree(c);
+}
+
+size_t python_code_cache_entries(const PythonCodeCache *c)
+{
+        return c->n_entries;
+}
+
+size_t python_code_cache_bytes(const PythonCodeCache *c)
+{
+        return c->bytes + c->n_buckets * sizeof(*c->buckets);
+}
+
+static size_t bucket_of(const PythonCodeCache *c, pid_t pid, uint64_t start_time, uint64_t addr)
+{
+        return hash_mix64(addr ^ hash_mix64((uint64_t)pid << 32 ^ start_time)) & (c->n_buckets - 1);
+}
+
+static void lru_unlink(PythonCodeCache *c, PythonCode *e)
+{
+        if (e->lru_prev)
+                e->lru_prev->lru_next = e->lru_next;
+        else
+                c->lru_head = e->lru_next;
+        if (e->lru_next)
+                e->lru_next->lru_prev = e->lru_prev;
+        else
+                c->lru_tail = e->lru_prev;
+        e->lru_prev = e->lru_next = NULL;
+}
+
+static void lru_push(PythonCodeCache *c, PythonCode *e)
+{
+        e->lru_prev = NULL;
+        e->lru_next = c->lru_head;
+        if (c->lru_head)
+                c->lru_head->lru_prev = e;
+        c->lru_head = e;
+        if (!c->lru_tail)
+                c->lru_tail = e;
+}
+
+static PythonCode *find(PythonCodeCache *c, pid_t pid, uint64_t start_time, uint64_t addr)
+{
+        for (PythonCode *e = c->buckets[bucket_of(c, pid, start_time, addr)]; e; e = e->bucket_next)
+                if (e->addr == addr && e->pid == pid && e->start_time == start_time) {
+                        lru_unlink(c, e);
+                        lru_push(c, e);
+                        return e;
+                }
+        return NULL;
+}
+
+static void remove_entry(PythonCodeCache *c, PythonCode *e)
+{
+        PythonCode **p = &c->buckets[bucket_of(c, e->pid, e->start_time, e->addr)];
+
+        while (*p != e)
+                p = &(*p)->bucket_next;
+        *p = e->bucket_next;
+        lru_unlink(c, e);
+        c->n_entries--;
+        c->bytes -= e->bytes;
+        free(e);
+}
+
+static void grow(PythonCodeCache *c)
+{
+        size_t n = c->n_buckets * 2;
+        PythonCode **b;
+
+        /* Load factor up to 1; a table that cannot grow stays correct, only slower. */
+        if (c->n_entries < c->n_buckets)
+                return;
+        b = calloc(n, sizeof(*b));
+        if (!b)
+                return;
+        for (size_t i = 0; i < c->n_buckets; i++)
+                for (PythonCode *e = c->buckets[i], *next; e; e = next) {
+                        size_t j = hash_mix64(e->addr ^ hash_mix64((uint64_t)e->pid << 32 ^ e->start_time)) &
+                                   (n - 1);
+                        next = e->bucket_next;
+                        e->bucket_next = b[j];
+                        b[j] = e;
+                }
+        free(c->buckets);
+        c->buckets = b;
+        c->n_buckets = n;
+}
+
+static void insert(PythonCodeCache *c, PythonCode *e)
+{
+        size_t i;
+
+        /* Make room first, least recently used first, so that the bounds hold at every moment. */
+        while (c->lru_tail && (c->n_entries + 1 > c->max_entries || c->bytes + e->bytes > c->max_bytes)) {
+                remove_entry(c, c->lru_tail);
+                c->n_evicted++;
+        }
+        grow(c);
+        i = bucket_of(c, e->pid, e->start_time, e->addr);
+        e->bucket_next = c->buckets[i];
+        c->buckets[i] = e;
+        lru_push(c, e);
+        c->n_entries++;
+        c->bytes += e->bytes;
+}
+
+void python_code_cache_forget(PythonCodeCache *c, pid_t pid, uint64_t start_time)
+{
+        if (!c)
+                return;
+        for (PythonCode *e = c->lru_head, *next; e; e = next) {
+                next = e->lru_next;
+                if (e->pid == pid && e->start_time == start_time)
+                        remove_entry(c, e);
+        }
+}
+
+/* --- line tables ------------------------------------------------------------------------------ */
+
+/* 3.8-3.9 co_lnotab (Objects/lnotab_notes.txt @v3.9): pairs of (bytecode bytes advanced, unsigned;
+ * lines advanced, signed) from (0, co_firstlineno). An instruction's line is that of the last
+ * pair whose address does not pass it. */
+static uint32_t line_lnotab(const uint8_t *t, size_t len, uint32_t first_line, uint32_t offset)
+{
+        uint64_t addr = 0;
+        int64_t line = first_line;
+
+        for (size_t i = 0; i + 1 < len; i += 2) { /* bounded by len <= PYTHON_CODE_MAX_LINE_TABLE */
+                addr += t[i];
+                if (addr > offset)
+                        break;
+                line += (int8_t)t[i + 1];
+        }
+        return line > 0 && line <= UINT32_MAX ? (uint32_t)line : 0;
+}
+
+/* 3.10 co_linetable (Objects/lnotab_notes.txt @v3.10): pairs of (bytes the range covers,
+ * unsigned; line delta, signed, -128 for a range without a line) describing consecutive ranges
+ * from address 0; a range's line is co_firstlineno plus the deltas so far. Addresses are bytes,
+ * the instruction index counts 2-byte code units. */
+static uint32_t line_310(const uint8_t *t, size_t len, uint32_t first_line, uint32_t instr)
+{
+        uint64_t start = 0, addr = (uint64_t)instr * 2;
+        int64_t line = first_line;
+
+        for (size_t i = 0; i + 1 < len; i += 2) {
+                uint64_t end = start + t[i];
+                int8_t delta = (int8_t)t[i + 1];
+                bool has_line = delta != -128;
+
+                if (has_line)
+                        line += delta;
+                if (addr >= start && addr < end)
+                        return has_line && line > 0 && line <= UINT32_MAX ? (uint32_t)line : 0;
+                start = end;
+        }
+        return 0;
+}
+
+/* Varints of the location table: 6-bit chunks, least significant first, 0x40 set in every chunk
+ * but the last. false past the table's end or beyond 32 bits. */
+static bool read_varint(const uint8_t *t, size_t len, size_t *i, uint32_t *ret)
+{
+        uint32_t v = 0;
+
+        for (unsigned shift = 0; shift < 32; shift += 6) { /* at most 6 chunks carry 32 bits */
+                if (*i >= len)
+                        return false;
+                v |= (uint32_t)(t[*i] & 0x3f) << shift;
+                if (!(t[(*i)++] & 0x40)) {
+                        *ret = v;
+                        return true;
+                }
+        }
+        return false;
+}
+
+static bool read_svarint(const uint8_t *t, size_t len, size_t *i, int64_t *ret)
+{
+        uint32_t u;
+
+        if (!read_varint(t, len, i, &u))
+                return false;
+        *ret = u & 1 ? -(int64_t)(u >> 1) : (int64_t)(u >> 1);
+        return true;
+}
+
+/* 3.11+ location table (PEP 657; InternalDocs/code_objects.md, Objects/locations.md): entries of
+ * consecutive code unit ranges from 0, each starting with a byte 1CCCCLLL: LLL + 1 code units,
+ * code CCCC saying what follows: 0-9 short form (line unchanged, 1 byte of columns), 10-12 one-line
+ * form (line + code - 10, 2 bytes of columns), 13 no columns (svarint line delta), 14 long form
+ * (svarint line delta, then end line delta, start and end column as varints), 15 no location.
+ * Line deltas add up from co_firstlineno; an entry without location leaves the line as it is. */
+static uint32_t line_locations(const uint8_t *t, size_t len, uint32_t first_line, uint32_t instr)
+{
+        uint64_t start = 0;
+        int64_t line = first_line;
+        size_t i = 0;
+
+        while (i < len) { /* every step consumes at least one byte */
+                uint8_t first = t[i++];
+                unsigned code = (first >> 3) & 0xf, units = (first & 7) + 1;
+                bool has_line = true;
+                int64_t delta = 0;
+                uint32_t skip;
+
+                if (!(first & 0x80))
+                        return 0; /* not the start of an entry: malformed */
+                if (code <= 9)
+                        i += 1;
+                else if (code <= 12) {
+                        delta = code - 10;
+                        i += 2;
+                } else if (code == 13) {
+                        if (!read_svarint(t, len, &i, &delta))
+                                return 0;
+                } else if (code == 14) {
+                        if (!read_svarint(t, len, &i, &delta))
+                                return 0;
+                        for (unsigned k = 0; k < 3; k++) /* end line, start column, end column */
+                                if (!read_varint(t, len, &i, &skip))
+                                        return 0;
+                } else
+                        has_line = false;
+                line += delta;
+                if (instr >= start && instr < start + units)
+                        return has_line && line > 0 && line <= UINT32_MAX ? (uint32_t)line : 0;
+                start += units;
+        }
+        return 0;
+}
+
+uint32_t python_line_of(PythonLineTable kind, const uint8_t *table, size_t len, uint32_t first_line,
+                        uint32_t instr)
+{
+        if (!table || instr == PYTHON_CODE_INSTR_UNKNOWN)
+                return 0;
+        switch (kind) {
+        case PYTHON_LINE_TABLE_LNOTAB:
+                return line_lnotab(table, len, first_line, instr);
+        case PYTHON_LINE_TABLE_LINETABLE_310:
+                return line_310(table, len, first_line, instr);
+        case PYTHON_LINE_TABLE_LOCATIONS:
+                return line_locations(table, len, first_line, instr);
+        }
+        return 0;
+}
+
+/* --- reading the process ---------------------------------------------------------------------- */
+
+static int read_mem(pid_t pid, uint64_t addr, void *buf, size_t n)
+{
+        struct iovec local = {.iov_base = buf, .iov_len = n};
+        struct iovec remote = {.iov_base = (void *)(uintptr_t)addr, .iov_len = n};
+        ssize_t k;
+
+        if (n == 0)
+                return 0;
+        /* User addresses end at 2^47; anything else (or a range wrapping) is no object. */
+        if (addr == 0 || addr >= (1ULL << 47) || n > (1ULL << 47) - addr)
+                return -EFAULT;
+        k = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+        if (k < 0)
+                return -errno;
+        if ((size_t)k != n)
+                return -EFAULT; /* the object runs into unmapped memory */
+        return 0;
+}
+
+static uint64_t get_u64(const uint8_t *p, uint16_t off)
+{
+        uint64_t v;
+        memcpy(&v, p + off, sizeof(v));
+        return v;
+}
+
+static uint32_t get_u32(const uint8_t *p, size_t off)
+{
+        uint32_t v;
+        memcpy(&v, p + off, sizeof(v));
+        return v;
+}
+
+/* ob_type of every object in the default (GIL) build of 3.8-3.13: after Py_ssize_t ob_refcnt. */
+#define PY_OB_TYPE 8
+
+static size_t utf8_put(char *out, uint32_t cp)
+{
+        if (cp >= 0xd800 && cp <= 0xdfff)
+                cp = 0xfffd; /* lone surrogates (possible in a str) are no UTF-8 */
+        if (cp < 0x80) {
+                out[0] = (char)cp;
+                return 1;
+        }
+        if (cp < 0x800) {
+                out[0] = (char)(0xc0 | cp >> 6);
+                out[1] = (char)(0x80 | (cp & 0x3f));
+                return 2;
+        }
+        if (cp < 0x10000) {
+                out[0] = (char)(0xe0 | cp >> 12);
+                out[1] = (char)(0x80 | (cp >> 6 & 0x3f));
+                out[2] = (char)(0x80 | (cp & 0x3f));
+                return 3;
+        }
+        out[0] = (char)(0xf0 | cp >> 18);
+        out[1] = (char)(0x80 | (cp >> 12 & 0x3f));
+        out[2] = (char)(0x80 | (cp >> 6 & 0x3f));
+        out[3] = (char)(0x80 | (cp & 0x3f));
+        return 4;
+}
+
+/* The str at addr as UTF-8 in a new string. Code objects' names and file names are compact str
+ * (text right after the header); kind says 1, 2 or 4 bytes per character (Latin-1, UCS-2, UCS-4).
+ * -EBADMSG: not a str of this runtime, or not compact. */
+static int read_str(PythonCodeCache *c, pid_t pid, const PythonOffsets *o, uint64_t str_type_addr,
+                    uint64_t addr, char **ret)
+{
+        uint8_t hdr[256];
+        uint64_t length;
+        uint32_t state;
+        unsigned kind;
+        bool ascii;
+        size_t n, data;
+        _cleanup_free_ uint8_t *raw = NULL;
+        _cleanup_free_ char *out = NULL;
+        size_t k = 0;
+        int r;
+
+        if (o->unicode_ascii_data > sizeof(hdr) || o->unicode_state + 4 > o->unicode_ascii_data ||
+            o->unicode_length + 8 > o->unicode_ascii_data)
+                return -EINVAL;
+        /* The shorter header first: an ASCII str's text follows it and may end with its mapping. */
+        r = read_mem(pid, addr, hdr, o->unicode_ascii_data);
+        if (r < 0)
+                return r == -EFAULT ? -EBADMSG : r;
+        if (get_u64(hdr, PY_OB_TYPE) != str_type_addr)
+                return -EBADMSG;
+        state = get_u32(hdr, o->unicode_state);
+        length = get_u64(hdr, o->unicode_length);
+        kind = (state >> o->unicode_kind_shift) & 7;
+        ascii = (state >> o->unicode_ascii_bit) & 1;
+        if (!((state >> o->unicode_compact_bit) & 1) || (kind != 1 && kind != 2 && kind != 4) ||
+            (ascii && kind != 1) || length > (1ULL << 40))
+                return -EBADMSG;
+        n = length;
+        if (n > PYTHON_CODE_MAX_NAME) {
+                n = PYTHON_CODE_MAX_NAME;
+                c->n_names_truncated++;
+        }
+        data = ascii ? o->unicode_ascii_data : o->unicode_compact_data;
+        raw = malloc(n * kind + 1);
+        out = malloc(n * 4 + 1);
+        if (!raw || !out)
+                return -ENOMEM;
+        r = read_mem(pid, addr + data, raw, n * kind);
+        if (r < 0)
+                return r == -EFAULT ? -EBADMSG : r;
+        for (size_t i = 0; i < n; i++) {
+                uint32_t cp = kind == 1   ? raw[i]
+                              : kind == 2 ? (uint32_t)raw[2 * i] | (uint32_t)raw[2 * i + 1] << 8
+                                          : get_u32(raw, 4 * i);
+
+                /* A NUL would cut the name; the rest cannot be in a str of this kind. */
+                if (cp == 0 || cp > 0x10ffff || (ascii && cp >= 0x80))
+                        return -EBADMSG;
+                k += utf8_put(out + k, cp);
+        }
+        out[k] = 0;
+        *ret = TAKE_PTR(out);
+        return 0;
+}
+
+/* The bytes object at addr (a line table): its size, and its contents if at most max bytes.
+ * Bytes objects are not type-checked (PyBytes_Type is not passed in); the size must be sane. */
+static int read_bytes(pid_t pid, const PythonOffsets *o, uint64_t addr, size_t max, uint8_t **ret,
+                      size_t *ret_len)
+{
+        uint8_t hdr[64];
+        uint64_t size;
+        uint8_t *buf;
+        int r;
+
+        if (o->bytes_ob_sval > sizeof(hdr) || o->var_ob_size + 8 > o->bytes_ob_sval)
+                return -EINVAL;
+        r = read_mem(pid, addr, hdr, o->bytes_ob_sval);
+        if (r < 0)
+                return r == -EFAULT ? -EBADMSG : r;
+        size = get_u64(hdr, o->var_ob_size);
+        if (size > (1ULL << 40))
+                return -EBADMSG;
+        *ret_len = size;
+        if (size > max) {
+                *ret = NULL;
+                return 0;
+        }
+        buf = malloc(size ?: 1);
+        if (!buf)
+                return -ENOMEM;
+        r = read_mem(pid, addr + o->bytes_ob_sval, buf, size);
+        if (r < 0) {
+                free(buf);
+                return r == -EFAULT ? -EBADMSG : r;
+        }
+        *ret = buf;
+        return 0;
+}
+
+static int read_code(PythonCodeCache *c, pid_t pid, uint64_t start_time, const PythonOffsets *o,
+                     uint64_t code_type_addr, uint64_t str_type_addr, uint64_t code_addr, PythonCode **ret)
+{
+        _cleanup_free_ char *name = NULL, *file = NULL;
+        _cleanup_free_ uint8_t *table = NULL;
+        uint8_t hdr[512];
+        uint16_t name_off, table_off, end = 0;
+        size_t table_len = 0, name_len, file_len, n;
+        uint64_t now_start;
+        PythonCode *e;
+        int32_t first_line;
+        int r;
+
+        name_off = o->code_qualname != PYTHON_OFFSET_NONE ? o->code_qualname : o->code_name;
+        table_off = o->line_table == PYTHON_LINE_TABLE_LNOTAB ? o->code_lnotab : o->code_linetable;
+        for (size_t i = 0; i < 4; i++) {
+                uint16_t f = (uint16_t[]){name_off, table_off, o->code_filename, o->code_firstlineno}[i];
+
+                if (f == PYTHON_OFFSET_NONE)
+                        return -EINVAL;
+                end = f + 8 > end ? f + 8 : end;
+        }
+        if (end > sizeof(hdr))
+                return -EINVAL;
+        r = read_mem(pid, code_addr, hdr, end);
+        if (r < 0)
+                return r;
+        if (get_u64(hdr, PY_OB_TYPE) != code_type_addr)
+                return -EBADMSG;
+        first_line = (int32_t)get_u32(hdr, o->code_firstlineno);
+        if (first_line < 0)
+                return -EBADMSG;
+        r = read_str(c, pid, o, str_type_addr, get_u64(hdr, name_off), &name);
+        if (r < 0)
+                return r;
+        r = read_str(c, pid, o, str_type_addr, get_u64(hdr, o->code_filename), &file);
+        if (r < 0)
+                return r;
+        r = read_bytes(pid, o, get_u64(hdr, table_off), PYTHON_CODE_MAX_LINE_TABLE, &table, &table_len);
+        if (r < 0)
+                return r;
+
+        /* Read from the process the caller means, not from one that took its pid meanwhile. */
+        r = process_read_start_time(pid, &now_start);
+        if (r < 0 || now_start != start_time)
+                return -ESRCH;
+
+        name_len = strlen(name) + 1;
+        file_len = strlen(file) + 1;
+        n = sizeof(*e) + name_len + file_len + (table ? table_len : 0);
+        e = calloc(1, n);
+        if (!e)
+                return -ENOMEM;
+        *e = (PythonCode){
+                .pid = pid,
+                .start_time = start_time,
+                .addr = code_addr,
+                .kind = o->line_table,
+                .first_line = (uint32_t)first_line,
+                .no_table = !table,
+                .table_len = table ? table_len : 0,
+                .bytes = n,
+        };
+        memcpy((char *)(e + 1), name, name_len);
+        memcpy((char *)(e + 1) + name_len, file, file_len);
+        memcpy_safe((char *)(e + 1) + name_len + file_len, table, e->table_len);
+        e->name = (const char *)(e + 1);
+        e->file = e->name + name_len;
+        e->table = (const uint8_t *)e->file + file_len;
+        if (!table)
+                c->n_tables_too_large++;
+        *ret = e;
+        return 0;
+}
+
+static void fill(PythonCodeCache *c, const PythonCode *e, uint32_t instr, PythonFrameInfo *ret)
+{
+        *ret = (PythonFrameInfo){
+                .name = e->name,
+                .file = e->file,
+                .line = e->no_table ? 0
+                                    : python_line_of(e->kind, e->table, e->table_len, e->first_line, instr),
+                .first_line = e->first_line,
+        };
+        if (ret->line == 0)
+                c->n_lines_unknown++;
+}
+
+int python_code_lookup(PythonCodeCache *c, pid_t pid, uint64_t start_time, uint64_t code_addr,
+                       uint32_t instr, PythonFrameInfo *ret)
+{
+        PythonCode *e = find(c, pid, start_time, code_addr);
+
+        if (!e) {
+                c->n_lookup_miss++;
+                return -ENOENT;
+        }
+        c->n_cached++;
+        fill(c, e, instr, ret);
+        return 0;
+}
+
+int python_code_resolve(PythonCodeCache *c, pid_t pid, uint64_t start_time, const PythonOffsets *o,
+                        uint64_t code_type_addr, uint64_t str_type_addr, uint64_t code_addr, uint32_t instr,
+                        PythonFrameInfo *ret)
+{
+        PythonCode *e;
+        int r;
+
+        if (!o)
+                return -EINVAL;
+        e = find(c, pid, start_time, code_addr);
+        if (e) {
+                c->n_cached++;
+                fill(c, e, instr, ret);
+                return 0;
+        }
+        r = read_code(c, pid, start_time, o, code_type_addr, str_type_addr, code_addr, &e);
+        if (r < 0) {
+                c->n_errors[r == -ESRCH                   ? ERR_GONE
+                            : r == -EFAULT                ? ERR_UNREADABLE
+                            : r == -EBADMSG               ? ERR_BAD_OBJECT
+                            : r == -EPERM || r == -EACCES ? ERR_PERMISSION
+                                                          : ERR_OTHER]++;
+                return r;
+        }
+        c->n_read++;
+        insert(c, e);
+        fill(c, e, instr, ret);
+        return 0;
+}
+
+void python_code_cache_write_metrics(const PythonCodeCache *c, FILE *f)
+{
+        fprintf(f,
+                "# HELP profd_python_code_entries Python code objects whose names and line tables are "
+                "kept.\n"
+                "# TYPE profd_python_code_entries gauge\n"
+                "profd_python_code_entries %zu\n"
+                "# HELP profd_python_code_bytes Memory of the kept code objects (names, line tables, "
+                "index).\n"
+                "# TYPE profd_python_code_bytes gauge\n"
+                "profd_python_code_bytes %zu\n"
+                "# HELP profd_python_code_lookups_total Python frames named: from the cache, read from the "
+                "process, or not cached when the process could not be read any more.\n"
+                "# TYPE profd_python_code_lookups_total counter\n"
+                "profd_python_code_lookups_total{result=\"cache\"} %" PRIu64 "\n"
+                "profd_python_code_lookups_total{result=\"read\"} %" PRIu64 "\n"
+                "profd_python_code_lookups_total{result=\"miss\"} %" PRIu64 "\n"
+                "# HELP profd_python_code_errors_total Code objects that could not be read: process gone, "
+                "address unreadable, memory that is no code object of the runtime, no permission.\n"
+                "# TYPE profd_python_code_errors_total counter\n"
+                "profd_python_code_errors_total{reason=\"gone\"} %" PRIu64 "\n"
+                "profd_python_code_errors_total{reason=\"unreadable\"} %" PRIu64 "\n"
+                "profd_python_code_errors_total{reason=\"bad_object\"} %" PRIu64 "\n"
+                "profd_python_code_errors_total{reason=\"permission\"} %" PRIu64 "\n"
+                "profd_python_code_errors_total{reason=\"other\"} %" PRIu64 "\n"
+                "# HELP profd_python_code_evictions_total Code objects dropped, least recently used first, "
+                "to stay within the cache's bounds.\n"
+                "# TYPE profd_python_code_evictions_total counter\n"
+                "profd_python_code_evictions_total %" PRIu64 "\n"
+                "# HELP profd_python_code_line_tables_too_large_total Code objects kept without their line "
+                "table (over %u bytes): their lines are unknown.\n"
+                "# TYPE profd_python_code_line_tables_too_large_total counter\n"
+                "profd_python_code_line_tables_too_large_total %" PRIu64 "\n"
+                "# HELP profd_python_code_names_truncated_total Names and file names cut at %u characters.\n"
+                "# TYPE profd_python_code_names_truncated_total counter\n"
+                "profd_python_code_names_truncated_total %" PRIu64 "\n"
+                "# HELP profd_python_code_lines_unknown_total Python frames named without a line: the "
+                "instruction index saturated, no line for the instruction, or no line table kept.\n"
+                "# TYPE profd_python_code_lines_unknown_total counter\n"
+                "profd_python_code_lines_unknown_total %" PRIu64 "\n",
+                c->n_entries, python_code_cache_bytes(c), c->n_cached, c->n_read, c->n_lookup_miss,
+                c->n_errors[ERR_GONE], c->n_errors[ERR_UNREADABLE], c->n_errors[ERR_BAD_OBJECT],
+                c->n_errors[ERR_PERMISSION], c->n_errors[ERR_OTHER], c->n_evicted,
+                PYTHON_CODE_MAX_LINE_TABLE, c->n_tables_too_large, PYTHON_CODE_MAX_NAME,
+                c->n_names_truncated, c->n_lines_unknown);
+}

@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* Drives daemon/python-code.c for tests/test-python-code.py: one command a line on stdin, one
+ * answer a line on stdout (metrics: lines up to "end").
+ *   new MAX_ENTRIES MAX_BYTES                 a new cache (0: default bounds)
+ *   offsets PID MAJOR MINOR RUNTIME_ADDR      the offsets to read PID with: the table's entry, or
+ *                                             for 3.13 python_offsets_from_debug() of the bytes at
+ *                                             _PyRuntime in /proc/PID/mem
+ *   start PID                                 -> ok START_TIME
+ *   resolve PID START CODE_TYPE STR_TYPE CODE INSTR
+ *   lookup PID START CODE INSTR               -> ok LINE FIRST_LINE\tNAME\tFILE | error ERRNO
+ *   metrics                                   -> python_code_cache_write_metrics(), then "end" */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "process-table.h"
+#include "python-code.h"
+#include "python-offsets.h"
+
+static const char *err_name(int r)
+{
+        switch (-r) {
+        case EBADMSG:
+                return "EBADMSG";
+        case EFAULT:
+                return "EFAULT";
+        case ESRCH:
+                return "ESRCH";
+        case ENOENT:
+                return "ENOENT";
+        case EPROTONOSUPPORT:
+                return "EPROTONOSUPPORT";
+        case EINVAL:
+                return "EINVAL";
+        case EPERM:
+                return "EPERM";
+        default:
+                return strerror(-r);
+        }
+}
+
+static void print_info(int r, const PythonFrameInfo *info)
+{
+        if (r < 0)
+                printf("error %s\n", err_name(r));
+        else
+                printf("ok %" PRIu32 " %" PRIu32 "\t%s\t%s\n", info->line, info->first_line, info->name,
+                       info->file);
+}
+
+static int read_offsets(pid_t pid, unsigned major, unsigned minor, uint64_t runtime, PythonOffsets *ret)
+{
+        const PythonOffsets *o = python_offsets_find(major, minor);
+        uint8_t buf[PYTHON_DEBUG_OFFSETS_SIZE];
+        char path[64];
+        ssize_t n;
+        int fd;
+
+        if (o) {
+                *ret = *o;
+                return 0;
+        }
+        snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        n = pread(fd, buf, sizeof(buf), (off_t)runtime);
+        close(fd);
+        if (n < 0)
+                return -errno;
+        return python_offsets_from_debug(buf, (size_t)n, ret);
+}
+
+int main(void)
+{
+        _cleanup_(python_code_cache_freep) PythonCodeCache *c = NULL;
+        PythonOffsets o = {};
+        bool have_offsets = false;
+        char line[512];
+        int r;
+
+        setvbuf(stdout, NULL, _IOLBF, 0);
+        r = python_code_cache_new(0, 0, &c);
+        if (r < 0)
+                return 1;
+        while (fgets(line, sizeof(line), stdin)) {
+                char cmd[16];
+                long long a[6] = {0};
+                PythonFrameInfo info;
+                int n = sscanf(line, "%15s %lli %lli %lli %lli %lli %lli", cmd, &a[0], &a[1], &a[2], &a[3],
+                               &a[4], &a[5]);
+
+                if (n < 1)
+                        continue;
+                if (strcmp(cmd, "new") == 0 && n == 3) {
+                        python_code_cache_free(c);
+                        c = NULL;
+                        r = python_code_cache_new(a[0], a[1], &c);
+                        if (r < 0)
+                                return 1;
+                        printf("ok\n");
+                } else if (strcmp(cmd, "offsets") == 0 && n == 5) {
+                        r = read_offsets((pid_t)a[0], a[1], a[2], a[3], &o);
+                        have_offsets = r >= 0;
+                        if (r < 0)
+                                printf("error %s\n", err_name(r));
+                        else
+                                printf("ok %u.%u %s\n", o.major, o.minor, o.source);
+                } else if (strcmp(cmd, "start") == 0 && n == 2) {
+                        uint64_t start;
+
+                        r = process_read_start_time((pid_t)a[0], &start);
+                        if (r < 0)
+                                printf("error %s\n", err_name(r));
+                        else
+                                printf("ok %" PRIu64 "\n", start);
+                } else if (strcmp(cmd, "resolve") == 0 && n == 7 && have_offsets) {
+                        r = python_code_resolve(c, (pid_t)a[0], a[1], &o, a[2], a[3], a[4], (uint32_t)a[5],
+                                                &info);
+                        print_info(r, &info);
+                } else if (strcmp(cmd, "lookup") == 0 && n == 5) {
+                        r = python_code_lookup(c, (pid_t)a[0], a[1], a[2], (uint32_t)a[3], &info);
+                        print_info(r, &info);
+                } else if (strcmp(cmd, "metrics") == 0) {
+                        python_code_cache_write_metrics(c, stdout);
+                        printf("end\n");
+                } else
+                        printf("error bad-command\n");
+        }
+        return 0;
+}
