@@ -15,12 +15,13 @@
 #include "log.h"
 #include "profd-python.h"
 #include "python-procs.h"
+#include "remote-memory.h"
 
 /* Files probed: the interpreter of most hosts is one or two files; a bound against a host with
  * many private builds (each probe reads one symbol table). Past it, the oldest entry goes. */
 #define PYTHON_ELF_CACHE_MAX 64
-/* Bytes of _Py_DebugOffsets read from a 3.13+ process (the table is ~700 bytes in 3.13). */
-#define PYTHON_DEBUG_OFFSETS_READ 4096
+/* Bytes of _Py_DebugOffsets read from a 3.13 process (python-offsets.h). */
+#define PYTHON_DEBUG_OFFSETS_READ PYTHON_DEBUG_OFFSETS_SIZE
 
 typedef enum PyDetectResult {
         PY_DETECT_FOUND,       /* described to BPF */
@@ -353,15 +354,14 @@ static int describe(const PythonOffsets *o, uint64_t bias, const PythonElf *elf,
         return 0;
 }
 
+/* Never from a file on FUSE (remote-memory.h): _PyRuntime lies in the interpreter's data,
+ * which may be such a file's pages. */
 static int read_remote(pid_t pid, uint64_t addr, void *buf, size_t n)
 {
-        struct iovec local = {.iov_base = buf, .iov_len = n};
-        struct iovec remote = {.iov_base = (void *)(uintptr_t)addr, .iov_len = n};
-        ssize_t r = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+        _cleanup_(remote_memory_freep) RemoteMemory *m = NULL;
+        int r = remote_memory_open(pid, &m);
 
-        if (r < 0)
-                return -errno;
-        return (size_t)r == n ? 0 : -EIO;
+        return r < 0 ? r : remote_memory_read(m, addr, buf, n);
 }
 
 /* The offsets of a process's runtime: the table's entry, or its own _Py_DebugOffsets (3.13+). */
