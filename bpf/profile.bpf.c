@@ -128,7 +128,6 @@ struct sample_state {
         __u32 py_started;
         __u32 py_done;
         __u32 py_recorded; /* Python frames recorded */
-        __u8 py_buf[PROFD_PY_FRAME_READ_MAX + 8]; /* one frame's bytes (+8: masked 8-byte loads) */
         __u64 win_base;                    /* user address of win[0]; 0: empty */
         __u32 win_len;                     /* bytes valid from win_base */
         __u8 win[PROFD_STACK_WINDOW + 16];

@@ -13,7 +13,8 @@
 
 _Static_assert(PROFD_PY_STOP__MAX == PROFD_PY_STOP_COUNT, "profd-sample.h counts the Python stops");
 
-/* Python frames per program. Each costs one read of at most PROFD_PY_FRAME_READ_MAX bytes; 32
+/* Python frames per program. Each needs at most PROFD_PY_FRAME_READ_MAX bytes, mostly from a window
+ * already read (py_frame_bytes); 32
  * keeps the program's verification well inside the limit on 5.10 and makes a 100-frame Python
  * stack four programs. */
 #define PROFD_PY_FRAMES_PER_PROG 32
@@ -114,14 +115,42 @@ static __always_inline bool py_begin(struct sample_state *st, struct task_struct
                 return false;
         }
         st->py_frame = f;
+        st->win_base = 0; /* the window held the native stack */
         return true;
 }
 
-static __always_inline __u64 py_buf_u64(const struct sample_state *st, __u16 off)
+/* Frame f's first size bytes at st->win + *ret_off. The native walk is over, so its stack window
+ * holds Python frames now: on a miss it is refilled from the start of f's page up to f's end,
+ * which brings the frames below f in that page along (3.11+ keep a thread's frames next to each
+ * other, the caller below the callee, in the thread's data stack), so most frames need no read. */
+static __always_inline int py_frame_bytes(struct sample_state *st, __u64 f, __u32 size, __u32 *ret_off)
+{
+        __u64 start, end = f + size;
+        __u32 len;
+
+        if (st->win_base && f >= st->win_base && end <= st->win_base + st->win_len) {
+                *ret_off = f - st->win_base;
+                return 0;
+        }
+        start = f & ~((__u64)PROFD_PAGE_SIZE - 1);
+        if (end > start + PROFD_PAGE_SIZE)
+                start = f; /* crosses a page end: that frame alone */
+        len = end - start;
+        if (len < 8 || len > PROFD_STACK_WINDOW || bpf_probe_read_user(st->win, len, (void *)start) < 0) {
+                st->win_base = 0;
+                return -1;
+        }
+        st->win_base = start;
+        st->win_len = len;
+        *ret_off = f - start;
+        return 0;
+}
+
+static __always_inline __u64 py_u64(const struct sample_state *st, __u32 off)
 {
         __u64 v;
 
-        __builtin_memcpy(&v, &st->py_buf[off & (PROFD_PY_FRAME_READ_MAX - 1)], sizeof(v));
+        __builtin_memcpy(&v, &st->win[off & (PROFD_STACK_WINDOW - 1)], sizeof(v));
         return v;
 }
 
@@ -138,7 +167,7 @@ static __always_inline void py_walk(struct sample_state *st)
 
         for (int i = 0; i < PROFD_PY_FRAMES_PER_PROG; i++) {
                 __u64 f = st->py_frame, code, instr, rec;
-                __u32 len = st->user.len;
+                __u32 len = st->user.len, off;
                 __u8 entry;
 
                 if (!f) {
@@ -149,13 +178,13 @@ static __always_inline void py_walk(struct sample_state *st)
                         py_stop(st, PROFD_PY_STOP_DEPTH);
                         return;
                 }
-                if (bpf_probe_read_user(st->py_buf, size, (void *)f) < 0) {
+                if (py_frame_bytes(st, f, size, &off) < 0) {
                         py_stop(st, PROFD_PY_STOP_BAD_READ);
                         return;
                 }
-                st->py_frame = py_buf_u64(st, py->frame_previous);
-                code = py_buf_u64(st, py->frame_code);
-                entry = st->py_buf[py->frame_entry & (PROFD_PY_FRAME_READ_MAX - 1)];
+                st->py_frame = py_u64(st, off + py->frame_previous);
+                code = py_u64(st, off + py->frame_code);
+                entry = st->win[(off + py->frame_entry) & (PROFD_STACK_WINDOW - 1)];
 
                 if (py->entry_kind == PROFD_PY_ENTRY_SHIM && entry == py->owner_cstack) {
                         /* Below here runs the previous call of the eval function: the frame
@@ -170,11 +199,11 @@ static __always_inline void py_walk(struct sample_state *st)
                 if (py->lasti_kind == PROFD_PY_LASTI_INT) {
                         __s32 lasti;
 
-                        __builtin_memcpy(&lasti, &st->py_buf[py->frame_lasti & (PROFD_PY_FRAME_READ_MAX - 1)],
+                        __builtin_memcpy(&lasti, &st->win[(off + py->frame_lasti) & (PROFD_STACK_WINDOW - 1)],
                                          sizeof(lasti));
                         instr = lasti < 0 ? 0 : lasti;
                 } else {
-                        __u64 p = py_buf_u64(st, py->frame_lasti), first = code + py->code_adaptive;
+                        __u64 p = py_u64(st, off + py->frame_lasti), first = code + py->code_adaptive;
 
                         instr = p >= first ? (p - first) / 2 : 0;
                 }
@@ -189,7 +218,6 @@ static __always_inline void py_walk(struct sample_state *st)
                 st->user.len = len + 1;
                 st->uhash = hash_mix(st->uhash, rec);
                 st->py_recorded++;
-                count(PROFD_CNT_PY_FRAMES);
         }
 }
 
@@ -209,7 +237,12 @@ int profd_python(struct bpf_perf_event_data *ctx)
                 if (!py_begin(st, task))
                         goto out;
         }
-        py_walk(st);
+        {
+                __u32 before = st->py_recorded;
+
+                py_walk(st);
+                count_add(PROFD_CNT_PY_FRAMES, st->py_recorded - before); /* once, not per frame */
+        }
 out:
         if (!st->py_done) {
                 if (st->steps < PROFD_MAX_STEPS) {
