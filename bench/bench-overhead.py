@@ -160,10 +160,11 @@ def filtered_cost(seconds):
     return (t1 - t0) / max(n1 - n0, 1), n1 - n0
 
 
-def sample_cost(seconds, depth, c_filtered):
-    w = subprocess.Popen([WORKLOAD, str(seconds + SETTLE_S + 8), str(depth)], stdout=subprocess.PIPE, text=True)
+def sample_cost(seconds, depth, c_filtered, cmd=None, env=None):
+    cmd = cmd or [WORKLOAD, str(seconds + SETTLE_S + 8), str(depth)]
+    w = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
-        with Daemon("--frequency", str(FREQUENCY), "--pid", str(w.pid)) as d:
+        with Daemon("--frequency", str(FREQUENCY), "--pid", str(w.pid), env=env) as d:
             time.sleep(SETTLE_S)
             result = {}
 
@@ -224,9 +225,42 @@ def bpf_cost(args):
             ns, ours, runs, depths = sample_cost(args.seconds, depth, c_filtered)
             log("  %3d-frame stack: %7.0f ns per sample (%d workload samples of %d runs; user frames seen %s)"
                 % (depth + 6, ns, ours, runs, depths[-3:]))
+        python_cost(args, c_filtered)
     finally:
         with open(STATS_SYSCTL, "w") as f:
             f.write(old)
+
+
+PY_DEEP = """
+import sys, time
+def deep(n):
+    if n == 0:
+        t = time.monotonic()
+        while time.monotonic() - t < 3600:
+            pass
+    return deep(n - 1)
+deep(int(sys.argv[1]))
+"""
+
+
+def python_cost(args, c_filtered):
+    """Debian's python3.11 spinning at the bottom of a recursion of N Python frames: BPF cost per
+    sample with the Python walk and without it (PROFD_PYTHON_FRAMES=0: native frames only)."""
+    if not os.path.exists("/usr/bin/python3.11"):
+        log("  /usr/bin/python3.11 missing: Python figures not measured")
+        return
+    script = os.path.join(tmpdir(), "deep.py")
+    with open(script, "w") as f:
+        f.write(PY_DEEP)
+    for n in (20, 100):
+        for walk in (True, False):
+            env = dict(os.environ)
+            if not walk:
+                env["PROFD_PYTHON_FRAMES"] = "0"
+            ns, ours, runs, depths = sample_cost(args.seconds, 0, c_filtered,
+                                                 cmd=["/usr/bin/python3.11", script, str(n - 2)], env=env)
+            log("  python3.11, %3d Python frames, %s: %7.0f ns per sample (%d samples; frames seen %s)"
+                % (n, "Python walk " if walk else "native only", ns, ours, depths[-3:]))
 
 
 def main():

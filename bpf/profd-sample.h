@@ -9,6 +9,9 @@
 #define PROFD_MAX_KERNEL_FRAMES 127
 #define PROFD_COMM_LEN 16
 
+/* Number of enum profd_py_stop values (profd-python.h, checked there by the BPF side). */
+#define PROFD_PY_STOP_COUNT 6
+
 /* Why a user stack ended; stored in the low byte of profd_stack.flags. */
 enum profd_stop_reason {
         PROFD_STOP_OK = 0,          /* reached the outermost frame (_start / undefined RA / null fp) */
@@ -27,6 +30,10 @@ enum profd_stop_reason {
 #define PROFD_STACK_REASON_MASK 0xffu
 #define PROFD_STACK_TRUNCATED (1u << 8)
 #define PROFD_STACK_DWARF (1u << 9) /* at least one frame came from DWARF rows */
+/* Bits 12..15: 0 when no Python walk ran, else 1 + enum profd_py_stop (profd-python.h): how the
+ * walk of the thread's Python frames, appended after the native frames, ended. */
+#define PROFD_STACK_PY_SHIFT 12
+#define PROFD_STACK_PY_MASK (0xfu << PROFD_STACK_PY_SHIFT)
 
 /* Set in a user stack's ips[i] when the address is an exact pc (the sampled pc, or the pc a signal
  * interrupted, restored from the rt_sigframe) rather than a return address: symbolize it as is,
@@ -81,5 +88,9 @@ enum profd_counter {
         PROFD_CNT_ENTRY_NS,             /* with measure_cost: of which in the entry program */
         PROFD_CNT_UNWIND_NS,            /* with measure_cost: of which in the step programs (and tail calls) */
         PROFD_STOP_REASON_BASE,         /* + enum profd_stop_reason: how user stacks ended */
-        PROFD_CNT__MAX = PROFD_STOP_REASON_BASE + PROFD_STOP__MAX,
+        PROFD_CNT_PY_STACKS = PROFD_STOP_REASON_BASE + PROFD_STOP__MAX, /* Python walks started */
+        PROFD_CNT_PY_FRAMES,            /* Python frames recorded */
+        PROFD_CNT_PY_THREAD_WALKS,      /* thread lists walked to find a thread's PyThreadState */
+        PROFD_PY_STOP_BASE,             /* + enum profd_py_stop: how Python walks ended */
+        PROFD_CNT__MAX = PROFD_PY_STOP_BASE + PROFD_PY_STOP_COUNT,
 };

@@ -5,6 +5,7 @@
  *   profd_step   (slot 0)  unwinds PROFD_FRAMES_PER_STEP user frames, tail-calls itself:
  *                          DWARF rows from the table pool (profd-unwind-pool.h), frame pointers
  *                          where a mapping has no table or the pid is not loaded yet
+ *   profd_python  (slot 2)  processes running CPython: appends the Python frames (python.bpf.h)
  *   profd_finalize (slot 1) hashes both stacks, stores each once, counts[key] += 1
  *
  * Stacks and counts live in two generations of maps; .bss profd_gen says which one samples go to.
@@ -16,6 +17,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "profd-events.h"
+#include "profd-python.h"
 #include "profd-sample.h"
 #include "profd-unwind-pool.h"
 #include "profd-unwind-table.h"
@@ -27,6 +29,7 @@ char LICENSE[] SEC("license") = "GPL";
 enum {
         PROFD_PROG_STEP = 0,
         PROFD_PROG_FINALIZE = 1,
+        PROFD_PROG_PYTHON = 2,
         PROFD_PROG__MAX,
 };
 
@@ -119,6 +122,13 @@ struct sample_state {
         __u64 last_elf_pc;  /* previous DWARF lookup: recursion repeats a pc */
         __u32 last_shard, last_offset, last_rule;
         struct profd_unwind_mapping cache; /* entry of the previous frame's mapping */
+        struct profd_python_proc py;       /* valid while py_active */
+        __u64 py_frame;                    /* next Python frame to read; 0: none */
+        __u32 py_active;                   /* the process runs CPython: walk its frames too */
+        __u32 py_started;
+        __u32 py_done;
+        __u32 py_recorded; /* Python frames recorded */
+        __u8 py_buf[PROFD_PY_FRAME_READ_MAX + 8]; /* one frame's bytes (+8: masked 8-byte loads) */
         __u64 win_base;                    /* user address of win[0]; 0: empty */
         __u32 win_len;                     /* bytes valid from win_base */
         __u8 win[PROFD_STACK_WINDOW + 16];
@@ -681,6 +691,13 @@ static __always_inline bool unwind_one(struct sample_state *st)
         }
         __u64 rec = st->exact ? st->ip | PROFD_FRAME_EXACT : st->ip;
 
+        if (st->py_active) {
+                __u64 pc = st->exact ? st->ip : st->ip - 1;
+
+                if (pc >= st->py.eval_start && pc < st->py.eval_end)
+                        rec |= PROFD_FRAME_PY_EVAL; /* where the daemon puts Python frames */
+        }
+
         st->user.ips[len & (PROFD_MAX_USER_FRAMES - 1)] = rec;
         st->user.len = len + 1;
         st->uhash = hash_mix(st->uhash, rec);
@@ -734,6 +751,8 @@ static __always_inline bool unwind_one(struct sample_state *st)
         st->user.flags |= PROFD_STACK_DWARF;
         return step_dwarf(st, m, lookup_pc);
 }
+
+#include "python.bpf.h"
 
 static __always_inline bool task_is_kernel_thread(struct task_struct *task)
 {
@@ -825,6 +844,11 @@ int profd_sample(struct bpf_perf_event_data *ctx)
         st->win_base = 0;
         st->user.len = 0;
         st->user.flags = 0;
+        st->py_active = 0;
+        st->py_started = 0;
+        st->py_done = 0;
+        st->py_recorded = 0;
+        st->py_frame = 0;
         st->kernel.len = 0;
         st->kernel._pad = 0;
 
@@ -887,8 +911,14 @@ int profd_sample(struct bpf_perf_event_data *ctx)
                 struct profd_unwind_proc *proc = bpf_map_lookup_elem(&unwind_procs, &pid);
 
                 if (proc) {
+                        struct profd_python_proc *py = bpf_map_lookup_elem(&python_procs, &pid);
+
                         st->proc_version = proc->version;
                         st->fp_only = 0;
+                        if (py) {
+                                st->py = *py;
+                                st->py_active = 1;
+                        }
                 } else {
                         /* Its code may have no frame pointers: a walk that ends "normally"
                          * may still be short, so the stack says it was not verified. */
@@ -923,6 +953,14 @@ int profd_step(struct bpf_perf_event_data *ctx)
                 /* Unreachable with the frame budget above; kept so the chain always ends. */
                 st->user.flags |= PROFD_STACK_TRUNCATED;
                 stop(st, PROFD_STOP_DEPTH);
+        }
+        if (st->done && st->py_active) {
+                if (st->steps < PROFD_MAX_STEPS) {
+                        bpf_tail_call(ctx, &progs, PROFD_PROG_PYTHON);
+                        count(PROFD_DROP_TAIL_CALL);
+                        return 0;
+                }
+                py_stop(st, PROFD_PY_STOP_TAIL_CALLS);
         }
         bpf_tail_call(ctx, &progs, st->done ? PROFD_PROG_FINALIZE : PROFD_PROG_STEP);
         count(PROFD_DROP_TAIL_CALL);

@@ -8,6 +8,8 @@
 #include "cgroup-resolver.h"
 #include "options.h"
 #include "process-table.h"
+#include "python-procs.h"
+#include "python-symbols.h"
 #include "sample-filter.h"
 #include "sampler.h"
 #include "symbolizer.h"
@@ -36,6 +38,8 @@ typedef struct Daemon {
 
         TablePool *pool;      /* BPF unwind tables; NULL: frame-pointer unwinding only */
         ProcTracker *tracker; /* keeps the pool's per-process entries current */
+        PythonProcs *python;  /* processes whose CPython frames BPF walks */
+        PythonSymbols *python_symbols; /* their code objects' names */
         CgroupResolver *cgroups;     /* NULL without a cgroup2 mount */
         CgroupFilter *cgroup_filter; /* NULL without --unit/--cgroup */
         uint64_t start_ns;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "folded.h" /* via aggregator.h -> sampler.h: bpf/profd-sample.h */
+#include "python-stack.h"
 #include "hash.h"
 #include "stack-markers.h"
 #include "utf8.h"
@@ -166,8 +167,14 @@ static int add_line(FoldedJob *j, const char *line, size_t len, uint64_t count)
  * so that calls at the very end of a function name the caller, not the next function. */
 static int push_user(FoldedJob *j, const Process *p, uint64_t addr, bool is_pc)
 {
-        const ProcMapping *m = p ? process_find_mapping(p, addr) : NULL;
+        const ProcMapping *m;
         SymResult res;
+
+        if (python_frame_is(addr)) {
+                (void)symbolizer_python(j->sym, p, addr, &res);
+                return frames_push(&j->frames, res.frames[0].name, NULL);
+        }
+        m = p ? process_find_mapping(p, addr) : NULL;
 
         if (!m || symbolizer_user(j->sym, p, m, is_pc ? addr : addr - 1, &res) < 0 || res.n_frames == 0)
                 return frames_push(&j->frames, "[unknown]", NULL);

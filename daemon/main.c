@@ -16,6 +16,8 @@
 #include "log.h"
 #include "metrics.h"
 #include "proc-tracker.h"
+#include "python-procs.h"
+#include "python-symbols.h"
 #include "symbol-warmer.h"
 #include "table-pool.h"
 #include "notify.h"
@@ -47,6 +49,8 @@ static void on_interval(void *userdata, uint64_t start_ns, uint64_t end_ns, cons
         Daemon *d = userdata;
 
         aggregator_add_interval(d->aggregator, start_ns, end_ns, records, n);
+        /* Python frames: their code objects are read now, while the processes run. */
+        python_symbols_note(d->python_symbols, records, n);
 
         /* Resolve new cgroup ids now, while the cgroups exist (cached for the history). */
         if (d->cgroups)
@@ -130,6 +134,8 @@ static void daemon_done(Daemon *d)
         d->auth = http_auth_free(d->auth);
         d->cgroup_filter = cgroup_filter_free(d->cgroup_filter);
         d->tracker = proc_tracker_free(d->tracker);
+        d->python = python_procs_free(d->python); /* after the tracker, which used it */
+        d->python_symbols = python_symbols_free(d->python_symbols);
         d->pool = table_pool_free(d->pool);
         d->sampler = sampler_free(d->sampler);
         d->cgroups = cgroup_resolver_free(d->cgroups);
@@ -279,7 +285,20 @@ static int run(int argc, char **argv)
         if (r < 0)
                 log_warning_errno(r, "Cannot create the unwind table pool, DWARF unwinding disabled: %m");
         else {
-                r = proc_tracker_new(d.event, d.processes, d.pool, NULL, &d.tracker);
+                ProcTrackerOptions to = {};
+
+                /* CPython frames: BPF walks them in the processes this describes to it.
+                 * PROFD_PYTHON_FRAMES=0 (benchmarks: the native-only cost) leaves them out. */
+                const char *pf = getenv("PROFD_PYTHON_FRAMES");
+                if (pf && strcmp(pf, "0") == 0)
+                        log_info("PROFD_PYTHON_FRAMES=0: no Python frames");
+                else if ((r = python_procs_new(sampler_python_procs_fd(d.sampler), &d.python)) < 0 ||
+                         (r = python_symbols_new(d.python, &d.python_symbols)) < 0)
+                        log_warning_errno(r, "Cannot track CPython processes, no Python frames: %m");
+                else
+                        symbolizer_set_python(d.symbolizer, python_symbols_name, d.python_symbols);
+                to.python = d.python;
+                r = proc_tracker_new(d.event, d.processes, d.pool, &to, &d.tracker);
                 if (r < 0)
                         log_warning_errno(r, "Cannot track processes, DWARF unwinding disabled: %m");
                 else {

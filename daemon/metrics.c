@@ -17,6 +17,7 @@
 #include "metrics.h"
 #include "notify.h"
 #include "proc-tracker.h"
+#include "python-procs.h"
 #include "safe-open.h"
 #include "symbol-warmer.h"
 #include "table-pool.h"
@@ -266,6 +267,8 @@ int metrics_render(Daemon *d, char **ret_text, size_t *ret_size)
                 table_pool_write_metrics(d->pool, f);
         if (d->tracker)
                 proc_tracker_write_metrics(d->tracker, f);
+        python_procs_write_metrics(d->python, f);
+        python_symbols_write_metrics(d->python_symbols, f);
         safe_open_write_metrics(f);
 
         if (ferror(f)) {

@@ -24,6 +24,7 @@
 #include "hash.h"
 #include "log.h"
 #include "pprof-encode.h"
+#include "python-stack.h"
 #include "utf8.h"
 #include "profile.pb-c.h"
 #include "stack-markers.h"
@@ -75,6 +76,7 @@ enum {
         LOC_LEAF = 0,
         LOC_RETURN = 1,
         LOC_MARKER = 2,
+        LOC_PYTHON = 3, /* | pid << 8: a Python frame (python-stack.h), per process */
 };
 
 typedef struct FuncKey {
@@ -553,6 +555,20 @@ static int user_location(PprofJob *j, Process **pp, pid_t pid, uint64_t addr, bo
         uint32_t id;
         int r;
 
+        if (python_frame_is(addr)) {
+                /* Code objects are the process's own: no mapping, no address. */
+                k = (LocKey){0, addr, LOC_PYTHON | (uint64_t)(uint32_t)pid << 8};
+                h = hash_u64s((const uint64_t *)&k, 3);
+                id = location_find(j, &k, h);
+                if (id) {
+                        *ret = id;
+                        return 0;
+                }
+                *budget += LOOKUP_COST;
+                (void)symbolizer_python(j->sym, *pp, addr, &res);
+                j->n_unsymbolized += !res.symbolized;
+                return location_add(j, &k, h, 0, &res, ret);
+        }
         if (*pp)
                 m = process_find_mapping(*pp, lookup);
         /* Not in the snapshot: the process may have mapped something since (dlopen, exec). */

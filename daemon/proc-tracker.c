@@ -14,6 +14,7 @@
 #include "log.h"
 #include "proc-events.h"
 #include "proc-tracker.h"
+#include "python-procs.h"
 #include "time-util.h"
 
 /* Tracked processes refreshed per event-loop iteration: a burst of execs (or the start-up scan of
@@ -245,6 +246,7 @@ static void tracked_drop(ProcTracker *t, Tracked *p)
                 t->n_recheck--;
         if (p->deferred_until_ns)
                 t->n_deferred--;
+        python_procs_forget(t->opts.python, p->pid);
         if (p->pushed_ns) {
                 r = table_pool_remove_process(t->pool, p->pid);
                 if (r < 0 && r != -ENOENT)
@@ -681,8 +683,13 @@ static int refresh(ProcTracker *t, Tracked *p)
          * changing. */
         if (p->refresh_interval_ns > REFRESH_MIN_INTERVAL_NS)
                 defer_refresh(t, p, p->refreshed_ns + p->refresh_interval_ns);
-        return push(t, p);
+        r = push(t, p);
+        /* After the push: BPF walks Python frames only of a pid it has mappings for. */
+        if (r >= 0)
+                python_procs_note(t->opts.python, proc);
+        return r;
 }
+
 
 /* Up to max queued processes, from the head: those events named go first (enqueue()). */
 static void work_queue(ProcTracker *t, unsigned max, bool named_only)

@@ -18,12 +18,15 @@
 #include "table-pool.h"
 
 typedef struct ProcTracker ProcTracker;
+typedef struct PythonProcs PythonProcs;
 
 typedef struct ProcTrackerOptions {
         uint64_t exe_grace_ns;      /* unused executables are forgotten after this; 0: 30 s */
         uint64_t sweep_interval_ns; /* reconcile with /proc this often; 0: 60 s */
         bool no_initial_scan;       /* tests: track only processes that events name */
         const char *mmap_via;       /* tests: force one way of seeing new mappings (proc-events.h) */
+        PythonProcs *python;        /* describe processes running CPython to BPF as their mappings are
+                                     * read (python-procs.h); NULL: no Python frames */
 } ProcTrackerOptions;
 
 /* Loads and attaches the process event hooks, scans /proc and starts tracking. opts may be NULL. */

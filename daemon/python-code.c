@@ -7,9 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include "hash.h"
 #include "process-table.h"
+#include "remote-memory.h"
 
 typedef struct PythonCode PythonCode;
 struct LineCheckpoint;
@@ -52,7 +54,16 @@ struct PythonCodeCache {
         uint64_t n_cached, n_read, n_lookup_miss;
         uint64_t n_errors[_ERR_MAX];
         uint64_t n_evicted, n_tables_too_large, n_names_truncated, n_lines_unknown;
+
+        /* Where the process's memory may be read (remote-memory.h), kept for reads that follow
+         * within REMOTE_SNAPSHOT_NS: a drain reads many code objects of one process. */
+        RemoteMemory *mem;
+        pid_t mem_pid;
+        uint64_t mem_ns;
+        uint64_t n_untrusted;
 };
+
+#define REMOTE_SNAPSHOT_NS (1000 * 1000 * 1000ULL)
 
 int python_code_cache_new(size_t max_entries, size_t max_bytes, PythonCodeCache **ret)
 {
@@ -81,6 +92,7 @@ PythonCodeCache *python_code_cache_free(PythonCodeCache *c)
                 free(e);
         }
         free(c->buckets);
+        remote_memory_free(c->mem);
         return mfree(c);
 }
 
@@ -421,23 +433,41 @@ static uint32_t line_from_checkpoints(PythonLineTable kind, const uint8_t *table
 
 /* --- reading the process ---------------------------------------------------------------------- */
 
-static int read_mem(pid_t pid, uint64_t addr, void *buf, size_t n)
+static uint64_t monotonic_ns(void)
 {
-        struct iovec local = {.iov_base = buf, .iov_len = n};
-        struct iovec remote = {.iov_base = (void *)(uintptr_t)addr, .iov_len = n};
-        ssize_t k;
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* Only where reading cannot wait on a file a user serves (remote-memory.h): a code object in
+ * memory mapped from a FUSE file is refused (-EFAULT, counted as untrusted), never read. */
+static int read_mem(PythonCodeCache *c, pid_t pid, uint64_t addr, void *buf, size_t n)
+{
+        uint64_t now;
+        int r;
 
         if (n == 0)
                 return 0;
         /* User addresses end at 2^47; anything else (or a range wrapping) is no object. */
         if (addr == 0 || addr >= (1ULL << 47) || n > (1ULL << 47) - addr)
                 return -EFAULT;
-        k = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-        if (k < 0)
-                return -errno;
-        if ((size_t)k != n)
-                return -EFAULT; /* the object runs into unmapped memory */
-        return 0;
+        now = monotonic_ns();
+        if (!c->mem || c->mem_pid != pid || now - c->mem_ns > REMOTE_SNAPSHOT_NS) {
+                c->mem = remote_memory_free(c->mem);
+                r = remote_memory_open(pid, &c->mem);
+                if (r < 0)
+                        return r;
+                c->mem_pid = pid;
+                c->mem_ns = now;
+        }
+        r = remote_memory_read(c->mem, addr, buf, n);
+        if (r == -ENOTSUP) {
+                c->n_untrusted++;
+                return -EFAULT;
+        }
+        return r;
 }
 
 static uint64_t get_u64(const uint8_t *p, uint16_t off)
@@ -504,7 +534,7 @@ static int read_str(PythonCodeCache *c, pid_t pid, const PythonOffsets *o, uint6
             o->unicode_length + 8 > o->unicode_ascii_data)
                 return -EINVAL;
         /* The shorter header first: an ASCII str's text follows it and may end with its mapping. */
-        r = read_mem(pid, addr, hdr, o->unicode_ascii_data);
+        r = read_mem(c, pid, addr, hdr, o->unicode_ascii_data);
         if (r < 0)
                 return r == -EFAULT ? -EBADMSG : r;
         if (get_u64(hdr, PY_OB_TYPE) != str_type_addr)
@@ -526,7 +556,7 @@ static int read_str(PythonCodeCache *c, pid_t pid, const PythonOffsets *o, uint6
         out = malloc(n * 4 + 1);
         if (!raw || !out)
                 return -ENOMEM;
-        r = read_mem(pid, addr + data, raw, n * kind);
+        r = read_mem(c, pid, addr + data, raw, n * kind);
         if (r < 0)
                 return r == -EFAULT ? -EBADMSG : r;
         for (size_t i = 0; i < n; i++) {
@@ -546,7 +576,7 @@ static int read_str(PythonCodeCache *c, pid_t pid, const PythonOffsets *o, uint6
 
 /* The bytes object at addr (a line table): its size, and its contents if at most max bytes.
  * Bytes objects are not type-checked (PyBytes_Type is not passed in); the size must be sane. */
-static int read_bytes(pid_t pid, const PythonOffsets *o, uint64_t addr, size_t max, uint8_t **ret,
+static int read_bytes(PythonCodeCache *c, pid_t pid, const PythonOffsets *o, uint64_t addr, size_t max, uint8_t **ret,
                       size_t *ret_len)
 {
         uint8_t hdr[64];
@@ -556,7 +586,7 @@ static int read_bytes(pid_t pid, const PythonOffsets *o, uint64_t addr, size_t m
 
         if (o->bytes_ob_sval > sizeof(hdr) || o->var_ob_size + 8 > o->bytes_ob_sval)
                 return -EINVAL;
-        r = read_mem(pid, addr, hdr, o->bytes_ob_sval);
+        r = read_mem(c, pid, addr, hdr, o->bytes_ob_sval);
         if (r < 0)
                 return r == -EFAULT ? -EBADMSG : r;
         size = get_u64(hdr, o->var_ob_size);
@@ -570,7 +600,7 @@ static int read_bytes(pid_t pid, const PythonOffsets *o, uint64_t addr, size_t m
         buf = malloc(size ?: 1);
         if (!buf)
                 return -ENOMEM;
-        r = read_mem(pid, addr + o->bytes_ob_sval, buf, size);
+        r = read_mem(c, pid, addr + o->bytes_ob_sval, buf, size);
         if (r < 0) {
                 free(buf);
                 return r == -EFAULT ? -EBADMSG : r;
@@ -605,7 +635,7 @@ static int read_code(PythonCodeCache *c, pid_t pid, uint64_t start_time, const P
         }
         if (end > sizeof(hdr))
                 return -EINVAL;
-        r = read_mem(pid, code_addr, hdr, end);
+        r = read_mem(c, pid, code_addr, hdr, end);
         if (r < 0)
                 return r;
         if (get_u64(hdr, PY_OB_TYPE) != code_type_addr)
@@ -619,7 +649,7 @@ static int read_code(PythonCodeCache *c, pid_t pid, uint64_t start_time, const P
         r = read_str(c, pid, o, str_type_addr, get_u64(hdr, o->code_filename), &file);
         if (r < 0)
                 return r;
-        r = read_bytes(pid, o, get_u64(hdr, table_off), PYTHON_CODE_MAX_LINE_TABLE, &table, &table_len);
+        r = read_bytes(c, pid, o, get_u64(hdr, table_off), PYTHON_CODE_MAX_LINE_TABLE, &table, &table_len);
         if (r < 0)
                 return r;
 
@@ -756,10 +786,15 @@ void python_code_cache_write_metrics(const PythonCodeCache *c, FILE *f)
                 "# HELP profd_python_code_lines_unknown_total Python frames named without a line: the "
                 "instruction index saturated, no line for the instruction, or no line table kept.\n"
                 "# TYPE profd_python_code_lines_unknown_total counter\n"
-                "profd_python_code_lines_unknown_total %" PRIu64 "\n",
+                "profd_python_code_lines_unknown_total %" PRIu64 "\n"
+                "# HELP profd_python_code_reads_refused_total Reads of code objects refused because the "
+                "memory is a mapping of a file on FUSE or a network filesystem (a read could wait on "
+                "whoever serves it).\n"
+                "# TYPE profd_python_code_reads_refused_total counter\n"
+                "profd_python_code_reads_refused_total %" PRIu64 "\n",
                 c->n_entries, python_code_cache_bytes(c), c->n_cached, c->n_read, c->n_lookup_miss,
                 c->n_errors[ERR_GONE], c->n_errors[ERR_UNREADABLE], c->n_errors[ERR_BAD_OBJECT],
                 c->n_errors[ERR_PERMISSION], c->n_errors[ERR_OTHER], c->n_evicted,
                 PYTHON_CODE_MAX_LINE_TABLE, c->n_tables_too_large, PYTHON_CODE_MAX_NAME,
-                c->n_names_truncated, c->n_lines_unknown);
+                c->n_names_truncated, c->n_lines_unknown, c->n_untrusted);
 }

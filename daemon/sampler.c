@@ -17,6 +17,7 @@
 #include "log.h"
 #include "macro.h"
 #include "kernel-features.h"
+#include "python-stack.h"
 #include "sampler.h"
 
 #include "profile.skel.h"
@@ -67,6 +68,15 @@ static const char *const stop_names[PROFD_STOP__MAX] = {
         [PROFD_STOP_TABLE_PENDING] = "table_pending",
 };
 
+static const char *const py_stop_names[PROFD_PY_STOP__MAX] = {
+        [PROFD_PY_STOP_OK] = "ok",
+        [PROFD_PY_STOP_NO_THREAD] = "no_thread",
+        [PROFD_PY_STOP_IDLE] = "idle",
+        [PROFD_PY_STOP_BAD_READ] = "bad_read",
+        [PROFD_PY_STOP_DEPTH] = "depth",
+        [PROFD_PY_STOP_TAIL_CALLS] = "tail_calls",
+};
+
 /* A drained stack: frames live in Drain.frames at off. */
 typedef struct DrainedStack {
         uint64_t hash;
@@ -91,6 +101,8 @@ typedef struct Drain {
 
         SampleRecord *records;
         size_t cap_records;
+
+        PythonSpliceStats python_splice;
 } Drain;
 
 struct Sampler {
@@ -338,7 +350,9 @@ static int sampler_load(Sampler *s)
                 return log_error_errno(r, "Failed to load BPF programs (root or CAP_BPF+CAP_PERFMON needed, "
                                           "kernel with BTF): %m");
 
-        struct bpf_program *slots[] = {s->skel->progs.profd_step, s->skel->progs.profd_finalize};
+        /* In the order of the slots in bpf/profile.bpf.c. */
+        struct bpf_program *slots[] = {s->skel->progs.profd_step, s->skel->progs.profd_finalize,
+                                       s->skel->progs.profd_python};
         int progs_fd = bpf_map__fd(s->skel->maps.progs);
         for (uint32_t i = 0; i < ELEMENTSOF(slots); i++) {
                 int fd = bpf_program__fd(slots[i]);
@@ -550,6 +564,9 @@ static int collect_stacks(Drain *d, size_t n, size_t value_size, size_t max_fram
                         if (user)
                                 d->frames[k] &= ~PROFD_FRAME_EXACT;
                 }
+                if (user)
+                        len = python_stack_splice(d->frames + d->n_frames, d->exact + d->n_frames, len, flags,
+                                                  &d->python_splice);
                 memcpy(&(*stacks)[*n_stacks].hash, (const uint8_t *)d->batch_keys + i * sizeof(uint64_t),
                        sizeof(uint64_t));
                 (*stacks)[*n_stacks].off = d->n_frames;
@@ -824,6 +841,11 @@ struct bpf_object *sampler_bpf_object(Sampler *s)
         return s && s->skel ? s->skel->obj : NULL;
 }
 
+int sampler_python_procs_fd(Sampler *s)
+{
+        return s && s->skel ? bpf_map__fd(s->skel->maps.python_procs) : -EBADF;
+}
+
 int sampler_unwinder_events_fd(Sampler *s)
 {
         return s && s->skel ? bpf_map__fd(s->skel->maps.unwinder_events) : -EBADF;
@@ -930,7 +952,37 @@ void sampler_write_metrics(const Sampler *s, FILE *f)
                 for (unsigned i = 0; i < PROFD_STOP__MAX; i++)
                         fprintf(f, "profd_bpf_unwind_stops_total{reason=\"%s\"} %" PRIu64 "\n",
                                 stop_names[i], c[PROFD_STOP_REASON_BASE + i]);
+                fprintf(f,
+                        "# HELP profd_python_stacks_walked_total Samples of CPython processes whose Python "
+                        "frames BPF walked.\n"
+                        "# TYPE profd_python_stacks_walked_total counter\n"
+                        "profd_python_stacks_walked_total %" PRIu64 "\n"
+                        "# HELP profd_python_frames_read_total Python frames BPF recorded.\n"
+                        "# TYPE profd_python_frames_read_total counter\n"
+                        "profd_python_frames_read_total %" PRIu64 "\n"
+                        "# HELP profd_python_thread_walks_total Thread lists BPF walked to find a "
+                        "thread's PyThreadState (then cached).\n"
+                        "# TYPE profd_python_thread_walks_total counter\n"
+                        "profd_python_thread_walks_total %" PRIu64 "\n"
+                        "# HELP profd_python_stops_total How Python walks ended, by reason.\n"
+                        "# TYPE profd_python_stops_total counter\n",
+                        c[PROFD_CNT_PY_STACKS], c[PROFD_CNT_PY_FRAMES], c[PROFD_CNT_PY_THREAD_WALKS]);
+                for (unsigned i = 0; i < PROFD_PY_STOP__MAX; i++)
+                        fprintf(f, "profd_python_stops_total{reason=\"%s\"} %" PRIu64 "\n", py_stop_names[i],
+                                c[PROFD_PY_STOP_BASE + i]);
         }
+        fprintf(f,
+                "# HELP profd_python_groups_total Groups of Python frames (one call of the eval function "
+                "each) put into native stacks, by where they went.\n"
+                "# TYPE profd_python_groups_total counter\n"
+                "profd_python_groups_total{place=\"eval_frame\"} %" PRIu64 "\n"
+                "profd_python_groups_total{place=\"stack_end\"} %" PRIu64 "\n"
+                "# HELP profd_python_eval_frames_unmatched_total Eval-function frames left without Python "
+                "frames (sampled while entering or leaving a call).\n"
+                "# TYPE profd_python_eval_frames_unmatched_total counter\n"
+                "profd_python_eval_frames_unmatched_total %" PRIu64 "\n",
+                s->drain.python_splice.groups_placed, s->drain.python_splice.groups_outside,
+                s->drain.python_splice.evals_unmatched);
 
         fprintf(f,
                 "# HELP profd_bpf_map_entries Entries drained from a map generation in the last interval.\n"

@@ -71,3 +71,5 @@ void sampler_write_metrics(const Sampler *s, FILE *f);
  * it has no mappings for (rate-limited per pid); -EBADF before start. Only written once a
  * table pool exists on the object (table_pool_new). */
 int sampler_unwinder_events_fd(Sampler *s);
+/* The BPF map of processes whose Python frames are walked (bpf/profd-python.h). */
+int sampler_python_procs_fd(Sampler *s);

@@ -18,6 +18,7 @@
 #include "hash.h"
 #include "log.h"
 #include "perf-map.h"
+#include "profd-python.h"
 #include "symbolizer.h"
 #include "time-util.h"
 
@@ -137,6 +138,11 @@ struct Symbolizer {
         size_t n_strings;
 
         PerfMaps *perf_maps; /* names of JIT code in anonymous executable memory */
+
+        SymbolizerPythonFn python_fn; /* names of Python frames (python-stack.h) */
+        void *python_userdata;
+        char python_placeholder[64];
+        uint64_t n_python, n_python_unnamed;
 
         uint64_t n_cache_hits, n_user_perf_map;
         uint64_t n_dwarf_unsafe[2]; /* dwz file missing, split DWARF */
@@ -1502,6 +1508,31 @@ bool symbolizer_kernel_addresses_shown(Symbolizer *s)
                             s->kallsyms_hidden ? "only zeros" : "nothing");
         s->warned_kernel_addresses_hidden = true;
         return false;
+}
+
+void symbolizer_set_python(Symbolizer *s, SymbolizerPythonFn fn, void *userdata)
+{
+        s->python_fn = fn;
+        s->python_userdata = userdata;
+}
+
+int symbolizer_python(Symbolizer *s, const Process *p, uint64_t frame, SymResult *ret)
+{
+        SymFrame f = {};
+
+        s->n_python++;
+        if (p && s->python_fn && s->python_fn(s->python_userdata, p, frame, &f) >= 0 && f.name) {
+                s->frames[0] = f;
+                *ret = (SymResult){.frames = s->frames, .n_frames = 1, .symbolized = true};
+                return 0;
+        }
+        /* Not read while the process ran (or garbage): say it was Python code, invent nothing. */
+        s->n_python_unnamed++;
+        snprintf(s->python_placeholder, sizeof(s->python_placeholder), "[python] 0x%" PRIx64,
+                 (uint64_t)((frame & PROFD_PY_CODE_MASK) << PROFD_PY_CODE_SHIFT));
+        s->frames[0] = (SymFrame){.name = s->python_placeholder, .system_name = s->python_placeholder};
+        *ret = (SymResult){.frames = s->frames, .n_frames = 1};
+        return 0;
 }
 
 int symbolizer_kernel(Symbolizer *s, uint64_t addr, SymResult *ret)

@@ -46,6 +46,13 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Symbolizer *, symbolizer_free);
  * the leaf) pass address - 1 so the call, not the instruction after it, is named. */
 int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint64_t addr, SymResult *ret);
 int symbolizer_kernel(Symbolizer *s, uint64_t addr, SymResult *ret);
+/* Names a Python frame (python-stack.h) of p into *ret (strings owned by the callee, valid until
+ * its next call); negative when it cannot. */
+typedef int (*SymbolizerPythonFn)(void *userdata, const Process *p, uint64_t frame, SymFrame *ret);
+void symbolizer_set_python(Symbolizer *s, SymbolizerPythonFn fn, void *userdata);
+/* A Python frame of p: one frame with its function, file and line; unnamed (not read while the
+ * process ran): a "[python] 0xCODE" placeholder with symbolized false. */
+int symbolizer_python(Symbolizer *s, const Process *p, uint64_t frame, SymResult *ret);
 /* Kernel text addresses reveal where KASLR put the kernel, so by default nothing profd serves
  * carries them: kernel frames are names, and names of frames that have none (no symbol, or
  * kallsyms hidden) say so without the address. show (--kernel-addresses) lets them through, but

@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* The CPython walk, included by bpf/profile.bpf.c after the native unwinder (it uses its state,
+ * counters and hash). Runs as tail-call slot PROFD_PROG_PYTHON once the native walk of a process
+ * listed in python_procs has ended: finds the sampled thread's PyThreadState, then appends the
+ * thread's Python frames, innermost first, PROFD_PY_FRAMES_PER_PROG per program, each as one
+ * PROFD_FRAME_PYTHON entry (profd-python.h). The daemon splices them into the native stack.
+ *
+ * Budget: the native walk and the Python walk share the chain of PROFD_MAX_STEPS tail-called
+ * programs and the PROFD_MAX_USER_FRAMES slots of one stack. Native frames go first (they decide
+ * where the Python frames belong); the Python walk gets what they leave. A 100-frame native
+ * stack uses 5 steps and leaves 26 programs, 832 Python frames, more than the slots left. */
+#pragma once
+
+_Static_assert(PROFD_PY_STOP__MAX == PROFD_PY_STOP_COUNT, "profd-sample.h counts the Python stops");
+
+/* Python frames per program. Each costs one read of at most PROFD_PY_FRAME_READ_MAX bytes; 32
+ * keeps the program's verification well inside the limit on 5.10 and makes a 100-frame Python
+ * stack four programs. */
+#define PROFD_PY_FRAMES_PER_PROG 32
+/* Threads of one interpreter looked at to find the sampled one when the GIL holder is not it
+ * and the per-thread cache has no entry: bounded so a huge thread pool cannot stall a sample;
+ * a thread further down the list gets native frames only (stop "no_thread", counted). The
+ * cache makes the walk a once-per-thread cost. */
+#define PROFD_PY_MAX_THREADS 64
+
+struct {
+        __uint(type, BPF_MAP_TYPE_HASH);
+        __uint(max_entries, PROFD_PY_MAX_PROCS);
+        __type(key, __u32);
+        __type(value, struct profd_python_proc);
+} python_procs SEC(".maps");
+
+/* (pid << 32 | tid) -> its PyThreadState: found once by the thread-list walk, checked on each use
+ * (the PyThreadState's thread id must still be the thread's fs base). LRU: threads come and go. */
+struct {
+        __uint(type, BPF_MAP_TYPE_LRU_HASH);
+        __uint(max_entries, 16384);
+        __type(key, __u64);
+        __type(value, __u64);
+} python_threads SEC(".maps");
+
+static __always_inline void py_stop(struct sample_state *st, __u32 reason)
+{
+        st->py_done = 1;
+        st->user.flags = (st->user.flags & ~PROFD_STACK_PY_MASK) | ((reason + 1) << PROFD_STACK_PY_SHIFT);
+        if (reason < PROFD_PY_STOP__MAX)
+                count(PROFD_PY_STOP_BASE + reason);
+}
+
+static __always_inline int py_read_ptr(__u64 addr, __u64 *ret)
+{
+        *ret = 0;
+        return bpf_probe_read_user(ret, sizeof(*ret), (void *)addr);
+}
+
+/* The PyThreadState whose thread_id (pthread_self(), on x86-64 the fs base) is the sampled
+ * thread's, or 0. Tried in order: the GIL holder (3.8-3.11: the thread running Python code nearly
+ * always holds it), the per-thread cache, the interpreter's thread list. */
+static __always_inline __u64 py_find_tstate(struct sample_state *st, __u64 fsbase)
+{
+        const struct profd_python_proc *py = &st->py;
+        __u64 key = ((__u64)st->key.pid << 32) | st->key.tid, ts = 0, id = 0, interp = 0, *cached;
+
+        if (py->tstate_current && py_read_ptr(py->tstate_current, &ts) == 0 && ts &&
+            py_read_ptr(ts + py->tstate_thread_id, &id) == 0 && id == fsbase)
+                return ts;
+
+        cached = bpf_map_lookup_elem(&python_threads, &key);
+        if (cached) {
+                ts = *cached;
+                if (py_read_ptr(ts + py->tstate_thread_id, &id) == 0 && id == fsbase)
+                        return ts;
+                bpf_map_delete_elem(&python_threads, &key);
+        }
+
+        count(PROFD_CNT_PY_THREAD_WALKS);
+        if (py_read_ptr(py->runtime + py->interpreters_head, &interp) < 0 || !interp ||
+            py_read_ptr(interp + py->threads_head, &ts) < 0)
+                return 0;
+        for (int i = 0; i < PROFD_PY_MAX_THREADS && ts; i++) {
+                if (py_read_ptr(ts + py->tstate_thread_id, &id) < 0)
+                        return 0;
+                if (id == fsbase) {
+                        bpf_map_update_elem(&python_threads, &key, &ts, BPF_ANY);
+                        return ts;
+                }
+                if (py_read_ptr(ts + py->tstate_next, &ts) < 0)
+                        return 0;
+        }
+        return 0;
+}
+
+/* First call for a sample: the thread's innermost frame into st->py_frame. False when the walk
+ * ended (no thread state, no frame). */
+static __always_inline bool py_begin(struct sample_state *st, struct task_struct *task)
+{
+        const struct profd_python_proc *py = &st->py;
+        __u64 fsbase, ts, f = 0;
+
+        count(PROFD_CNT_PY_STACKS);
+        fsbase = profd_have_task_btf ? task->thread.fsbase : BPF_CORE_READ(task, thread.fsbase);
+        ts = py_find_tstate(st, fsbase);
+        if (!ts) {
+                py_stop(st, PROFD_PY_STOP_NO_THREAD);
+                return false;
+        }
+        if (py_read_ptr(ts + py->tstate_frame, &f) < 0 ||
+            (py->has_cframe && f && py_read_ptr(f + py->cframe_frame, &f) < 0)) {
+                py_stop(st, PROFD_PY_STOP_BAD_READ);
+                return false;
+        }
+        if (!f) {
+                py_stop(st, PROFD_PY_STOP_IDLE);
+                return false;
+        }
+        st->py_frame = f;
+        return true;
+}
+
+static __always_inline __u64 py_buf_u64(const struct sample_state *st, __u16 off)
+{
+        __u64 v;
+
+        __builtin_memcpy(&v, &st->py_buf[off & (PROFD_PY_FRAME_READ_MAX - 1)], sizeof(v));
+        return v;
+}
+
+/* Up to PROFD_PY_FRAMES_PER_PROG frames from st->py_frame on. */
+static __always_inline void py_walk(struct sample_state *st)
+{
+        const struct profd_python_proc *py = &st->py;
+        __u32 size = py->frame_size;
+
+        if (size > PROFD_PY_FRAME_READ_MAX)
+                size = PROFD_PY_FRAME_READ_MAX;
+        if (size < 8)
+                size = 8;
+
+        for (int i = 0; i < PROFD_PY_FRAMES_PER_PROG; i++) {
+                __u64 f = st->py_frame, code, instr, rec;
+                __u32 len = st->user.len;
+                __u8 entry;
+
+                if (!f) {
+                        py_stop(st, PROFD_PY_STOP_OK);
+                        return;
+                }
+                if (len >= PROFD_MAX_USER_FRAMES) {
+                        py_stop(st, PROFD_PY_STOP_DEPTH);
+                        return;
+                }
+                if (bpf_probe_read_user(st->py_buf, size, (void *)f) < 0) {
+                        py_stop(st, PROFD_PY_STOP_BAD_READ);
+                        return;
+                }
+                st->py_frame = py_buf_u64(st, py->frame_previous);
+                code = py_buf_u64(st, py->frame_code);
+                entry = st->py_buf[py->frame_entry & (PROFD_PY_FRAME_READ_MAX - 1)];
+
+                if (py->entry_kind == PROFD_PY_ENTRY_SHIM && entry == py->owner_cstack) {
+                        /* Below here runs the previous call of the eval function: the frame
+                         * recorded last was its call's outermost. */
+                        if (st->py_recorded) {
+                                st->user.ips[(len - 1) & (PROFD_MAX_USER_FRAMES - 1)] |= PROFD_FRAME_PY_ENTRY;
+                                st->uhash = hash_mix(st->uhash, PROFD_FRAME_PY_ENTRY);
+                        }
+                        continue;
+                }
+
+                if (py->lasti_kind == PROFD_PY_LASTI_INT) {
+                        __s32 lasti;
+
+                        __builtin_memcpy(&lasti, &st->py_buf[py->frame_lasti & (PROFD_PY_FRAME_READ_MAX - 1)],
+                                         sizeof(lasti));
+                        instr = lasti < 0 ? 0 : lasti;
+                } else {
+                        __u64 p = py_buf_u64(st, py->frame_lasti), first = code + py->code_adaptive;
+
+                        instr = p >= first ? (p - first) / 2 : 0;
+                }
+                if (instr > PROFD_PY_INSTR_MAX)
+                        instr = PROFD_PY_INSTR_MAX;
+
+                rec = PROFD_FRAME_PYTHON | ((code >> PROFD_PY_CODE_SHIFT) & PROFD_PY_CODE_MASK) |
+                      (instr << PROFD_PY_INSTR_SHIFT);
+                if (py->entry_kind == PROFD_PY_ENTRY_EVERY || (py->entry_kind == PROFD_PY_ENTRY_IS_ENTRY && entry))
+                        rec |= PROFD_FRAME_PY_ENTRY;
+                st->user.ips[len & (PROFD_MAX_USER_FRAMES - 1)] = rec;
+                st->user.len = len + 1;
+                st->uhash = hash_mix(st->uhash, rec);
+                st->py_recorded++;
+                count(PROFD_CNT_PY_FRAMES);
+        }
+}
+
+SEC("perf_event")
+int profd_python(struct bpf_perf_event_data *ctx)
+{
+        struct sample_state *st = get_state();
+
+        if (!st)
+                return 0;
+        st->steps++;
+        if (!st->py_started) {
+                struct task_struct *task = profd_have_task_btf ? bpf_get_current_task_btf()
+                                                               : (struct task_struct *)bpf_get_current_task();
+
+                st->py_started = 1;
+                if (!py_begin(st, task))
+                        goto out;
+        }
+        py_walk(st);
+out:
+        if (!st->py_done) {
+                if (st->steps < PROFD_MAX_STEPS) {
+                        bpf_tail_call(ctx, &progs, PROFD_PROG_PYTHON);
+                        count(PROFD_DROP_TAIL_CALL);
+                        return 0;
+                }
+                py_stop(st, PROFD_PY_STOP_TAIL_CALLS);
+        }
+        bpf_tail_call(ctx, &progs, PROFD_PROG_FINALIZE);
+        count(PROFD_DROP_TAIL_CALL);
+        return 0;
+}

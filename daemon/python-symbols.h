@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* Names of the Python frames in drained stacks: the code objects are read while their process
+ * runs (python_symbols_note(), at each drain) into the code cache (python-code.h), and the
+ * symbolizer names frames from that cache later (python_symbols_name(), a SymbolizerPythonFn),
+ * also after the process exited. A frame is named "module.qualname" ("threading.Thread.run"),
+ * the module told from the file name. */
+#pragma once
+
+#include "macro.h"
+#include "python-code.h"
+#include "python-procs.h"
+#include "sampler.h"
+#include "symbolizer.h"
+
+typedef struct PythonSymbols PythonSymbols;
+
+int python_symbols_new(PythonProcs *procs, PythonSymbols **ret);
+PythonSymbols *python_symbols_free(PythonSymbols *ps);
+DEFINE_TRIVIAL_CLEANUP_FUNC(PythonSymbols *, python_symbols_free);
+
+/* Reads the code objects of the Python frames in records that are not cached yet. */
+void python_symbols_note(PythonSymbols *ps, const SampleRecord *records, size_t n);
+/* SymbolizerPythonFn: userdata is the PythonSymbols. */
+int python_symbols_name(void *userdata, const Process *p, uint64_t frame, SymFrame *ret);
+
+/* "/usr/lib/python3.11/json/encoder.py" -> "json.encoder", "/srv/app.py" -> "app",
+ * "<frozen importlib._bootstrap>" -> "importlib._bootstrap"; "" when there is none ("<string>"). */
+void python_module_name(const char *file, char *buf, size_t size);
+
+void python_symbols_write_metrics(const PythonSymbols *ps, FILE *f);
