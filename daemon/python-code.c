@@ -14,6 +14,7 @@
 #include "remote-memory.h"
 
 typedef struct PythonCode PythonCode;
+struct LineCheckpoint;
 struct PythonCode {
         pid_t pid;
         uint64_t start_time;
@@ -24,11 +25,14 @@ struct PythonCode {
         uint32_t first_line;
         bool no_table; /* the line table was too large to keep: every line is unknown */
         size_t table_len;
+        size_t n_cps;
         size_t bytes;
-        /* name, file (NUL-terminated) and the line table, in one allocation after the struct */
+        /* checkpoints of the line table, the table, name and file (NUL-terminated), in one
+         * allocation after the struct */
+        const struct LineCheckpoint *cps;
+        const uint8_t *table;
         const char *name;
         const char *file;
-        const uint8_t *table;
 };
 
 enum {
@@ -210,41 +214,78 @@ void python_code_cache_forget(PythonCodeCache *c, pid_t pid, uint64_t start_time
 
 /* --- line tables ------------------------------------------------------------------------------ */
 
+/* Where a walk of a line table stands before the entry at byte pos: the address that entry starts
+ * at (bytes for co_lnotab and 3.10, code units from 3.11) and the line computed so far. Any such
+ * state at an address not past the one looked for is a valid start, so an entry keeps one every
+ * LINE_CHECKPOINT_STRIDE bytes of its table: a lookup walks at most that much. */
+typedef struct LineCheckpoint {
+        uint32_t pos;
+        uint32_t addr;
+        int64_t line;
+} LineCheckpoint;
+
+_Static_assert(sizeof(struct PythonCode) % _Alignof(LineCheckpoint) == 0, "checkpoints follow the entry");
+
+#define LINE_CHECKPOINT_STRIDE 512u
+#define LINE_CHECKPOINTS_MAX (PYTHON_CODE_MAX_LINE_TABLE / LINE_CHECKPOINT_STRIDE + 1)
+/* Smaller tables are walked whole: the checkpoints would cost more than they save. */
+#define LINE_CHECKPOINT_MIN_TABLE (2 * LINE_CHECKPOINT_STRIDE)
+
+/* Records (when cps) a checkpoint at the first entry boundary of each stride. */
+typedef struct LineRecorder {
+        LineCheckpoint *cps;
+        size_t n, max;
+} LineRecorder;
+
+static void record(LineRecorder *rec, size_t pos, uint64_t addr, int64_t line)
+{
+        if (!rec || rec->n >= rec->max || pos < (rec->n + 1) * LINE_CHECKPOINT_STRIDE || addr > UINT32_MAX)
+                return;
+        rec->cps[rec->n++] = (LineCheckpoint){.pos = (uint32_t)pos, .addr = (uint32_t)addr, .line = line};
+}
+
+static uint32_t line_value(bool has_line, int64_t line)
+{
+        return has_line && line > 0 && line <= UINT32_MAX ? (uint32_t)line : 0;
+}
+
 /* 3.8-3.9 co_lnotab (Objects/lnotab_notes.txt @v3.9): pairs of (bytecode bytes advanced, unsigned;
  * lines advanced, signed) from (0, co_firstlineno). An instruction's line is that of the last
  * pair whose address does not pass it. */
-static uint32_t line_lnotab(const uint8_t *t, size_t len, uint32_t first_line, uint32_t offset)
+static uint32_t line_lnotab(const uint8_t *t, size_t len, LineCheckpoint s, uint64_t target,
+                            LineRecorder *rec)
 {
-        uint64_t addr = 0;
-        int64_t line = first_line;
+        uint64_t addr = s.addr;
+        int64_t line = s.line;
 
-        for (size_t i = 0; i + 1 < len; i += 2) { /* bounded by len <= PYTHON_CODE_MAX_LINE_TABLE */
+        for (size_t i = s.pos; i + 1 < len; i += 2) { /* bounded by len <= PYTHON_CODE_MAX_LINE_TABLE */
+                record(rec, i, addr, line);
                 addr += t[i];
-                if (addr > offset)
+                if (addr > target)
                         break;
                 line += (int8_t)t[i + 1];
         }
-        return line > 0 && line <= UINT32_MAX ? (uint32_t)line : 0;
+        return line_value(true, line);
 }
 
 /* 3.10 co_linetable (Objects/lnotab_notes.txt @v3.10): pairs of (bytes the range covers,
  * unsigned; line delta, signed, -128 for a range without a line) describing consecutive ranges
- * from address 0; a range's line is co_firstlineno plus the deltas so far. Addresses are bytes,
- * the instruction index counts 2-byte code units. */
-static uint32_t line_310(const uint8_t *t, size_t len, uint32_t first_line, uint32_t instr)
+ * from address 0; a range's line is co_firstlineno plus the deltas so far. */
+static uint32_t line_310(const uint8_t *t, size_t len, LineCheckpoint s, uint64_t target, LineRecorder *rec)
 {
-        uint64_t start = 0, addr = (uint64_t)instr * 2;
-        int64_t line = first_line;
+        uint64_t start = s.addr;
+        int64_t line = s.line;
 
-        for (size_t i = 0; i + 1 < len; i += 2) {
+        for (size_t i = s.pos; i + 1 < len; i += 2) {
                 uint64_t end = start + t[i];
                 int8_t delta = (int8_t)t[i + 1];
                 bool has_line = delta != -128;
 
+                record(rec, i, start, line);
                 if (has_line)
                         line += delta;
-                if (addr >= start && addr < end)
-                        return has_line && line > 0 && line <= UINT32_MAX ? (uint32_t)line : 0;
+                if (target >= start && target < end)
+                        return line_value(has_line, line);
                 start = end;
         }
         return 0;
@@ -284,14 +325,15 @@ static bool read_svarint(const uint8_t *t, size_t len, size_t *i, int64_t *ret)
  * form (line + code - 10, 2 bytes of columns), 13 no columns (svarint line delta), 14 long form
  * (svarint line delta, then end line delta, start and end column as varints), 15 no location.
  * Line deltas add up from co_firstlineno; an entry without location leaves the line as it is. */
-static uint32_t line_locations(const uint8_t *t, size_t len, uint32_t first_line, uint32_t instr)
+static uint32_t line_locations(const uint8_t *t, size_t len, LineCheckpoint s, uint64_t target,
+                               LineRecorder *rec)
 {
-        uint64_t start = 0;
-        int64_t line = first_line;
-        size_t i = 0;
+        uint64_t start = s.addr;
+        int64_t line = s.line;
+        size_t i = s.pos;
 
         while (i < len) { /* every step consumes at least one byte */
-                uint8_t first = t[i++];
+                uint8_t first = t[i];
                 unsigned code = (first >> 3) & 0xf, units = (first & 7) + 1;
                 bool has_line = true;
                 int64_t delta = 0;
@@ -299,6 +341,8 @@ static uint32_t line_locations(const uint8_t *t, size_t len, uint32_t first_line
 
                 if (!(first & 0x80))
                         return 0; /* not the start of an entry: malformed */
+                record(rec, i, start, line);
+                i++;
                 if (code <= 9)
                         i += 1;
                 else if (code <= 12) {
@@ -316,11 +360,32 @@ static uint32_t line_locations(const uint8_t *t, size_t len, uint32_t first_line
                 } else
                         has_line = false;
                 line += delta;
-                if (instr >= start && instr < start + units)
-                        return has_line && line > 0 && line <= UINT32_MAX ? (uint32_t)line : 0;
+                if (target >= start && target < start + units)
+                        return line_value(has_line, line);
                 start += units;
         }
         return 0;
+}
+
+/* The line of instr, walking from checkpoint s (recording checkpoints into rec if given). */
+static uint32_t line_walk(PythonLineTable kind, const uint8_t *table, size_t len, LineCheckpoint s,
+                          uint32_t instr, LineRecorder *rec)
+{
+        switch (kind) {
+        case PYTHON_LINE_TABLE_LNOTAB:
+                return line_lnotab(table, len, s, instr, rec);
+        case PYTHON_LINE_TABLE_LINETABLE_310:
+                return line_310(table, len, s, (uint64_t)instr * 2, rec); /* bytes, from code units */
+        case PYTHON_LINE_TABLE_LOCATIONS:
+                return line_locations(table, len, s, instr, rec);
+        }
+        return 0;
+}
+
+/* The address instr is at in the table's own unit. */
+static uint64_t table_addr(PythonLineTable kind, uint32_t instr)
+{
+        return kind == PYTHON_LINE_TABLE_LINETABLE_310 ? (uint64_t)instr * 2 : instr;
 }
 
 uint32_t python_line_of(PythonLineTable kind, const uint8_t *table, size_t len, uint32_t first_line,
@@ -328,15 +393,42 @@ uint32_t python_line_of(PythonLineTable kind, const uint8_t *table, size_t len, 
 {
         if (!table || instr == PYTHON_CODE_INSTR_UNKNOWN)
                 return 0;
-        switch (kind) {
-        case PYTHON_LINE_TABLE_LNOTAB:
-                return line_lnotab(table, len, first_line, instr);
-        case PYTHON_LINE_TABLE_LINETABLE_310:
-                return line_310(table, len, first_line, instr);
-        case PYTHON_LINE_TABLE_LOCATIONS:
-                return line_locations(table, len, first_line, instr);
+        return line_walk(kind, table, len, (LineCheckpoint){.line = first_line}, instr, NULL);
+}
+
+/* The checkpoints of a table, into cps (LINE_CHECKPOINTS_MAX); their number. */
+static size_t line_checkpoints(PythonLineTable kind, const uint8_t *table, size_t len, uint32_t first_line,
+                               LineCheckpoint *cps)
+{
+        LineRecorder rec = {.cps = cps, .max = LINE_CHECKPOINTS_MAX};
+
+        if (len < LINE_CHECKPOINT_MIN_TABLE)
+                return 0;
+        (void)line_walk(kind, table, len, (LineCheckpoint){.line = first_line}, UINT32_MAX - 1, &rec);
+        return rec.n;
+}
+
+/* The line of instr from the last checkpoint at or before it. */
+static uint32_t line_from_checkpoints(PythonLineTable kind, const uint8_t *table, size_t len,
+                                      uint32_t first_line, const LineCheckpoint *cps, size_t n,
+                                      uint32_t instr)
+{
+        LineCheckpoint s = {.line = first_line};
+        uint64_t addr = table_addr(kind, instr);
+        size_t lo = 0, hi = n;
+
+        if (instr == PYTHON_CODE_INSTR_UNKNOWN)
+                return 0;
+        while (lo < hi) { /* the first checkpoint past addr */
+                size_t mid = lo + (hi - lo) / 2;
+                if (cps[mid].addr <= addr)
+                        lo = mid + 1;
+                else
+                        hi = mid;
         }
-        return 0;
+        if (lo > 0)
+                s = cps[lo - 1];
+        return line_walk(kind, table, len, s, instr, NULL);
 }
 
 /* --- reading the process ---------------------------------------------------------------------- */
@@ -524,7 +616,9 @@ static int read_code(PythonCodeCache *c, pid_t pid, uint64_t start_time, const P
         _cleanup_free_ uint8_t *table = NULL;
         uint8_t hdr[512];
         uint16_t name_off, table_off, end = 0;
-        size_t table_len = 0, name_len, file_len, n;
+        size_t table_len = 0, name_len, file_len, n, n_cps;
+        LineCheckpoint cps[LINE_CHECKPOINTS_MAX];
+        uint8_t *p;
         uint64_t now_start;
         PythonCode *e;
         int32_t first_line;
@@ -566,7 +660,8 @@ static int read_code(PythonCodeCache *c, pid_t pid, uint64_t start_time, const P
 
         name_len = strlen(name) + 1;
         file_len = strlen(file) + 1;
-        n = sizeof(*e) + name_len + file_len + (table ? table_len : 0);
+        n_cps = table ? line_checkpoints(o->line_table, table, table_len, (uint32_t)first_line, cps) : 0;
+        n = sizeof(*e) + n_cps * sizeof(LineCheckpoint) + (table ? table_len : 0) + name_len + file_len;
         e = calloc(1, n);
         if (!e)
                 return -ENOMEM;
@@ -580,12 +675,14 @@ static int read_code(PythonCodeCache *c, pid_t pid, uint64_t start_time, const P
                 .table_len = table ? table_len : 0,
                 .bytes = n,
         };
-        memcpy((char *)(e + 1), name, name_len);
-        memcpy((char *)(e + 1) + name_len, file, file_len);
-        memcpy_safe((char *)(e + 1) + name_len + file_len, table, e->table_len);
-        e->name = (const char *)(e + 1);
-        e->file = e->name + name_len;
-        e->table = (const uint8_t *)e->file + file_len;
+        p = (uint8_t *)(e + 1); /* sizeof(*e) keeps the checkpoints aligned */
+        e->cps = memcpy_safe(p, cps, n_cps * sizeof(LineCheckpoint));
+        e->n_cps = n_cps;
+        p += n_cps * sizeof(LineCheckpoint);
+        e->table = memcpy_safe(p, table, e->table_len);
+        p += e->table_len;
+        e->name = memcpy(p, name, name_len);
+        e->file = memcpy(p + name_len, file, file_len);
         if (!table)
                 c->n_tables_too_large++;
         *ret = e;
@@ -598,7 +695,8 @@ static void fill(PythonCodeCache *c, const PythonCode *e, uint32_t instr, Python
                 .name = e->name,
                 .file = e->file,
                 .line = e->no_table ? 0
-                                    : python_line_of(e->kind, e->table, e->table_len, e->first_line, instr),
+                                    : line_from_checkpoints(e->kind, e->table, e->table_len, e->first_line,
+                                                            e->cps, e->n_cps, instr),
                 .first_line = e->first_line,
         };
         if (ret->line == 0)

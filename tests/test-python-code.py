@@ -88,9 +88,18 @@ sys.path.insert(0, %(dir)r)
 import pycode_mod as m
 
 huge_src = "def huge():\\n" + "    x = 1\\n" * 40000
+# A line table of a few KiB, walked from the checkpoints the cache keeps every 512 bytes: lines
+# with gaps, long lines (columns past 127), loops (jumps back).
+mid_src = "def mid(a):\\n" + "".join(
+    ("    x" + str(k) + " = a + " + str(k) + "\\n") + ("\\n" * (k %% 13) if k %% 5 == 0 else "")
+    + ("    y = (a, " + "a + " * 50 + "a)\\n" if k %% 11 == 0 else "")
+    + ("    for i in range(2):\\n        a += i\\n" if k %% 17 == 0 else "")
+    for k in range(800))
 namespace = {}
 exec(compile(huge_src, "<huge>", "exec"), namespace)
-funcs = [m.größe, m.函数, getattr(m, "\\U00020000"), m.Outer.method, m.outer(), m.far, namespace["huge"]]
+exec(compile(mid_src, "<mid>", "exec"), namespace)
+funcs = [m.größe, m.函数, getattr(m, "\\U00020000"), m.Outer.method, m.outer(), m.far, namespace["huge"],
+         namespace["mid"]]
 codes = [f.__code__ for f in funcs] + [sys._getframe().f_code]
 
 
@@ -244,12 +253,14 @@ def check_runtime(ver, root, binary, elf):
                     "%s: %s with a saturated instruction index: name, no line (%s)" % (ver, c["name"], got))
         names = [c["name"] for c in codes]
         want_names = ["größe", "函数", "\U00020000", "Outer.method", "outer.<locals>.inner", "far", "huge",
-                      "<module>"]
+                      "mid", "<module>"]
         if vt < (3, 11):  # no co_qualname before 3.11
             want_names[3:5] = ["method", "inner"]
         t.check(names == want_names, "%s: the interpreter's names are those expected: %s" % (ver, names))
         t.check(any(c["table_len"] > MAX_LINE_TABLE for c in codes),
                 "%s: one line table is over %d bytes (%s)" % (ver, MAX_LINE_TABLE, [c["table_len"] for c in codes]))
+        t.check(1024 <= codes[7]["table_len"] <= MAX_LINE_TABLE,
+                "%s: mid() has a line table of several strides: %d bytes" % (ver, codes[7]["table_len"]))
         t.check(max(l for _, l in codes[5]["lines"]) - codes[5]["first"] > 400,
                 "%s: far() spans lines far apart (multi-byte line table entries)" % ver)
 
