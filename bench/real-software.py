@@ -684,7 +684,9 @@ def main():
     only = [n for n in a.only.split(",") if n]
     progs = [p for p in PROGRAMS if not only or p.name in only]
     results = []
-    with Daemon("--frequency", str(FREQUENCY)) as d:
+    # Native frames only: perf shows _PyEval_EvalFrameDefault where profd puts the Python frames
+    # (docs/runtimes.md), and this compares native unwinding.
+    with Daemon("--frequency", str(FREQUENCY), env=dict(os.environ, PROFD_PYTHON_FRAMES="0")) as d:
         time.sleep(3)  # start-up scan and table builds
         for p in progs:
             before, load = metrics(d), loadavg()
