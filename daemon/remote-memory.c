@@ -64,8 +64,9 @@ static int read_mounts(RemoteMemory *m, const char *path)
         size_t cap = 0;
 
         f = fopen(path, "re");
+        /* EINVAL: the process has no mount namespace any more: it exited and is not reaped yet. */
         if (!f)
-                return errno == ENOENT ? -ESRCH : -errno;
+                return errno == ENOENT || errno == EINVAL ? -ESRCH : -errno;
         if (!m->mounts) {
                 m->mounts = calloc(REMOTE_MEMORY_MAX_MOUNTS, sizeof(*m->mounts));
                 if (!m->mounts)
