@@ -3,14 +3,16 @@
  * "blob" opens fine but a read of it is never answered. A child maps blob without touching it, next
  * to an anonymous page of known bytes. Reads of the anonymous page return its bytes; reads of the
  * mapping, or spanning into it, and CPython code objects there or naming strings there, are refused
- * at once, and not one read request reaches the FUSE server. Then a raw process_vm_readv of the same
+ * at once, and not one read request reaches the FUSE server; so are they once the child has detached
+ * the mount, which leaves its device named by no mountinfo. Then a raw process_vm_readv of the same
  * address does reach the server and is still waiting a second later: the hazard is real.
  *
- * The checks run in a child the top process watches: a read that blocks (a regression) fails the
- * test after WATCHDOG_SEC instead of hanging it. Everything runs in a private mount namespace, so
- * the mount goes away with the test's processes whatever happens; the top process still kills the
- * server (which fails every waiting read), unmounts, reaps every process and removes its directory
- * on every path. */
+ * As with a container, the filesystem is mounted in a private mount namespace that the server and
+ * the child share while the checks run in the test's own: only the child's mountinfo tells what the
+ * device is. The mount goes away with those two processes whatever happens. The checks run in a
+ * child the top process watches: a read that blocks (a regression) fails the test after
+ * WATCHDOG_SEC instead of hanging it. On every path the top process kills the server (which fails
+ * every read waiting on it), unmounts, reaps every process and removes its directory. */
 #define FUSE_USE_VERSION 31
 #include <errno.h>
 #include <fcntl.h>
@@ -24,6 +26,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -44,9 +47,14 @@
 #define FAKE_STR_TYPE 0x7f00005a5a00ULL
 /* In the child's anonymous page: a fake code object at 0, known bytes from PATTERN_OFF to its end. */
 #define PATTERN_OFF 1024u
+#define FSTYPE_SUBTYPE "profd-test"
+
+static char dir[] = "/tmp/profd-remote-memory-XXXXXX";
+static char mnt[sizeof(dir) + 8], tmp[sizeof(dir) + 8];
 
 typedef struct Addrs {
         uint64_t anon, page_size, fuse, fuse_len;
+        uint64_t tmpfs; /* a page of a file on a tmpfs of the child's namespace only; 0: none */
 } Addrs;
 
 static uint64_t now_ns(void)
@@ -119,20 +127,33 @@ static const struct fuse_operations fs_ops = {
         .read = fs_read,
 };
 
-/* Mounts at mnt, writes 'R' (mounted) or 'F' (cannot) to ready_fd, then serves one request at a time. */
-static _Noreturn void run_server(const char *mnt, int ready_fd, int notify_fd)
+/* Mounts at mnt in a new mount namespace when allowed, with a tmpfs at tmp (else in the current
+ * one, through fusermount3, and no tmpfs), writes 'P' (mounted in its own namespace), 'R' (in the
+ * current one) or 'F' (cannot) to ready_fd, then serves one request at a time. */
+static _Noreturn void run_server(int ready_fd, int notify_fd)
 {
-        char *argv[] = {"profd-test-fuse", "-o", "fsname=profd-test,subtype=profd-test", NULL};
+        char *argv[] = {"profd-test-fuse", "-o", "fsname=profd-test,subtype=" FSTYPE_SUBTYPE, NULL};
         struct fuse_args args = FUSE_ARGS_INIT(3, argv);
         struct fuse *f;
+        bool private = false;
 
         server_notify_fd = notify_fd;
+        if (unshare(CLONE_NEWNS) == 0) {
+                /* Nothing mounted here may show in the namespace it came from. */
+                if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+                    mount("tmpfs", tmp, "tmpfs", 0, "size=1m") < 0) {
+                        perror("mount");
+                        (void)!write(ready_fd, "F", 1);
+                        _exit(1);
+                }
+                private = true;
+        }
         f = fuse_new(&args, &fs_ops, sizeof(fs_ops), NULL);
         if (!f || fuse_mount(f, mnt) < 0) {
                 (void)!write(ready_fd, "F", 1);
                 _exit(1);
         }
-        (void)!write(ready_fd, "R", 1);
+        (void)!write(ready_fd, private ? "P" : "R", 1);
         close(ready_fd);
         fuse_loop(f);
         _exit(0);
@@ -140,13 +161,42 @@ static _Noreturn void run_server(const char *mnt, int ready_fd, int notify_fd)
 
 /* --- the target: an anonymous page, then blob mapped right after it, never touched ------------ */
 
-static _Noreturn void run_target(const char *blob, int addr_fd, const PythonOffsets *o)
+/* A page of the file tmp/data, which has known bytes. */
+static uint8_t *map_tmpfs_file(size_t page)
+{
+        char path[PATH_MAX];
+        uint8_t *p;
+        int fd;
+
+        snprintf(path, sizeof(path), "%s/data", tmp);
+        fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0 || ftruncate(fd, (off_t)page) < 0)
+                _exit(2);
+        p = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED)
+                _exit(2);
+        close(fd);
+        for (size_t i = 0; i < page; i++)
+                p[i] = pattern_byte(i);
+        return p;
+}
+
+/* In the server's namespace (ns_fd >= 0) maps blob and a file on its tmpfs, sends their addresses
+ * on sock, then detaches the FUSE mount whenever sock asks ('u'), answering with 0 or the errno. */
+static _Noreturn void run_target(int ns_fd, int sock, const PythonOffsets *o)
 {
         size_t page = (size_t)sysconf(_SC_PAGESIZE);
-        uint8_t *base, *fuse;
+        uint8_t *base, *fuse, *file = NULL;
+        char blob[PATH_MAX], c;
         Addrs a;
         int fd;
 
+        if (ns_fd >= 0) {
+                if (setns(ns_fd, CLONE_NEWNS) < 0)
+                        _exit(2);
+                file = map_tmpfs_file(page);
+        }
+        snprintf(blob, sizeof(blob), "%s/blob", mnt);
         /* One reservation, so the two mappings are adjacent and a read can span both. */
         base = mmap(NULL, page + BLOB_SIZE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (base == MAP_FAILED || mprotect(base, page, PROT_READ | PROT_WRITE) < 0)
@@ -169,10 +219,16 @@ static _Noreturn void run_target(const char *blob, int addr_fd, const PythonOffs
         for (size_t i = PATTERN_OFF; i < page; i++)
                 base[i] = pattern_byte(i);
 
-        a = (Addrs){(uint64_t)(uintptr_t)base, page, (uint64_t)(uintptr_t)fuse, BLOB_SIZE};
-        if (write(addr_fd, &a, sizeof(a)) != sizeof(a))
+        a = (Addrs){(uint64_t)(uintptr_t)base, page, (uint64_t)(uintptr_t)fuse, BLOB_SIZE,
+                    (uint64_t)(uintptr_t)file};
+        if (write(sock, &a, sizeof(a)) != sizeof(a))
                 _exit(2);
-        close(addr_fd);
+        while (read(sock, &c, 1) == 1 && c == 'u') {
+                int e = umount2(mnt, MNT_DETACH) < 0 ? errno : 0;
+
+                if (write(sock, &e, sizeof(e)) != sizeof(e))
+                        _exit(2);
+        }
         for (;;)
                 pause();
 }
@@ -266,6 +322,13 @@ static void check_reads(pid_t target, const Addrs *a, int notify_fd)
         check(r == -ENOTSUP, "last bytes of the FUSE mapping: %s, want ENOTSUP", err(r));
         r = remote_memory_read(m, a->anon + a->page_size - 16, buf, 32);
         check(r == -ENOTSUP, "read from the anonymous page into the FUSE mapping: %s, want ENOTSUP", err(r));
+        /* A file system of the child's namespace only, which the kernel serves: read. */
+        if (a->tmpfs) {
+                r = remote_memory_read(m, a->tmpfs, buf,
+                                       a->page_size < sizeof(buf) ? a->page_size : sizeof(buf));
+                check(r == 0 && is_pattern(buf, 0, a->page_size < sizeof(buf) ? a->page_size : sizeof(buf)),
+                      "file on a tmpfs mounted in the child's namespace only: %s, its bytes", err(r));
+        }
         r = remote_memory_read(m, 4096, buf, 8);
         check(r == -EFAULT, "unmapped address: %s, want EFAULT", err(r));
 
@@ -308,6 +371,72 @@ static void check_python_code(pid_t target, const Addrs *a, int notify_fd)
               refused_total(c));
 
         check(!server_got_read(notify_fd, 0), "still no read request reached the FUSE server");
+}
+
+/* Whether /proc/PID/mountinfo (0: this process's) lists the test's filesystem. */
+static bool mountinfo_has_fuse(pid_t pid)
+{
+        char path[64], *line = NULL;
+        size_t cap = 0;
+        bool found = false;
+        FILE *f;
+
+        if (pid > 0)
+                snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)pid);
+        else
+                snprintf(path, sizeof(path), "/proc/self/mountinfo");
+        f = fopen(path, "re");
+        while (f && !found && getline(&line, &cap, f) > 0)
+                found = strstr(line, " - fuse." FSTYPE_SUBTYPE " ") != NULL;
+        if (f)
+                fclose(f);
+        free(line);
+        return found;
+}
+
+/* A process that exited but is not reaped yet (profd often sees the exit first), then one reaped. */
+static void check_exited(void)
+{
+        _cleanup_(remote_memory_freep) RemoteMemory *m = NULL;
+        siginfo_t si;
+        pid_t pid = fork();
+        int r;
+
+        if (pid == 0)
+                _exit(0);
+        if (!check(pid > 0 && waitid(P_PID, pid, &si, WEXITED | WNOWAIT) == 0, "exited child"))
+                return;
+        r = remote_memory_open(pid, &m);
+        check(r == -ESRCH, "remote_memory_open of a process that exited, not reaped: %s, want ESRCH",
+              err(r));
+        m = remote_memory_free(m);
+        waitpid(pid, NULL, 0);
+        r = remote_memory_open(pid, &m);
+        check(r == -ESRCH, "remote_memory_open of a process reaped: %s, want ESRCH", err(r));
+}
+
+/* The child detaches the mount: its device is in no mountinfo any more, the mapping still reads
+ * through the server. Nothing says what serves it, so it stays refused. */
+static void check_detached(pid_t target, int sock, const Addrs *a, int notify_fd)
+{
+        _cleanup_(remote_memory_freep) RemoteMemory *m = NULL;
+        uint8_t buf[256];
+        int r, e = -1;
+
+        if (write(sock, "u", 1) != 1 || read(sock, &e, sizeof(e)) != sizeof(e))
+                e = -1;
+        if (!check(e == 0, "child detached the FUSE mount: %s", e < 0 ? "no answer" : e ? strerror(e) : "0"))
+                return;
+        check(!mountinfo_has_fuse(target) && !mountinfo_has_fuse(0), "the FUSE mount is in no mountinfo");
+        r = remote_memory_open(target, &m);
+        if (!check(r == 0, "remote_memory_open(child) after the detach: %s", err(r)))
+                return;
+        r = remote_memory_read(m, a->fuse, buf, 1);
+        check(r == -ENOTSUP, "FUSE mapping of a device no mountinfo names: %s, want ENOTSUP", err(r));
+        r = remote_memory_read(m, a->anon + PATTERN_OFF, buf, sizeof(buf));
+        check(r == 0 && is_pattern(buf, PATTERN_OFF, sizeof(buf)), "anonymous buffer after the detach: %s",
+              err(r));
+        check(!server_got_read(notify_fd, 0), "after the detach, no read request reached the FUSE server");
 }
 
 /* Without the check, the same read waits on the server: a grandchild's raw process_vm_readv of the
@@ -354,26 +483,32 @@ static void check_hazard(pid_t target, const Addrs *a, int notify_fd)
         close(done[0]);
 }
 
-static _Noreturn void run_checker(pid_t target, int addr_fd, int notify_fd)
+static _Noreturn void run_checker(pid_t target, int sock, bool private, int notify_fd)
 {
         Addrs a;
-        ssize_t k = read(addr_fd, &a, sizeof(a));
+        ssize_t k = read(sock, &a, sizeof(a));
 
         if (!check(k == sizeof(a), "child mapped blob and sent its addresses"))
                 _exit(1);
         printf("child %d: anonymous page 0x%llx, blob mapped at 0x%llx (%llu bytes)\n", (int)target,
                (unsigned long long)a.anon, (unsigned long long)a.fuse, (unsigned long long)a.fuse_len);
+        if (private)
+                check(!mountinfo_has_fuse(0) && mountinfo_has_fuse(target),
+                      "the FUSE mount is in the child's mountinfo only");
         check_reads(target, &a, notify_fd);
         check_python_code(target, &a, notify_fd);
+        check_exited();
+        if (private)
+                check_detached(target, sock, &a, notify_fd);
+        else
+                printf("note: no private mount namespace: the child cannot detach the mount, not checked\n");
         check_hazard(target, &a, notify_fd);
         _exit(failures ? 1 : 0);
 }
 
 /* --- the top process: sets up, watches, tears down -------------------------------------------- */
 
-static char dir[] = "/tmp/profd-remote-memory-XXXXXX";
-static char mnt[sizeof(dir) + 8];
-static bool mounted_dir, made_mnt;
+static bool made_dir, made_mnt, made_tmp, private_ns;
 static pid_t server = -1, target = -1, checker = -1;
 static volatile sig_atomic_t stop;
 
@@ -411,7 +546,8 @@ static void cleanup(void)
                 kill(target, SIGKILL);
         if (server > 0)
                 kill(server, SIGKILL);
-        if (made_mnt)
+        /* A private namespace's mount goes with its processes; the current one's stays until undone. */
+        if (made_mnt && !private_ns)
                 unmount();
         t = now_ns();
         for (;;) {
@@ -430,7 +566,9 @@ static void cleanup(void)
         }
         if (made_mnt && rmdir(mnt) < 0)
                 printf("warning: rmdir %s: %m\n", mnt);
-        if (mounted_dir && rmdir(dir) < 0)
+        if (made_tmp && rmdir(tmp) < 0)
+                printf("warning: rmdir %s: %m\n", tmp);
+        if (made_dir && rmdir(dir) < 0)
                 printf("warning: rmdir %s: %m\n", dir);
 }
 
@@ -475,8 +613,8 @@ static pid_t fork_child(void)
 int main(void)
 {
         const PythonOffsets *o = python_offsets_find(3, 11);
-        int ready[2], notify[2], addrs[2], status;
-        char blob[sizeof(mnt) + 8], c = 0;
+        int ready[2], notify[2], sock[2], ns_fd = -1, status;
+        char path[64], c = 0;
         struct pollfd p;
         uint64_t t;
 
@@ -489,10 +627,8 @@ int main(void)
                 printf("SKIP: /dev/fuse: %m\n");
                 return failures ? 1 : 77;
         }
+        /* Grandchildren left waiting on the server come here to be reaped. */
         prctl(PR_SET_CHILD_SUBREAPER, 1);
-        /* The mount lives in this namespace only and goes with its last process. */
-        if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-                printf("note: no private mount namespace (%m): mounting in the current one\n");
         signal(SIGTERM, on_signal);
         signal(SIGINT, on_signal);
         signal(SIGHUP, on_signal);
@@ -501,14 +637,19 @@ int main(void)
                 printf("FAIL mkdtemp: %m\n");
                 return 1;
         }
-        mounted_dir = true;
+        made_dir = true;
         snprintf(mnt, sizeof(mnt), "%s/mnt", dir);
-        snprintf(blob, sizeof(blob), "%s/blob", mnt);
         if (mkdir(mnt, 0755) < 0) {
                 printf("FAIL mkdir %s: %m\n", mnt);
                 return finish(1);
         }
         made_mnt = true;
+        snprintf(tmp, sizeof(tmp), "%s/tmp", dir);
+        if (mkdir(tmp, 0755) < 0) {
+                printf("FAIL mkdir %s: %m\n", tmp);
+                return finish(1);
+        }
+        made_tmp = true;
         if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(notify, O_CLOEXEC | O_NONBLOCK) < 0) {
                 printf("FAIL pipe: %m\n");
                 return finish(1);
@@ -516,27 +657,43 @@ int main(void)
 
         server = fork_child();
         if (server == 0)
-                run_server(mnt, ready[1], notify[1]);
+                run_server(ready[1], notify[1]);
         close(ready[1]);
         p = (struct pollfd){.fd = ready[0], .events = POLLIN};
-        if (server < 0 || poll(&p, 1, WATCHDOG_SEC * 1000) != 1 || read(ready[0], &c, 1) != 1 || c != 'R') {
+        if (server < 0 || poll(&p, 1, WATCHDOG_SEC * 1000) != 1 || read(ready[0], &c, 1) != 1 ||
+            (c != 'P' && c != 'R')) {
                 printf("SKIP: cannot mount a FUSE filesystem at %s (see the error above)\n", mnt);
                 return finish(failures ? 1 : 77);
         }
-        printf("FUSE filesystem mounted at %s (server %d)\n", mnt, (int)server);
+        private_ns = c == 'P';
+        printf("FUSE filesystem mounted at %s (server %d) %s\n", mnt, (int)server,
+               private_ns ? "in a mount namespace of its own" : "in the test's mount namespace");
+        if (private_ns) {
+                snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)server);
+                ns_fd = open(path, O_RDONLY | O_CLOEXEC);
+                if (ns_fd < 0) {
+                        printf("FAIL %s: %m\n", path);
+                        return finish(1);
+                }
+        }
 
-        /* Only the target holds the write end: if it dies, the checker reads EOF. */
-        if (pipe2(addrs, O_CLOEXEC) < 0) {
-                printf("FAIL pipe: %m\n");
+        /* Only the target and the checker hold an end: if the target dies, the checker reads EOF. */
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sock) < 0) {
+                printf("FAIL socketpair: %m\n");
                 return finish(1);
         }
         target = fork_child();
-        if (target == 0)
-                run_target(blob, addrs[1], o);
-        close(addrs[1]);
+        if (target == 0) {
+                close(sock[0]);
+                run_target(ns_fd, sock[1], o);
+        }
+        close(sock[1]);
+        if (ns_fd >= 0)
+                close(ns_fd);
         checker = fork_child();
         if (checker == 0)
-                run_checker(target, addrs[0], notify[0]);
+                run_checker(target, sock[0], private_ns, notify[0]);
+        close(sock[0]);
         if (target < 0 || checker < 0) {
                 printf("FAIL fork: %m\n");
                 return finish(1);
