@@ -34,8 +34,10 @@ struct RemoteMemory {
 
 bool remote_memory_fstype_untrusted(const char *fstype)
 {
-        static const char *const network[] = {"nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "ceph",
-                                              "afs", "glusterfs", "lustre", "gfs2", "ocfs2", "virtiofs"};
+        /* coda and pvfs2 (OrangeFS) are also answered by a daemon in user space (venus, client-core). */
+        static const char *const network[] = {"nfs",      "nfs4", "cifs",      "smb3",   "smbfs", "9p",
+                                              "ceph",     "afs",  "glusterfs", "lustre", "gfs2",  "ocfs2",
+                                              "virtiofs", "coda", "pvfs2",     "beegfs", "gpfs"};
 
         if (strncmp(fstype, "fuse", 4) == 0) /* fuse, fuseblk, fuse.sshfs, fuse.fuse-overlayfs ... */
                 return true;

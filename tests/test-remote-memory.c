@@ -587,8 +587,8 @@ static void check_fstypes(void)
                 const char *fstype;
                 bool untrusted;
         } cases[] = {
-                {"fuse", true},  {"fuse.sshfs", true}, {"fuseblk", true},  {"nfs4", true},
-                {"ext4", false}, {"tmpfs", false},     {"overlay", false},
+                {"fuse", true},  {"fuse.sshfs", true}, {"fuseblk", true}, {"nfs4", true},     {"coda", true},
+                {"pvfs2", true}, {"ext4", false},      {"tmpfs", false},  {"overlay", false},
         };
 
         for (size_t i = 0; i < ELEMENTSOF(cases); i++)
