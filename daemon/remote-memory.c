@@ -34,8 +34,10 @@ struct RemoteMemory {
 
 bool remote_memory_fstype_untrusted(const char *fstype)
 {
-        static const char *const network[] = {"nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "ceph",
-                                              "afs", "glusterfs", "lustre", "gfs2", "ocfs2", "virtiofs"};
+        /* coda and pvfs2 (OrangeFS) are also answered by a daemon in user space (venus, client-core). */
+        static const char *const network[] = {"nfs",      "nfs4", "cifs",      "smb3",   "smbfs", "9p",
+                                              "ceph",     "afs",  "glusterfs", "lustre", "gfs2",  "ocfs2",
+                                              "virtiofs", "coda", "pvfs2",     "beegfs", "gpfs"};
 
         if (strncmp(fstype, "fuse", 4) == 0) /* fuse, fuseblk, fuse.sshfs, fuse.fuse-overlayfs ... */
                 return true;
@@ -64,8 +66,9 @@ static int read_mounts(RemoteMemory *m, const char *path)
         size_t cap = 0;
 
         f = fopen(path, "re");
+        /* EINVAL: the process has no mount namespace any more: it exited and is not reaped yet. */
         if (!f)
-                return errno == ENOENT ? -ESRCH : -errno;
+                return errno == ENOENT || errno == EINVAL ? -ESRCH : -errno;
         if (!m->mounts) {
                 m->mounts = calloc(REMOTE_MEMORY_MAX_MOUNTS, sizeof(*m->mounts));
                 if (!m->mounts)
