@@ -1088,5 +1088,7 @@ int BPF_PROG(profd_exec, struct task_struct *p)
 
         bpf_map_update_elem(&unwind_execs, &pid, &now, BPF_ANY);
         bpf_map_delete_elem(&unwind_procs, &pid);
+        /* Its interpreter, if any, is gone too: the daemon describes the new image's. */
+        bpf_map_delete_elem(&python_procs, &pid);
         return 0;
 }

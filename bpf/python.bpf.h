@@ -32,12 +32,19 @@ struct {
 } python_procs SEC(".maps");
 
 /* (pid << 32 | tid) -> its PyThreadState: found once by the thread-list walk, checked on each use
- * (the PyThreadState's thread id must still be the thread's fs base). LRU: threads come and go. */
+ * (the PyThreadState's thread id must still be the thread's fs base). A thread with none (a
+ * native thread of a program embedding Python) is remembered too, for PROFD_PY_NO_THREAD_NS, so
+ * that its samples do not walk the thread list each time. LRU: threads come and go. */
+struct python_thread {
+        __u64 tstate; /* 0: none found at ns */
+        __u64 ns;
+};
+#define PROFD_PY_NO_THREAD_NS 1000000000ULL
 struct {
         __uint(type, BPF_MAP_TYPE_LRU_HASH);
         __uint(max_entries, 16384);
         __type(key, __u64);
-        __type(value, __u64);
+        __type(value, struct python_thread);
 } python_threads SEC(".maps");
 
 static __always_inline void py_stop(struct sample_state *st, __u32 reason)
@@ -60,7 +67,8 @@ static __always_inline int py_read_ptr(__u64 addr, __u64 *ret)
 static __always_inline __u64 py_find_tstate(struct sample_state *st, __u64 fsbase)
 {
         const struct profd_python_proc *py = &st->py;
-        __u64 key = ((__u64)st->key.pid << 32) | st->key.tid, ts = 0, id = 0, interp = 0, *cached;
+        __u64 key = ((__u64)st->key.pid << 32) | st->key.tid, ts = 0, id = 0, interp = 0;
+        struct python_thread *cached, found = {};
 
         if (py->tstate_current && py_read_ptr(py->tstate_current, &ts) == 0 && ts &&
             py_read_ptr(ts + py->tstate_thread_id, &id) == 0 && id == fsbase)
@@ -68,8 +76,10 @@ static __always_inline __u64 py_find_tstate(struct sample_state *st, __u64 fsbas
 
         cached = bpf_map_lookup_elem(&python_threads, &key);
         if (cached) {
-                ts = *cached;
-                if (py_read_ptr(ts + py->tstate_thread_id, &id) == 0 && id == fsbase)
+                ts = cached->tstate;
+                if (!ts && bpf_ktime_get_ns() - cached->ns < PROFD_PY_NO_THREAD_NS)
+                        return 0;
+                if (ts && py_read_ptr(ts + py->tstate_thread_id, &id) == 0 && id == fsbase)
                         return ts;
                 bpf_map_delete_elem(&python_threads, &key);
         }
@@ -82,12 +92,15 @@ static __always_inline __u64 py_find_tstate(struct sample_state *st, __u64 fsbas
                 if (py_read_ptr(ts + py->tstate_thread_id, &id) < 0)
                         return 0;
                 if (id == fsbase) {
-                        bpf_map_update_elem(&python_threads, &key, &ts, BPF_ANY);
+                        found.tstate = ts;
+                        bpf_map_update_elem(&python_threads, &key, &found, BPF_ANY);
                         return ts;
                 }
                 if (py_read_ptr(ts + py->tstate_next, &ts) < 0)
                         return 0;
         }
+        found.ns = bpf_ktime_get_ns();
+        bpf_map_update_elem(&python_threads, &key, &found, BPF_ANY);
         return 0;
 }
 

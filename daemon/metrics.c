@@ -18,6 +18,7 @@
 #include "notify.h"
 #include "proc-tracker.h"
 #include "python-procs.h"
+#include "remote-memory.h"
 #include "safe-open.h"
 #include "symbol-warmer.h"
 #include "table-pool.h"
@@ -269,6 +270,7 @@ int metrics_render(Daemon *d, char **ret_text, size_t *ret_size)
                 proc_tracker_write_metrics(d->tracker, f);
         python_procs_write_metrics(d->python, f);
         python_symbols_write_metrics(d->python_symbols, f);
+        remote_memory_write_metrics(f);
         safe_open_write_metrics(f);
 
         if (ferror(f)) {

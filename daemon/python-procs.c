@@ -55,7 +55,8 @@ typedef struct ElfCacheEntry {
 typedef struct ProcEntry {
         PythonProcess info;
         bool walked; /* described to BPF; false: its runtime is one profd cannot walk (counted once) */
-        struct ProcEntry *next; /* hash chain */
+        struct profd_python_proc bpf; /* what BPF was given (written again after an exec) */
+        struct ProcEntry *next;       /* hash chain */
 } ProcEntry;
 
 #define PROC_BUCKETS 1024
@@ -435,11 +436,15 @@ void python_procs_note(PythonProcs *pp, const Process *p)
                         python_procs_forget(pp, p->pid); /* exec'd into something else */
                 return;
         }
-        /* Known already, same process, same runtime: nothing changed for BPF (or it was counted
-         * as one profd cannot walk). */
+        /* Known already, same process, same runtime: nothing to read again (or it was counted as
+         * one profd cannot walk). BPF forgets a pid at exec: an exec of the same interpreter at the
+         * same address (no ASLR) needs the entry written again. */
         if (*slot && (*slot)->info.start_time == p->start_time &&
-            (*slot)->info.code_type == m->load_bias + elf->code_type)
+            (*slot)->info.code_type == m->load_bias + elf->code_type) {
+                if ((*slot)->walked && pp->map_fd >= 0)
+                        (void)bpf_map_update_elem(pp->map_fd, &key, &(*slot)->bpf, BPF_ANY);
                 return;
+        }
         if (*slot)
                 python_procs_forget(pp, p->pid);
         if (pp->n_entries >= PROFD_PY_MAX_PROCS) {
@@ -478,6 +483,7 @@ void python_procs_note(PythonProcs *pp, const Process *p)
                 return;
         }
         e->info.offsets = o;
+        e->bpf = d;
         e->walked = true;
         pp->n_procs++;
         pp->detect[PY_DETECT_FOUND]++;

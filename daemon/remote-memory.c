@@ -4,7 +4,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "proc-maps.h"
@@ -45,6 +52,203 @@ bool remote_memory_fstype_untrusted(const char *fstype)
                 if (strcmp(fstype, network[i]) == 0)
                         return true;
         return false;
+}
+
+/* --- the reader process ---------------------------------------------------------------------------
+ * The check above is made on a snapshot; the process may map a FUSE file under the address before
+ * the read (there is no way to read another process's memory that fails instead of waiting). So
+ * the read itself happens in a child process: the loop waits for its answer at most
+ * REMOTE_READ_TIMEOUT_MS; past that the child is killed (a FUSE wait ends on SIGKILL), the read
+ * fails with -ETIMEDOUT, and the process it was reading is not read again for
+ * REMOTE_BLOCK_NS. A new child starts at the next read. */
+#define REMOTE_READ_TIMEOUT_MS 100
+#define REMOTE_BLOCK_NS (60 * 1000000000ULL)
+#define REMOTE_BLOCKED_MAX 64
+#define REMOTE_READ_MAX (64u << 10) /* bytes per request (python-code reads at most 64 KiB) */
+
+typedef struct ReadRequest {
+        int32_t pid;
+        uint32_t len;
+        uint64_t addr;
+} ReadRequest;
+
+typedef struct ReadReply {
+        int32_t err; /* 0 or negative errno */
+        uint32_t len;
+} ReadReply;
+
+static struct {
+        pid_t child;
+        int fd;
+        pid_t dead[8]; /* killed children not reaped yet */
+        struct {
+                pid_t pid;
+                uint64_t until_ns;
+        } blocked[REMOTE_BLOCKED_MAX];
+        uint64_t n_ok, n_failed, n_timeout, n_blocked, n_refused, n_starts;
+} reader = {.fd = -1};
+
+static uint64_t mono_ns(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+__attribute__((noreturn)) static void reader_main(int fd)
+{
+        static uint8_t buf[sizeof(ReadReply) + REMOTE_READ_MAX];
+
+        (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+        for (;;) {
+                ReadRequest q;
+                ReadReply *a = (ReadReply *)buf;
+                ssize_t k = recv(fd, &q, sizeof(q), 0);
+
+                if (k != sizeof(q))
+                        _exit(k == 0 ? 0 : 1);
+                *a = (ReadReply){};
+                if (q.len > REMOTE_READ_MAX)
+                        a->err = -EINVAL;
+                else {
+                        struct iovec local = {.iov_base = buf + sizeof(*a), .iov_len = q.len};
+                        struct iovec remote = {.iov_base = (void *)(uintptr_t)q.addr, .iov_len = q.len};
+
+                        k = process_vm_readv(q.pid, &local, 1, &remote, 1, 0);
+                        a->err = k < 0                ? (errno == ESRCH ? -ESRCH : -EFAULT)
+                                 : (size_t)k == q.len ? 0
+                                                      : -EFAULT;
+                        a->len = a->err == 0 ? q.len : 0;
+                }
+                if (send(fd, buf, sizeof(*a) + a->len, MSG_NOSIGNAL) < 0)
+                        _exit(1);
+        }
+}
+
+static void reader_reap(void)
+{
+        for (size_t i = 0; i < ELEMENTSOF(reader.dead); i++)
+                if (reader.dead[i] > 0 && waitpid(reader.dead[i], NULL, WNOHANG) != 0)
+                        reader.dead[i] = 0;
+}
+
+static void reader_stop(void)
+{
+        if (reader.child > 0) {
+                (void)kill(reader.child, SIGKILL);
+                /* Reaped later, without waiting here (it may take a moment to leave the FUSE wait). */
+                if (waitpid(reader.child, NULL, WNOHANG) == 0)
+                        for (size_t i = 0; i < ELEMENTSOF(reader.dead); i++)
+                                if (reader.dead[i] <= 0) {
+                                        reader.dead[i] = reader.child;
+                                        break;
+                                }
+        }
+        reader.child = 0;
+        if (reader.fd >= 0)
+                close(reader.fd);
+        reader.fd = -1;
+}
+
+static int reader_start(void)
+{
+        int sv[2];
+        pid_t pid;
+
+        reader_reap();
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+                return -errno;
+        pid = fork();
+        if (pid < 0) {
+                int r = -errno;
+                close(sv[0]);
+                close(sv[1]);
+                return r;
+        }
+        if (pid == 0) {
+                /* Nothing of the daemon's but the socket: no listening sockets, no BPF objects. */
+                if (dup2(sv[1], 3) < 0)
+                        _exit(1);
+                (void)close_range(4, ~0U, 0);
+                reader_main(3);
+        }
+        close(sv[1]);
+        reader.child = pid;
+        reader.fd = sv[0];
+        reader.n_starts++;
+        return 0;
+}
+
+static bool reader_blocked(pid_t pid, uint64_t now)
+{
+        for (size_t i = 0; i < REMOTE_BLOCKED_MAX; i++)
+                if (reader.blocked[i].pid == pid && now < reader.blocked[i].until_ns)
+                        return true;
+        return false;
+}
+
+static void reader_block(pid_t pid, uint64_t now)
+{
+        size_t oldest = 0;
+
+        for (size_t i = 0; i < REMOTE_BLOCKED_MAX; i++) {
+                if (reader.blocked[i].until_ns <= now) {
+                        oldest = i;
+                        break;
+                }
+                if (reader.blocked[i].until_ns < reader.blocked[oldest].until_ns)
+                        oldest = i;
+        }
+        reader.blocked[oldest].pid = pid;
+        reader.blocked[oldest].until_ns = now + REMOTE_BLOCK_NS;
+}
+
+static int reader_read(pid_t pid, uint64_t addr, void *buf, size_t n)
+{
+        static uint8_t reply[sizeof(ReadReply) + REMOTE_READ_MAX];
+        ReadRequest q = {.pid = pid, .len = n, .addr = addr};
+        struct pollfd p;
+        uint64_t now = mono_ns();
+        ReadReply a;
+        ssize_t k;
+        int r;
+
+        if (n > REMOTE_READ_MAX)
+                return -EINVAL;
+        if (reader_blocked(pid, now)) {
+                reader.n_blocked++;
+                return -ETIMEDOUT;
+        }
+        if (reader.fd < 0 && (r = reader_start()) < 0)
+                return r;
+        if (send(reader.fd, &q, sizeof(q), MSG_NOSIGNAL) != sizeof(q)) {
+                reader_stop(); /* it died: the next read starts another */
+                reader.n_failed++;
+                return -EIO;
+        }
+        p = (struct pollfd){.fd = reader.fd, .events = POLLIN};
+        r = poll(&p, 1, REMOTE_READ_TIMEOUT_MS);
+        if (r <= 0) {
+                reader_stop();
+                reader_block(pid, now);
+                reader.n_timeout++;
+                return -ETIMEDOUT;
+        }
+        k = recv(reader.fd, reply, sizeof(reply), 0);
+        if (k < (ssize_t)sizeof(a)) {
+                reader_stop();
+                reader.n_failed++;
+                return -EIO;
+        }
+        memcpy(&a, reply, sizeof(a));
+        if (a.err < 0 || a.len != n || (size_t)k != sizeof(a) + n) {
+                reader.n_failed++;
+                return a.err < 0 ? a.err : -EIO;
+        }
+        memcpy(buf, reply + sizeof(a), n);
+        reader.n_ok++;
+        return 0;
 }
 
 RemoteMemory *remote_memory_free(RemoteMemory *m)
@@ -176,10 +380,7 @@ static const Range *find_range(const RemoteMemory *m, uint64_t addr)
 
 int remote_memory_read(const RemoteMemory *m, uint64_t addr, void *buf, size_t n)
 {
-        struct iovec local = {.iov_base = buf, .iov_len = n};
-        struct iovec remote = {.iov_base = (void *)(uintptr_t)addr, .iov_len = n};
         uint64_t at = addr;
-        ssize_t k;
 
         if (n == 0)
                 return 0;
@@ -191,12 +392,32 @@ int remote_memory_read(const RemoteMemory *m, uint64_t addr, void *buf, size_t n
 
                 if (!r)
                         return -EFAULT;
-                if (r->untrusted)
+                if (r->untrusted) {
+                        reader.n_refused++;
                         return -ENOTSUP;
+                }
                 at = r->end;
         }
-        k = process_vm_readv(m->pid, &local, 1, &remote, 1, 0);
-        if (k < 0)
-                return errno == ESRCH ? -ESRCH : -EFAULT;
-        return (size_t)k == n ? 0 : -EFAULT;
+        return reader_read(m->pid, addr, buf, n);
+}
+
+void remote_memory_write_metrics(FILE *f)
+{
+        fprintf(f,
+                "# HELP profd_remote_reads_total Reads of other processes' memory (Python code objects), "
+                "by result: ok, failed (unmapped, gone), timeout (the reader was killed: the process "
+                "remapped a file a user serves under the address), blocked (a process that timed out "
+                "before), refused (FUSE or network filesystem mapping, not read).\n"
+                "# TYPE profd_remote_reads_total counter\n"
+                "profd_remote_reads_total{result=\"ok\"} %" PRIu64 "\n"
+                "profd_remote_reads_total{result=\"failed\"} %" PRIu64 "\n"
+                "profd_remote_reads_total{result=\"timeout\"} %" PRIu64 "\n"
+                "profd_remote_reads_total{result=\"blocked\"} %" PRIu64 "\n"
+                "profd_remote_reads_total{result=\"refused\"} %" PRIu64 "\n"
+                "# HELP profd_remote_reader_starts_total Reader processes started (the first, and one after "
+                "each timeout or death).\n"
+                "# TYPE profd_remote_reader_starts_total counter\n"
+                "profd_remote_reader_starts_total %" PRIu64 "\n",
+                reader.n_ok, reader.n_failed, reader.n_timeout, reader.n_blocked, reader.n_refused,
+                reader.n_starts);
 }

@@ -4,13 +4,16 @@
  * it, who may never answer, and the event loop would wait with it. So reads are allowed only inside
  * the process's mappings that are anonymous (heap, stacks, arenas) or of files on filesystems the
  * kernel serves itself; the mappings and the filesystem of each come from /proc/PID/maps and
- * /proc/PID/mountinfo, read when the snapshot is taken. (userfaultfd cannot hold such a read:
+ * /proc/PID/mountinfo, read when the snapshot is taken. The process may map such a file under an
+ * address after that: the read itself runs in a child process, waited for at most 100 ms, killed
+ * past that (remote-memory.c). (userfaultfd cannot hold such a read:
  * unprivileged users get user-mode-only handling, which does not see faults of remote reads.) */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "macro.h"
@@ -28,8 +31,12 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(RemoteMemory *, remote_memory_free);
 
 /* n bytes at addr. -EFAULT: not (wholly) inside readable memory the snapshot allows, or unmapped
  * now; -ENOTSUP: inside a mapping of a file on FUSE or a network filesystem (never read); -ESRCH:
- * the process is gone. */
+ * the process is gone; -ETIMEDOUT: the read did not finish in time (the process is not read again
+ * for a minute); -EINVAL: more than 64 KiB. */
 int remote_memory_read(const RemoteMemory *m, uint64_t addr, void *buf, size_t n);
+
+/* Prometheus text: profd_remote_reads_total{result}, profd_remote_reader_starts_total. */
+void remote_memory_write_metrics(FILE *f);
 
 /* Whether a filesystem type (mountinfo's, e.g. "fuse.sshfs") may block reads on a user: FUSE and
  * network filesystems. */

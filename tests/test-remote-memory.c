@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "process-table.h"
 #include "python-code.h"
 #include "python-offsets.h"
 #include "remote-memory.h"
@@ -207,7 +208,7 @@ static _Noreturn void run_target(int ns_fd, int sock, const PythonOffsets *o)
         fuse = mmap(base + page, BLOB_SIZE, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0);
         if (fuse == MAP_FAILED)
                 _exit(2);
-        close(fd);
+        /* Kept open: 'r' maps blob again, over the anonymous page, after profd's snapshot. */
 
         /* A code object of the fake type whose name, file name and line table are in blob. */
         memset(base, 0, PATTERN_OFF);
@@ -223,8 +224,14 @@ static _Noreturn void run_target(int ns_fd, int sock, const PythonOffsets *o)
                     (uint64_t)(uintptr_t)file};
         if (write(sock, &a, sizeof(a)) != sizeof(a))
                 _exit(2);
-        while (read(sock, &c, 1) == 1 && c == 'u') {
-                int e = umount2(mnt, MNT_DETACH) < 0 ? errno : 0;
+        while (read(sock, &c, 1) == 1 && (c == 'u' || c == 'r')) {
+                int e;
+
+                if (c == 'u')
+                        e = umount2(mnt, MNT_DETACH) < 0 ? errno : 0;
+                else
+                        e = mmap(base, page, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0) == MAP_FAILED ? errno
+                                                                                                      : 0;
 
                 if (write(sock, &e, sizeof(e)) != sizeof(e))
                         _exit(2);
@@ -238,27 +245,6 @@ static _Noreturn void run_target(int ns_fd, int sock, const PythonOffsets *o)
 static const char *err(int r)
 {
         return r == 0 ? "0" : strerror(-r);
-}
-
-/* Field 22 of /proc/PID/stat: the 20th token after the command's closing parenthesis. */
-static uint64_t start_time_of(pid_t pid)
-{
-        char path[64], buf[1024], *p, *tok, *save = NULL;
-        FILE *f;
-        size_t n;
-        unsigned i = 0;
-
-        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-        f = fopen(path, "re");
-        n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-        if (f)
-                fclose(f);
-        buf[n] = 0;
-        p = strrchr(buf, ')');
-        for (tok = p ? strtok_r(p + 1, " ", &save) : NULL; tok; tok = strtok_r(NULL, " ", &save))
-                if (++i == 20)
-                        return strtoull(tok, NULL, 10);
-        return 0;
 }
 
 static unsigned long long refused_total(const PythonCodeCache *c)
@@ -339,7 +325,9 @@ static void check_python_code(pid_t target, const Addrs *a, int notify_fd)
 {
         _cleanup_(python_code_cache_freep) PythonCodeCache *c = NULL;
         const PythonOffsets *o = python_offsets_find(3, 11);
-        uint64_t start_time = start_time_of(target), t;
+        uint64_t start_time = 0, t;
+
+        (void)process_read_start_time(target, &start_time);
         PythonFrameInfo info;
         int r;
 
@@ -483,6 +471,46 @@ static void check_hazard(pid_t target, const Addrs *a, int notify_fd)
         close(done[0]);
 }
 
+/* The snapshot is taken, then the child maps blob over its anonymous page: the check passes on the
+ * snapshot, and the read itself would wait on the server. It must fail within the reader's timeout
+ * (its child killed), the process must not be read again for a while, and reads of others go on. */
+static void check_remap(pid_t target, int sock, const Addrs *a, int notify_fd)
+{
+        _cleanup_(remote_memory_freep) RemoteMemory *m = NULL, *self = NULL;
+        uint8_t buf[256];
+        uint64_t t;
+        int r, e = -1;
+
+        r = remote_memory_open(target, &m);
+        if (!check(r == 0, "snapshot of the child before it remaps: %s", err(r)))
+                return;
+        if (write(sock, "r", 1) != 1 || read(sock, &e, sizeof(e)) != sizeof(e))
+                e = -1;
+        if (!check(e == 0, "child mapped blob over its anonymous page: %s",
+                   e < 0 ? "no answer"
+                   : e   ? strerror(e)
+                         : "0"))
+                return;
+        t = now_ns();
+        r = remote_memory_read(m, a->anon + PATTERN_OFF, buf, sizeof(buf));
+        check(r == -ETIMEDOUT && ms_since(t) < 1000,
+              "read of the remapped page through the old snapshot: %s, want ETIMEDOUT, in %.1f ms", err(r),
+              ms_since(t));
+        t = now_ns();
+        r = remote_memory_read(m, a->anon + PATTERN_OFF, buf, sizeof(buf));
+        check(r == -ETIMEDOUT && ms_since(t) < 5, "the process is not read again: %s in %.3f ms", err(r),
+              ms_since(t));
+        r = remote_memory_open(getpid(), &self);
+        if (check(r == 0, "snapshot of the test itself: %s", err(r))) {
+                static const uint8_t mine[16] = "profd remote ok";
+                uint8_t got[16] = {};
+
+                r = remote_memory_read(self, (uint64_t)(uintptr_t)mine, got, sizeof(got));
+                check(r == 0 && memcmp(got, mine, sizeof(mine)) == 0,
+                      "another process is read by a new reader: %s", err(r));
+        }
+}
+
 static _Noreturn void run_checker(pid_t target, int sock, bool private, int notify_fd)
 {
         Addrs a;
@@ -503,6 +531,7 @@ static _Noreturn void run_checker(pid_t target, int sock, bool private, int noti
         else
                 printf("note: no private mount namespace: the child cannot detach the mount, not checked\n");
         check_hazard(target, &a, notify_fd);
+        check_remap(target, sock, &a, notify_fd);
         _exit(failures ? 1 : 0);
 }
 
