@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Least privilege: profd as an unprivileged user holding exactly the capabilities profd.service
 grants (AmbientCapabilities=) still samples, unwinds and names another user's process whose binary
-only that user can read; without any one of those capabilities it exits 1 with one line naming it.
+only that user can read, and another user's Python program (its frames are read from that
+process's memory, through profd's reader child); without any one of those capabilities it exits 1 with one line naming it.
 An unsupported kernel (no BTF, too old) is likewise one line and exit 1."""
 import os
 import re
@@ -104,8 +105,18 @@ def main():
     os.chown(victim, VICTIM_UID, VICTIM_UID)
     os.chmod(victim, 0o700)
 
-    vproc = subprocess.Popen(["setpriv", "--reuid=%d" % VICTIM_UID, "--regid=%d" % VICTIM_UID, "--clear-groups",
-                              "--inh-caps=-all", "--bounding-set=-all", victim, "12"])
+    as_victim = ["setpriv", "--reuid=%d" % VICTIM_UID, "--regid=%d" % VICTIM_UID, "--clear-groups",
+                 "--inh-caps=-all", "--bounding-set=-all"]
+    vproc = subprocess.Popen(as_victim + [victim, "12"])
+    pyproc = None
+    if os.path.exists("/usr/bin/python3.11"):
+        script = os.path.join(vdir, "lp_victim.py")
+        with open(script, "w") as f:
+            f.write("import time\ndef victim_py():\n    end = time.monotonic() + 12\n"
+                    "    while time.monotonic() < end:\n        pass\nvictim_py()\n")
+        os.chown(script, VICTIM_UID, VICTIM_UID)
+        os.chmod(script, 0o600)
+        pyproc = subprocess.Popen(as_victim + ["/usr/bin/python3.11", script])
     try:
         with Daemon(prefix=setpriv(PROFD_UID, amb), binary=binary) as dm:
             with open("/proc/%d/status" % dm.proc.pid) as f:
@@ -121,9 +132,20 @@ def main():
                   "the profile contains the other user's process (pid %d)" % vproc.pid)
             check(any(t.frames[:3] == ["victim_leaf", "victim_mid", "main"] for t in mine),
                   "its stack is unwound and named: victim_leaf <- victim_mid <- main")
+            if pyproc:
+                py = [t for t in ts if t.labels.get("pid") == [str(pyproc.pid)]]
+                named = sum(t.value for t in py if "lp_victim.victim_py" in t.frames)
+                total = sum(t.value for t in py)
+                log("python victim traces: %r" % py[:2])
+                check(total > 0 and named >= 0.9 * total,
+                      "the other user's Python frames are named: lp_victim.victim_py in %d of %d samples"
+                      % (named, total))
     finally:
         vproc.kill()
         vproc.wait()
+        if pyproc:
+            pyproc.kill()
+            pyproc.wait()
 
     # Each capability is needed: without it, one clear line and exit 1.
     for cap in amb:
