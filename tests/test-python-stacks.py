@@ -268,8 +268,8 @@ def main():
     embed = os.path.join(work, "pyembed")
     flags = subprocess.run(["/usr/bin/python3.11-config", "--cflags", "--embed", "--ldflags"], capture_output=True,
                            text=True)
-    if flags.returncode != 0:
-        missing.append("embedded libpython3.11 (python3.11-config failed: install libpython3.11-dev)")
+    if not check(flags.returncode == 0, "python3.11-config works (python3.11-dev, docs/debian-packages-tests.txt)"):
+        pass
     else:
         src = os.path.join(work, "pyembed.c")
         with open(src, "w") as f:
@@ -302,10 +302,8 @@ def main():
         inside_dir = "/tmp/" + os.path.basename(d)
         unknowns.append(Runtime("python3.9 named python3.7", ["chroot", roots["bullseye"], "env", "PYTHONHOME=/usr",
                                                               inside_dir + "/python3.7", inside_dir + "/app.py"]))
-    if os.path.exists("/usr/bin/python3.11d"):
+    if check(os.path.exists("/usr/bin/python3.11d"), "python3.11d is installed (python3.11-dbg)"):
         unknowns.append(Runtime("python3.11d (debug build)", ["/usr/bin/python3.11d", host_app]))
-    else:
-        missing.append("python3.11d (python3.11-dbg not installed)")
 
     try:
         runtimes[0].start()  # before profd: found by the start-up scan
