@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse.h>
+#include <fuse_lowlevel.h>
 #include <limits.h>
 #include <poll.h>
 #include <sched.h>
@@ -131,7 +132,10 @@ static const struct fuse_operations fs_ops = {
 /* Mounts at mnt in a new mount namespace when allowed, with a tmpfs at tmp (else in the current
  * one, through fusermount3, and no tmpfs), writes 'P' (mounted in its own namespace), 'R' (in the
  * current one) or 'F' (cannot) to ready_fd, then serves one request at a time. */
-static _Noreturn void run_server(int ready_fd, int notify_fd)
+static _Noreturn void run_target(bool private, int sock, const PythonOffsets *o);
+static pid_t fork_child(void);
+
+static _Noreturn void run_server(int ready_fd, int notify_fd, const int sock[2], const PythonOffsets *o)
 {
         char *argv[] = {"profd-test-fuse", "-o", "fsname=profd-test,subtype=" FSTYPE_SUBTYPE, NULL};
         struct fuse_args args = FUSE_ARGS_INIT(3, argv);
@@ -154,7 +158,25 @@ static _Noreturn void run_server(int ready_fd, int notify_fd)
                 (void)!write(ready_fd, "F", 1);
                 _exit(1);
         }
-        (void)!write(ready_fd, private ? "P" : "R", 1);
+        if (private) {
+                /* The target is forked here, in this namespace: a process cannot join a mount
+                 * namespace by setns() from inside a chroot (the tests may run in one). */
+                pid_t t = fork_child();
+                char msg[1 + sizeof(pid_t)] = {'P'};
+
+                if (t == 0) {
+                        close(fuse_session_fd(fuse_get_session(f))); /* the server's alone */
+                        close(sock[0]);
+                        close(ready_fd);
+                        run_target(true, sock[1], o);
+                }
+                memcpy(msg + 1, &t, sizeof(t));
+                (void)!write(ready_fd, t > 0 ? msg : "F", t > 0 ? sizeof(msg) : 1);
+        } else {
+                (void)!write(ready_fd, "R", 1);
+        }
+        close(sock[0]);
+        close(sock[1]);
         close(ready_fd);
         fuse_loop(f);
         _exit(0);
@@ -182,9 +204,9 @@ static uint8_t *map_tmpfs_file(size_t page)
         return p;
 }
 
-/* In the server's namespace (ns_fd >= 0) maps blob and a file on its tmpfs, sends their addresses
+/* In the server's namespace (private) maps blob and a file on its tmpfs, sends their addresses
  * on sock, then detaches the FUSE mount whenever sock asks ('u'), answering with 0 or the errno. */
-static _Noreturn void run_target(int ns_fd, int sock, const PythonOffsets *o)
+static _Noreturn void run_target(bool private, int sock, const PythonOffsets *o)
 {
         size_t page = (size_t)sysconf(_SC_PAGESIZE);
         uint8_t *base, *fuse, *file = NULL;
@@ -192,11 +214,8 @@ static _Noreturn void run_target(int ns_fd, int sock, const PythonOffsets *o)
         Addrs a;
         int fd;
 
-        if (ns_fd >= 0) {
-                if (setns(ns_fd, CLONE_NEWNS) < 0)
-                        _exit(2);
+        if (private)
                 file = map_tmpfs_file(page);
-        }
         snprintf(blob, sizeof(blob), "%s/blob", mnt);
         /* One reservation, so the two mappings are adjacent and a read can span both. */
         base = mmap(NULL, page + BLOB_SIZE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -642,8 +661,8 @@ static pid_t fork_child(void)
 int main(void)
 {
         const PythonOffsets *o = python_offsets_find(3, 11);
-        int ready[2], notify[2], sock[2], ns_fd = -1, status;
-        char path[64], c = 0;
+        int ready[2], notify[2], sock[2], status;
+        char c = 0;
         struct pollfd p;
         uint64_t t;
 
@@ -684,9 +703,14 @@ int main(void)
                 return finish(1);
         }
 
+        /* Only the target and the checker hold an end: if the target dies, the checker reads EOF. */
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sock) < 0) {
+                printf("FAIL socketpair: %m\n");
+                return finish(1);
+        }
         server = fork_child();
         if (server == 0)
-                run_server(ready[1], notify[1]);
+                run_server(ready[1], notify[1], sock, o);
         close(ready[1]);
         p = (struct pollfd){.fd = ready[0], .events = POLLIN};
         if (server < 0 || poll(&p, 1, WATCHDOG_SEC * 1000) != 1 || read(ready[0], &c, 1) != 1 ||
@@ -698,27 +722,19 @@ int main(void)
         printf("FUSE filesystem mounted at %s (server %d) %s\n", mnt, (int)server,
                private_ns ? "in a mount namespace of its own" : "in the test's mount namespace");
         if (private_ns) {
-                snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)server);
-                ns_fd = open(path, O_RDONLY | O_CLOEXEC);
-                if (ns_fd < 0) {
-                        printf("FAIL %s: %m\n", path);
+                /* The server forked the target inside its namespace and says its pid. */
+                if (read(ready[0], &target, sizeof(target)) != sizeof(target) || target <= 0) {
+                        printf("FAIL the server did not start the target\n");
                         return finish(1);
                 }
-        }
-
-        /* Only the target and the checker hold an end: if the target dies, the checker reads EOF. */
-        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sock) < 0) {
-                printf("FAIL socketpair: %m\n");
-                return finish(1);
-        }
-        target = fork_child();
-        if (target == 0) {
-                close(sock[0]);
-                run_target(ns_fd, sock[1], o);
+        } else {
+                target = fork_child();
+                if (target == 0) {
+                        close(sock[0]);
+                        run_target(false, sock[1], o);
+                }
         }
         close(sock[1]);
-        if (ns_fd >= 0)
-                close(ns_fd);
         checker = fork_child();
         if (checker == 0)
                 run_checker(target, sock[0], private_ns, notify[0]);
