@@ -59,10 +59,13 @@ bool remote_memory_fstype_untrusted(const char *fstype)
  * the read (there is no way to read another process's memory that fails instead of waiting). So
  * the read itself happens in a child process: the loop waits for its answer at most
  * REMOTE_READ_TIMEOUT_MS; past that the child is killed (a FUSE wait ends on SIGKILL), the read
- * fails with -ETIMEDOUT, and the process it was reading is not read again for
- * REMOTE_BLOCK_NS. A new child starts at the next read. */
+ * fails with -ETIMEDOUT, the process it was reading is not read again for REMOTE_BLOCK_NS, and
+ * no process is for REMOTE_PAUSE_NS. A new child starts at the next read. */
 #define REMOTE_READ_TIMEOUT_MS 100
 #define REMOTE_BLOCK_NS (60 * 1000000000ULL)
+/* After a timeout no process is read for this long: many processes doing the same cannot hold the
+ * loop more than REMOTE_READ_TIMEOUT_MS per pause (1%). */
+#define REMOTE_PAUSE_NS (10 * 1000000000ULL)
 #define REMOTE_BLOCKED_MAX 64
 #define REMOTE_READ_MAX (64u << 10) /* bytes per request (python-code reads at most 64 KiB) */
 
@@ -85,6 +88,7 @@ static struct {
                 pid_t pid;
                 uint64_t until_ns;
         } blocked[REMOTE_BLOCKED_MAX];
+        uint64_t paused_until_ns;
         uint64_t n_ok, n_failed, n_timeout, n_blocked, n_refused, n_starts;
 } reader = {.fd = -1};
 
@@ -216,7 +220,7 @@ static int reader_read(pid_t pid, uint64_t addr, void *buf, size_t n)
 
         if (n > REMOTE_READ_MAX)
                 return -EINVAL;
-        if (reader_blocked(pid, now)) {
+        if (now < reader.paused_until_ns || reader_blocked(pid, now)) {
                 reader.n_blocked++;
                 return -ETIMEDOUT;
         }
@@ -232,6 +236,7 @@ static int reader_read(pid_t pid, uint64_t addr, void *buf, size_t n)
         if (r <= 0) {
                 reader_stop();
                 reader_block(pid, now);
+                reader.paused_until_ns = mono_ns() + REMOTE_PAUSE_NS;
                 reader.n_timeout++;
                 return -ETIMEDOUT;
         }

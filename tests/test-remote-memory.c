@@ -41,7 +41,9 @@
 #include "lib/test-util.h"
 
 #define BLOB_SIZE (64u << 10)
-#define WATCHDOG_SEC 10
+#define WATCHDOG_SEC 20
+/* daemon/remote-memory.c's REMOTE_PAUSE_NS */
+#define PAUSE_MS 10000
 /* How long the raw read must still be waiting on the server to count as blocked. */
 #define BLOCKED_MS 1000
 /* ob_type values of the fake code object: never dereferenced, only compared. */
@@ -524,9 +526,17 @@ static void check_remap(pid_t target, int sock, const Addrs *a, int notify_fd)
                 static const uint8_t mine[16] = "profd remote ok";
                 uint8_t got[16] = {};
 
+                /* Many processes doing the same must not hold the loop 100 ms each: after a
+                 * timeout no process is read for REMOTE_PAUSE_NS (10 s). */
+                t = now_ns();
+                r = remote_memory_read(self, (uint64_t)(uintptr_t)mine, got, sizeof(got));
+                check(r == -ETIMEDOUT && ms_since(t) < 5, "right after, no other process is read either: %s",
+                      err(r));
+                while (ms_since(t) < PAUSE_MS + 100)
+                        usleep(50000);
                 r = remote_memory_read(self, (uint64_t)(uintptr_t)mine, got, sizeof(got));
                 check(r == 0 && memcmp(got, mine, sizeof(mine)) == 0,
-                      "another process is read by a new reader: %s", err(r));
+                      "after the pause another process is read by a new reader: %s", err(r));
         }
 }
 
