@@ -412,7 +412,7 @@ void remote_memory_write_metrics(FILE *f)
                 "# HELP profd_remote_reads_total Reads of other processes' memory (Python code objects), "
                 "by result: ok, failed (unmapped, gone), timeout (the reader was killed: the process "
                 "remapped a file a user serves under the address), blocked (a process that timed out "
-                "before), refused (FUSE or network filesystem mapping, not read).\n"
+                "before, or any within 10 s of a timeout), refused (FUSE or network filesystem mapping, not read).\n"
                 "# TYPE profd_remote_reads_total counter\n"
                 "profd_remote_reads_total{result=\"ok\"} %" PRIu64 "\n"
                 "profd_remote_reads_total{result=\"failed\"} %" PRIu64 "\n"
