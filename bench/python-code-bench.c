@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-/* The cost of naming Python frames (daemon/python-code.c) with this machine's python3.11: reading
+/* The cost of naming Python frames (daemon/runtimes/python-code.c) with this machine's python3.11: reading
  * 20 000 code objects from a live process, naming them again from the cache, the line of the last
  * instruction of a function whose line table is near the 64 KiB bound, and memory per entry.
  * Prints figures, never fails on them (docs/runtimes.md records them). */

@@ -7,7 +7,7 @@
  * function with PROFD_FRAME_PY_EVAL. After it, the Python walk (bpf/python.bpf.h) appends the
  * thread's Python frames, innermost first, each as one PROFD_FRAME_PYTHON entry; the last frame
  * that one call of the eval function runs carries PROFD_FRAME_PY_ENTRY. The daemon
- * (daemon/python-stack.c) puts each such group of Python frames in place of its eval frame. */
+ * (daemon/runtimes/python-stack.c) puts each such group of Python frames in place of its eval frame. */
 #pragma once
 
 /* A user stack entry that is a Python frame, not an address (user addresses end at 2^47). */

@@ -37,7 +37,7 @@ enum profd_stop_reason {
 
 /* Set in a user stack's ips[i] when the address is an exact pc (the sampled pc, or the pc a signal
  * interrupted, restored from the rt_sigframe) rather than a return address: symbolize it as is,
- * not as pc - 1. Never set in a user address (x86-64 user space ends at 2^47). daemon/sampler.c
+ * not as pc - 1. Never set in a user address (x86-64 user space ends at 2^47). daemon/sampler/sampler.c
  * strips it and hands the flag out as SampleRecord.user_exact. */
 #define PROFD_FRAME_EXACT (1ULL << 63)
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-/* The unwind-table pool as the BPF unwinder sees it (daemon/table-pool.c fills it).
+/* The unwind-table pool as the BPF unwinder sees it (daemon/unwind/table-pool.c fills it).
  * Includes nothing (see profd-sample.h).
  *
  *   unwind_shards   ARRAY_OF_MAPS, slot -> inner ARRAY with one 4 MiB value of __u32 words.

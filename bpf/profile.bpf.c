@@ -84,7 +84,7 @@ _Static_assert((PROFD_STACK_WINDOW & (PROFD_STACK_WINDOW - 1)) == 0, "window off
 
 /* Benchmarks: time every recorded sample from entry to the end of finalize. */
 const volatile bool profd_measure_cost = false;
-/* Kernel features, probed by the daemon before load (daemon/kernel-features.c). Code behind a false
+/* Kernel features, probed by the daemon before load (daemon/sampler/kernel-features.c). Code behind a false
  * one is dead: the verifier, which knows these frozen values, never looks at it, so helpers newer
  * than the running kernel may appear there. */
 const volatile bool profd_have_task_btf = true;     /* bpf_get_current_task_btf(), 5.11 */
@@ -94,7 +94,7 @@ const volatile bool profd_have_task_pt_regs = true; /* bpf_task_pt_regs(), 5.15 
  * daemon sets THREAD_SIZE (16 KiB; 32 KiB with KASAN). */
 const volatile __u32 profd_thread_size = 16384;
 
-/* Generation samples are counted in; written by the daemon (see daemon/sampler.c). */
+/* Generation samples are counted in; written by the daemon (see daemon/sampler/sampler.c). */
 volatile __u32 profd_gen = 0;
 
 /* Per-CPU sample under construction: survives tail calls, never nests (the perf_event hook
@@ -184,7 +184,7 @@ struct profd_shard_map {
         __uint(value_size, sizeof(struct profd_shard)); /* no BTF: clang emits the struct as FWD */
 };
 
-/* Shards are created at run time by daemon/table-pool.c; the template above only fixes the
+/* Shards are created at run time by daemon/unwind/table-pool.c; the template above only fixes the
  * inner map's shape. */
 struct {
         __uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
@@ -224,7 +224,7 @@ struct {
         __type(value, __u64);
 } unwind_execs SEC(".maps");
 
-/* active = 1 once daemon/table-pool.c exists; before that every stack is walked with frame
+/* active = 1 once daemon/unwind/table-pool.c exists; before that every stack is walked with frame
  * pointers and no pid is reported as unknown (nobody would read the reports). */
 struct {
         __uint(type, BPF_MAP_TYPE_ARRAY);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-/* Drives daemon/python-code.c for tests/test-python-code.py: one command a line on stdin, one
+/* Drives daemon/runtimes/python-code.c for tests/test-python-code.py: one command a line on stdin, one
  * answer a line on stdout (metrics: lines up to "end").
  *   new MAX_ENTRIES MAX_BYTES                 a new cache (0: default bounds)
  *   offsets PID MAJOR MINOR RUNTIME_ADDR      the offsets to read PID with: the table's entry, or

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""profd's CPython code object cache (daemon/python-code.c) against real interpreters.
+"""profd's CPython code object cache (daemon/runtimes/python-code.c) against real interpreters.
 
 CPython 3.11 of this machine, 3.9 of Debian 11 "bullseye" and 3.13 of Debian 13 "trixie" (in the
 roots tests/lib/debianroot.py caches, run through chroot) each import a module with code objects

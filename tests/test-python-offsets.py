@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""profd's CPython struct offsets (daemon/python-offsets.c) against real interpreters.
+"""profd's CPython struct offsets (daemon/runtimes/python-offsets.c) against real interpreters.
 
 Each entry of the table that has a Debian release is compared field by field with the DWARF of
 that release's own python3.X (its separate debug info from python3.X-dbg, read with gdb):

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-/* Remote memory reads (daemon/remote-memory.c) against a real hostile FUSE filesystem: its file
+/* Remote memory reads (daemon/runtimes/remote-memory.c) against a real hostile FUSE filesystem: its file
  * "blob" opens fine but a read of it is never answered. A child maps blob without touching it, next
  * to an anonymous page of known bytes. Reads of the anonymous page return its bytes; reads of the
  * mapping, or spanning into it, and CPython code objects there or naming strings there, are refused
@@ -42,7 +42,7 @@
 
 #define BLOB_SIZE (64u << 10)
 #define WATCHDOG_SEC 20
-/* daemon/remote-memory.c's REMOTE_PAUSE_NS */
+/* daemon/runtimes/remote-memory.c's REMOTE_PAUSE_NS */
 #define PAUSE_MS 10000
 /* How long the raw read must still be waiting on the server to count as blocked. */
 #define BLOCKED_MS 1000

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /* Folded stacks -> one self-contained interactive flame graph page (HTML with inline SVG, script
  * and style; it fetches nothing): click to zoom, search that highlights, tooltips with samples
- * and percentage, kernel and user frames in different colors. The page is daemon/flamegraph.html,
+ * and percentage, kernel and user frames in different colors. The page is daemon/output/flamegraph.html,
  * embedded at build time; the data goes in as JSON. */
 #pragma once
 
