@@ -31,7 +31,7 @@ import time
 
 import debianroot
 import profdtest
-from profdtest import Daemon, check, cc, finish, log, pprof, require_bpf, skip, tmpdir
+from profdtest import Daemon, check, cc, finish, log, require_bpf, skip, tmpdir, traces
 
 WINDOW_S = 8
 
@@ -150,25 +150,9 @@ def short(name):
 
 
 def traces_with_lines(path):
-    r = pprof("-traces", "-lines", "-sample_index=samples", path)
-    out = []
-    for b in r.stdout.split("-----------+-------------------------------------------------------")[1:]:
-        lines = [l for l in b.split("\n") if l.strip()]
-        frames, value, labels = [], None, {}
-        for l in lines:
-            lm = re.match(r"^\s*(\S+):  (.*)$", l) if value is None else None
-            if lm:
-                labels[lm.group(1)] = lm.group(2).strip().strip("[]")
-                continue
-            m = re.match(r"^\s*(\S+)\s{2,}(\S.*)$", l) if value is None else None
-            if value is None and m and not l.startswith("           "):
-                value = m.group(1)
-                frames.append(parse_frame(m.group(2).strip()))
-                continue
-            frames.append(parse_frame(l.strip()))
-        if value is not None:
-            out.append((int(float(value)), labels, frames))
-    return out
+    """[(count, labels {key: value}, frames [(name, file, line)] leaf first)]."""
+    return [(tr.value, {k: v[0] for k, v in tr.labels.items()}, [parse_frame(f) for f in tr.frames])
+            for tr in traces(path, lines=True)]
 
 
 def is_python(frame, app_files):

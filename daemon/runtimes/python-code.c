@@ -12,6 +12,7 @@
 #include "hash.h"
 #include "process-table.h"
 #include "remote-memory.h"
+#include "time-util.h"
 
 typedef struct PythonCode PythonCode;
 struct LineCheckpoint;
@@ -433,14 +434,6 @@ static uint32_t line_from_checkpoints(PythonLineTable kind, const uint8_t *table
 
 /* --- reading the process ---------------------------------------------------------------------- */
 
-static uint64_t monotonic_ns(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 /* Only where reading cannot wait on a file a user serves (remote-memory.h): a code object in
  * memory mapped from a FUSE file is refused (-EFAULT, counted as untrusted), never read. */
 static int read_mem(PythonCodeCache *c, pid_t pid, uint64_t addr, void *buf, size_t n)
@@ -453,7 +446,7 @@ static int read_mem(PythonCodeCache *c, pid_t pid, uint64_t addr, void *buf, siz
         /* User addresses end at 2^47; anything else (or a range wrapping) is no object. */
         if (addr == 0 || addr >= (1ULL << 47) || n > (1ULL << 47) - addr)
                 return -EFAULT;
-        now = monotonic_ns();
+        now = now_ns(CLOCK_MONOTONIC);
         if (!c->mem || c->mem_pid != pid || now - c->mem_ns > REMOTE_SNAPSHOT_NS) {
                 c->mem = remote_memory_free(c->mem);
                 r = remote_memory_open(pid, &c->mem);
@@ -576,8 +569,8 @@ static int read_str(PythonCodeCache *c, pid_t pid, const PythonOffsets *o, uint6
 
 /* The bytes object at addr (a line table): its size, and its contents if at most max bytes.
  * Bytes objects are not type-checked (PyBytes_Type is not passed in); the size must be sane. */
-static int read_bytes(PythonCodeCache *c, pid_t pid, const PythonOffsets *o, uint64_t addr, size_t max, uint8_t **ret,
-                      size_t *ret_len)
+static int read_bytes(PythonCodeCache *c, pid_t pid, const PythonOffsets *o, uint64_t addr, size_t max,
+                      uint8_t **ret, size_t *ret_len)
 {
         uint8_t hdr[64];
         uint64_t size;
@@ -729,7 +722,8 @@ int python_code_resolve(PythonCodeCache *c, pid_t pid, uint64_t start_time, cons
         e = find(c, pid, start_time, code_addr);
         if (e) {
                 c->n_cached++;
-                fill(c, e, instr, ret);
+                if (ret)
+                        fill(c, e, instr, ret);
                 return 0;
         }
         r = read_code(c, pid, start_time, o, code_type_addr, str_type_addr, code_addr, &e);
@@ -743,7 +737,8 @@ int python_code_resolve(PythonCodeCache *c, pid_t pid, uint64_t start_time, cons
         }
         c->n_read++;
         insert(c, e);
-        fill(c, e, instr, ret);
+        if (ret)
+                fill(c, e, instr, ret);
         return 0;
 }
 

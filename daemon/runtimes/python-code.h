@@ -49,7 +49,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(PythonCodeCache *, python_code_cache_free);
  * bytes for LNOTAB, code units from 3.10), PYTHON_CODE_INSTR_UNKNOWN for no line.
  * code_type_addr, str_type_addr: addresses of PyCode_Type and PyUnicode_Type in that process
  * (exported symbols of the interpreter), which the code object and its strings must have as
- * ob_type. The strings of ret belong to the cache: valid until the next python_code_resolve(),
+ * ob_type. ret may be NULL: the code object is only made sure to be cached. The strings of ret
+ * belong to the cache: valid until the next python_code_resolve(),
  * python_code_cache_forget() or python_code_cache_free() (which may evict them);
  * python_code_lookup() does not invalidate them.
  * Errors (each counted): -ESRCH the process is gone (or is another one now); -EBADMSG the memory

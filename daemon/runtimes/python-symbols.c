@@ -50,7 +50,6 @@ void python_symbols_note(PythonSymbols *ps, const SampleRecord *records, size_t 
                 bool looked = false;
 
                 for (uint32_t k = 0; k < r->n_user; k++) {
-                        PythonFrameInfo info;
                         uint64_t f = r->user_frames[k];
                         int e;
 
@@ -67,7 +66,7 @@ void python_symbols_note(PythonSymbols *ps, const SampleRecord *records, size_t 
                         ps->noted++;
                         e = python_code_resolve(ps->code, pp->pid, pp->start_time, &pp->offsets,
                                                 pp->code_type, pp->str_type, python_frame_code(f),
-                                                python_frame_instr(f), &info);
+                                                python_frame_instr(f), NULL);
                         if (e == -ESRCH)
                                 break;
                         if (e < 0)

@@ -16,6 +16,7 @@
 
 #include "proc-maps.h"
 #include "remote-memory.h"
+#include "time-util.h"
 
 /* Filesystems (mountinfo's type) whose device numbers appear in the process's maps. */
 #define REMOTE_MEMORY_MAX_MOUNTS 4096
@@ -91,14 +92,6 @@ static struct {
         uint64_t paused_until_ns;
         uint64_t n_ok, n_failed, n_timeout, n_blocked, n_refused, n_starts;
 } reader = {.fd = -1};
-
-static uint64_t mono_ns(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 __attribute__((noreturn)) static void reader_main(int fd)
 {
@@ -213,7 +206,7 @@ static int reader_read(pid_t pid, uint64_t addr, void *buf, size_t n)
         static uint8_t reply[sizeof(ReadReply) + REMOTE_READ_MAX];
         ReadRequest q = {.pid = pid, .len = n, .addr = addr};
         struct pollfd p;
-        uint64_t now = mono_ns();
+        uint64_t now = now_ns(CLOCK_MONOTONIC);
         ReadReply a;
         ssize_t k;
         int r;
@@ -236,7 +229,7 @@ static int reader_read(pid_t pid, uint64_t addr, void *buf, size_t n)
         if (r <= 0) {
                 reader_stop();
                 reader_block(pid, now);
-                reader.paused_until_ns = mono_ns() + REMOTE_PAUSE_NS;
+                reader.paused_until_ns = now_ns(CLOCK_MONOTONIC) + REMOTE_PAUSE_NS;
                 reader.n_timeout++;
                 return -ETIMEDOUT;
         }
@@ -412,7 +405,8 @@ void remote_memory_write_metrics(FILE *f)
                 "# HELP profd_remote_reads_total Reads of other processes' memory (Python code objects), "
                 "by result: ok, failed (unmapped, gone), timeout (the reader was killed: the process "
                 "remapped a file a user serves under the address), blocked (a process that timed out "
-                "before, or any within 10 s of a timeout), refused (FUSE or network filesystem mapping, not read).\n"
+                "before, or any within 10 s of a timeout), refused (FUSE or network filesystem mapping, not "
+                "read).\n"
                 "# TYPE profd_remote_reads_total counter\n"
                 "profd_remote_reads_total{result=\"ok\"} %" PRIu64 "\n"
                 "profd_remote_reads_total{result=\"failed\"} %" PRIu64 "\n"

@@ -251,9 +251,10 @@ def _duration_ns(s):
     return float(m.group(1)) * mult
 
 
-def traces(profile_path, sample_index="samples"):
-    """Parse `go tool pprof -traces` into Trace objects (value is the sample count)."""
-    r = pprof("-traces", "-sample_index=" + sample_index, profile_path)
+def traces(profile_path, sample_index="samples", lines=False):
+    """Parse `go tool pprof -traces` into Trace objects (value is the sample count). lines: frames
+    as "name file:line" (pprof -lines)."""
+    r = pprof("-traces", *(("-lines",) if lines else ()), "-sample_index=" + sample_index, profile_path)
     out = []
     blocks = r.stdout.split("-----------+-------------------------------------------------------")
     for b in blocks[1:]:
