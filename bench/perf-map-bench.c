@@ -6,8 +6,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "perf-map.h"
-#include "time-util.h"
+#include "runtimes/perf-map.h"
+#include "util/time-util.h"
 
 static uint64_t own_start_time(void)
 {

@@ -13,9 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "process-table.h"
-#include "python-code.h"
-#include "python-offsets.h"
+#include "tracker/process-table.h"
+#include "runtimes/python-code.h"
+#include "runtimes/python-offsets.h"
 
 #define N_FUNCS 20000
 

@@ -4,15 +4,15 @@
 
 #include <systemd/sd-event.h>
 
-#include "aggregator.h"
-#include "cgroup-resolver.h"
-#include "options.h"
-#include "process-table.h"
-#include "python-procs.h"
-#include "python-symbols.h"
-#include "sample-filter.h"
-#include "sampler.h"
-#include "symbolizer.h"
+#include "aggregator/aggregator.h"
+#include "tracker/cgroup-resolver.h"
+#include "service/options.h"
+#include "tracker/process-table.h"
+#include "runtimes/python-procs.h"
+#include "symbolizer/python-symbols.h"
+#include "sampler/sample-filter.h"
+#include "sampler/sampler.h"
+#include "symbolizer/symbolizer.h"
 
 typedef struct HttpServer HttpServer;
 typedef struct TablePool TablePool;

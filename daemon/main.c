@@ -8,19 +8,19 @@
 #include <systemd/sd-event.h>
 #include <time.h>
 
-#include "capabilities.h"
+#include "service/capabilities.h"
 #include "daemon.h"
-#include "http-auth.h"
-#include "http-server.h"
-#include "http-tls.h"
-#include "log.h"
-#include "metrics.h"
-#include "proc-tracker.h"
-#include "python-procs.h"
-#include "python-symbols.h"
-#include "symbol-warmer.h"
-#include "table-pool.h"
-#include "notify.h"
+#include "http/http-auth.h"
+#include "http/http-server.h"
+#include "http/http-tls.h"
+#include "util/log.h"
+#include "http/metrics.h"
+#include "tracker/proc-tracker.h"
+#include "runtimes/python-procs.h"
+#include "symbolizer/python-symbols.h"
+#include "output/symbol-warmer.h"
+#include "unwind/table-pool.h"
+#include "service/notify.h"
 
 /* Drain period: the granularity of the history (requests cut exactly on their own anyway). */
 #define DRAIN_INTERVAL_NS (1 * NSEC_PER_SEC)
@@ -166,6 +166,21 @@ static void log_ready_line(Daemon *d)
                          d->options.frequency_hz, a);
 }
 
+/* The tracker's observer: runtime walkers learn of processes from the mappings it reads. */
+static void runtimes_mapped(void *userdata, const Process *p)
+{
+        Daemon *d = userdata;
+
+        python_procs_note(d->python, p);
+}
+
+static void runtimes_forgotten(void *userdata, pid_t pid)
+{
+        Daemon *d = userdata;
+
+        python_procs_forget(d->python, pid);
+}
+
 static int run(int argc, char **argv)
 {
         _cleanup_(daemon_done) Daemon d = {};
@@ -297,7 +312,9 @@ static int run(int argc, char **argv)
                         log_warning_errno(r, "Cannot track CPython processes, no Python frames: %m");
                 else
                         symbolizer_set_python(d.symbolizer, python_symbols_name, d.python_symbols);
-                to.python = d.python;
+                if (d.python)
+                        to.observer = (ProcTrackerObserver){
+                                .mapped = runtimes_mapped, .forgotten = runtimes_forgotten, .userdata = &d};
                 r = proc_tracker_new(d.event, d.processes, d.pool, &to, &d.tracker);
                 if (r < 0)
                         log_warning_errno(r, "Cannot track processes, DWARF unwinding disabled: %m");

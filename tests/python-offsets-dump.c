@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "python-offsets.h"
+#include "runtimes/python-offsets.h"
 
 static void print_value(const PythonOffsets *o, const char *name, unsigned value)
 {

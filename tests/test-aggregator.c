@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "aggregator.h"
+#include "aggregator/aggregator.h"
 
 #include "lib/test-util.h"
 

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cgroup-resolver.h"
+#include "tracker/cgroup-resolver.h"
 
 #include "lib/test-util.h"
 

@@ -4,8 +4,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "capabilities.h"
-#include "log.h"
+#include "service/capabilities.h"
+#include "util/log.h"
 #include "lib/test-util.h"
 
 int main(void)

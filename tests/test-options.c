@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "options.h"
+#include "service/options.h"
 
 #include "lib/test-util.h"
 

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "perf-map.h"
+#include "runtimes/perf-map.h"
 #include "lib/test-util.h"
 
 static char path[64];

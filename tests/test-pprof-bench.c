@@ -11,11 +11,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "aggregator.h"
-#include "pprof-encode.h"
-#include "proc-maps.h"
-#include "process-table.h"
-#include "symbolizer.h"
+#include "aggregator/aggregator.h"
+#include "output/pprof-encode.h"
+#include "tracker/proc-maps.h"
+#include "tracker/process-table.h"
+#include "symbolizer/symbolizer.h"
 
 static uint64_t now_ns(void)
 {

@@ -21,11 +21,11 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "aggregator.h"
-#include "pprof-encode.h"
-#include "process-table.h"
+#include "aggregator/aggregator.h"
+#include "output/pprof-encode.h"
+#include "tracker/process-table.h"
 #include "profile.pb-c.h"
-#include "symbolizer.h"
+#include "symbolizer/symbolizer.h"
 
 #include "lib/test-child.h"
 #include "lib/test-util.h"

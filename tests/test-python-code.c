@@ -17,9 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "process-table.h"
-#include "python-code.h"
-#include "python-offsets.h"
+#include "tracker/process-table.h"
+#include "runtimes/python-code.h"
+#include "runtimes/python-offsets.h"
 
 static const char *err_name(int r)
 {

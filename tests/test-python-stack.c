@@ -5,8 +5,8 @@
 #include <linux/types.h>
 #include <string.h>
 
-#include "profd-sample.h"
-#include "python-stack.h"
+#include "bpf/profd-sample.h"
+#include "runtimes/python-stack.h"
 #include "lib/test-util.h"
 
 #define EVAL(a) ((a) | PROFD_FRAME_PY_EVAL)

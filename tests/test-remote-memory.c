@@ -34,10 +34,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "process-table.h"
-#include "python-code.h"
-#include "python-offsets.h"
-#include "remote-memory.h"
+#include "tracker/process-table.h"
+#include "runtimes/python-code.h"
+#include "runtimes/python-offsets.h"
+#include "runtimes/remote-memory.h"
 #include "lib/test-util.h"
 
 #define BLOB_SIZE (64u << 10)

@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sampler.h"
+#include "sampler/sampler.h"
 
 #define FREQ_HZ 199
 #define RUN_SECONDS 2

@@ -8,7 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "util/log.h"
 
 #define INTERVAL_NS (200 * 1000 * 1000ULL)
 #define BURST 3

@@ -21,7 +21,7 @@
 #include "bpf/profd-sample.h"
 #include "bpf/profd-unwind-pool.h"
 #include "profile.skel.h"
-#include "table-pool.h"
+#include "unwind/table-pool.h"
 
 #define N_RULES 40
 #define FAKE_PID_BASE 4000000 /* above pid_max: entries are data only */

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "string-pool.h"
-#include "utf8.h"
+#include "util/string-pool.h"
+#include "util/utf8.h"
 
 #include "lib/test-util.h"
 

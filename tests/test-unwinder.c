@@ -26,9 +26,9 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "sampler.h"
-#include "kernel-features.h"
-#include "table-pool.h"
+#include "sampler/sampler.h"
+#include "sampler/kernel-features.h"
+#include "unwind/table-pool.h"
 #include "unwind-tables/unwind-table.h"
 
 #define FREQ_HZ 499

@@ -81,18 +81,6 @@ typedef struct Cursor {
         bool overrun;
 } Cursor;
 
-int cfi_fail(CfiError *e, int r, const char *fmt, ...)
-{
-        if (e->r == 0) {
-                va_list ap;
-                va_start(ap, fmt);
-                vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
-                va_end(ap);
-                e->r = r;
-        }
-        return r;
-}
-
 static inline bool cur_need(Cursor *c, size_t n)
 {
         if ((size_t)(c->end - c->p) < n) {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /* Internal: single-pass CIE/FDE decoder and CFA interpreter over raw .eh_frame/.debug_frame bytes,
- * and the builder that turns its intervals into the compact table. */
+ * feeding the table builder (table-builder.h). */
 #pragma once
 
 #include <stdarg.h>
@@ -8,16 +8,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cfi-error.h"
+#include "table-builder.h"
 #include "unwind-table.h"
 
 #define CFI_MAX_SECTIONS 3
-
-typedef struct CfiError {
-        int r; /* first error wins */
-        char msg[256];
-} CfiError;
-
-int cfi_fail(CfiError *e, int r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 typedef struct CfiSection {
         const char *name; /* for errors, e.g. ".eh_frame" or "debug file .debug_frame" */
@@ -48,8 +43,6 @@ typedef struct FdeRef {
         uint32_t offset;  /* of the FDE record in its section */
         uint32_t section; /* index into CfiParser.sections: lower wins when two FDEs overlap */
 } FdeRef;
-
-typedef struct TableBuilder TableBuilder;
 
 typedef struct CfiParser {
         const CfiSection *sections;
@@ -85,25 +78,6 @@ int cfi_collect_fdes(CfiParser *p, uint32_t s, FdeRef **fdes, size_t *n, size_t 
 /* Interprets one FDE and feeds its rows to b; FDEs outside text or empty are skipped. */
 int cfi_run_fde(CfiParser *p, const FdeRef *f, TableBuilder *b);
 
-enum {
-        UNSUP_NONE = 0,
-        UNSUP_CFA,
-        UNSUP_RA,
-        UNSUP_RBP,
-};
-
-/* Fails with -E2BIG once the table would exceed max_bytes. */
-TableBuilder *builder_new(UnwindTableStats *stats, CfiError *err, size_t rows_hint, size_t max_bytes);
-TableBuilder *builder_free(TableBuilder *b);
-/* Rule r applies to [a, e). Intervals arrive sorted by a; parts below what is already covered
- * are dropped (first FDE wins on overlap). */
-int builder_interval(TableBuilder *b, uint64_t a, uint64_t e, const struct profd_unwind_rule *r, int unsup);
-/* The ELF entry point: if no interval covers it, the gap from it to the next interval becomes an
- * outermost-frame row (PROFD_CFA_UNDEF). Call before the first interval. */
-void builder_set_entry(TableBuilder *b, uint64_t entry);
-/* Moves the finished table into t. */
-int builder_finish(TableBuilder *b, UnwindTable *t);
-size_t builder_peak_bytes(const TableBuilder *b);
 
 typedef struct Xxh64 {
         uint64_t v[4];

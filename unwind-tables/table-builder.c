@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cfi.h"
+#include "table-builder.h"
 
 /* 65536 pages = a 4 GiB text span; beyond that the page index alone would be larger than any
  * real table, so such input is rejected rather than allocated. */

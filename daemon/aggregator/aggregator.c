@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "aggregator.h"
-#include "hash.h"
-#include "log.h"
+#include "aggregator/aggregator.h"
+#include "util/hash.h"
+#include "util/log.h"
 
 /* Bounds the bucket count even when requests cut far more often than the periodic drain. */
 #define MAX_BUCKETS 4096

@@ -9,10 +9,10 @@
 #include <strings.h>
 #include <sys/socket.h>
 
-#include "config-file.h"
-#include "http-auth.h"
-#include "http-tls.h"
-#include "log.h"
+#include "util/config-file.h"
+#include "http/http-auth.h"
+#include "http/http-tls.h"
+#include "util/log.h"
 
 /* A token is a line of printable ASCII; this is far more than any generator produces. */
 #define TOKEN_MAX 4096

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "macro.h"
+#include "util/macro.h"
 
 struct MHD_Connection;
 typedef struct HttpTls HttpTls;

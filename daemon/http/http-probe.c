@@ -22,9 +22,9 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
-#include "http-probe.h"
-#include "log.h"
-#include "sockaddr-util.h"
+#include "http/http-probe.h"
+#include "util/log.h"
+#include "util/sockaddr-util.h"
 
 #define PROBE_TIMER_ACCURACY_USEC (100 * 1000)
 

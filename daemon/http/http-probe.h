@@ -10,7 +10,7 @@
 #include <sys/socket.h>
 #include <systemd/sd-event.h>
 
-#include "macro.h"
+#include "util/macro.h"
 
 /* One probe every interval; a probe not answered by the next one has failed. */
 #define HTTP_PROBE_INTERVAL_USEC (5 * USEC_PER_SEC)

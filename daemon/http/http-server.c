@@ -30,19 +30,19 @@
 #include <time.h>
 
 #include "daemon.h"
-#include "http-auth.h"
-#include "http-probe.h"
-#include "http-server.h"
-#include "http-tls.h"
-#include "log.h"
-#include "metrics.h"
-#include "pprof-encode.h"
-#include "flamegraph.h"
-#include "folded.h"
-#include "proc-tracker.h"
-#include "sockaddr-util.h"
-#include "symbol-warmer.h"
-#include "timestamp.h"
+#include "http/http-auth.h"
+#include "http/http-probe.h"
+#include "http/http-server.h"
+#include "http/http-tls.h"
+#include "util/log.h"
+#include "http/metrics.h"
+#include "output/pprof-encode.h"
+#include "output/flamegraph.h"
+#include "output/folded.h"
+#include "tracker/proc-tracker.h"
+#include "util/sockaddr-util.h"
+#include "output/symbol-warmer.h"
+#include "util/timestamp.h"
 
 /* Each connection costs a file descriptor and up to 32 KiB (libmicrohttpd's default
  * MHD_OPTION_CONNECTION_MEMORY_LIMIT); scrapers use one or two. Waiting profile requests hold a

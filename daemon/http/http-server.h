@@ -9,10 +9,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "aggregator.h"
-#include "labels.h"
-#include "macro.h"
-#include "sample-filter.h"
+#include "aggregator/aggregator.h"
+#include "tracker/labels.h"
+#include "util/macro.h"
+#include "sampler/sample-filter.h"
 
 typedef struct Daemon Daemon;
 typedef struct HttpServer HttpServer;

@@ -30,9 +30,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "config-file.h"
-#include "http-tls.h"
-#include "log.h"
+#include "util/config-file.h"
+#include "http/http-tls.h"
+#include "util/log.h"
 
 /* Certificate chains and CA bundles; the system's full CA bundle is about 200 KiB. */
 #define PEM_FILE_MAX (1024 * 1024)

@@ -7,8 +7,8 @@
 #include <microhttpd.h>
 #include <stdio.h>
 
-#include "http-auth.h"
-#include "macro.h"
+#include "http/http-auth.h"
+#include "util/macro.h"
 
 typedef struct HttpTls HttpTls;
 

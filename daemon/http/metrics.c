@@ -10,18 +10,18 @@
 #include <unistd.h>
 
 #include "daemon.h"
-#include "http-auth.h"
-#include "http-server.h"
-#include "http-tls.h"
-#include "log.h"
-#include "metrics.h"
-#include "notify.h"
-#include "proc-tracker.h"
-#include "python-procs.h"
-#include "remote-memory.h"
-#include "safe-open.h"
-#include "symbol-warmer.h"
-#include "table-pool.h"
+#include "http/http-auth.h"
+#include "http/http-server.h"
+#include "http/http-tls.h"
+#include "util/log.h"
+#include "http/metrics.h"
+#include "service/notify.h"
+#include "tracker/proc-tracker.h"
+#include "runtimes/python-procs.h"
+#include "runtimes/remote-memory.h"
+#include "util/safe-open.h"
+#include "output/symbol-warmer.h"
+#include "unwind/table-pool.h"
 
 #define LOOP_MONITOR_PERIOD_USEC (250 * 1000ULL)
 #define LOOP_MONITOR_ACCURACY_USEC 1000ULL

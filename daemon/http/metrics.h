@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <systemd/sd-event.h>
 
-#include "macro.h"
+#include "util/macro.h"
 
 typedef struct Daemon Daemon;
 typedef struct LoopMonitor LoopMonitor;

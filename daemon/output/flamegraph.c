@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "flamegraph-html.h" /* generated from flamegraph.html: flamegraph_html[] */
-#include "flamegraph.h"
-#include "utf8.h"
+#include "output/flamegraph.h"
+#include "util/utf8.h"
 
 /* Frames in the page's tree (distinct root-first paths). A busy 64-CPU host sampled for 300 s
  * stays well below; beyond it the rest of a stack is merged into one "[more stacks]" frame, which

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "folded.h"
+#include "output/folded.h"
 
 typedef struct FlamegraphInfo {
         const char *title;    /* e.g. "profd: 30 s on host" (NULL: "profd flame graph") */

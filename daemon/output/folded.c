@@ -4,11 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "folded.h" /* via aggregator.h -> sampler.h: bpf/profd-sample.h */
-#include "python-stack.h"
-#include "hash.h"
-#include "stack-markers.h"
-#include "utf8.h"
+#include "output/folded.h" /* via aggregator.h -> sampler.h: bpf/profd-sample.h */
+#include "runtimes/python-stack.h"
+#include "util/hash.h"
+#include "output/stack-markers.h"
+#include "util/utf8.h"
 
 /* Samples symbolized per step: a few hundred addresses, well under a millisecond once the
  * symbolizer's per-executable caches are warm, so requests and drains are not held up. */

@@ -11,10 +11,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "aggregator.h"
-#include "macro.h"
-#include "process-table.h"
-#include "symbolizer.h"
+#include "aggregator/aggregator.h"
+#include "util/macro.h"
+#include "tracker/process-table.h"
+#include "symbolizer/symbolizer.h"
 
 #define FOLDED_KERNEL_SUFFIX "_[k]"
 

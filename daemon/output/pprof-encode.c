@@ -21,14 +21,14 @@
 #include <zlib.h>
 
 #include "bpf/profd-sample.h"
-#include "hash.h"
-#include "log.h"
-#include "pprof-encode.h"
-#include "python-stack.h"
-#include "utf8.h"
+#include "util/hash.h"
+#include "util/log.h"
+#include "output/pprof-encode.h"
+#include "runtimes/python-stack.h"
+#include "util/utf8.h"
 #include "profile.pb-c.h"
-#include "stack-markers.h"
-#include "time-util.h"
+#include "output/stack-markers.h"
+#include "util/time-util.h"
 
 /* Work units per step: one per frame, LOOKUP_COST per symbolizer call. Sized so a step takes
  * on the order of a millisecond or two once caches are warm. */

@@ -6,10 +6,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "aggregator.h"
-#include "labels.h"
-#include "process-table.h"
-#include "symbolizer.h"
+#include "aggregator/aggregator.h"
+#include "tracker/labels.h"
+#include "tracker/process-table.h"
+#include "symbolizer/symbolizer.h"
 
 typedef struct PprofJob PprofJob;
 

@@ -7,10 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "perf-map.h"
-#include "safe-open.h"
-#include "time-util.h"
+#include "util/log.h"
+#include "runtimes/perf-map.h"
+#include "util/safe-open.h"
+#include "util/time-util.h"
 
 /* A map already read is checked for growth at most this often by the periodic refresh (so that
  * what a process wrote shortly before it exits is mostly read: its /tmp is reachable only while it

@@ -13,8 +13,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "macro.h"
-#include "process-table.h"
+#include "util/macro.h"
+#include "tracker/process-table.h"
 
 typedef struct PerfMaps PerfMaps;
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-#include "python-code.h"
+#include "runtimes/python-code.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -9,10 +9,10 @@
 #include <sys/uio.h>
 #include <time.h>
 
-#include "hash.h"
-#include "process-table.h"
-#include "remote-memory.h"
-#include "time-util.h"
+#include "util/hash.h"
+#include "tracker/process-table.h"
+#include "runtimes/remote-memory.h"
+#include "util/time-util.h"
 
 typedef struct PythonCode PythonCode;
 struct LineCheckpoint;

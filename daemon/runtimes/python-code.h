@@ -13,8 +13,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "macro.h"
-#include "python-offsets.h"
+#include "util/macro.h"
+#include "runtimes/python-offsets.h"
 
 typedef struct PythonCodeCache PythonCodeCache;
 

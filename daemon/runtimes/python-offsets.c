@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-#include "python-offsets.h"
+#include "runtimes/python-offsets.h"
 
-#include "macro.h"
+#include "util/macro.h"
 
 /* One entry per minor version, x86-64, default build (GIL, no Py_DEBUG, no Py_TRACE_REFS).
  * Each number is the byte offset of the member as laid out by the C compiler from the structs in

@@ -12,10 +12,10 @@
 
 #include <bpf/bpf.h>
 
-#include "log.h"
-#include "profd-python.h"
-#include "python-procs.h"
-#include "remote-memory.h"
+#include "util/log.h"
+#include "bpf/profd-python.h"
+#include "runtimes/python-procs.h"
+#include "runtimes/remote-memory.h"
 
 /* Files probed: the interpreter of most hosts is one or two files; a bound against a host with
  * many private builds (each probe reads one symbol table). Past it, the oldest entry goes. */

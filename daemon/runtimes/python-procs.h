@@ -13,9 +13,9 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "macro.h"
-#include "process-table.h"
-#include "python-offsets.h"
+#include "util/macro.h"
+#include "tracker/process-table.h"
+#include "runtimes/python-offsets.h"
 
 typedef struct PythonProcs PythonProcs;
 

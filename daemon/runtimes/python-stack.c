@@ -2,8 +2,8 @@
 #include <linux/types.h>
 #include <string.h>
 
-#include "profd-sample.h"
-#include "python-stack.h"
+#include "bpf/profd-sample.h"
+#include "runtimes/python-stack.h"
 
 /* Groups and eval frames of one stack: at most one per slot. */
 #define SPLICE_MAX PROFD_MAX_USER_FRAMES

@@ -9,7 +9,7 @@
 
 #include <linux/types.h> /* for profd-python.h */
 
-#include "profd-python.h"
+#include "bpf/profd-python.h"
 
 static inline bool python_frame_is(uint64_t f)
 {

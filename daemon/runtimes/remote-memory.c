@@ -14,9 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "proc-maps.h"
-#include "remote-memory.h"
-#include "time-util.h"
+#include "tracker/proc-maps.h"
+#include "runtimes/remote-memory.h"
+#include "util/time-util.h"
 
 /* Filesystems (mountinfo's type) whose device numbers appear in the process's maps. */
 #define REMOTE_MEMORY_MAX_MOUNTS 4096

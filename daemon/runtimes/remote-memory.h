@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "macro.h"
+#include "util/macro.h"
 
 typedef struct RemoteMemory RemoteMemory;
 

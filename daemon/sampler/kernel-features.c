@@ -9,9 +9,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "kernel-features.h"
-#include "log.h"
-#include "macro.h"
+#include "sampler/kernel-features.h"
+#include "util/log.h"
+#include "util/macro.h"
 
 static const char *const feature_names[_KERNEL_FEATURE_MAX] = {
         [KERNEL_FEATURE_TASK_BTF] = "task_btf",

@@ -1,19 +1,19 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /* Which processes a profile covers. The daemon-wide filter (--pid, --comm, --unit, --cgroup) is
  * applied in BPF, so filtered-out samples cost next to nothing; the per-request one (?pid=,
- * ?comm=, ?unit=) cuts a window after the fact. Within a kind values are alternatives; kinds
+ * ?comm=, ?unit=) cuts a window after the fact (aggregator/window-filter.h). Within a kind values are alternatives; kinds
  * combine with AND. */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <linux/types.h> /* for bpf/profd-filter.h */
 #include <systemd/sd-event.h>
 
-#include "aggregator.h"
 #include "bpf/profd-filter.h"
-#include "cgroup-resolver.h"
-#include "macro.h"
+#include "tracker/cgroup-resolver.h"
+#include "util/macro.h"
 
 /* Values per kind in one filter. */
 #define SAMPLE_FILTER_MAX 16
@@ -35,9 +35,6 @@ int sample_filter_add(SampleFilter *f, const char *kind, const char *value, char
 bool sample_filter_is_empty(const SampleFilter *f);
 /* "pid=1,2 comm=x unit=y" for logs and page subtitles; "" when empty. */
 void sample_filter_describe(const SampleFilter *f, char *buf, size_t size);
-
-/* Drops the samples of w that f does not match (their stack references released). */
-int profile_window_filter(ProfileWindow *w, const SampleFilter *f, CgroupResolver *cg, uint64_t now_ns);
 
 /* The rodata part for SamplerOptions.filter. */
 void sample_filter_to_bpf(const SampleFilter *f, struct profd_filter_config *ret);

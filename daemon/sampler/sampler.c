@@ -14,11 +14,11 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "log.h"
-#include "macro.h"
-#include "kernel-features.h"
-#include "python-stack.h"
-#include "sampler.h"
+#include "util/log.h"
+#include "util/macro.h"
+#include "sampler/kernel-features.h"
+#include "runtimes/python-stack.h"
+#include "sampler/sampler.h"
 
 #include "profile.skel.h"
 

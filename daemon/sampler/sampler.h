@@ -13,7 +13,7 @@
 
 #include "bpf/profd-sample.h"
 #include "bpf/profd-filter.h"
-#include "macro.h"
+#include "util/macro.h"
 
 typedef struct Sampler Sampler;
 

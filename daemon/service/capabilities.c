@@ -9,8 +9,8 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include "capabilities.h"
-#include "log.h"
+#include "service/capabilities.h"
+#include "util/log.h"
 
 /* Older uapi headers than the kernels profd runs on. */
 #ifndef CAP_PERFMON

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <systemd/sd-daemon.h>
 
-#include "log.h"
-#include "notify.h"
+#include "util/log.h"
+#include "service/notify.h"
 
 /* systemctl status shows the latest STATUS=; a few seconds stale is fine, and each refresh is one
  * datagram. */

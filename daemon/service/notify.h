@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <systemd/sd-event.h>
 
-#include "macro.h"
+#include "util/macro.h"
 
 typedef struct Notifier Notifier;
 

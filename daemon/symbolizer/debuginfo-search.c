@@ -12,9 +12,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "debuginfo-search.h"
-#include "macro.h"
-#include "safe-open.h"
+#include "symbolizer/debuginfo-search.h"
+#include "util/macro.h"
+#include "util/safe-open.h"
 
 #define DEFAULT_DEBUGINFO_PATH ":.debug:/usr/lib/debug"
 #define MAX_ID 64

@@ -13,14 +13,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "debuginfo-search.h"
-#include "gopclntab.h"
-#include "hash.h"
-#include "log.h"
-#include "perf-map.h"
-#include "profd-python.h"
-#include "symbolizer.h"
-#include "time-util.h"
+#include "symbolizer/debuginfo-search.h"
+#include "unwind-tables/gopclntab.h"
+#include "util/hash.h"
+#include "util/log.h"
+#include "runtimes/perf-map.h"
+#include "bpf/profd-python.h"
+#include "symbolizer/symbolizer.h"
+#include "util/time-util.h"
 
 /* Executables with an open Dwfl at once; the least recently used is closed beyond this.
  * Each holds a mapping of the file plus whatever DWARF was parsed from it. */

@@ -8,8 +8,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "macro.h"
-#include "process-table.h"
+#include "util/macro.h"
+#include "tracker/process-table.h"
 
 typedef struct Symbolizer Symbolizer;
 

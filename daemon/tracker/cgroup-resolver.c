@@ -10,8 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cgroup-resolver.h"
-#include "log.h"
+#include "tracker/cgroup-resolver.h"
+#include "util/log.h"
 
 /* A failed resolution (cgroup already gone, or not yet visible) is retried after this long, so a
  * storm of samples from one unresolvable id costs one syscall per period, not one per sample. */

@@ -12,8 +12,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "labels.h"
-#include "macro.h"
+#include "tracker/labels.h"
+#include "util/macro.h"
 
 typedef struct CgroupResolver CgroupResolver;
 

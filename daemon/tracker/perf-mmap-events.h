@@ -11,7 +11,7 @@
 #include <systemd/sd-event.h>
 
 #include "bpf/profd-events.h"
-#include "macro.h"
+#include "util/macro.h"
 
 typedef struct PerfMmapEvents PerfMmapEvents;
 typedef void (*perf_mmap_event_fn)(const struct profd_event *ev, void *userdata);

@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include "events.skel.h"
-#include "log.h"
-#include "perf-mmap-events.h"
-#include "proc-events.h"
+#include "util/log.h"
+#include "tracker/perf-mmap-events.h"
+#include "tracker/proc-events.h"
 
 /* Ways to attach one hook, best first. */
 #define HOOK_MAX_WAYS 5

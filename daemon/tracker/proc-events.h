@@ -9,7 +9,7 @@
 #include <systemd/sd-event.h>
 
 #include "bpf/profd-events.h"
-#include "macro.h"
+#include "util/macro.h"
 
 typedef struct ProcEvents ProcEvents;
 typedef void (*proc_event_fn)(const struct profd_event *ev, void *userdata);

@@ -10,12 +10,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "exe-cache.h"
-#include "log.h"
-#include "proc-events.h"
-#include "proc-tracker.h"
-#include "python-procs.h"
-#include "time-util.h"
+#include "unwind/exe-cache.h"
+#include "util/log.h"
+#include "tracker/proc-events.h"
+#include "tracker/proc-tracker.h"
+#include "util/time-util.h"
 
 /* Tracked processes refreshed per event-loop iteration: a burst of execs (or the start-up scan of
  * thousands of processes) is spread over iterations so sample drains and HTTP go in between. */
@@ -246,7 +245,8 @@ static void tracked_drop(ProcTracker *t, Tracked *p)
                 t->n_recheck--;
         if (p->deferred_until_ns)
                 t->n_deferred--;
-        python_procs_forget(t->opts.python, p->pid);
+        if (t->opts.observer.forgotten)
+                t->opts.observer.forgotten(t->opts.observer.userdata, p->pid);
         if (p->pushed_ns) {
                 r = table_pool_remove_process(t->pool, p->pid);
                 if (r < 0 && r != -ENOENT)
@@ -684,9 +684,9 @@ static int refresh(ProcTracker *t, Tracked *p)
         if (p->refresh_interval_ns > REFRESH_MIN_INTERVAL_NS)
                 defer_refresh(t, p, p->refreshed_ns + p->refresh_interval_ns);
         r = push(t, p);
-        /* After the push: BPF walks Python frames only of a pid it has mappings for. */
-        if (r >= 0)
-                python_procs_note(t->opts.python, proc);
+        /* After the push: BPF walks runtime frames only of a pid it has mappings for. */
+        if (r >= 0 && t->opts.observer.mapped)
+                t->opts.observer.mapped(t->opts.observer.userdata, proc);
         return r;
 }
 

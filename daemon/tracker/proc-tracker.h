@@ -13,20 +13,27 @@
 #include <sys/types.h>
 #include <systemd/sd-event.h>
 
-#include "macro.h"
-#include "process-table.h"
-#include "table-pool.h"
+#include "util/macro.h"
+#include "tracker/process-table.h"
+#include "unwind/table-pool.h"
 
 typedef struct ProcTracker ProcTracker;
-typedef struct PythonProcs PythonProcs;
+
+/* Told of every process whose mappings were (re)read and pushed to the pool, and of every process
+ * the tracker stops tracking: the runtime walkers (runtimes/) describe their processes to BPF from
+ * the same mappings. The tracker knows nothing of runtimes; main.c wires them in. */
+typedef struct ProcTrackerObserver {
+        void (*mapped)(void *userdata, const Process *p);
+        void (*forgotten)(void *userdata, pid_t pid);
+        void *userdata;
+} ProcTrackerObserver;
 
 typedef struct ProcTrackerOptions {
         uint64_t exe_grace_ns;      /* unused executables are forgotten after this; 0: 30 s */
         uint64_t sweep_interval_ns; /* reconcile with /proc this often; 0: 60 s */
         bool no_initial_scan;       /* tests: track only processes that events name */
         const char *mmap_via;       /* tests: force one way of seeing new mappings (proc-events.h) */
-        PythonProcs *python;        /* describe processes running CPython to BPF as their mappings are
-                                     * read (python-procs.h); NULL: no Python frames */
+        ProcTrackerObserver observer; /* all NULL: none */
 } ProcTrackerOptions;
 
 /* Loads and attaches the process event hooks, scans /proc and starts tracking. opts may be NULL. */

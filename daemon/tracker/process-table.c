@@ -12,13 +12,13 @@
 #include <sys/sysmacros.h>
 #include <time.h>
 
-#include "hash.h"
-#include "log.h"
-#include "proc-maps.h"
-#include "process-table.h"
-#include "safe-open.h"
-#include "string-pool.h"
-#include "time-util.h"
+#include "util/hash.h"
+#include "util/log.h"
+#include "tracker/proc-maps.h"
+#include "tracker/process-table.h"
+#include "util/safe-open.h"
+#include "util/string-pool.h"
+#include "util/time-util.h"
 
 /* PT_LOAD segments remembered per file; real ELF files have 2-5, more is hostile input. */
 #define PROC_FILE_MAX_LOADS 16

@@ -8,8 +8,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "macro.h"
-#include "safe-open.h"
+#include "util/macro.h"
+#include "util/safe-open.h"
 
 typedef struct ProcessTable ProcessTable;
 

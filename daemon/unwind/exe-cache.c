@@ -8,10 +8,10 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "exe-cache.h"
-#include "log.h"
-#include "safe-open.h"
-#include "time-util.h"
+#include "unwind/exe-cache.h"
+#include "util/log.h"
+#include "util/safe-open.h"
+#include "util/time-util.h"
 
 /* Builds waiting at most. A burst beyond this (thousands of new executables at once) leaves
  * entries unbuilt until a process maps them again. */

@@ -16,9 +16,9 @@
 #include <stdio.h>
 #include <systemd/sd-event.h>
 
-#include "macro.h"
-#include "safe-open.h"
-#include "table-pool.h"
+#include "util/macro.h"
+#include "util/safe-open.h"
+#include "unwind/table-pool.h"
 #include "unwind-tables/unwind-table.h"
 
 typedef struct ExeCache ExeCache;

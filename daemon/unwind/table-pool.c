@@ -18,8 +18,8 @@
 #include <bpf/libbpf.h>
 
 #include "bpf/profd-unwind-pool.h"
-#include "log.h"
-#include "table-pool.h"
+#include "util/log.h"
+#include "unwind/table-pool.h"
 
 #define RULE_HASH_SIZE (2 * PROFD_POOL_MAX_RULES) /* open addressing, load <= 1/2 */
 

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "macro.h"
+#include "util/macro.h"
 #include "unwind-tables/unwind-table.h"
 
 struct bpf_object;

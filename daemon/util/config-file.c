@@ -5,8 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config-file.h"
-#include "macro.h"
+#include "util/config-file.h"
+#include "util/macro.h"
 
 int config_file_read(const char *path, size_t max_size, bool private, char **ret, size_t *ret_size,
                      struct stat *ret_st)

@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "log.h"
+#include "util/log.h"
 
 static int max_level = LOG_INFO;
 static bool use_prefix;

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <syslog.h>
 
-#include "macro.h"
+#include "util/macro.h"
 
 void log_set_max_level(int level);
 int log_get_max_level(void);

@@ -7,8 +7,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "macro.h"
-#include "safe-open.h"
+#include "util/macro.h"
+#include "util/safe-open.h"
 
 enum {
         REFUSED_NOT_REGULAR,

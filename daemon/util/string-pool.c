@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hash.h"
-#include "string-pool.h"
+#include "util/hash.h"
+#include "util/string-pool.h"
 
 typedef struct PoolString {
         struct PoolString *next;

@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "macro.h"
+#include "util/macro.h"
 
 typedef struct StringPool StringPool;
 

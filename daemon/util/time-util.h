@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "macro.h"
+#include "util/macro.h"
 
 /* Nanoseconds on clock. The clock is the caller's choice because both are in use: CLOCK_MONOTONIC
  * for deadlines and step budgets (immune to clock steps), CLOCK_REALTIME where times are compared

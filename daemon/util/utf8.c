@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "utf8.h"
+#include "util/utf8.h"
 
 size_t utf8_char_len(const char *str, size_t len)
 {

@@ -17,7 +17,7 @@
 #include <bpf/libbpf.h>
 
 #include "events.skel.h"
-#include "profd-events.h"
+#include "bpf/profd-events.h"
 
 static unsigned long mmap_addr, mprotect_addr;
 static pid_t child;

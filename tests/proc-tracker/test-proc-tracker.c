@@ -13,11 +13,11 @@
 #include <systemd/sd-event.h>
 
 #include "driver.h"
-#include "log.h"
-#include "proc-tracker.h"
-#include "process-table.h"
-#include "sampler.h"
-#include "table-pool.h"
+#include "util/log.h"
+#include "tracker/proc-tracker.h"
+#include "tracker/process-table.h"
+#include "sampler/sampler.h"
+#include "unwind/table-pool.h"
 
 static sd_event *event;
 static ProcTracker *tracker;

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "unwind-table.h"
+#include "unwind-tables/unwind-table.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

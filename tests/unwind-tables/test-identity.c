@@ -11,9 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "unwind-table.h"
+#include "unwind-tables/unwind-table.h"
 
-#include "cfi.h"
+#include "unwind-tables/cfi.h"
 
 int main(int argc, char **argv)
 {

@@ -14,8 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gopclntab.h"
-#include "unwind-table.h"
+#include "unwind-tables/gopclntab.h"
+#include "unwind-tables/unwind-table.h"
 
 static const char *kind_name[] = {"end",    "rsp",   "rbp",         "plt1",      "plt2",
                                   "signal", "undef", "unsupported", "go_switch", "rbx"};

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "unwind-table.h"
+#include "unwind-tables/unwind-table.h"
 
 static int n_ok, n_err, n_bad;
 

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "labels.h"
+#include "tracker/labels.h"
 
 /* pid and tid are the keys Google's perf_to_profile uses for the same numeric labels. */
 static const char *const label_names[_LABEL_MAX] = {

@@ -4,7 +4,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "aggregator.h"
+#include "aggregator/aggregator.h"
 
 /* The root-side frame that says why a user stack did not reach the entry point
  * ("[truncated: N+ frames]", "[unwind stopped: reason]"). One wording for every output

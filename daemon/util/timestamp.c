@@ -6,8 +6,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "macro.h"
-#include "timestamp.h"
+#include "util/macro.h"
+#include "util/timestamp.h"
 
 static bool is_digit(char c)
 {

@@ -10,10 +10,10 @@
 #include <stdio.h>
 #include <systemd/sd-event.h>
 
-#include "aggregator.h"
-#include "macro.h"
-#include "process-table.h"
-#include "symbolizer.h"
+#include "aggregator/aggregator.h"
+#include "util/macro.h"
+#include "tracker/process-table.h"
+#include "symbolizer/symbolizer.h"
 
 typedef struct SymbolWarmer SymbolWarmer;
 

@@ -5,10 +5,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "hash.h"
-#include "log.h"
-#include "symbol-warmer.h"
-#include "time-util.h"
+#include "util/hash.h"
+#include "util/log.h"
+#include "output/symbol-warmer.h"
+#include "util/time-util.h"
 
 /* One step holds the event loop at most this long (a drain or a request waits that much). */
 #define WARM_STEP_NS (3 * 1000 * 1000ULL)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 #include <stdio.h>
 
-#include "stack-markers.h"
+#include "output/stack-markers.h"
 
 static const char *const stop_names[PROFD_STOP__MAX] = {
         [PROFD_STOP_OK] = "ok",

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "python-stack.h"
-#include "python-symbols.h"
+#include "runtimes/python-stack.h"
+#include "symbolizer/python-symbols.h"
 
 struct PythonSymbols {
         PythonProcs *procs;
