@@ -15,3 +15,9 @@ static inline uint64_t now_ns(clockid_t clock)
         clock_gettime(clock, &ts);
         return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
 }
+
+/* Microseconds on clock: what sd-event timers take. */
+static inline uint64_t now_usec(clockid_t clock)
+{
+        return now_ns(clock) / NSEC_PER_USEC;
+}

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* The shared basics: growable arrays, arrays sorted by pid, the Prometheus writer. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/test-util.h"
+#include "util/array.h"
+#include "util/macro.h"
+#include "util/metrics-writer.h"
+
+typedef struct Item {
+        int pid;
+} Item;
+
+static void test_grow(void)
+{
+        int *v = NULL;
+        size_t cap = 0;
+
+        CHECK(ARRAY_GROW(v, cap, 1, 16) == 0 && cap == 16, "first allocation: min_cap");
+        CHECK(ARRAY_GROW(v, cap, 16, 16) == 0 && cap == 16, "fits: unchanged");
+        CHECK(ARRAY_GROW(v, cap, 17, 16) == 0 && cap == 32, "doubles");
+        CHECK(ARRAY_GROW(v, cap, 200, 16) == 0 && cap == 256, "doubles until it fits");
+        size_t old = cap;
+        CHECK(array_grow((void **)&v, &cap, SIZE_MAX, sizeof(*v), 16) == -ENOMEM && cap == old,
+              "too large: -ENOMEM, unchanged");
+        free(v);
+}
+
+static void test_sorted(void)
+{
+        Item *v[8], items[8];
+        size_t n = 0;
+        bool found;
+        int pids[] = {5, 1, 9, 3, 7};
+
+        for (size_t k = 0; k < ELEMENTSOF(pids); k++) {
+                items[k].pid = pids[k];
+                size_t i = SORTED_INDEX(v, n, _e->pid, pids[k], &found);
+                CHECK(!found);
+                ARRAY_INSERT_AT(v, n, i, &items[k]);
+        }
+        CHECK(n == 5 && v[0]->pid == 1 && v[1]->pid == 3 && v[2]->pid == 5 && v[3]->pid == 7 &&
+                      v[4]->pid == 9,
+              "kept sorted");
+        CHECK(SORTED_INDEX(v, n, _e->pid, 7, &found) == 3 && found, "finds 7");
+        CHECK(SORTED_INDEX(v, n, _e->pid, 4, &found) == 2 && !found, "4 would go before 5");
+        CHECK(SORTED_INDEX(v, n, _e->pid, 10, &found) == 5 && !found, "past the end");
+        CHECK(SORTED_INDEX(v, 0, _e->pid, 1, &found) == 0 && !found, "empty");
+        ARRAY_REMOVE_AT(v, n, 0);
+        ARRAY_REMOVE_AT(v, n, 3);
+        CHECK(n == 3 && v[0]->pid == 3 && v[1]->pid == 5 && v[2]->pid == 7, "removed first and last");
+
+        Item s[4] = {{2}, {4}, {6}};
+        size_t ns = 3;
+        CHECK(SORTED_INDEX(s, ns, _e.pid, 4, &found) == 1 && found, "array of structs");
+}
+
+static void test_metrics(void)
+{
+        char *buf = NULL;
+        size_t size = 0;
+        FILE *f = open_memstream(&buf, &size);
+        const char *const names[] = {"a", NULL, "c"};
+        const uint64_t values[] = {1, 2, 3};
+
+        metric_counter(f, "profd_x_total", "Things.", 7);
+        metric_gauge_seconds(f, "profd_y_seconds", "Time.", 1500000000);
+        metric_labelled(f, "profd_z_total", "counter", "By reason.", "reason", names, values, 3);
+        metric_sample(f, "profd_w", "a=\"1\",b=\"2\"", 18446744073709551615ULL);
+        fclose(f);
+        CHECK(strcmp(buf,
+                     "# HELP profd_x_total Things.\n# TYPE profd_x_total counter\nprofd_x_total 7\n"
+                     "# HELP profd_y_seconds Time.\n# TYPE profd_y_seconds gauge\nprofd_y_seconds 1.500000\n"
+                     "# HELP profd_z_total By reason.\n# TYPE profd_z_total counter\n"
+                     "profd_z_total{reason=\"a\"} 1\nprofd_z_total{reason=\"c\"} 3\n"
+                     "profd_w{a=\"1\",b=\"2\"} 18446744073709551615\n") == 0,
+              "exposition:\n%s", buf);
+        free(buf);
+}
+
+int main(void)
+{
+        test_grow();
+        test_sorted();
+        test_metrics();
+        printf("%s: %u failures\n", failures ? "FAIL" : "ok", failures);
+        return failures ? 1 : 0;
+}
