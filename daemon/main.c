@@ -18,6 +18,7 @@
 #include "tracker/proc-tracker.h"
 #include "runtimes/python-procs.h"
 #include "symbolizer/python-symbols.h"
+#include "output/frame-names.h"
 #include "output/symbol-warmer.h"
 #include "unwind/table-pool.h"
 #include "service/notify.h"
@@ -66,6 +67,9 @@ static void on_interval(void *userdata, uint64_t start_ns, uint64_t end_ns, cons
                 if (pids[i] != 0 && process_table_get(d->processes, (pid_t)pids[i], &p) >= 0)
                         symbolizer_note_process(d->symbolizer, p);
         }
+        /* Known processes that mapped code after their snapshot are read again now, so that every
+         * output names their frames alike (frame-names.h) without reading /proc itself. */
+        frame_names_note_interval(d->processes, start_ns, records, n);
         /* And what JITs appended to their perf maps since, while they run (bounded steps). */
         symbolizer_tick(d->symbolizer, find_process, d->processes);
 }

@@ -15,6 +15,7 @@
 #include "http/http-tls.h"
 #include "util/log.h"
 #include "http/metrics.h"
+#include "output/frame-names.h"
 #include "service/notify.h"
 #include "tracker/proc-tracker.h"
 #include "runtimes/python-procs.h"
@@ -270,6 +271,7 @@ int metrics_render(Daemon *d, char **ret_text, size_t *ret_size)
                 proc_tracker_write_metrics(d->tracker, f);
         python_procs_write_metrics(d->python, f);
         python_symbols_write_metrics(d->python_symbols, f);
+        frame_names_write_metrics(f);
         remote_memory_write_metrics(f);
         safe_open_write_metrics(f);
 

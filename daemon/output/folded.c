@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "output/folded.h" /* via aggregator.h -> sampler.h: bpf/profd-sample.h */
-#include "runtimes/python-stack.h"
+#include "output/frame-names.h"
 #include "util/hash.h"
 #include "output/stack-markers.h"
 #include "util/utf8.h"
@@ -163,37 +163,14 @@ static int add_line(FoldedJob *j, const char *line, size_t len, uint64_t count)
         return 0;
 }
 
-/* addr is a return address except for the sample's own pc: step back into the call instruction
- * so that calls at the very end of a function name the caller, not the next function. */
-static int push_user(FoldedJob *j, const Process *p, uint64_t addr, bool is_pc)
+/* The names of a frame, innermost (inlined) first, as the one naming path gives them
+ * (frame-names.h): a frame left unnamed for pprof prints its placeholder here. */
+static int push_named(FoldedJob *j, const FrameName *f, const char *suffix)
 {
-        const ProcMapping *m;
-        SymResult res;
-
-        if (python_frame_is(addr)) {
-                (void)symbolizer_python(j->sym, p, addr, &res);
-                return frames_push(&j->frames, res.frames[0].name, NULL);
-        }
-        m = p ? process_find_mapping(p, addr) : NULL;
-
-        if (!m || symbolizer_user(j->sym, p, m, is_pc ? addr : addr - 1, &res) < 0 || res.n_frames == 0)
-                return frames_push(&j->frames, "[unknown]", NULL);
-        for (size_t i = 0; i < res.n_frames; i++) {
-                int r = frames_push(&j->frames, res.frames[i].name, NULL);
-                if (r < 0)
-                        return r;
-        }
-        return 0;
-}
-
-static int push_kernel(FoldedJob *j, uint64_t addr, bool is_pc)
-{
-        SymResult res;
-
-        if (symbolizer_kernel(j->sym, is_pc ? addr : addr - 1, &res) < 0 || res.n_frames == 0)
-                return frames_push(&j->frames, "[unknown]", FOLDED_KERNEL_SUFFIX);
-        for (size_t i = 0; i < res.n_frames; i++) {
-                int r = frames_push(&j->frames, res.frames[i].name, FOLDED_KERNEL_SUFFIX);
+        if (f->res.n_frames == 0)
+                return frames_push(&j->frames, "[unknown]", suffix);
+        for (size_t i = 0; i < f->res.n_frames; i++) {
+                int r = frames_push(&j->frames, f->res.frames[i].name, suffix);
                 if (r < 0)
                         return r;
         }
@@ -202,7 +179,7 @@ static int push_kernel(FoldedJob *j, uint64_t addr, bool is_pc)
 
 static int fold_sample(FoldedJob *j, const AggSample *s)
 {
-        Process *p = NULL;
+        FrameName f;
         int r = 0;
 
         j->frames.n = 0;
@@ -210,17 +187,13 @@ static int fold_sample(FoldedJob *j, const AggSample *s)
 
         if (s->kernel)
                 for (uint32_t i = 0; i < s->kernel->n; i++)
-                        if ((r = push_kernel(j, s->kernel->frames[i], i == 0)) < 0)
+                        if ((r = frame_name_kernel(j->sym, s->kernel, i, &f)) < 0 ||
+                            (r = push_named(j, &f, FOLDED_KERNEL_SUFFIX)) < 0)
                                 return r;
         if (s->user) {
-                if (process_table_get(j->procs, (pid_t)s->pid, &p) < 0)
-                        p = NULL;
+                const Process *p = frame_names_process(j->procs, (pid_t)s->pid);
                 for (uint32_t i = 0; i < s->user->n; i++)
-                        /* With kernel frames on top, the user leaf is where the thread entered
-                         * the kernel: an exact pc too (as the pprof encoder treats it), and so is
-                         * the pc a signal interrupted. */
-                        if ((r = push_user(j, p, s->user->frames[i],
-                                           i == 0 || (s->user->exact && s->user->exact[i]))) < 0)
+                        if ((r = frame_name_user(j->sym, p, s->user, i, &f)) < 0 || (r = push_named(j, &f, NULL)) < 0)
                                 return r;
                 /* A stack that did not reach the entry point says so with a root-side frame. */
                 char why[96];

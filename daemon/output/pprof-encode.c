@@ -23,8 +23,8 @@
 #include "bpf/profd-sample.h"
 #include "util/hash.h"
 #include "util/log.h"
+#include "output/frame-names.h"
 #include "output/pprof-encode.h"
-#include "runtimes/python-stack.h"
 #include "util/utf8.h"
 #include "profile.pb-c.h"
 #include "output/stack-markers.h"
@@ -42,8 +42,6 @@
 /* Longest build ID put in a profile, in bytes: GNU build IDs are 20 (SHA-1) or 16 (MD5), Go ones
  * up to the 128 bytes the process table keeps. */
 #define MAX_BUILD_ID 128
-/* Processes whose /proc/PID/maps a single job may re-read after a miss (dlopen, exec). */
-#define MAX_REFRESHES_PER_JOB 256
 
 typedef enum Phase {
         PHASE_SAMPLES,
@@ -121,9 +119,6 @@ struct PprofJob {
 
         uint64_t *loc_scratch;
         size_t cap_loc_scratch;
-
-        pid_t *refreshed;
-        size_t n_refreshed;
 
         int64_t period;
         int64_t str_samples, str_count, str_cpu, str_nanoseconds;
@@ -356,21 +351,6 @@ static int add_mapping(PprofJob *j, const MapKey *k, uint64_t h, const char *pat
         return 0;
 }
 
-/* The build ID a mapping is known by downstream: the file's GNU build ID, else a Go binary's Go
- * build ID (its string's bytes, hex-encoded like a GNU one: Parca's convention). */
-static size_t mapping_build_id(const ProcMapping *pm, const uint8_t **ret)
-{
-        const char *go;
-
-        if (pm->build_id_size > 0) {
-                *ret = pm->build_id;
-                return pm->build_id_size;
-        }
-        go = process_mapping_go_build_id(pm);
-        *ret = (const uint8_t *)go;
-        return go ? strlen(go) : 0;
-}
-
 static int user_mapping_id(PprofJob *j, const ProcMapping *pm, pid_t pid, uint64_t *ret)
 {
         MapKey k = {pm->start, pm->end, pm->offset, pm->dev, pm->inode};
@@ -389,7 +369,7 @@ static int user_mapping_id(PprofJob *j, const ProcMapping *pm, pid_t pid, uint64
                         *ret = id;
                         return 0;
                 }
-        bid_size = mapping_build_id(pm, &bid);
+        bid_size = frame_names_build_id(pm, &bid);
         return add_mapping(j, &k, h, pm->path[0] ? pm->path : "[anon]", bid, bid_size, ret);
 }
 
@@ -509,18 +489,19 @@ static int marker_location(PprofJob *j, const char *name, uint64_t *ret)
         return location_add(j, &k, h, 0, &res, ret);
 }
 
-static int kernel_location(PprofJob *j, uint64_t addr, bool leaf, unsigned *budget, uint64_t *ret)
+static int kernel_location(PprofJob *j, const Stack *kernel, uint32_t i, unsigned *budget, uint64_t *ret)
 {
+        FrameName f;
         LocKey k;
         uint64_t h, mid;
         uint32_t id;
-        SymResult res;
         int r;
 
-        r = kernel_mapping_id(j, addr, &mid);
+        frame_locate_kernel(kernel, i, &f);
+        r = kernel_mapping_id(j, f.address, &mid);
         if (r < 0)
                 return r;
-        k = (LocKey){mid, addr, leaf ? LOC_LEAF : LOC_RETURN};
+        k = (LocKey){mid, f.address, f.exact ? LOC_LEAF : LOC_RETURN};
         h = hash_u64s((const uint64_t *)&k, 3);
         id = location_find(j, &k, h);
         if (id) {
@@ -528,79 +509,42 @@ static int kernel_location(PprofJob *j, uint64_t addr, bool leaf, unsigned *budg
                 return 0;
         }
         *budget += LOOKUP_COST;
-        r = symbolizer_kernel(j->sym, leaf ? addr : addr - 1, &res);
+        r = frame_name_resolve(j->sym, NULL, &f);
         if (r < 0)
                 return r;
-        j->n_unsymbolized += !res.symbolized;
+        j->n_unsymbolized += !f.res.symbolized;
         /* The key keeps the address (one location per distinct return site, as pprof expects);
          * the profile gets it only when allowed. */
-        return location_add(j, &k, h, j->kernel_addresses ? addr : 0, &res, ret);
+        return location_add(j, &k, h, j->kernel_addresses ? f.address : 0, &f.res, ret);
 }
 
-static bool refreshed_before(PprofJob *j, pid_t pid)
+/* Frames are located and named by the one naming path (frame-names.h); this only turns them into
+ * pprof locations, each named once per profile. */
+static int user_location(PprofJob *j, const Process *p, pid_t pid, const Stack *user, uint32_t i,
+                         unsigned *budget, uint64_t *ret)
 {
-        for (size_t i = 0; i < j->n_refreshed; i++)
-                if (j->refreshed[i] == pid)
-                        return true;
-        return false;
-}
-
-static int user_location(PprofJob *j, Process **pp, pid_t pid, uint64_t addr, bool leaf, unsigned *budget,
-                         uint64_t *ret)
-{
-        uint64_t lookup = leaf ? addr : addr - 1, mid = 0, h;
-        const ProcMapping *m = NULL;
-        SymResult res;
+        uint64_t mid = 0, h;
+        FrameName f;
         LocKey k;
         uint32_t id;
         int r;
 
-        if (python_frame_is(addr)) {
+        frame_locate_user(p, user, i, &f);
+        switch (f.kind) {
+        case FRAME_PYTHON:
                 /* Code objects are the process's own: no mapping, no address. */
-                k = (LocKey){0, addr, LOC_PYTHON | (uint64_t)(uint32_t)pid << 8};
-                h = hash_u64s((const uint64_t *)&k, 3);
-                id = location_find(j, &k, h);
-                if (id) {
-                        *ret = id;
-                        return 0;
-                }
-                *budget += LOOKUP_COST;
-                (void)symbolizer_python(j->sym, *pp, addr, &res);
-                j->n_unsymbolized += !res.symbolized;
-                return location_add(j, &k, h, 0, &res, ret);
+                k = (LocKey){0, f.address, LOC_PYTHON | (uint64_t)(uint32_t)pid << 8};
+                break;
+        case FRAME_UNMAPPED:
+                k = (LocKey){0, f.address, f.exact ? LOC_LEAF : LOC_RETURN};
+                break;
+        default:
+                r = user_mapping_id(j, f.mapping, pid, &mid);
+                if (r < 0)
+                        return r;
+                k = (LocKey){mid, f.address, f.exact ? LOC_LEAF : LOC_RETURN};
+                break;
         }
-        if (*pp)
-                m = process_find_mapping(*pp, lookup);
-        /* Not in the snapshot: the process may have mapped something since (dlopen, exec). */
-        if (!m && *pp && !(*pp)->exited_ns && !refreshed_before(j, pid) &&
-            j->n_refreshed < MAX_REFRESHES_PER_JOB) {
-                j->refreshed[j->n_refreshed++] = pid;
-                *budget += LOOKUP_COST;
-                if (process_table_refresh(j->procs, pid, pp) >= 0)
-                        m = process_find_mapping(*pp, lookup);
-        }
-        if (!m) {
-                /* No mapping known: keep the address visible rather than dropping the frame. */
-                char name[64];
-                SymFrame f;
-                k = (LocKey){0, addr, leaf ? LOC_LEAF : LOC_RETURN};
-                h = hash_u64s((const uint64_t *)&k, 3);
-                id = location_find(j, &k, h);
-                if (id) {
-                        *ret = id;
-                        return 0;
-                }
-                snprintf(name, sizeof(name), "[unknown] 0x%" PRIx64, addr);
-                f = (SymFrame){.name = name, .system_name = name};
-                res = (SymResult){.frames = &f, .n_frames = 1};
-                j->n_unsymbolized++;
-                return location_add(j, &k, h, addr, &res, ret);
-        }
-
-        r = user_mapping_id(j, m, pid, &mid);
-        if (r < 0)
-                return r;
-        k = (LocKey){mid, addr, leaf ? LOC_LEAF : LOC_RETURN};
         h = hash_u64s((const uint64_t *)&k, 3);
         id = location_find(j, &k, h);
         if (id) {
@@ -608,31 +552,24 @@ static int user_location(PprofJob *j, Process **pp, pid_t pid, uint64_t addr, bo
                 return 0;
         }
         *budget += LOOKUP_COST;
-        r = symbolizer_user(j->sym, *pp, m, lookup, &res);
+        r = frame_name_resolve(j->sym, p, &f);
         if (r < 0)
                 return r;
+        j->n_unsymbolized += !f.res.symbolized;
+        if (f.kind == FRAME_PYTHON)
+                return location_add(j, &k, h, 0, &f.res, ret);
         /* JIT code named from a perf map: the mapping is that file, as in perf report. */
-        if (res.source_file) {
-                int64_t idx = intern(j, res.source_file);
+        if (f.kind == FRAME_USER && f.res.source_file) {
+                int64_t idx = intern(j, f.res.source_file);
                 if (idx < 0)
                         return -ENOMEM;
                 j->mappings[mid - 1]->filename = idx;
         }
-        if (!res.symbolized) {
-                const uint8_t *bid;
-                j->n_unsymbolized++;
-                /* Read, no symbol, known by its build ID: the frame keeps its address (and the
-                 * mapping its offset and build ID) and no made-up name, so whoever has the debug
-                 * file can name it. Otherwise the placeholder ("[unknown] PATH+0xOFF") says where
-                 * it was: without a build ID nothing tells which file ran, and a file profd could
-                 * not read now may not be the one at the path (go tool pprof would read that one,
-                 * checking no build ID, and waits forever if it is a FIFO). */
-                if (res.no_symbol && mapping_build_id(m, &bid) > 0) {
-                        j->n_left_unnamed++;
-                        res = (SymResult){};
-                }
+        if (f.left_unnamed) {
+                j->n_left_unnamed++;
+                f.res = (SymResult){};
         }
-        return location_add(j, &k, h, addr, &res, ret);
+        return location_add(j, &k, h, f.address, &f.res, ret);
 }
 
 /* Index of the interned label key=value: value is a string (str >= 0, an index into the string
@@ -680,7 +617,7 @@ static int add_sample(PprofJob *j, const AggSample *s, unsigned *budget)
         Perftools__Profiles__Sample *out;
         size_t n = 0, need, n_labels = 0;
         int64_t label_idx[_LABEL_MAX];
-        Process *p = NULL;
+        const Process *p;
         uint64_t id;
         int r;
 
@@ -690,7 +627,7 @@ static int add_sample(PprofJob *j, const AggSample *s, unsigned *budget)
 
         if (s->kernel)
                 for (uint32_t i = 0; i < s->kernel->n; i++) {
-                        r = kernel_location(j, s->kernel->frames[i], i == 0, budget, &id);
+                        r = kernel_location(j, s->kernel, i, budget, &id);
                         if (r < 0)
                                 return r;
                         j->loc_scratch[n++] = id;
@@ -698,14 +635,9 @@ static int add_sample(PprofJob *j, const AggSample *s, unsigned *budget)
         if (s->user) {
                 char marker[96];
 
-                if (s->user->n > 0 && process_table_get(j->procs, (pid_t)s->pid, &p) < 0)
-                        p = NULL;
+                p = frame_names_process(j->procs, (pid_t)s->pid);
                 for (uint32_t i = 0; i < s->user->n; i++) {
-                        /* With kernel frames on top, the user "leaf" is where the thread entered
-                         * the kernel: an exact pc, not a return address. So is the pc a signal
-                         * interrupted (restored from the signal frame). */
-                        bool exact = i == 0 || (s->user->exact && s->user->exact[i]);
-                        r = user_location(j, &p, (pid_t)s->pid, s->user->frames[i], exact, budget, &id);
+                        r = user_location(j, p, (pid_t)s->pid, s->user, i, budget, &id);
                         if (r < 0)
                                 return r;
                         j->loc_scratch[n++] = id;
@@ -799,8 +731,7 @@ int pprof_job_new(ProfileWindow *w, Symbolizer *sym, ProcessTable *procs, const 
                 j->options = *o;
         j->period = w->frequency_hz > 0 ? (int64_t)(NSEC_PER_SEC / w->frequency_hz) : 0;
         j->samples = calloc(w->n_samples ? w->n_samples : 1, sizeof(*j->samples));
-        j->refreshed = calloc(MAX_REFRESHES_PER_JOB, sizeof(*j->refreshed));
-        if (!j->samples || !j->refreshed)
+        if (!j->samples)
                 return -ENOMEM;
         if (intern(j, "") != 0)
                 return -ENOMEM;
@@ -1067,7 +998,6 @@ PprofJob *pprof_job_free(PprofJob *j)
         free(j->labels);
         index_done(&j->label_index);
         free(j->loc_scratch);
-        free(j->refreshed);
         free(j->packed);
         if (j->z_init)
                 deflateEnd(&j->z);

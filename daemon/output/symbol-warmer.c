@@ -7,6 +7,7 @@
 
 #include "util/hash.h"
 #include "util/log.h"
+#include "output/frame-names.h"
 #include "output/symbol-warmer.h"
 #include "util/time-util.h"
 
@@ -64,28 +65,28 @@ static bool first_sight(SymbolWarmer *w, const AggSample *s)
         return true;
 }
 
-/* What the pprof build will ask the symbolizer about this sample, asked now. */
+/* What the profile build will ask the symbolizer about this sample, asked now, the same way
+ * (frame-names.h). */
 static void warm_sample(SymbolWarmer *w, const AggSample *s)
 {
-        SymResult res;
-        Process *p = NULL;
+        const Process *p;
+        FrameName f;
 
         w->samples_total++;
         /* The first kernel frame loads kallsyms once; later lookups are a binary search. */
         if (s->kernel && s->kernel->n > 0)
-                (void)symbolizer_kernel(w->sym, s->kernel->frames[0], &res);
+                (void)frame_name_kernel(w->sym, s->kernel, 0, &f);
         if (!s->user || s->user->n == 0 || !first_sight(w, s))
                 return;
-        if (process_table_get(w->procs, (pid_t)s->pid, &p) < 0)
+        p = frame_names_process(w->procs, (pid_t)s->pid);
+        if (!p)
                 return; /* gone before it was read: the build will say so too */
         for (uint32_t i = 0; i < s->user->n; i++) {
-                bool exact = i == 0 || (s->user->exact && s->user->exact[i]);
-                uint64_t lookup = exact ? s->user->frames[i] : s->user->frames[i] - 1;
-                const ProcMapping *m = process_find_mapping(p, lookup);
-                if (!m)
-                        continue; /* the build re-reads the maps once for such a process */
+                frame_locate_user(p, s->user, i, &f);
+                if (f.kind != FRAME_USER)
+                        continue; /* Python names come from their own cache; unmapped stay so */
                 w->frames_total++;
-                if (symbolizer_user(w->sym, p, m, lookup, &res) == -ENOMEM)
+                if (frame_name_resolve(w->sym, p, &f) == -ENOMEM)
                         return;
         }
 }
