@@ -193,7 +193,8 @@ static int fold_sample(FoldedJob *j, const AggSample *s)
         if (s->user) {
                 const Process *p = frame_names_process(j->procs, (pid_t)s->pid);
                 for (uint32_t i = 0; i < s->user->n; i++)
-                        if ((r = frame_name_user(j->sym, p, s->user, i, &f)) < 0 || (r = push_named(j, &f, NULL)) < 0)
+                        if ((r = frame_name_user(j->sym, p, s->user, i, &f)) < 0 ||
+                            (r = push_named(j, &f, NULL)) < 0)
                                 return r;
                 /* A stack that did not reach the entry point says so with a root-side frame. */
                 char why[96];

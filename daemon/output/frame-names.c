@@ -55,7 +55,8 @@ void frame_locate_user(const Process *p, const Stack *user, uint32_t i, FrameNam
                 /* No mapping known: keep the address visible rather than dropping the frame. */
                 ret->kind = FRAME_UNMAPPED;
                 snprintf(ret->placeholder_name, sizeof(ret->placeholder_name), "[unknown] 0x%" PRIx64, addr);
-                ret->placeholder = (SymFrame){.name = ret->placeholder_name, .system_name = ret->placeholder_name};
+                ret->placeholder =
+                        (SymFrame){.name = ret->placeholder_name, .system_name = ret->placeholder_name};
                 ret->res = (SymResult){.frames = &ret->placeholder, .n_frames = 1};
         }
 }
@@ -94,7 +95,8 @@ int frame_name_resolve(Symbolizer *sym, const Process *p, FrameName *f)
          * nothing tells which file ran, and a file profd could not read now may not be the one
          * at the path (go tool pprof would read that one, checking no build ID, and waits forever
          * if it is a FIFO). */
-        f->left_unnamed = !f->res.symbolized && f->res.no_symbol && frame_names_build_id(f->mapping, &bid) > 0;
+        f->left_unnamed =
+                !f->res.symbolized && f->res.no_symbol && frame_names_build_id(f->mapping, &bid) > 0;
         return 0;
 }
 

@@ -69,6 +69,7 @@ size_t frame_names_build_id(const ProcMapping *m, const uint8_t **ret);
 /* At each drain, while the sampled processes run: a live process with a user frame outside every
  * mapping the table has for it mapped something after its snapshot (dlopen, JIT, exec) and is
  * read again, at most once per drain, and only when its snapshot is older than the interval. */
-void frame_names_note_interval(ProcessTable *procs, uint64_t start_ns, const SampleRecord *records, size_t n);
+void frame_names_note_interval(ProcessTable *procs, uint64_t start_ns, const SampleRecord *records,
+                               size_t n);
 
 void frame_names_write_metrics(FILE *f);
