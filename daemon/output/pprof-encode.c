@@ -2,8 +2,8 @@
 /* The profile is built in three phases, each split into bounded steps:
  *   SAMPLES: every sample's frames become locations (symbolized once per distinct
  *            mapping+address), functions and strings, interned in open-addressing indexes;
- *   PACK:    protobuf-c serializes the profile field by field, PACK_CHUNK bytes per step, and
- *            zlib compresses each chunk.
+ *   PACK:    protobuf-c serializes the profile field by field, a chunk per step, and zlib
+ *            compresses each chunk (pprof-pack.h).
  * Stacks go out leaf first: kernel frames (leaf first), then user frames, then the markers that
  * say why a user stack ends early ("[truncated: N+ frames]", "[unwind stopped: reason]").
  * A user frame profd cannot name in a file it read, with a build ID, gets no function: its
@@ -18,13 +18,15 @@
 #include <stdbool.h>
 #include <string.h>
 #include <time.h>
-#include <zlib.h>
 
 #include "bpf/profd-sample.h"
 #include "util/hash.h"
 #include "util/log.h"
 #include "output/frame-names.h"
 #include "output/pprof-encode.h"
+#include "output/pprof-pack.h"
+#include "util/array.h"
+#include "util/id-index.h"
 #include "util/utf8.h"
 #include "profile.pb-c.h"
 #include "output/stack-markers.h"
@@ -37,8 +39,6 @@
 /* A step also ends after this long: cold lookups (an executable opened, its DWARF parsed CU by
  * CU) cost far more than LOOKUP_COST, and the event loop must keep draining and serving. */
 #define STEP_MAX_NS (5 * NSEC_PER_USEC * 1000)
-/* Bytes of serialized profile produced and compressed per step. */
-#define PACK_CHUNK (256 * 1024)
 /* Longest build ID put in a profile, in bytes: GNU build IDs are 20 (SHA-1) or 16 (MD5), Go ones
  * up to the 128 bytes the process table keeps. */
 #define MAX_BUILD_ID 128
@@ -48,19 +48,6 @@ typedef enum Phase {
         PHASE_PACK,
         PHASE_DONE,
 } Phase;
-
-/* hash -> id (1-based; 0 = empty slot), linear probing. Equality is checked by the caller
- * against its own tables, so the index stores nothing else; hash and id share a slot so a probe
- * touches one cache line. */
-typedef struct IndexSlot {
-        uint64_t hash;
-        uint32_t id;
-} IndexSlot;
-
-typedef struct Index {
-        IndexSlot *slots;
-        size_t cap, n;
-} Index;
 
 typedef struct MapKey {
         uint64_t start, end, offset, dev, inode;
@@ -91,31 +78,31 @@ struct PprofJob {
 
         char **strings;
         size_t n_strings, cap_strings;
-        Index string_index;
+        IdIndex string_index;
 
         Perftools__Profiles__Mapping **mappings;
         MapKey *map_keys;
         size_t n_mappings, cap_mappings;
-        Index mapping_index;
+        IdIndex mapping_index;
         uint64_t kernel_mapping_id;
         bool kernel_addresses; /* false: kernel locations and mapping carry no address */
 
         Perftools__Profiles__Location **locations;
         LocKey *loc_keys;
         size_t n_locations, cap_locations;
-        Index location_index;
+        IdIndex location_index;
 
         Perftools__Profiles__Function **functions;
         FuncKey *func_keys;
         size_t n_functions, cap_functions;
-        Index function_index;
+        IdIndex function_index;
 
         Perftools__Profiles__Sample **samples;
         size_t n_samples;
 
         Perftools__Profiles__Label **labels; /* interned (key, value) pairs shared by samples */
         size_t n_labels, cap_labels;
-        Index label_index;
+        IdIndex label_index;
 
         uint64_t *loc_scratch;
         size_t cap_loc_scratch;
@@ -124,117 +111,24 @@ struct PprofJob {
         int64_t str_samples, str_count, str_cpu, str_nanoseconds;
         int64_t label_keys[_LABEL_MAX];
 
-        uint8_t *packed; /* the chunk being serialized */
-        size_t packed_size, packed_cap;
-        unsigned pack_section; /* 0: header not written yet, else the FIELD_* being written */
-        size_t pack_index;
-        z_stream z;
-        bool z_init;
-        uint8_t *out;
-        size_t out_size, out_cap;
+        PprofPack pack;
 
         uint64_t n_frames, n_unsymbolized, n_left_unnamed;
 };
 
-static uint64_t hash_u64s(const uint64_t *v, size_t n)
-{
-        uint64_t h = 0x9e3779b97f4a7c15ULL;
-        for (size_t i = 0; i < n; i++)
-                h = hash_mix64(h ^ v[i]) + i;
-        return h;
-}
-
-static void index_done(Index *ix)
-{
-        free(ix->slots);
-        *ix = (Index){};
-}
-
-static int index_insert(Index *ix, uint64_t h, uint32_t id);
-
-static int index_grow(Index *ix)
-{
-        Index n = {};
-        n.cap = ix->cap ? ix->cap * 2 : 1024;
-        n.slots = calloc(n.cap, sizeof(*n.slots));
-        if (!n.slots)
-                return -ENOMEM;
-        for (size_t i = 0; i < ix->cap; i++)
-                if (ix->slots[i].id)
-                        (void)index_insert(&n, ix->slots[i].hash, ix->slots[i].id);
-        index_done(ix);
-        *ix = n;
-        return 0;
-}
-
-static int index_insert(Index *ix, uint64_t h, uint32_t id)
-{
-        size_t i;
-        int r;
-
-        if ((ix->n + 1) * 2 > ix->cap) {
-                r = index_grow(ix);
-                if (r < 0)
-                        return r;
-        }
-        for (i = h & (ix->cap - 1); ix->slots[i].id; i = (i + 1) & (ix->cap - 1))
-                ;
-        ix->slots[i] = (IndexSlot){.hash = h, .id = id};
-        ix->n++;
-        return 0;
-}
-
-/* Candidate ids for hash h, one per call, starting with *slot = h; 0 when there are no more. */
-static uint32_t index_next(const Index *ix, uint64_t h, size_t *slot)
-{
-        if (ix->cap == 0)
-                return 0;
-        for (;;) {
-                const IndexSlot *e = &ix->slots[*slot & (ix->cap - 1)];
-                (*slot)++;
-                if (!e->id)
-                        return 0;
-                if (e->hash == h)
-                        return e->id;
-        }
-}
-
 static bool grow(void **p, size_t *cap, size_t need, size_t elem)
 {
-        size_t n;
-        void *q;
-        if (need <= *cap)
-                return true;
-        n = *cap ? *cap * 2 : 256;
-        while (n < need)
-                n *= 2;
-        q = reallocarray(*p, n, elem);
-        if (!q)
-                return false;
-        *p = q;
-        *cap = n;
-        return true;
+        return array_grow(p, cap, need, elem, 256) >= 0;
 }
 
 /* Grows two parallel arrays (objects and their keys) to the same capacity. */
 static bool grow2(void **a, size_t ea, void **b, size_t eb, size_t *cap, size_t need)
 {
-        size_t n;
-        void *q;
-        if (need <= *cap)
-                return true;
-        n = *cap ? *cap * 2 : 256;
-        while (n < need)
-                n *= 2;
-        q = reallocarray(*a, n, ea);
-        if (!q)
-                return false;
-        *a = q;
-        q = reallocarray(*b, n, eb);
-        if (!q)
-                return false; /* *a is larger than *cap says: harmless, retried next time */
-        *b = q;
-        *cap = n;
+        size_t ca = *cap, cb = *cap;
+
+        if (array_grow(a, &ca, need, ea, 256) < 0 || array_grow(b, &cb, need, eb, 256) < 0)
+                return false; /* *a may be larger than *cap says: harmless, grown again next time */
+        *cap = ca;
         return true;
 }
 
@@ -256,7 +150,7 @@ static int64_t intern(PprofJob *j, const char *s)
                 s = escaped;
         h = hash_mix64(hash_fnv1a(HASH_FNV1A_INIT, s, strlen(s)));
         slot = h;
-        while ((id = index_next(&j->string_index, h, &slot)))
+        while ((id = id_index_next(&j->string_index, h, &slot)))
                 if (strcmp(j->strings[id - 1], s) == 0)
                         return id - 1;
         if (!grow((void **)&j->strings, &j->cap_strings, j->n_strings + 1, sizeof(char *)))
@@ -265,7 +159,7 @@ static int64_t intern(PprofJob *j, const char *s)
         if (!copy)
                 return -ENOMEM;
         j->strings[j->n_strings++] = copy;
-        if (index_insert(&j->string_index, h, (uint32_t)j->n_strings) < 0)
+        if (id_index_insert(&j->string_index, h, (uint32_t)j->n_strings) < 0)
                 return -ENOMEM;
         return (int64_t)j->n_strings - 1;
 }
@@ -286,7 +180,7 @@ static int64_t function_id(PprofJob *j, const SymFrame *f)
                 return -ENOMEM;
         h = hash_u64s((const uint64_t *)&k, 4);
         slot = h;
-        while ((id = index_next(&j->function_index, h, &slot)))
+        while ((id = id_index_next(&j->function_index, h, &slot)))
                 if (memcmp(&j->func_keys[id - 1], &k, sizeof(k)) == 0)
                         return id;
 
@@ -305,7 +199,7 @@ static int64_t function_id(PprofJob *j, const SymFrame *f)
         j->functions[j->n_functions] = fn;
         j->func_keys[j->n_functions] = k;
         j->n_functions++;
-        if (index_insert(&j->function_index, h, (uint32_t)j->n_functions) < 0)
+        if (id_index_insert(&j->function_index, h, (uint32_t)j->n_functions) < 0)
                 return -ENOMEM;
         return (int64_t)fn->id;
 }
@@ -345,7 +239,7 @@ static int add_mapping(PprofJob *j, const MapKey *k, uint64_t h, const char *pat
         j->mappings[j->n_mappings] = m;
         j->map_keys[j->n_mappings] = *k;
         j->n_mappings++;
-        if (index_insert(&j->mapping_index, h, (uint32_t)j->n_mappings) < 0)
+        if (id_index_insert(&j->mapping_index, h, (uint32_t)j->n_mappings) < 0)
                 return -ENOMEM;
         *ret_id = m->id;
         return 0;
@@ -364,7 +258,7 @@ static int user_mapping_id(PprofJob *j, const ProcMapping *pm, pid_t pid, uint64
         const uint8_t *bid;
         uint32_t id;
 
-        while ((id = index_next(&j->mapping_index, h, &slot)))
+        while ((id = id_index_next(&j->mapping_index, h, &slot)))
                 if (memcmp(&j->map_keys[id - 1], &k, sizeof(k)) == 0) {
                         *ret = id;
                         return 0;
@@ -404,7 +298,7 @@ static uint32_t location_find(PprofJob *j, const LocKey *k, uint64_t h)
 {
         size_t slot = h;
         uint32_t id;
-        while ((id = index_next(&j->location_index, h, &slot)))
+        while ((id = id_index_next(&j->location_index, h, &slot)))
                 if (memcmp(&j->loc_keys[id - 1], k, sizeof(*k)) == 0)
                         return id;
         return 0;
@@ -462,7 +356,7 @@ static int location_add(PprofJob *j, const LocKey *k, uint64_t h, uint64_t addre
         j->locations[j->n_locations] = loc;
         j->loc_keys[j->n_locations] = *k;
         j->n_locations++;
-        if (index_insert(&j->location_index, h, (uint32_t)j->n_locations) < 0)
+        if (id_index_insert(&j->location_index, h, (uint32_t)j->n_locations) < 0)
                 return -ENOMEM;
         *ret = loc->id;
         return 0;
@@ -588,7 +482,7 @@ static int64_t label_ref(PprofJob *j, Label key, int64_t str, int64_t num)
         kv[2] = str < 0 ? (uint64_t)num : 0;
         h = hash_u64s(kv, 3);
         slot = h;
-        while ((id = index_next(&j->label_index, h, &slot))) {
+        while ((id = id_index_next(&j->label_index, h, &slot))) {
                 const Perftools__Profiles__Label *e = j->labels[id - 1];
                 if (e->key == (int64_t)kv[0] && (str >= 0 ? e->str == str : e->str == 0 && e->num == num))
                         return id - 1;
@@ -607,7 +501,7 @@ static int64_t label_ref(PprofJob *j, Label key, int64_t str, int64_t num)
                 l->num_unit = j->label_keys[key];
         }
         j->labels[j->n_labels++] = l;
-        if (index_insert(&j->label_index, h, (uint32_t)j->n_labels) < 0)
+        if (id_index_insert(&j->label_index, h, (uint32_t)j->n_labels) < 0)
                 return -ENOMEM;
         return (int64_t)j->n_labels - 1;
 }
@@ -750,167 +644,6 @@ int pprof_job_new(ProfileWindow *w, Symbolizer *sym, ProcessTable *procs, const 
         return 0;
 }
 
-/* The profile is serialized field by field so no step packs everything at once: a message's
- * encoding is the concatenation of its fields in any order, and a repeated field is its
- * elements in order, each as key + length + bytes. The scalar fields go first (a Profile
- * holding only those, packed by protobuf-c), then samples, mappings, locations, functions and
- * strings. Each step appends up to PACK_CHUNK bytes and compresses them. */
-enum {
-        FIELD_SAMPLE = 2,
-        FIELD_MAPPING = 3,
-        FIELD_LOCATION = 4,
-        FIELD_FUNCTION = 5,
-        FIELD_STRING_TABLE = 6,
-};
-
-static size_t put_varint(uint8_t *out, uint64_t v)
-{
-        size_t n = 0;
-        while (v >= 0x80) {
-                out[n++] = (uint8_t)(v | 0x80);
-                v >>= 7;
-        }
-        out[n++] = (uint8_t)v;
-        return n;
-}
-
-static bool chunk_reserve(PprofJob *j, size_t more)
-{
-        return grow((void **)&j->packed, &j->packed_cap, j->packed_size + more, 1);
-}
-
-static int chunk_put_message(PprofJob *j, unsigned field, const ProtobufCMessage *m)
-{
-        size_t size = protobuf_c_message_get_packed_size(m);
-        if (!chunk_reserve(j, 20 + size))
-                return -ENOMEM;
-        j->packed_size += put_varint(j->packed + j->packed_size, (uint64_t)field << 3 | 2);
-        j->packed_size += put_varint(j->packed + j->packed_size, size);
-        j->packed_size += protobuf_c_message_pack(m, j->packed + j->packed_size);
-        return 0;
-}
-
-static int chunk_put_string(PprofJob *j, const char *str)
-{
-        size_t size = strlen(str);
-        if (!chunk_reserve(j, 20 + size))
-                return -ENOMEM;
-        j->packed_size += put_varint(j->packed + j->packed_size, (uint64_t)FIELD_STRING_TABLE << 3 | 2);
-        j->packed_size += put_varint(j->packed + j->packed_size, size);
-        memcpy(j->packed + j->packed_size, str, size);
-        j->packed_size += size;
-        return 0;
-}
-
-static int pack_header(PprofJob *j)
-{
-        Perftools__Profiles__Profile p = PERFTOOLS__PROFILES__PROFILE__INIT;
-        Perftools__Profiles__ValueType vt_samples = PERFTOOLS__PROFILES__VALUE_TYPE__INIT,
-                                       vt_cpu = PERFTOOLS__PROFILES__VALUE_TYPE__INIT,
-                                       period_type = PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
-        Perftools__Profiles__ValueType *sample_types[2] = {&vt_samples, &vt_cpu};
-        size_t size;
-
-        vt_samples.type = j->str_samples;
-        vt_samples.unit = j->str_count;
-        vt_cpu.type = j->str_cpu;
-        vt_cpu.unit = j->str_nanoseconds;
-        period_type = vt_cpu;
-        p.n_sample_type = 2;
-        p.sample_type = sample_types;
-        p.time_nanos = (int64_t)j->window->start_ns;
-        p.duration_nanos = (int64_t)(j->window->end_ns - j->window->start_ns);
-        p.period_type = &period_type;
-        p.period = j->period;
-
-        size = perftools__profiles__profile__get_packed_size(&p);
-        if (!chunk_reserve(j, size))
-                return -ENOMEM;
-        j->packed_size += perftools__profiles__profile__pack(&p, j->packed + j->packed_size);
-        return 0;
-}
-
-/* Appends the next items to the chunk; returns 1 once everything has been serialized. */
-static int pack_step(PprofJob *j)
-{
-        int r;
-
-        if (j->pack_section == 0) {
-                r = pack_header(j);
-                if (r < 0)
-                        return r;
-                j->pack_section = FIELD_SAMPLE;
-                j->pack_index = 0;
-        }
-        while (j->packed_size < PACK_CHUNK && j->pack_section <= FIELD_STRING_TABLE) {
-                size_t n = j->pack_section == FIELD_SAMPLE     ? j->n_samples
-                           : j->pack_section == FIELD_MAPPING  ? j->n_mappings
-                           : j->pack_section == FIELD_LOCATION ? j->n_locations
-                           : j->pack_section == FIELD_FUNCTION ? j->n_functions
-                                                               : j->n_strings;
-                if (j->pack_index >= n) {
-                        j->pack_section++;
-                        j->pack_index = 0;
-                        continue;
-                }
-                size_t i = j->pack_index++;
-                switch (j->pack_section) {
-                case FIELD_SAMPLE:
-                        r = chunk_put_message(j, FIELD_SAMPLE, &j->samples[i]->base);
-                        break;
-                case FIELD_MAPPING:
-                        r = chunk_put_message(j, FIELD_MAPPING, &j->mappings[i]->base);
-                        break;
-                case FIELD_LOCATION:
-                        r = chunk_put_message(j, FIELD_LOCATION, &j->locations[i]->base);
-                        break;
-                case FIELD_FUNCTION:
-                        r = chunk_put_message(j, FIELD_FUNCTION, &j->functions[i]->base);
-                        break;
-                default:
-                        r = chunk_put_string(j, j->strings[i]);
-                        break;
-                }
-                if (r < 0)
-                        return r;
-        }
-        return j->pack_section > FIELD_STRING_TABLE;
-}
-
-/* Compresses the chunk; finish: end the gzip stream. */
-static int deflate_chunk(PprofJob *j, bool finish)
-{
-        int r;
-
-        if (!j->z_init) {
-                /* windowBits 15 + 16: gzip framing, which is what pprof readers expect. Level 1
-                 * like Go's runtime/pprof: ~3x faster than the default for ~10% more bytes. */
-                if (deflateInit2(&j->z, Z_BEST_SPEED, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-                        return -ENOMEM;
-                j->z_init = true;
-        }
-        j->z.next_in = j->packed;
-        j->z.avail_in = (uInt)j->packed_size;
-        for (;;) {
-                if (j->out_size == j->out_cap &&
-                    !grow((void **)&j->out, &j->out_cap,
-                          j->out_cap + deflateBound(&j->z, j->z.avail_in) + 64, 1))
-                        return -ENOMEM;
-                j->z.next_out = j->out + j->out_size;
-                j->z.avail_out = (uInt)(j->out_cap - j->out_size);
-                r = deflate(&j->z, finish ? Z_FINISH : Z_NO_FLUSH);
-                j->out_size = j->out_cap - j->z.avail_out;
-                if (r == Z_STREAM_ERROR)
-                        return -EIO;
-                if (finish ? r == Z_STREAM_END : (j->z.avail_in == 0 && j->z.avail_out > 0))
-                        break;
-                if (j->z.avail_out > 0 && r == Z_BUF_ERROR)
-                        return -EIO;
-        }
-        j->packed_size = 0;
-        return 0;
-}
-
 int pprof_job_step(PprofJob *j)
 {
         unsigned budget = 0;
@@ -938,17 +671,28 @@ int pprof_job_step(PprofJob *j)
                 }
                 return 0;
         case PHASE_PACK:
-                r = pack_step(j);
-                if (r < 0)
+                r = pprof_pack_step(&j->pack, &(const PprofTables){
+                                                      .time_nanos = (int64_t)j->window->start_ns,
+                                                      .duration_nanos = (int64_t)(j->window->end_ns -
+                                                                                  j->window->start_ns),
+                                                      .period = j->period,
+                                                      .str_samples = j->str_samples,
+                                                      .str_count = j->str_count,
+                                                      .str_cpu = j->str_cpu,
+                                                      .str_nanoseconds = j->str_nanoseconds,
+                                                      .samples = j->samples,
+                                                      .n_samples = j->n_samples,
+                                                      .mappings = j->mappings,
+                                                      .n_mappings = j->n_mappings,
+                                                      .locations = j->locations,
+                                                      .n_locations = j->n_locations,
+                                                      .functions = j->functions,
+                                                      .n_functions = j->n_functions,
+                                                      .strings = j->strings,
+                                                      .n_strings = j->n_strings,
+                                              });
+                if (r <= 0)
                         return r;
-                bool done = r > 0;
-                r = deflate_chunk(j, done);
-                if (r < 0)
-                        return r;
-                if (!done)
-                        return 0;
-                j->packed = mfree(j->packed);
-                j->packed_cap = 0;
                 j->phase = PHASE_DONE;
                 return 1;
         case PHASE_DONE:
@@ -959,11 +703,9 @@ int pprof_job_step(PprofJob *j)
 
 int pprof_job_take_result(PprofJob *j, void **ret_data, size_t *ret_size)
 {
-        if (j->phase != PHASE_DONE || !j->out)
+        if (j->phase != PHASE_DONE)
                 return -EBUSY;
-        *ret_data = TAKE_PTR(j->out);
-        *ret_size = j->out_size;
-        return 0;
+        return pprof_pack_take(&j->pack, ret_data, ret_size);
 }
 
 PprofJob *pprof_job_free(PprofJob *j)
@@ -974,34 +716,31 @@ PprofJob *pprof_job_free(PprofJob *j)
         for (size_t i = 0; i < j->n_strings; i++)
                 free(j->strings[i]);
         free(j->strings);
-        index_done(&j->string_index);
+        id_index_done(&j->string_index);
         for (size_t i = 0; i < j->n_mappings; i++)
                 free(j->mappings[i]);
         free(j->mappings);
         free(j->map_keys);
-        index_done(&j->mapping_index);
+        id_index_done(&j->mapping_index);
         for (size_t i = 0; i < j->n_locations; i++)
                 free(j->locations[i]);
         free(j->locations);
         free(j->loc_keys);
-        index_done(&j->location_index);
+        id_index_done(&j->location_index);
         for (size_t i = 0; i < j->n_functions; i++)
                 free(j->functions[i]);
         free(j->functions);
         free(j->func_keys);
-        index_done(&j->function_index);
+        id_index_done(&j->function_index);
         for (size_t i = 0; i < j->n_samples; i++)
                 free(j->samples[i]);
         free(j->samples);
         for (size_t i = 0; i < j->n_labels; i++)
                 free(j->labels[i]);
         free(j->labels);
-        index_done(&j->label_index);
+        id_index_done(&j->label_index);
         free(j->loc_scratch);
-        free(j->packed);
-        if (j->z_init)
-                deflateEnd(&j->z);
-        free(j->out);
+        pprof_pack_done(&j->pack);
         return mfree(j);
 }
 
