@@ -7,6 +7,7 @@
 
 #include "flamegraph-html.h" /* generated from flamegraph.html: flamegraph_html[] */
 #include "output/flamegraph.h"
+#include "util/array.h"
 #include "util/utf8.h"
 
 /* Frames in the page's tree (distinct root-first paths). A busy 64-CPU host sampled for 300 s
@@ -101,18 +102,11 @@ static int intern(Tree *t, const char *s, size_t len, bool first, uint32_t *ret)
                         return 0;
                 }
         }
-        if (t->n_names == t->cap_names) {
-                size_t cap = t->cap_names ? t->cap_names * 2 : 256;
-                char **nn = realloc(t->names, cap * sizeof(char *));
-                if (!nn)
-                        return -ENOMEM;
-                t->names = nn;
-                uint8_t *nk = realloc(t->kinds, cap);
-                if (!nk)
-                        return -ENOMEM;
-                t->kinds = nk;
-                t->cap_names = cap;
-        }
+        /* names and kinds are parallel: kinds is grown first, to the capacity names then gets. */
+        size_t cap_kinds = t->cap_names;
+        if (ARRAY_GROW(t->kinds, cap_kinds, t->n_names + 1, 256) < 0 ||
+            ARRAY_GROW(t->names, t->cap_names, t->n_names + 1, 256) < 0)
+                return -ENOMEM;
         char *copy = strndup(s, len);
         if (!copy)
                 return -ENOMEM;
@@ -156,14 +150,8 @@ static int child(Tree *t, uint32_t parent, uint32_t name, bool force, uint32_t *
                 }
         if (t->n >= FLAMEGRAPH_MAX_NODES && !force)
                 return -E2BIG;
-        if (t->n == t->cap) {
-                size_t cap = t->cap ? t->cap * 2 : 1024;
-                Node *nn = realloc(t->nodes, cap * sizeof(Node));
-                if (!nn)
-                        return -ENOMEM;
-                t->nodes = nn;
-                t->cap = cap;
-        }
+        if (ARRAY_GROW(t->nodes, t->cap, t->n + 1, 1024) < 0)
+                return -ENOMEM;
         uint32_t c = (uint32_t)t->n++;
         t->nodes[c] = (Node){.name = name, .parent = parent};
         if (t->nodes[parent].last_child)

@@ -6,6 +6,7 @@
 
 #include "output/folded.h" /* via aggregator.h -> sampler.h: bpf/profd-sample.h */
 #include "output/frame-names.h"
+#include "util/array.h"
 #include "util/hash.h"
 #include "output/stack-markers.h"
 #include "util/utf8.h"
@@ -23,17 +24,7 @@ typedef struct Buf {
 
 static int buf_reserve(Buf *b, size_t more)
 {
-        if (b->n + more + 1 <= b->cap)
-                return 0;
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + more + 1)
-                cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p)
-                return -ENOMEM;
-        b->p = p;
-        b->cap = cap;
-        return 0;
+        return ARRAY_GROW(b->p, b->cap, b->n + more + 1, 256);
 }
 
 /* Appends a frame name made safe for the format: ';' separates frames and the last space comes
@@ -82,16 +73,11 @@ typedef struct Frames {
 
 static int frames_push(Frames *f, const char *name, const char *suffix)
 {
-        if (f->n == f->cap) {
-                size_t cap = f->cap ? f->cap * 2 : 64;
-                size_t *o = realloc(f->offs, cap * sizeof(size_t));
-                if (!o)
-                        return -ENOMEM;
-                f->offs = o;
-                f->cap = cap;
-        }
+        int r = ARRAY_GROW(f->offs, f->cap, f->n + 1, 64);
+        if (r < 0)
+                return r;
         f->offs[f->n++] = f->names.n;
-        int r = buf_add_name(&f->names, name, suffix);
+        r = buf_add_name(&f->names, name, suffix);
         if (r < 0)
                 return r;
         f->names.n++; /* keep the NUL as separator */

@@ -9,6 +9,7 @@
 #include "util/log.h"
 #include "output/frame-names.h"
 #include "output/symbol-warmer.h"
+#include "util/metrics-writer.h"
 #include "util/time-util.h"
 
 /* One step holds the event loop at most this long (a drain or a request waits that much). */
@@ -177,20 +178,15 @@ void symbol_warmer_release(SymbolWarmer *w)
 
 void symbol_warmer_write_metrics(const SymbolWarmer *w, FILE *f)
 {
-        fprintf(f,
-                "# HELP profd_symbol_warmer_samples_total Aggregated samples whose stacks were symbolized "
-                "ahead of a profile build, while its window was open.\n"
-                "# TYPE profd_symbol_warmer_samples_total counter\n"
-                "profd_symbol_warmer_samples_total %" PRIu64 "\n"
-                "# HELP profd_symbol_warmer_frames_total User frames looked up ahead of a profile build.\n"
-                "# TYPE profd_symbol_warmer_frames_total counter\n"
-                "profd_symbol_warmer_frames_total %" PRIu64 "\n"
-                "# HELP profd_symbol_warmer_steps_total Bounded warming steps run from the event loop.\n"
-                "# TYPE profd_symbol_warmer_steps_total counter\n"
-                "profd_symbol_warmer_steps_total %" PRIu64 "\n"
-                "# HELP profd_symbol_warmer_step_max_seconds Longest warming step (the loop is held "
-                "meanwhile).\n"
-                "# TYPE profd_symbol_warmer_step_max_seconds gauge\n"
-                "profd_symbol_warmer_step_max_seconds %.6f\n",
-                w->samples_total, w->frames_total, w->steps_total, w->step_max_seconds);
+        metric_counter(f, "profd_symbol_warmer_samples_total",
+                       "Aggregated samples whose stacks were symbolized ahead of a profile build, while its "
+                       "window was open.",
+                       w->samples_total);
+        metric_counter(f, "profd_symbol_warmer_frames_total",
+                       "User frames looked up ahead of a profile build.", w->frames_total);
+        metric_counter(f, "profd_symbol_warmer_steps_total",
+                       "Bounded warming steps run from the event loop.", w->steps_total);
+        metric_family(f, "profd_symbol_warmer_step_max_seconds", "gauge",
+                      "Longest warming step (the loop is held meanwhile).");
+        metric_sample_double(f, "profd_symbol_warmer_step_max_seconds", NULL, w->step_max_seconds);
 }
