@@ -7,7 +7,6 @@
  * a fresh shard, repoints every process mapping entry, and only then drops the old shard: BPF
  * never sees a half-moved table. Tables no process uses stay cached until space is needed. */
 #include <errno.h>
-#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -18,7 +17,10 @@
 #include <bpf/libbpf.h>
 
 #include "bpf/profd-unwind-pool.h"
+#include "util/array.h"
 #include "util/log.h"
+#include "util/metrics-writer.h"
+#include "util/time-util.h"
 #include "unwind/table-pool.h"
 
 #define RULE_HASH_SIZE (2 * PROFD_POOL_MAX_RULES) /* open addressing, load <= 1/2 */
@@ -80,14 +82,6 @@ struct TablePool {
         uint64_t stale_snapshots;
         uint32_t proc_version; /* last profd_unwind_proc.version written */
 };
-
-static uint64_t now_ns(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
-}
 
 static int find_map_fd(struct bpf_object *obj, const char *name)
 {
@@ -235,7 +229,7 @@ void table_pool_release(TablePool *p, PoolTable *t)
         if (!t || t->refs == 0)
                 return;
         if (--t->refs == 0)
-                t->released_ns = now_ns();
+                t->released_ns = now_ns(CLOCK_MONOTONIC);
 }
 
 /* A rule's 12 bytes folded into one hash key; equality is checked on the whole rule. */
@@ -541,16 +535,10 @@ int table_pool_acquire(TablePool *p, const UnwindTable *t, PoolTable **ret)
         r = plan_segments(t, &pt->segs, &pt->n_segs);
         if (r < 0)
                 return r;
-        if (p->n_tables >= p->cap_tables) {
-                size_t n = p->cap_tables ? 2 * p->cap_tables : 64;
-                PoolTable **v = reallocarray(p->tables, n, sizeof(*v));
-
-                if (!v) {
-                        free(pt->segs);
-                        return -ENOMEM;
-                }
-                p->tables = v;
-                p->cap_tables = n;
+        r = ARRAY_GROW(p->tables, p->cap_tables, p->n_tables + 1, 64);
+        if (r < 0) {
+                free(pt->segs);
+                return r;
         }
 
         for (; placed < pt->n_segs; placed++) {
@@ -600,19 +588,14 @@ static int add_range_keys(pid_t pid, uint64_t start, uint64_t end, struct profd_
         while (start < end) {
                 unsigned bits = start ? __builtin_ctzll(start) : 63;
                 struct profd_unwind_mapping_key *k;
+                int r;
 
                 while (bits > 0 &&
                        (bits >= 64 || start + (1ULL << bits) > end || start + (1ULL << bits) < start))
                         bits--;
-                if (*n >= *cap) {
-                        size_t c = *cap ? 2 * *cap : 32;
-                        void *v = reallocarray(*keys, c, sizeof(**keys));
-
-                        if (!v)
-                                return -ENOMEM;
-                        *keys = v;
-                        *cap = c;
-                }
+                r = ARRAY_GROW(*keys, *cap, *n + 1, 32);
+                if (r < 0)
+                        return r;
                 k = &(*keys)[(*n)++];
                 k->prefixlen = 32 + 64 - bits;
                 k->pid_be = __builtin_bswap32((uint32_t)pid);
@@ -712,22 +695,6 @@ static int proc_write_entries(TablePool *p, Proc *pr, const PoolMapping *m, size
         return ret;
 }
 
-static ssize_t proc_index(TablePool *p, pid_t pid, bool *found)
-{
-        size_t lo = 0, hi = p->n_procs;
-
-        while (lo < hi) {
-                size_t mid = (lo + hi) / 2;
-
-                if (p->procs[mid]->pid < pid)
-                        lo = mid + 1;
-                else
-                        hi = mid;
-        }
-        *found = lo < p->n_procs && p->procs[lo]->pid == pid;
-        return lo;
-}
-
 /* Whether pid exec'd after maps_ns (so mappings read at maps_ns are the old image's). */
 static bool exec_after(TablePool *p, pid_t pid, uint64_t maps_ns)
 {
@@ -752,7 +719,7 @@ int table_pool_last_exec(TablePool *p, pid_t pid, uint64_t *ret_ns)
 
 int table_pool_set_process(TablePool *p, pid_t pid, const PoolMapping *m, size_t n)
 {
-        return table_pool_set_process_at(p, pid, now_ns(), m, n);
+        return table_pool_set_process_at(p, pid, now_ns(CLOCK_MONOTONIC), m, n);
 }
 
 int table_pool_set_process_at(TablePool *p, pid_t pid, uint64_t maps_ns, const PoolMapping *m, size_t n)
@@ -775,28 +742,20 @@ int table_pool_set_process_at(TablePool *p, pid_t pid, uint64_t maps_ns, const P
                 memcpy(copy, m, n * sizeof(*copy));
         }
 
-        i = proc_index(p, pid, &found);
+        i = SORTED_INDEX(p->procs, p->n_procs, _e->pid, pid, &found);
         if (found) {
                 pr = p->procs[i];
         } else {
                 if (p->n_procs >= PROFD_POOL_MAX_PROCS)
                         return -ENOSPC;
-                if (p->n_procs >= p->cap_procs) {
-                        size_t c = p->cap_procs ? 2 * p->cap_procs : 64;
-                        Proc **v = reallocarray(p->procs, c, sizeof(*v));
-
-                        if (!v)
-                                return -ENOMEM;
-                        p->procs = v;
-                        p->cap_procs = c;
-                }
+                r = ARRAY_GROW(p->procs, p->cap_procs, p->n_procs + 1, 64);
+                if (r < 0)
+                        return r;
                 pr = calloc(1, sizeof(*pr));
                 if (!pr)
                         return -ENOMEM;
                 pr->pid = pid;
-                memmove(p->procs + i + 1, p->procs + i, (p->n_procs - i) * sizeof(*p->procs));
-                p->procs[i] = pr;
-                p->n_procs++;
+                ARRAY_INSERT_AT(p->procs, p->n_procs, i, pr);
         }
 
         for (size_t k = 0; k < n; k++)
@@ -843,7 +802,7 @@ int table_pool_remove_process(TablePool *p, pid_t pid)
 
         if (!p)
                 return -EINVAL;
-        i = proc_index(p, pid, &found);
+        i = SORTED_INDEX(p->procs, p->n_procs, _e->pid, pid, &found);
         if (!found)
                 return -ENOENT;
         pr = p->procs[i];
@@ -856,8 +815,7 @@ int table_pool_remove_process(TablePool *p, pid_t pid)
         p->n_mapping_entries -= pr->n_keys;
         for (size_t k = 0; k < pr->n_maps; k++)
                 table_pool_release(p, pr->maps[k].table);
-        memmove(p->procs + i, p->procs + i + 1, (p->n_procs - i - 1) * sizeof(*p->procs));
-        p->n_procs--;
+        ARRAY_REMOVE_AT(p->procs, p->n_procs, i);
         proc_free(pr);
         return 0;
 }
@@ -876,58 +834,32 @@ void table_pool_write_metrics(const TablePool *p, FILE *f)
                 if (p->shards[i].fd >= 0)
                         live += p->shards[i].live;
 
-        fprintf(f,
-                "# HELP profd_unwind_pool_limit_bytes --unwind-table-memory.\n"
-                "# TYPE profd_unwind_pool_limit_bytes gauge\n"
-                "profd_unwind_pool_limit_bytes %" PRIu64 "\n"
-                "# HELP profd_unwind_pool_allocated_bytes BPF memory of the allocated shards.\n"
-                "# TYPE profd_unwind_pool_allocated_bytes gauge\n"
-                "profd_unwind_pool_allocated_bytes %" PRIu64 "\n"
-                "# HELP profd_unwind_pool_used_bytes Bytes of placed tables (page indexes and rows).\n"
-                "# TYPE profd_unwind_pool_used_bytes gauge\n"
-                "profd_unwind_pool_used_bytes %" PRIu64 "\n"
-                "# HELP profd_unwind_pool_shards Allocated 4 MiB shards.\n"
-                "# TYPE profd_unwind_pool_shards gauge\n"
-                "profd_unwind_pool_shards %u\n"
-                "# HELP profd_unwind_pool_tables Placed unwind tables.\n"
-                "# TYPE profd_unwind_pool_tables gauge\n"
-                "profd_unwind_pool_tables{state=\"referenced\"} %" PRIu64 "\n"
-                "profd_unwind_pool_tables{state=\"unreferenced\"} %" PRIu64 "\n"
-                "# HELP profd_unwind_pool_rows Rows of the placed tables.\n"
-                "# TYPE profd_unwind_pool_rows gauge\n"
-                "profd_unwind_pool_rows %" PRIu64 "\n"
-                "# HELP profd_unwind_pool_rules Distinct unwind rules shared by all tables.\n"
-                "# TYPE profd_unwind_pool_rules gauge\n"
-                "profd_unwind_pool_rules %" PRIu32 "\n"
-                "# HELP profd_unwind_pool_processes Processes with mapping entries.\n"
-                "# TYPE profd_unwind_pool_processes gauge\n"
-                "profd_unwind_pool_processes %zu\n"
-                "# HELP profd_unwind_pool_mapping_entries LPM entries covering process mappings.\n"
-                "# TYPE profd_unwind_pool_mapping_entries gauge\n"
-                "profd_unwind_pool_mapping_entries %" PRIu64 "\n"
-                "# HELP profd_unwind_pool_placed_total Tables placed.\n"
-                "# TYPE profd_unwind_pool_placed_total counter\n"
-                "profd_unwind_pool_placed_total %" PRIu64 "\n"
-                "# HELP profd_unwind_pool_evictions_total Unreferenced tables evicted for space.\n"
-                "# TYPE profd_unwind_pool_evictions_total counter\n"
-                "profd_unwind_pool_evictions_total %" PRIu64 "\n"
-                "# HELP profd_unwind_pool_compactions_total Shards compacted.\n"
-                "# TYPE profd_unwind_pool_compactions_total counter\n"
-                "profd_unwind_pool_compactions_total %" PRIu64 "\n"
-                "# HELP profd_unwind_pool_place_failures_total Tables that did not fit.\n"
-                "# TYPE profd_unwind_pool_place_failures_total counter\n"
-                "profd_unwind_pool_place_failures_total %" PRIu64 "\n"
-                "# HELP profd_unwind_pool_entry_errors_total Mapping entries that could not be written.\n"
-                "# TYPE profd_unwind_pool_entry_errors_total counter\n"
-                "profd_unwind_pool_entry_errors_total %" PRIu64 "\n"
-                "# HELP profd_unwind_pool_stale_snapshots_total Process mappings not installed: read before "
-                "the process exec'd.\n"
-                "# TYPE profd_unwind_pool_stale_snapshots_total counter\n"
-                "profd_unwind_pool_stale_snapshots_total %" PRIu64 "\n",
-                p->limit, (uint64_t)(p->n_shards * PROFD_SHARD_BYTES), live * 4, p->n_shards, referenced,
-                (uint64_t)p->n_tables - referenced, rows, p->n_rules, p->n_procs, p->n_mapping_entries,
-                p->placed, p->evicted, p->compactions, p->place_failures, p->entry_errors,
-                p->stale_snapshots);
+        metric_gauge(f, "profd_unwind_pool_limit_bytes", "--unwind-table-memory.", p->limit);
+        metric_gauge(f, "profd_unwind_pool_allocated_bytes", "BPF memory of the allocated shards.",
+                     (uint64_t)(p->n_shards * PROFD_SHARD_BYTES));
+        metric_gauge(f, "profd_unwind_pool_used_bytes", "Bytes of placed tables (page indexes and rows).",
+                     live * 4);
+        metric_gauge(f, "profd_unwind_pool_shards", "Allocated 4 MiB shards.", p->n_shards);
+        metric_labelled(f, "profd_unwind_pool_tables", "gauge", "Placed unwind tables.", "state",
+                        (const char *const[]){"referenced", "unreferenced"},
+                        (const uint64_t[]){referenced, (uint64_t)p->n_tables - referenced}, 2);
+        metric_gauge(f, "profd_unwind_pool_rows", "Rows of the placed tables.", rows);
+        metric_gauge(f, "profd_unwind_pool_rules", "Distinct unwind rules shared by all tables.",
+                     p->n_rules);
+        metric_gauge(f, "profd_unwind_pool_processes", "Processes with mapping entries.", p->n_procs);
+        metric_gauge(f, "profd_unwind_pool_mapping_entries", "LPM entries covering process mappings.",
+                     p->n_mapping_entries);
+        metric_counter(f, "profd_unwind_pool_placed_total", "Tables placed.", p->placed);
+        metric_counter(f, "profd_unwind_pool_evictions_total", "Unreferenced tables evicted for space.",
+                       p->evicted);
+        metric_counter(f, "profd_unwind_pool_compactions_total", "Shards compacted.", p->compactions);
+        metric_counter(f, "profd_unwind_pool_place_failures_total", "Tables that did not fit.",
+                       p->place_failures);
+        metric_counter(f, "profd_unwind_pool_entry_errors_total",
+                       "Mapping entries that could not be written.", p->entry_errors);
+        metric_counter(f, "profd_unwind_pool_stale_snapshots_total",
+                       "Process mappings not installed: read before the process exec'd.",
+                       p->stale_snapshots);
 }
 
 size_t table_pool_n_tables(const TablePool *p)
