@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <systemd/sd-event.h>
-#include <time.h>
 
 #include "service/capabilities.h"
 #include "daemon.h"
@@ -14,6 +13,7 @@
 #include "http/http-server.h"
 #include "http/http-tls.h"
 #include "util/log.h"
+#include "util/time-util.h"
 #include "http/metrics.h"
 #include "tracker/proc-tracker.h"
 #include "runtimes/python-procs.h"
@@ -31,13 +31,6 @@
 #define PROCESS_GC_INTERVAL_USEC (10 * USEC_PER_SEC)
 /* cgroup ids remembered (unit / container_id labels); a host rarely has more live cgroups. */
 #define CGROUP_CACHE_MAX 16384
-
-static uint64_t now_realtime_ns(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
-}
 
 static const Process *find_process(pid_t pid, void *userdata)
 {
@@ -77,9 +70,9 @@ static void on_interval(void *userdata, uint64_t start_ns, uint64_t end_ns, cons
 static int on_process_gc(sd_event_source *s, uint64_t usec, void *userdata)
 {
         Daemon *d = userdata;
-        process_table_gc(d->processes, now_realtime_ns());
+        process_table_gc(d->processes, now_ns(CLOCK_REALTIME));
         if (d->cgroups)
-                cgroup_resolver_gc(d->cgroups, now_realtime_ns());
+                cgroup_resolver_gc(d->cgroups, now_ns(CLOCK_REALTIME));
         int r = sd_event_source_set_time_relative(s, PROCESS_GC_INTERVAL_USEC);
         if (r >= 0)
                 r = sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
@@ -134,7 +127,7 @@ static void daemon_done(Daemon *d)
          * event), then what they used. */
         d->http = http_server_free(d->http);
         d->warmer = symbol_warmer_free(d->warmer); /* before what it warms */
-        d->tls = http_tls_free(d->tls); /* after HTTP: its connections held the credentials */
+        d->tls = http_tls_free(d->tls);            /* after HTTP: its connections held the credentials */
         d->auth = http_auth_free(d->auth);
         d->cgroup_filter = cgroup_filter_free(d->cgroup_filter);
         d->tracker = proc_tracker_free(d->tracker);
@@ -200,7 +193,7 @@ static int run(int argc, char **argv)
 
         log_open();
         log_set_max_level(d.options.log_level);
-        d.start_ns = now_realtime_ns();
+        d.start_ns = now_ns(CLOCK_REALTIME);
 
         /* Who may scrape, first: a certificate, key, CA or token file that cannot be used is a
          * configuration error like a bad flag (one line, exit 2), found before anything loads. */

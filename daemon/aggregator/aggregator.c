@@ -4,14 +4,15 @@
  * Stacks are interned: a bucket or a window holds one reference per sample that points at it, and a
  * stack is freed the moment its last reference goes. */
 #include <errno.h>
-#include <inttypes.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "aggregator/aggregator.h"
 #include "util/hash.h"
+#include "util/array.h"
 #include "util/log.h"
+#include "util/metrics-writer.h"
 
 /* Bounds the bucket count even when requests cut far more often than the periodic drain. */
 #define MAX_BUCKETS 4096
@@ -138,8 +139,9 @@ static int store_grow(StackStore *s)
         for (size_t i = 0; i < s->n_buckets; i++)
                 for (StackNode *node = s->buckets[i], *next; node; node = next) {
                         next = node->next;
-                        size_t slot = hash_mix64(node->stack.hash ^ (node->kernel ? 0x9e3779b97f4a7c15ULL : 0)) &
-                                      (n - 1);
+                        size_t slot =
+                                hash_mix64(node->stack.hash ^ (node->kernel ? 0x9e3779b97f4a7c15ULL : 0)) &
+                                (n - 1);
                         node->next = b[slot];
                         b[slot] = node;
                 }
@@ -285,14 +287,8 @@ static void note_pid(Aggregator *a, uint32_t pid)
         for (size_t i = 0; i < a->n_pids; i++)
                 if (a->pids[i] == pid)
                         return;
-        if (a->n_pids == a->allocated_pids) {
-                size_t n = a->allocated_pids ? a->allocated_pids * 2 : 64;
-                uint32_t *p = realloc(a->pids, n * sizeof(uint32_t));
-                if (!p)
-                        return; /* only an early hint for the process table */
-                a->pids = p;
-                a->allocated_pids = n;
-        }
+        if (ARRAY_GROW(a->pids, a->allocated_pids, a->n_pids + 1, 64) < 0)
+                return; /* only an early hint for the process table */
         a->pids[a->n_pids++] = pid;
 }
 
@@ -600,71 +596,44 @@ void aggregator_write_metrics(const Aggregator *a, FILE *f)
 {
         const StackStore *s = a->stacks;
         uint64_t oldest = a->n > 0 ? a->ring[a->head].start_ns : 0;
+        const char *evict_names[_EVICT_MAX];
         unsigned n_waiters = 0;
         for (const Waiter *w = a->waiters; w; w = w->next)
                 n_waiters++;
 
-        fprintf(f,
-                "# HELP profd_aggregator_intervals_total Drained intervals received from the sampler.\n"
-                "# TYPE profd_aggregator_intervals_total counter\n"
-                "profd_aggregator_intervals_total %" PRIu64 "\n"
-                "# HELP profd_aggregator_samples_total Samples received from the sampler.\n"
-                "# TYPE profd_aggregator_samples_total counter\n"
-                "profd_aggregator_samples_total %" PRIu64 "\n"
-                "# HELP profd_aggregator_records_total Distinct (thread, stack) records received.\n"
-                "# TYPE profd_aggregator_records_total counter\n"
-                "profd_aggregator_records_total %" PRIu64 "\n"
-                "# HELP profd_aggregator_dropped_samples_total Samples the aggregator could not keep "
-                "(bucket full, out of memory).\n"
-                "# TYPE profd_aggregator_dropped_samples_total counter\n"
-                "profd_aggregator_dropped_samples_total %" PRIu64 "\n"
-                "# HELP profd_aggregator_interval_gaps_total Intervals that did not start where the "
-                "previous one ended.\n"
-                "# TYPE profd_aggregator_interval_gaps_total counter\n"
-                "profd_aggregator_interval_gaps_total %" PRIu64 "\n"
-                "# HELP profd_aggregator_buckets Intervals held in the history.\n"
-                "# TYPE profd_aggregator_buckets gauge\n"
-                "profd_aggregator_buckets %zu\n"
-                "# HELP profd_aggregator_bucket_entries Sample records held by all buckets.\n"
-                "# TYPE profd_aggregator_bucket_entries gauge\n"
-                "profd_aggregator_bucket_entries %" PRIu64 "\n"
-                "# HELP profd_aggregator_history_seconds Age of the oldest interval held.\n"
-                "# TYPE profd_aggregator_history_seconds gauge\n"
-                "profd_aggregator_history_seconds %.3f\n"
-                "# HELP profd_aggregator_stacks Interned stacks referenced by the history or by profiles "
-                "being built.\n"
-                "# TYPE profd_aggregator_stacks gauge\n"
-                "profd_aggregator_stacks %zu\n"
-                "# HELP profd_aggregator_stack_bytes Memory of the interned stacks.\n"
-                "# TYPE profd_aggregator_stack_bytes gauge\n"
-                "profd_aggregator_stack_bytes %" PRIu64 "\n"
-                "# HELP profd_aggregator_stacks_freed_total Interned stacks freed after their last "
-                "reference went.\n"
-                "# TYPE profd_aggregator_stacks_freed_total counter\n"
-                "profd_aggregator_stacks_freed_total %" PRIu64 "\n"
-                "# HELP profd_aggregator_waiters Profile requests waiting for their last interval.\n"
-                "# TYPE profd_aggregator_waiters gauge\n"
-                "profd_aggregator_waiters %u\n",
-                a->intervals_total, a->samples_total, a->records_total, a->dropped_samples_total,
-                a->gaps_total, a->n, a->n_entries,
-                oldest > 0 && a->latest_end > oldest ? (double)(a->latest_end - oldest) / 1e9 : 0.0,
-                s->n_stacks, s->bytes, s->freed_total, n_waiters);
+        metric_counter(f, "profd_aggregator_intervals_total", "Drained intervals received from the sampler.",
+                       a->intervals_total);
+        metric_counter(f, "profd_aggregator_samples_total", "Samples received from the sampler.",
+                       a->samples_total);
+        metric_counter(f, "profd_aggregator_records_total", "Distinct (thread, stack) records received.",
+                       a->records_total);
+        metric_counter(f, "profd_aggregator_dropped_samples_total",
+                       "Samples the aggregator could not keep (bucket full, out of memory).",
+                       a->dropped_samples_total);
+        metric_counter(f, "profd_aggregator_interval_gaps_total",
+                       "Intervals that did not start where the previous one ended.", a->gaps_total);
+        metric_gauge(f, "profd_aggregator_buckets", "Intervals held in the history.", a->n);
+        metric_gauge(f, "profd_aggregator_bucket_entries", "Sample records held by all buckets.",
+                     a->n_entries);
+        /* Printed "%.3f" from the start; metric_gauge_seconds() would print "%.6f". */
+        metric_family(f, "profd_aggregator_history_seconds", "gauge", "Age of the oldest interval held.");
+        fprintf(f, "profd_aggregator_history_seconds %.3f\n",
+                oldest > 0 && a->latest_end > oldest ? (double)(a->latest_end - oldest) / 1e9 : 0.0);
+        metric_gauge(f, "profd_aggregator_stacks",
+                     "Interned stacks referenced by the history or by profiles being built.", s->n_stacks);
+        metric_gauge(f, "profd_aggregator_stack_bytes", "Memory of the interned stacks.", s->bytes);
+        metric_counter(f, "profd_aggregator_stacks_freed_total",
+                       "Interned stacks freed after their last reference went.", s->freed_total);
+        metric_gauge(f, "profd_aggregator_waiters", "Profile requests waiting for their last interval.",
+                     n_waiters);
 
-        fprintf(f,
-                "# HELP profd_aggregator_history_bytes Memory of the history: sample records and interned "
-                "stacks.\n"
-                "# TYPE profd_aggregator_history_bytes gauge\n"
-                "profd_aggregator_history_bytes %" PRIu64 "\n"
-                "# HELP profd_aggregator_history_max_bytes Bound on the history's memory; oldest intervals "
-                "go first.\n"
-                "# TYPE profd_aggregator_history_max_bytes gauge\n"
-                "profd_aggregator_history_max_bytes %llu\n"
-                "# HELP profd_aggregator_buckets_evicted_total Intervals dropped from the history, by "
-                "reason.\n"
-                "# TYPE profd_aggregator_buckets_evicted_total counter\n",
-                history_bytes(a), MAX_HISTORY_BYTES);
-        for (int i = 0; i < _EVICT_MAX; i++)
-                if (i != EVICT_SHUTDOWN)
-                        fprintf(f, "profd_aggregator_buckets_evicted_total{reason=\"%s\"} %" PRIu64 "\n",
-                                evict_reason_names[i], a->evicted_total[i]);
+        metric_gauge(f, "profd_aggregator_history_bytes",
+                     "Memory of the history: sample records and interned stacks.", history_bytes(a));
+        metric_gauge(f, "profd_aggregator_history_max_bytes",
+                     "Bound on the history's memory; oldest intervals go first.", MAX_HISTORY_BYTES);
+        memcpy(evict_names, evict_reason_names, sizeof(evict_names));
+        evict_names[EVICT_SHUTDOWN] = NULL; /* not reported */
+        metric_labelled(f, "profd_aggregator_buckets_evicted_total", "counter",
+                        "Intervals dropped from the history, by reason.", "reason", evict_names,
+                        a->evicted_total, _EVICT_MAX);
 }

@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/array.h"
 #include "util/log.h"
+#include "util/metrics-writer.h"
 #include "runtimes/perf-map.h"
 #include "util/safe-open.h"
 #include "util/time-util.h"
@@ -143,32 +144,17 @@ static bool has_anon_exec(const Process *p)
         return false;
 }
 
-static size_t find_index(const PerfMaps *pm, pid_t pid, bool *found)
-{
-        size_t lo = 0, hi = pm->n_maps;
-        while (lo < hi) {
-                size_t mid = (lo + hi) / 2;
-                if (pm->maps[mid]->pid < pid)
-                        lo = mid + 1;
-                else
-                        hi = mid;
-        }
-        *found = lo < pm->n_maps && pm->maps[lo]->pid == pid;
-        return lo;
-}
-
 static void remove_at(PerfMaps *pm, size_t i)
 {
         perf_map_free(pm, pm->maps[i]);
-        memmove(pm->maps + i, pm->maps + i + 1, (pm->n_maps - i - 1) * sizeof(*pm->maps));
-        pm->n_maps--;
+        ARRAY_REMOVE_AT(pm->maps, pm->n_maps, i);
 }
 
 /* The map state of p, created if p runs and may have JIT code. NULL if none. */
 static PerfMap *perf_map_get(PerfMaps *pm, const Process *p, bool create)
 {
         bool found;
-        size_t i = find_index(pm, p->pid, &found);
+        size_t i = SORTED_INDEX(pm->maps, pm->n_maps, _e->pid, p->pid, &found);
         PerfMap *m;
 
         if (found) {
@@ -196,23 +182,15 @@ static PerfMap *perf_map_get(PerfMaps *pm, const Process *p, bool create)
                 }
                 remove_at(pm, victim);
         }
-        if (pm->n_maps == pm->cap_maps) {
-                size_t cap = pm->cap_maps ? pm->cap_maps * 2 : 16;
-                PerfMap **n = reallocarray(pm->maps, cap, sizeof(*n));
-                if (!n)
-                        return NULL;
-                pm->maps = n;
-                pm->cap_maps = cap;
-        }
+        if (ARRAY_GROW(pm->maps, pm->cap_maps, pm->n_maps + 1, 16) < 0)
+                return NULL;
         m = calloc(1, sizeof(*m));
         if (!m)
                 return NULL;
         m->pid = p->pid;
         m->start_time = p->start_time;
-        i = find_index(pm, p->pid, &found);
-        memmove(pm->maps + i + 1, pm->maps + i, (pm->n_maps - i) * sizeof(*pm->maps));
-        pm->maps[i] = m;
-        pm->n_maps++;
+        i = SORTED_INDEX(pm->maps, pm->n_maps, _e->pid, p->pid, &found);
+        ARRAY_INSERT_AT(pm->maps, pm->n_maps, i, m);
         return m;
 }
 
@@ -648,62 +626,48 @@ void perf_maps_tick(PerfMaps *pm, const Process *(*find)(pid_t pid, void *userda
 
 void perf_maps_write_metrics(const PerfMaps *pm, FILE *f)
 {
+        char help[160];
         size_t entries = 0;
 
         for (size_t i = 0; i < pm->n_maps; i++)
                 entries += pm->maps[i]->n_entries;
-        fprintf(f,
-                "# HELP profd_perf_map_processes Processes whose perf map (/tmp/perf-PID.map) is tracked.\n"
-                "# TYPE profd_perf_map_processes gauge\n"
-                "profd_perf_map_processes %zu\n"
-                "# HELP profd_perf_map_entries JIT functions known from perf maps.\n"
-                "# TYPE profd_perf_map_entries gauge\n"
-                "profd_perf_map_entries %zu\n"
-                "# HELP profd_perf_map_bytes Memory of the perf map entries and names.\n"
-                "# TYPE profd_perf_map_bytes gauge\n"
-                "profd_perf_map_bytes %zu\n"
-                "# HELP profd_perf_map_entries_loaded_total Perf map lines read as entries.\n"
-                "# TYPE profd_perf_map_entries_loaded_total counter\n"
-                "profd_perf_map_entries_loaded_total %" PRIu64 "\n"
-                "# HELP profd_perf_map_reads_total Perf map files read: from the start (first read, or "
-                "rewritten), or only what was appended.\n"
-                "# TYPE profd_perf_map_reads_total counter\n"
-                "profd_perf_map_reads_total{kind=\"full\"} %" PRIu64 "\n"
-                "profd_perf_map_reads_total{kind=\"incremental\"} %" PRIu64 "\n"
-                "# HELP profd_perf_map_read_bytes_total Bytes read from perf map files.\n"
-                "# TYPE profd_perf_map_read_bytes_total counter\n"
-                "profd_perf_map_read_bytes_total %" PRIu64 "\n"
-                "# HELP profd_perf_map_skipped_bytes_total Bytes of perf map files not read: past the "
-                "per-process cap, or past a step without any newline (a huge or sparse file).\n"
-                "# TYPE profd_perf_map_skipped_bytes_total counter\n"
-                "profd_perf_map_skipped_bytes_total %" PRIu64 "\n"
-                "# HELP profd_perf_map_lines_malformed_total Perf map lines skipped: not START SIZE name, "
-                "size 0, or longer than %u bytes.\n"
-                "# TYPE profd_perf_map_lines_malformed_total counter\n"
-                "profd_perf_map_lines_malformed_total %" PRIu64 "\n"
-                "# HELP profd_perf_map_entries_dropped_total Perf map entries not kept: over the bytes of "
-                "one process or of all.\n"
-                "# TYPE profd_perf_map_entries_dropped_total counter\n"
-                "profd_perf_map_entries_dropped_total{reason=\"process_cap\"} %" PRIu64 "\n"
-                "profd_perf_map_entries_dropped_total{reason=\"total_cap\"} %" PRIu64 "\n"
-                "# HELP profd_perf_map_processes_dropped_total Lookups and refreshes that could not track "
-                "another process's perf map: as many tracked as allowed, all running and with a map.\n"
-                "# TYPE profd_perf_map_processes_dropped_total counter\n"
-                "profd_perf_map_processes_dropped_total %" PRIu64 "\n"
-                "# HELP profd_perf_map_lookups_total Addresses in anonymous executable memory looked up "
-                "in perf maps, by result.\n"
-                "# TYPE profd_perf_map_lookups_total counter\n"
-                "profd_perf_map_lookups_total{result=\"found\"} %" PRIu64 "\n"
-                "profd_perf_map_lookups_total{result=\"not_found\"} %" PRIu64 "\n"
-                "# HELP profd_perf_map_errors_total Perf map files not read: not a regular file (FIFO, "
-                "device), a symlink on the path, owned by another user than the process's or root, an "
-                "open that would block, a read error.\n"
-                "# TYPE profd_perf_map_errors_total counter\n",
-                pm->n_maps, entries, pm->bytes, pm->n_entries_loaded, pm->n_reads_full,
-                pm->n_reads_incremental, pm->n_bytes_read, pm->n_bytes_skipped, PERF_MAP_MAX_LINE,
-                pm->n_malformed, pm->n_dropped[DROP_PROCESS_CAP], pm->n_dropped[DROP_TOTAL_CAP],
-                pm->n_processes_dropped, pm->n_found, pm->n_lookups - pm->n_found);
-        for (unsigned i = 0; i < _ERR_MAX; i++)
-                fprintf(f, "profd_perf_map_errors_total{reason=\"%s\"} %" PRIu64 "\n", err_names[i],
-                        pm->n_errors[i]);
+        metric_gauge(f, "profd_perf_map_processes",
+                     "Processes whose perf map (/tmp/perf-PID.map) is tracked.", pm->n_maps);
+        metric_gauge(f, "profd_perf_map_entries", "JIT functions known from perf maps.", entries);
+        metric_gauge(f, "profd_perf_map_bytes", "Memory of the perf map entries and names.", pm->bytes);
+        metric_counter(f, "profd_perf_map_entries_loaded_total", "Perf map lines read as entries.",
+                       pm->n_entries_loaded);
+        metric_labelled(f, "profd_perf_map_reads_total", "counter",
+                        "Perf map files read: from the start (first read, or rewritten), or only what was "
+                        "appended.",
+                        "kind", (const char *const[]){"full", "incremental"},
+                        (const uint64_t[]){pm->n_reads_full, pm->n_reads_incremental}, 2);
+        metric_counter(f, "profd_perf_map_read_bytes_total", "Bytes read from perf map files.",
+                       pm->n_bytes_read);
+        metric_counter(f, "profd_perf_map_skipped_bytes_total",
+                       "Bytes of perf map files not read: past the per-process cap, or past a step without "
+                       "any newline (a huge or sparse file).",
+                       pm->n_bytes_skipped);
+        snprintf(help, sizeof(help),
+                 "Perf map lines skipped: not START SIZE name, size 0, or longer than %u bytes.",
+                 PERF_MAP_MAX_LINE);
+        metric_counter(f, "profd_perf_map_lines_malformed_total", help, pm->n_malformed);
+        metric_labelled(f, "profd_perf_map_entries_dropped_total", "counter",
+                        "Perf map entries not kept: over the bytes of one process or of all.", "reason",
+                        (const char *const[]){"process_cap", "total_cap"},
+                        (const uint64_t[]){pm->n_dropped[DROP_PROCESS_CAP], pm->n_dropped[DROP_TOTAL_CAP]},
+                        2);
+        metric_counter(f, "profd_perf_map_processes_dropped_total",
+                       "Lookups and refreshes that could not track another process's perf map: as many "
+                       "tracked as allowed, all running and with a map.",
+                       pm->n_processes_dropped);
+        metric_labelled(f, "profd_perf_map_lookups_total", "counter",
+                        "Addresses in anonymous executable memory looked up in perf maps, by result.",
+                        "result", (const char *const[]){"found", "not_found"},
+                        (const uint64_t[]){pm->n_found, pm->n_lookups - pm->n_found}, 2);
+        metric_labelled(f, "profd_perf_map_errors_total", "counter",
+                        "Perf map files not read: not a regular file (FIFO, device), a symlink on the path, "
+                        "owned by another user than the process's or root, an open that would block, a read "
+                        "error.",
+                        "reason", err_names, pm->n_errors, _ERR_MAX);
 }

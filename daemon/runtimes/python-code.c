@@ -2,7 +2,6 @@
 #include "runtimes/python-code.h"
 
 #include <errno.h>
-#include <inttypes.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +9,7 @@
 #include <time.h>
 
 #include "util/hash.h"
+#include "util/metrics-writer.h"
 #include "tracker/process-table.h"
 #include "runtimes/remote-memory.h"
 #include "util/time-util.h"
@@ -744,52 +744,47 @@ int python_code_resolve(PythonCodeCache *c, pid_t pid, uint64_t start_time, cons
 
 void python_code_cache_write_metrics(const PythonCodeCache *c, FILE *f)
 {
-        fprintf(f,
-                "# HELP profd_python_code_entries Python code objects whose names and line tables are "
-                "kept.\n"
-                "# TYPE profd_python_code_entries gauge\n"
-                "profd_python_code_entries %zu\n"
-                "# HELP profd_python_code_bytes Memory of the kept code objects (names, line tables, "
-                "index).\n"
-                "# TYPE profd_python_code_bytes gauge\n"
-                "profd_python_code_bytes %zu\n"
-                "# HELP profd_python_code_lookups_total Python frames named: from the cache, read from the "
-                "process, or not cached when the process could not be read any more.\n"
-                "# TYPE profd_python_code_lookups_total counter\n"
-                "profd_python_code_lookups_total{result=\"cache\"} %" PRIu64 "\n"
-                "profd_python_code_lookups_total{result=\"read\"} %" PRIu64 "\n"
-                "profd_python_code_lookups_total{result=\"miss\"} %" PRIu64 "\n"
-                "# HELP profd_python_code_errors_total Code objects that could not be read: process gone, "
-                "address unreadable, memory that is no code object of the runtime, no permission.\n"
-                "# TYPE profd_python_code_errors_total counter\n"
-                "profd_python_code_errors_total{reason=\"gone\"} %" PRIu64 "\n"
-                "profd_python_code_errors_total{reason=\"unreadable\"} %" PRIu64 "\n"
-                "profd_python_code_errors_total{reason=\"bad_object\"} %" PRIu64 "\n"
-                "profd_python_code_errors_total{reason=\"permission\"} %" PRIu64 "\n"
-                "profd_python_code_errors_total{reason=\"other\"} %" PRIu64 "\n"
-                "# HELP profd_python_code_evictions_total Code objects dropped, least recently used first, "
-                "to stay within the cache's bounds.\n"
-                "# TYPE profd_python_code_evictions_total counter\n"
-                "profd_python_code_evictions_total %" PRIu64 "\n"
-                "# HELP profd_python_code_line_tables_too_large_total Code objects kept without their line "
-                "table (over %u bytes): their lines are unknown.\n"
-                "# TYPE profd_python_code_line_tables_too_large_total counter\n"
-                "profd_python_code_line_tables_too_large_total %" PRIu64 "\n"
-                "# HELP profd_python_code_names_truncated_total Names and file names cut at %u characters.\n"
-                "# TYPE profd_python_code_names_truncated_total counter\n"
-                "profd_python_code_names_truncated_total %" PRIu64 "\n"
-                "# HELP profd_python_code_lines_unknown_total Python frames named without a line: the "
-                "instruction index saturated, no line for the instruction, or no line table kept.\n"
-                "# TYPE profd_python_code_lines_unknown_total counter\n"
-                "profd_python_code_lines_unknown_total %" PRIu64 "\n"
-                "# HELP profd_python_code_reads_refused_total Reads of code objects refused because the "
-                "memory is a mapping of a file on FUSE or a network filesystem (a read could wait on "
-                "whoever serves it).\n"
-                "# TYPE profd_python_code_reads_refused_total counter\n"
-                "profd_python_code_reads_refused_total %" PRIu64 "\n",
-                c->n_entries, python_code_cache_bytes(c), c->n_cached, c->n_read, c->n_lookup_miss,
-                c->n_errors[ERR_GONE], c->n_errors[ERR_UNREADABLE], c->n_errors[ERR_BAD_OBJECT],
-                c->n_errors[ERR_PERMISSION], c->n_errors[ERR_OTHER], c->n_evicted,
-                PYTHON_CODE_MAX_LINE_TABLE, c->n_tables_too_large, PYTHON_CODE_MAX_NAME,
-                c->n_names_truncated, c->n_lines_unknown, c->n_untrusted);
+        static const char *const error_names[_ERR_MAX] = {
+                [ERR_GONE] = "gone",
+                [ERR_UNREADABLE] = "unreadable",
+                [ERR_BAD_OBJECT] = "bad_object",
+                [ERR_PERMISSION] = "permission",
+                [ERR_OTHER] = "other",
+        };
+        char help[160];
+
+        metric_gauge(f, "profd_python_code_entries",
+                     "Python code objects whose names and line tables are kept.", c->n_entries);
+        metric_gauge(f, "profd_python_code_bytes",
+                     "Memory of the kept code objects (names, line tables, index).",
+                     python_code_cache_bytes(c));
+        metric_labelled(f, "profd_python_code_lookups_total", "counter",
+                        "Python frames named: from the cache, read from the process, or not cached when the "
+                        "process could not be read any more.",
+                        "result", (const char *const[]){"cache", "read", "miss"},
+                        (const uint64_t[]){c->n_cached, c->n_read, c->n_lookup_miss}, 3);
+        metric_labelled(
+                f, "profd_python_code_errors_total", "counter",
+                "Code objects that could not be read: process gone, address unreadable, memory that is "
+                "no code object of the runtime, no permission.",
+                "reason", error_names, c->n_errors, _ERR_MAX);
+        metric_counter(f, "profd_python_code_evictions_total",
+                       "Code objects dropped, least recently used first, to stay within the cache's bounds.",
+                       c->n_evicted);
+        snprintf(help, sizeof(help),
+                 "Code objects kept without their line table (over %u bytes): their lines are unknown.",
+                 PYTHON_CODE_MAX_LINE_TABLE);
+        metric_counter(f, "profd_python_code_line_tables_too_large_total", help, c->n_tables_too_large);
+        snprintf(help, sizeof(help), "Names and file names cut at %u characters.", PYTHON_CODE_MAX_NAME);
+        metric_counter(f, "profd_python_code_names_truncated_total", help, c->n_names_truncated);
+        metric_counter(
+                f, "profd_python_code_lines_unknown_total",
+                "Python frames named without a line: the instruction index saturated, no line for the "
+                "instruction, or no line table kept.",
+                c->n_lines_unknown);
+        metric_counter(
+                f, "profd_python_code_reads_refused_total",
+                "Reads of code objects refused because the memory is a mapping of a file on FUSE or a "
+                "network filesystem (a read could wait on whoever serves it).",
+                c->n_untrusted);
 }

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 #include <errno.h>
 #include <gelf.h>
-#include <inttypes.h>
 #include <libelf.h>
 #include <linux/types.h>
 #include <search.h>
@@ -13,6 +12,7 @@
 #include <bpf/bpf.h>
 
 #include "util/log.h"
+#include "util/metrics-writer.h"
 #include "bpf/profd-python.h"
 #include "runtimes/python-procs.h"
 #include "runtimes/remote-memory.h"
@@ -495,21 +495,15 @@ void python_procs_write_metrics(const PythonProcs *pp, FILE *f)
 {
         if (!pp)
                 return;
-        fprintf(f,
-                "# HELP profd_python_processes Live processes whose Python frames BPF walks.\n"
-                "# TYPE profd_python_processes gauge\n"
-                "profd_python_processes %zu\n"
-                "# HELP profd_python_detections_total CPython runtimes found in processes, by outcome.\n"
-                "# TYPE profd_python_detections_total counter\n",
-                pp->n_procs);
-        for (unsigned i = 0; i < _PY_DETECT_MAX; i++)
-                fprintf(f, "profd_python_detections_total{outcome=\"%s\"} %" PRIu64 "\n", detect_names[i],
-                        pp->detect[i]);
-        fprintf(f,
-                "# HELP profd_python_file_probes_total Mapped files whose symbols were read to find a "
-                "CPython runtime, and failures to read them.\n"
-                "# TYPE profd_python_file_probes_total counter\n"
-                "profd_python_file_probes_total{result=\"read\"} %" PRIu64 "\n"
-                "profd_python_file_probes_total{result=\"failed\"} %" PRIu64 "\n",
-                pp->probes - pp->probe_failures, pp->probe_failures);
+        metric_gauge(f, "profd_python_processes", "Live processes whose Python frames BPF walks.",
+                     pp->n_procs);
+        metric_labelled(f, "profd_python_detections_total", "counter",
+                        "CPython runtimes found in processes, by outcome.", "outcome", detect_names,
+                        pp->detect, _PY_DETECT_MAX);
+        metric_labelled(
+                f, "profd_python_file_probes_total", "counter",
+                "Mapped files whose symbols were read to find a CPython runtime, and failures to read "
+                "them.",
+                "result", (const char *const[]){"read", "failed"},
+                (const uint64_t[]){pp->probes - pp->probe_failures, pp->probe_failures}, 2);
 }

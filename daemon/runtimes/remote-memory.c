@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -16,6 +15,8 @@
 
 #include "tracker/proc-maps.h"
 #include "runtimes/remote-memory.h"
+#include "util/array.h"
+#include "util/metrics-writer.h"
 #include "util/time-util.h"
 
 /* Filesystems (mountinfo's type) whose device numbers appear in the process's maps. */
@@ -312,15 +313,8 @@ static int add_range(const ProcMapsLine *l, void *userdata)
                 return 0;
         if (m->n_ranges >= REMOTE_MEMORY_MAX_RANGES)
                 return 0;
-        if (m->n_ranges == m->cap_ranges) {
-                size_t cap = m->cap_ranges ? m->cap_ranges * 2 : 64;
-                Range *n = reallocarray(m->ranges, cap, sizeof(*n));
-
-                if (!n)
-                        return -ENOMEM;
-                m->ranges = n;
-                m->cap_ranges = cap;
-        }
+        if (ARRAY_GROW(m->ranges, m->cap_ranges, m->n_ranges + 1, 64) < 0)
+                return -ENOMEM;
         r = &m->ranges[m->n_ranges++];
         *r = (Range){.start = l->start, .end = l->end, .dev_major = l->dev_major, .dev_minor = l->dev_minor};
         /* Anonymous memory (and the kernel's own [heap], [stack]) is never served by a user;
@@ -401,22 +395,19 @@ int remote_memory_read(const RemoteMemory *m, uint64_t addr, void *buf, size_t n
 
 void remote_memory_write_metrics(FILE *f)
 {
-        fprintf(f,
-                "# HELP profd_remote_reads_total Reads of other processes' memory (Python code objects), "
-                "by result: ok, failed (unmapped, gone), timeout (the reader was killed: the process "
-                "remapped a file a user serves under the address), blocked (a process that timed out "
-                "before, or any within 10 s of a timeout), refused (FUSE or network filesystem mapping, not "
-                "read).\n"
-                "# TYPE profd_remote_reads_total counter\n"
-                "profd_remote_reads_total{result=\"ok\"} %" PRIu64 "\n"
-                "profd_remote_reads_total{result=\"failed\"} %" PRIu64 "\n"
-                "profd_remote_reads_total{result=\"timeout\"} %" PRIu64 "\n"
-                "profd_remote_reads_total{result=\"blocked\"} %" PRIu64 "\n"
-                "profd_remote_reads_total{result=\"refused\"} %" PRIu64 "\n"
-                "# HELP profd_remote_reader_starts_total Reader processes started (the first, and one after "
-                "each timeout or death).\n"
-                "# TYPE profd_remote_reader_starts_total counter\n"
-                "profd_remote_reader_starts_total %" PRIu64 "\n",
-                reader.n_ok, reader.n_failed, reader.n_timeout, reader.n_blocked, reader.n_refused,
-                reader.n_starts);
+        static const char *const result_names[] = {"ok", "failed", "timeout", "blocked", "refused"};
+
+        metric_labelled(
+                f, "profd_remote_reads_total", "counter",
+                "Reads of other processes' memory (Python code objects), by result: ok, failed "
+                "(unmapped, gone), timeout (the reader was killed: the process remapped a file a user "
+                "serves under the address), blocked (a process that timed out before, or any within "
+                "10 s of a timeout), refused (FUSE or network filesystem mapping, not read).",
+                "result", result_names,
+                (const uint64_t[]){reader.n_ok, reader.n_failed, reader.n_timeout, reader.n_blocked,
+                                   reader.n_refused},
+                ELEMENTSOF(result_names));
+        metric_counter(f, "profd_remote_reader_starts_total",
+                       "Reader processes started (the first, and one after each timeout or death).",
+                       reader.n_starts);
 }

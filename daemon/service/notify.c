@@ -7,6 +7,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "util/log.h"
+#include "util/metrics-writer.h"
 #include "service/notify.h"
 
 /* systemctl status shows the latest STATUS=; a few seconds stale is fine, and each refresh is one
@@ -219,13 +220,9 @@ void notifier_set_health_check(Notifier *n, notify_health_cb_t cb, void *userdat
 
 void notifier_write_metrics(const Notifier *n, FILE *f)
 {
-        fprintf(f,
-                "# HELP profd_watchdog_pings_total WATCHDOG=1 pings sent to the service manager.\n"
-                "# TYPE profd_watchdog_pings_total counter\n"
-                "profd_watchdog_pings_total %" PRIu64 "\n"
-                "# HELP profd_watchdog_pings_withheld_total Watchdog pings not sent because a health check "
-                "failed (HTTP not answering).\n"
-                "# TYPE profd_watchdog_pings_withheld_total counter\n"
-                "profd_watchdog_pings_withheld_total %" PRIu64 "\n",
-                n->pings_total, n->pings_withheld_total);
+        metric_counter(f, "profd_watchdog_pings_total", "WATCHDOG=1 pings sent to the service manager.",
+                       n->pings_total);
+        metric_counter(f, "profd_watchdog_pings_withheld_total",
+                       "Watchdog pings not sent because a health check failed (HTTP not answering).",
+                       n->pings_withheld_total);
 }

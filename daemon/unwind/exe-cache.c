@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <search.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +9,7 @@
 
 #include "unwind/exe-cache.h"
 #include "util/log.h"
+#include "util/metrics-writer.h"
 #include "util/safe-open.h"
 #include "util/time-util.h"
 
@@ -336,7 +336,8 @@ void exe_cache_ensure(ExeCache *c, ExeEntry *e, int fd, const SafeMapping *reope
                 queue_build(c, e, fd, reopen, debug_root, urgent);
                 return;
         case EXE_FAILED:
-                if (e->error == -ENOSPC && e->failed_ns + EXE_CACHE_POOL_FULL_RETRY_NS <= now_ns(CLOCK_MONOTONIC))
+                if (e->error == -ENOSPC &&
+                    e->failed_ns + EXE_CACHE_POOL_FULL_RETRY_NS <= now_ns(CLOCK_MONOTONIC))
                         queue_build(c, e, fd, reopen, debug_root, urgent);
                 return;
         case EXE_QUEUED:
@@ -549,7 +550,14 @@ size_t exe_cache_queued(const ExeCache *c)
 
 void exe_cache_write_metrics(const ExeCache *c, FILE *f)
 {
-        size_t by_state[4] = {}, with_table = 0;
+        static const char *const state_names[] = {
+                [EXE_NEW] = "new",
+                [EXE_QUEUED] = "queued",
+                [EXE_READY] = "ready",
+                [EXE_FAILED] = "failed",
+        };
+        static const char *const where_names[] = {"cache", "pool"};
+        uint64_t by_state[ELEMENTSOF(state_names)] = {}, with_table = 0;
 
         if (!c)
                 return;
@@ -557,52 +565,30 @@ void exe_cache_write_metrics(const ExeCache *c, FILE *f)
                 by_state[e->state]++;
                 with_table += e->pool_table != NULL;
         }
-        fprintf(f,
-                "# HELP profd_exe_cache_entries Executables known to the unwind table cache, by state.\n"
-                "# TYPE profd_exe_cache_entries gauge\n"
-                "profd_exe_cache_entries{state=\"new\"} %zu\n"
-                "profd_exe_cache_entries{state=\"queued\"} %zu\n"
-                "profd_exe_cache_entries{state=\"ready\"} %zu\n"
-                "profd_exe_cache_entries{state=\"failed\"} %zu\n"
-                "# HELP profd_exe_cache_in_use Executables mapped by a live process with their table in the "
-                "pool.\n"
-                "# TYPE profd_exe_cache_in_use gauge\n"
-                "profd_exe_cache_in_use %zu\n"
-                "# HELP profd_exe_cache_unused Executables no process maps, kept for the grace period.\n"
-                "# TYPE profd_exe_cache_unused gauge\n"
-                "profd_exe_cache_unused %zu\n"
-                "# HELP profd_exe_cache_build_queue Unwind table builds waiting.\n"
-                "# TYPE profd_exe_cache_build_queue gauge\n"
-                "profd_exe_cache_build_queue %zu\n"
-                "# HELP profd_exe_cache_builds_total Unwind tables built.\n"
-                "# TYPE profd_exe_cache_builds_total counter\n"
-                "profd_exe_cache_builds_total %" PRIu64 "\n"
-                "# HELP profd_exe_cache_build_seconds_total Time spent building unwind tables.\n"
-                "# TYPE profd_exe_cache_build_seconds_total counter\n"
-                "profd_exe_cache_build_seconds_total %.6f\n"
-                "# HELP profd_exe_cache_build_max_seconds Slowest single unwind table build.\n"
-                "# TYPE profd_exe_cache_build_max_seconds gauge\n"
-                "profd_exe_cache_build_max_seconds %.6f\n"
-                "# HELP profd_exe_cache_rows_built_total Unwind rows produced by builds.\n"
-                "# TYPE profd_exe_cache_rows_built_total counter\n"
-                "profd_exe_cache_rows_built_total %" PRIu64 "\n"
-                "# HELP profd_exe_cache_hits_total Mappings served without a build: entry in use, or rows "
-                "still in the pool.\n"
-                "# TYPE profd_exe_cache_hits_total counter\n"
-                "profd_exe_cache_hits_total{where=\"cache\"} %" PRIu64 "\n"
-                "profd_exe_cache_hits_total{where=\"pool\"} %" PRIu64 "\n"
-                "# HELP profd_exe_cache_identity_mismatch_total Builds refused because the file's build ID "
-                "was no longer the one read when it was mapped.\n"
-                "# TYPE profd_exe_cache_identity_mismatch_total counter\n"
-                "profd_exe_cache_identity_mismatch_total %" PRIu64 "\n",
-                by_state[EXE_NEW], by_state[EXE_QUEUED], by_state[EXE_READY], by_state[EXE_FAILED],
-                with_table, c->n_unused, c->q_len, c->n_builds, (double)c->n_build_ns / NSEC_PER_SEC,
-                (double)c->max_build_ns / NSEC_PER_SEC, c->n_rows_built, c->n_cache_hits, c->n_pool_hits,
-                c->n_identity_mismatch);
-        fputs("# HELP profd_exe_cache_errors_total Executables left without an unwind table, by reason.\n"
-              "# TYPE profd_exe_cache_errors_total counter\n",
-              f);
-        for (unsigned i = 0; i < _ERR_MAX; i++)
-                fprintf(f, "profd_exe_cache_errors_total{reason=\"%s\"} %" PRIu64 "\n", err_names[i],
-                        c->errors[i]);
+        metric_labelled(f, "profd_exe_cache_entries", "gauge",
+                        "Executables known to the unwind table cache, by state.", "state", state_names,
+                        by_state, ELEMENTSOF(state_names));
+        metric_gauge(f, "profd_exe_cache_in_use",
+                     "Executables mapped by a live process with their table in the pool.", with_table);
+        metric_gauge(f, "profd_exe_cache_unused", "Executables no process maps, kept for the grace period.",
+                     c->n_unused);
+        metric_gauge(f, "profd_exe_cache_build_queue", "Unwind table builds waiting.", c->q_len);
+        metric_counter(f, "profd_exe_cache_builds_total", "Unwind tables built.", c->n_builds);
+        metric_counter_seconds(f, "profd_exe_cache_build_seconds_total",
+                               "Time spent building unwind tables.", c->n_build_ns);
+        metric_gauge_seconds(f, "profd_exe_cache_build_max_seconds", "Slowest single unwind table build.",
+                             c->max_build_ns);
+        metric_counter(f, "profd_exe_cache_rows_built_total", "Unwind rows produced by builds.",
+                       c->n_rows_built);
+        metric_labelled(f, "profd_exe_cache_hits_total", "counter",
+                        "Mappings served without a build: entry in use, or rows still in the pool.", "where",
+                        where_names, (const uint64_t[]){c->n_cache_hits, c->n_pool_hits},
+                        ELEMENTSOF(where_names));
+        metric_counter(f, "profd_exe_cache_identity_mismatch_total",
+                       "Builds refused because the file's build ID was no longer the one read when it was "
+                       "mapped.",
+                       c->n_identity_mismatch);
+        metric_labelled(f, "profd_exe_cache_errors_total", "counter",
+                        "Executables left without an unwind table, by reason.", "reason", err_names,
+                        c->errors, _ERR_MAX);
 }

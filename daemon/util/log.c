@@ -4,9 +4,9 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "util/log.h"
+#include "util/time-util.h"
 
 static int max_level = LOG_INFO;
 static bool use_prefix;
@@ -35,7 +35,8 @@ void log_open(void)
 
 int log_level_from_string(const char *s)
 {
-        static const char *const names[] = { "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug" };
+        static const char *const names[] = {"emerg",   "alert",  "crit", "err",
+                                            "warning", "notice", "info", "debug"};
         for (size_t i = 0; i < ELEMENTSOF(names); i++)
                 if (strcmp(s, names[i]) == 0)
                         return (int)i;
@@ -76,9 +77,7 @@ out:
 
 bool log_ratelimit_test(LogRateLimit *rl, unsigned *ret_suppressed)
 {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        uint64_t now = (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+        uint64_t now = now_ns(CLOCK_MONOTONIC);
 
         if (rl->begin_ns == 0 || now - rl->begin_ns >= rl->interval_ns) {
                 rl->begin_ns = now;

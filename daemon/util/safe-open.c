@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "util/macro.h"
+#include "util/metrics-writer.h"
 #include "util/safe-open.h"
 
 enum {
@@ -244,28 +245,18 @@ int safe_open_in_root_nofollow(const char *root, const char *path, struct stat *
 
 void safe_open_write_metrics(FILE *f)
 {
-        fputs("# HELP profd_file_opens_total Files opened on a process's behalf, by way: its mapping "
-              "(/proc/PID/map_files), its root (/proc/PID/root/PATH), profd's root (exited processes), "
-              "separate debug files.\n"
-              "# TYPE profd_file_opens_total counter\n",
-              f);
-        for (unsigned i = 0; i < _SAFE_OPEN_VIA_MAX; i++)
-                fprintf(f, "profd_file_opens_total{via=\"%s\"} %" PRIu64 "\n", via_names[i],
-                        state.opened[i]);
-        fputs("# HELP profd_file_open_refusals_total Files not opened on a process's behalf: not a regular "
-              "file (FIFO, device, directory), a symlink where the path must not have one, another file "
-              "than the one mapped, or an open that would block.\n"
-              "# TYPE profd_file_open_refusals_total counter\n",
-              f);
-        for (unsigned i = 0; i < _REFUSED_MAX; i++)
-                fprintf(f, "profd_file_open_refusals_total{reason=\"%s\"} %" PRIu64 "\n", refused_names[i],
-                        state.refused[i]);
-        fprintf(f,
-                "# HELP profd_file_maps_identity_differs_total Files opened through /proc/PID/map_files "
-                "whose "
-                "device or inode differ from /proc/PID/maps (overlayfs on older kernels, btrfs): used for "
-                "that mapping, shared only under their own identity.\n"
-                "# TYPE profd_file_maps_identity_differs_total counter\n"
-                "profd_file_maps_identity_differs_total %" PRIu64 "\n",
-                state.maps_identity_differs);
+        metric_labelled(f, "profd_file_opens_total", "counter",
+                        "Files opened on a process's behalf, by way: its mapping (/proc/PID/map_files), its "
+                        "root (/proc/PID/root/PATH), profd's root (exited processes), separate debug files.",
+                        "via", via_names, state.opened, _SAFE_OPEN_VIA_MAX);
+        metric_labelled(f, "profd_file_open_refusals_total", "counter",
+                        "Files not opened on a process's behalf: not a regular file (FIFO, device, "
+                        "directory), a symlink where the path must not have one, another file than the one "
+                        "mapped, or an open that would block.",
+                        "reason", refused_names, state.refused, _REFUSED_MAX);
+        metric_counter(f, "profd_file_maps_identity_differs_total",
+                       "Files opened through /proc/PID/map_files whose device or inode differ from "
+                       "/proc/PID/maps (overlayfs on older kernels, btrfs): used for that mapping, shared "
+                       "only under their own identity.",
+                       state.maps_identity_differs);
 }

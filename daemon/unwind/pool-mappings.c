@@ -1,0 +1,267 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* The per-process mapping entries the BPF unwinder searches: each executable mapping of a process
+ * covered by LPM keys (pid, address) that point at its table's segments, replaced without a pc
+ * ever going missing, and guarded against mappings read before the process exec'd. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <bpf/bpf.h>
+
+#include "util/array.h"
+#include "util/time-util.h"
+#include "unwind/pool-mappings.h"
+#include "unwind/pool-storage.h"
+
+void proc_free(Proc *pr)
+{
+        if (!pr)
+                return;
+        free(pr->maps);
+        free(pr->keys);
+        free(pr);
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+        return memcmp(a, b, sizeof(struct profd_unwind_mapping_key));
+}
+
+/* Covers [start, end) with aligned power-of-two blocks, each one LPM entry. */
+static int add_range_keys(pid_t pid, uint64_t start, uint64_t end, struct profd_unwind_mapping_key **keys,
+                          size_t *n, size_t *cap)
+{
+        while (start < end) {
+                unsigned bits = start ? __builtin_ctzll(start) : 63;
+                struct profd_unwind_mapping_key *k;
+                int r;
+
+                while (bits > 0 &&
+                       (bits >= 64 || start + (1ULL << bits) > end || start + (1ULL << bits) < start))
+                        bits--;
+                r = ARRAY_GROW(*keys, *cap, *n + 1, 32);
+                if (r < 0)
+                        return r;
+                k = &(*keys)[(*n)++];
+                k->prefixlen = 32 + 64 - bits;
+                k->pid_be = __builtin_bswap32((uint32_t)pid);
+                k->addr_be = __builtin_bswap64(start);
+                start += 1ULL << bits;
+        }
+        return 0;
+}
+
+/* Appends the LPM entries of one process mapping. A table in several segments yields one piece
+ * per segment; pieces cover the whole mapping, so a pc outside the table's pages finds its
+ * neighbour segment and stops with "no row" rather than "no mapping". */
+static int mapping_entries(pid_t pid, const PoolMapping *m, struct profd_unwind_mapping_key **keys,
+                           struct profd_unwind_mapping **values, size_t *n, size_t *cap)
+{
+        size_t n_pieces = m->table ? m->table->n_segs : 1;
+
+        for (size_t i = 0; i < n_pieces; i++) {
+                struct profd_unwind_mapping v = {.load_bias = m->load_bias};
+                uint64_t lo = m->start, hi = m->end;
+                size_t first = *n;
+                int r;
+
+                if (!m->table) {
+                        v.flags = PROFD_MAPPING_NO_TABLE |
+                                  (m->table_pending ? PROFD_MAPPING_TABLE_PENDING : 0);
+                } else {
+                        const Segment *g = &m->table->segs[i];
+
+                        v.base = m->table->base + ((uint64_t)g->first_page << PROFD_UT_PAGE_SHIFT);
+                        v.shard = g->shard;
+                        v.offset = g->offset;
+                        v.n_pages = g->n_pages;
+                        if (i > 0 && v.base + m->load_bias > lo)
+                                lo = v.base + m->load_bias;
+                        if (i + 1 < n_pieces) {
+                                uint64_t next =
+                                        m->table->base + m->load_bias +
+                                        ((uint64_t)m->table->segs[i + 1].first_page << PROFD_UT_PAGE_SHIFT);
+                                if (next < hi)
+                                        hi = next;
+                        }
+                }
+                if (lo >= hi)
+                        continue;
+                v.start = lo;
+                v.end = hi;
+                r = add_range_keys(pid, lo, hi, keys, n, cap);
+                if (r < 0)
+                        return r;
+                void *nv = reallocarray(*values, *cap, sizeof(**values));
+                if (!nv)
+                        return -ENOMEM;
+                *values = nv;
+                for (size_t k = first; k < *n; k++)
+                        (*values)[k] = v;
+        }
+        return 0;
+}
+
+/* Writes pr's entries for m (new ones first, then deletes the keys no longer used, so a pc
+ * never goes missing during the update). */
+int proc_write_entries(TablePool *p, Proc *pr, const PoolMapping *m, size_t n)
+{
+        _cleanup_free_ struct profd_unwind_mapping_key *keys = NULL;
+        _cleanup_free_ struct profd_unwind_mapping *values = NULL;
+        size_t n_keys = 0, cap = 0, j = 0;
+        int r, ret = 0;
+
+        for (size_t i = 0; i < n; i++) {
+                if (m[i].end <= m[i].start)
+                        continue;
+                r = mapping_entries(pr->pid, &m[i], &keys, &values, &n_keys, &cap);
+                if (r < 0)
+                        return r; /* nothing written yet */
+        }
+        for (size_t k = 0; k < n_keys; k++)
+                if (bpf_map_update_elem(p->mappings_fd, &keys[k], &values[k], BPF_ANY) < 0) {
+                        ret = -errno;
+                        p->entry_errors++;
+                }
+        if (n_keys > 1)
+                qsort_safe(keys, n_keys, sizeof(*keys), cmp_key);
+
+        /* pr->keys is sorted too: delete what the new set lacks. */
+        for (size_t i = 0; i < pr->n_keys; i++) {
+                while (j < n_keys && cmp_key(&keys[j], &pr->keys[i]) < 0)
+                        j++;
+                if (j < n_keys && cmp_key(&keys[j], &pr->keys[i]) == 0)
+                        continue;
+                (void)bpf_map_delete_elem(p->mappings_fd, &pr->keys[i]);
+        }
+        p->n_mapping_entries = p->n_mapping_entries - pr->n_keys + n_keys;
+        free(pr->keys);
+        pr->keys = TAKE_PTR(keys);
+        pr->n_keys = n_keys;
+        return ret;
+}
+
+/* Whether pid exec'd after maps_ns (so mappings read at maps_ns are the old image's). */
+static bool exec_after(TablePool *p, pid_t pid, uint64_t maps_ns)
+{
+        uint32_t key = pid;
+        uint64_t exec_ns;
+
+        return bpf_map_lookup_elem(p->execs_fd, &key, &exec_ns) == 0 && exec_ns > maps_ns;
+}
+
+int table_pool_last_exec(TablePool *p, pid_t pid, uint64_t *ret_ns)
+{
+        uint32_t key = pid;
+        uint64_t exec_ns;
+
+        if (!p || pid <= 0 || !ret_ns)
+                return -EINVAL;
+        if (bpf_map_lookup_elem(p->execs_fd, &key, &exec_ns) < 0)
+                return -errno;
+        *ret_ns = exec_ns;
+        return 0;
+}
+
+int table_pool_set_process(TablePool *p, pid_t pid, const PoolMapping *m, size_t n)
+{
+        return table_pool_set_process_at(p, pid, now_ns(CLOCK_MONOTONIC), m, n);
+}
+
+int table_pool_set_process_at(TablePool *p, pid_t pid, uint64_t maps_ns, const PoolMapping *m, size_t n)
+{
+        _cleanup_free_ PoolMapping *copy = NULL;
+        struct profd_unwind_proc info = {};
+        uint32_t key = pid;
+        bool found;
+        size_t i;
+        Proc *pr;
+        int r;
+
+        if (!p || pid <= 0 || (n && !m))
+                return -EINVAL;
+
+        if (n) {
+                copy = calloc(n, sizeof(*copy));
+                if (!copy)
+                        return -ENOMEM;
+                memcpy(copy, m, n * sizeof(*copy));
+        }
+
+        i = SORTED_INDEX(p->procs, p->n_procs, _e->pid, pid, &found);
+        if (found) {
+                pr = p->procs[i];
+        } else {
+                if (p->n_procs >= PROFD_POOL_MAX_PROCS)
+                        return -ENOSPC;
+                r = ARRAY_GROW(p->procs, p->cap_procs, p->n_procs + 1, 64);
+                if (r < 0)
+                        return r;
+                pr = calloc(1, sizeof(*pr));
+                if (!pr)
+                        return -ENOMEM;
+                pr->pid = pid;
+                ARRAY_INSERT_AT(p->procs, p->n_procs, i, pr);
+        }
+
+        for (size_t k = 0; k < n; k++)
+                table_pool_ref(copy[k].table);
+        r = proc_write_entries(p, pr, copy, n);
+        for (size_t k = 0; k < pr->n_maps; k++)
+                table_pool_release(p, pr->maps[k].table);
+        free(pr->maps);
+        pr->maps = TAKE_PTR(copy);
+        pr->n_maps = n;
+
+        /* The BPF exec hook records the exec, then deletes the pid from unwind_procs. Checking
+         * after our write closes the race: an exec before the check is seen here, one after it
+         * deletes what we wrote. */
+        info.n_mappings = n;
+        info.version = ++p->proc_version;
+        info.maps_ns = maps_ns;
+        if (exec_after(p, pid, maps_ns)) {
+                (void)bpf_map_delete_elem(p->procs_fd, &key);
+                p->stale_snapshots++;
+                return r < 0 ? r : -ESTALE;
+        }
+        if (bpf_map_update_elem(p->procs_fd, &key, &info, BPF_ANY) < 0 && r >= 0)
+                r = -errno;
+        if (exec_after(p, pid, maps_ns)) {
+                (void)bpf_map_delete_elem(p->procs_fd, &key);
+                p->stale_snapshots++;
+                return r < 0 ? r : -ESTALE;
+        }
+        /* The unwinder reports an unknown pid/pc once a second per pid: the report that led here
+         * (often the unknown pid of the first samples after exec) must not silence the next one,
+         * a pc these mappings still miss. */
+        if (r >= 0 && p->reported_fd >= 0)
+                (void)bpf_map_delete_elem(p->reported_fd, &key);
+        return r;
+}
+
+int table_pool_remove_process(TablePool *p, pid_t pid)
+{
+        uint32_t key = pid;
+        bool found;
+        size_t i;
+        Proc *pr;
+
+        if (!p)
+                return -EINVAL;
+        i = SORTED_INDEX(p->procs, p->n_procs, _e->pid, pid, &found);
+        if (!found)
+                return -ENOENT;
+        pr = p->procs[i];
+        (void)bpf_map_delete_elem(p->procs_fd, &key);
+        /* A later process with this pid did not exec then; a stale exec time would make its
+         * fork-copied mappings look older than its image. */
+        (void)bpf_map_delete_elem(p->execs_fd, &key);
+        for (size_t k = 0; k < pr->n_keys; k++)
+                (void)bpf_map_delete_elem(p->mappings_fd, &pr->keys[k]);
+        p->n_mapping_entries -= pr->n_keys;
+        for (size_t k = 0; k < pr->n_maps; k++)
+                table_pool_release(p, pr->maps[k].table);
+        ARRAY_REMOVE_AT(p->procs, p->n_procs, i);
+        proc_free(pr);
+        return 0;
+}

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* The unwind-table pool's state, shared by its files: table-pool.c (lifecycle, placement,
+ * eviction, compaction, metrics), pool-storage.c (shards, rules, segments, table references) and
+ * pool-mappings.c (the per-process mapping entries). */
+#pragma once
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "bpf/profd-unwind-pool.h"
+#include "unwind/table-pool.h"
+
+#define RULE_HASH_SIZE (2 * PROFD_POOL_MAX_RULES) /* open addressing, load <= 1/2 */
+
+/* A run of whole pages of one table placed contiguously in one shard: [page index][rows], row
+ * indices relative to the segment. */
+typedef struct Segment {
+        uint32_t shard, offset, words;
+        uint32_t first_page, n_pages;
+} Segment;
+
+struct PoolTable {
+        uint8_t id[UNWIND_TABLE_ID_MAX];
+        size_t id_size;
+        unsigned refs;
+        uint32_t n_pages, n_rows;
+        uint64_t base;
+        uint64_t released_ns; /* when refs dropped to 0: eviction order */
+        Segment *segs;
+        size_t n_segs;
+};
+
+typedef struct Shard {
+        int fd; /* -1: slot free */
+        uint32_t *mem;
+        uint32_t used; /* bump pointer, words */
+        uint32_t live; /* words of tables placed here */
+} Shard;
+
+typedef struct Proc {
+        pid_t pid;
+        PoolMapping *maps;
+        size_t n_maps;
+        struct profd_unwind_mapping_key *keys;
+        size_t n_keys;
+} Proc;
+
+struct TablePool {
+        int shards_fd, rules_fd, mappings_fd, procs_fd, config_fd, execs_fd;
+        int reported_fd; /* the unwinder's "reported unknown pid/pc" times (optional), or -1 */
+        uint64_t limit;
+        unsigned max_shards; /* including the one kept for compaction */
+        unsigned n_shards;
+        Shard shards[PROFD_POOL_MAX_SHARDS];
+
+        PoolTable **tables;
+        size_t n_tables, cap_tables;
+
+        struct profd_unwind_rule *rules;
+        uint32_t n_rules;
+        int32_t *rule_hash;
+
+        Proc **procs; /* sorted by pid */
+        size_t n_procs, cap_procs;
+        uint64_t n_mapping_entries;
+
+        uint32_t generation, active;
+        uint64_t placed, evicted, compactions, place_failures, entry_errors;
+        uint64_t stale_snapshots;
+        uint32_t proc_version; /* last profd_unwind_proc.version written */
+};
