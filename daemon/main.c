@@ -205,7 +205,7 @@ static int run(int argc, char **argv)
                 return r == -ENOMEM ? 1 : 2;
         if (d.options.tls_cert_file) {
                 r = http_tls_new(d.options.tls_cert_file, d.options.tls_key_file,
-                                 d.options.tls_client_ca_file, d.auth, &d.tls);
+                                 d.options.tls_client_ca_file, http_auth_count_handshake, d.auth, &d.tls);
                 if (r < 0)
                         return r == -ENOMEM ? 1 : 2;
         }

@@ -25,19 +25,6 @@ struct HttpAuth {
         uint64_t reloads_ok, reloads_failed;
 };
 
-static const char *const failure_names[_AUTH_FAILURE_MAX] = {
-        [AUTH_FAILURE_TOKEN_MISSING] = "token_missing",
-        [AUTH_FAILURE_TOKEN_MALFORMED] = "token_malformed",
-        [AUTH_FAILURE_TOKEN_WRONG] = "token_wrong",
-        [AUTH_FAILURE_CLIENT_CERT_MISSING] = "client_certificate_missing",
-        [AUTH_FAILURE_CLIENT_CERT_INVALID] = "client_certificate_invalid",
-};
-
-const char *auth_failure_to_string(AuthFailure f)
-{
-        return f < _AUTH_FAILURE_MAX ? failure_names[f] : "unknown";
-}
-
 /* Reads and validates the token; logs why not. */
 static int token_load(const char *path, char **ret, size_t *ret_len)
 {
@@ -145,6 +132,11 @@ void http_auth_count(HttpAuth *a, AuthFailure f)
                 a->failures[f]++;
 }
 
+void http_auth_count_handshake(AuthFailure f, void *userdata)
+{
+        http_auth_count(userdata, f);
+}
+
 /* The time taken depends on the expected token's length only, never on where the given one
  * differs or how long it is. */
 static bool token_equal(const char *given, size_t given_len, const char *want, size_t want_len)
@@ -243,8 +235,8 @@ void http_auth_write_metrics(const HttpAuth *a, FILE *f)
               "# TYPE profd_http_auth_failures_total counter\n",
               f);
         for (AuthFailure i = 0; i < _AUTH_FAILURE_MAX; i++)
-                fprintf(f, "profd_http_auth_failures_total{reason=\"%s\"} %" PRIu64 "\n", failure_names[i],
-                        a ? a->failures[i] : 0);
+                fprintf(f, "profd_http_auth_failures_total{reason=\"%s\"} %" PRIu64 "\n",
+                        auth_failure_to_string(i), a ? a->failures[i] : 0);
         fprintf(f,
                 "# HELP profd_http_auth_token_required 1 if every endpoint but /healthz needs the bearer "
                 "token.\n"

@@ -51,7 +51,8 @@ typedef struct TlsCreds {
 
 struct HttpTls {
         char *cert_file, *key_file, *client_ca_file;
-        HttpAuth *auth;
+        http_tls_refused_t on_refused;
+        void *refused_userdata;
         TlsCreds *current;
         unsigned n_generations; /* alive: current + older ones still held by connections */
         uint64_t reloads_ok, reloads_failed;
@@ -256,8 +257,8 @@ HttpTls *http_tls_free(HttpTls *t)
         return NULL;
 }
 
-int http_tls_new(const char *cert_file, const char *key_file, const char *client_ca_file, HttpAuth *auth,
-                 HttpTls **ret)
+int http_tls_new(const char *cert_file, const char *key_file, const char *client_ca_file,
+                 http_tls_refused_t on_refused, void *userdata, HttpTls **ret)
 {
         _cleanup_(http_tls_freep) HttpTls *t = NULL;
         int r;
@@ -269,7 +270,8 @@ int http_tls_new(const char *cert_file, const char *key_file, const char *client
         t = calloc(1, sizeof(*t));
         if (!t)
                 return log_error_errno(-ENOMEM, "Out of memory");
-        t->auth = auth;
+        t->on_refused = on_refused;
+        t->refused_userdata = userdata;
         t->cert_file = strdup(cert_file);
         t->key_file = strdup(key_file);
         t->client_ca_file = client_ca_file ? strdup(client_ca_file) : NULL;
@@ -366,7 +368,8 @@ static int verify_client(gnutls_session_t session)
                 return -1;
         if (client_verdict(session, &f, why, sizeof(why)) >= 0)
                 return 0;
-        http_auth_count(c->owner->auth, f);
+        if (c->owner->on_refused)
+                c->owner->on_refused(f, c->owner->refused_userdata);
         log_full_errno_ratelimited(LOG_RATELIMIT_INTERVAL_NS, LOG_RATELIMIT_BURST, LOG_NOTICE, 0,
                                    "Refused a TLS handshake: %s: %s", auth_failure_to_string(f), why);
         return -1;
