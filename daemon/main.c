@@ -275,7 +275,7 @@ static int run(int argc, char **argv)
                 return log_error_errno(r, "Cannot create the sampler: %m"), 1;
 
         /* Listen before loading BPF so a port conflict fails fast; /healthz says 503 until live. */
-        r = http_server_new(&d, &d.http);
+        r = http_server_new(&d, metrics_render, &d.http);
         if (r < 0)
                 return 1; /* logged */
         notifier_set_health_check(d.notifier, daemon_healthy, &d);

@@ -14,7 +14,6 @@
 #include "http/http-routes.h"
 #include "http/http-server-internal.h"
 #include "http/http-tls.h"
-#include "http/metrics.h"
 #include "http/profile-query.h"
 #include "http/profile-request.h"
 #include "tracker/proc-tracker.h"
@@ -234,7 +233,7 @@ static int route_metrics(HttpServer *s, Request *req)
 {
         char *text = NULL;
         size_t size = 0;
-        int r = metrics_render(s->daemon, &text, &size);
+        int r = s->render_metrics(s->daemon, &text, &size);
         if (r < 0)
                 return queue_error(req, 500, "rendering metrics failed: %s\n", strerror(-r));
         return queue(req, 200, text, size, "text/plain; version=0.0.4; charset=utf-8", NULL, false);

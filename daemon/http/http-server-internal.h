@@ -73,6 +73,7 @@ static const char *const too_large_reasons[_TOO_LARGE_MAX] = {"target_bytes", "p
 
 struct HttpServer {
         Daemon *daemon;
+        http_metrics_render_t render_metrics;
         struct MHD_Daemon *mhd;
         sd_event_source *io, *timer, *kick;
         bool socket_activated;

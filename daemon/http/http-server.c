@@ -324,7 +324,7 @@ static int listen_address(const char *address, int *ret_fd, char *desc, size_t d
         return r;
 }
 
-int http_server_new(Daemon *d, HttpServer **ret)
+int http_server_new(Daemon *d, http_metrics_render_t render_metrics, HttpServer **ret)
 {
         _cleanup_(http_server_freep) HttpServer *s = calloc(1, sizeof(HttpServer));
         _cleanup_close_ int fd = -1;
@@ -333,6 +333,7 @@ int http_server_new(Daemon *d, HttpServer **ret)
         if (!s)
                 return -ENOMEM;
         s->daemon = d;
+        s->render_metrics = render_metrics;
         s->requests_total = calloc((N_ROUTES + 1) * N_STATUSES, sizeof(uint64_t));
         if (!s->requests_total)
                 return -ENOMEM;

@@ -14,9 +14,14 @@
 typedef struct Daemon Daemon;
 typedef struct HttpServer HttpServer;
 
+/* The whole /metrics exposition into a malloc()ed buffer: metrics_render() (http/metrics.h), given
+ * by the creator so that the server, which metrics.c asks for its own families, calls nothing of
+ * it. */
+typedef int (*http_metrics_render_t)(Daemon *d, char **ret_text, size_t *ret_size);
+
 /* Listens on the socket passed by systemd (sd_listen_fds) if there is one, else on
- * d->options.http_address, and registers with d->event. */
-int http_server_new(Daemon *d, HttpServer **ret);
+ * d->options.http_address, and registers with d->event. /metrics is rendered by render_metrics. */
+int http_server_new(Daemon *d, http_metrics_render_t render_metrics, HttpServer **ret);
 /* Answers profile requests still in progress with 503 and stops listening. */
 HttpServer *http_server_free(HttpServer *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(HttpServer *, http_server_free);
