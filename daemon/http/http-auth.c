@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <inttypes.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdlib.h>
@@ -13,6 +12,7 @@
 #include "http/http-auth.h"
 #include "http/http-tls.h"
 #include "util/log.h"
+#include "util/metrics-writer.h"
 
 /* A token is a line of printable ASCII; this is far more than any generator produces. */
 #define TOKEN_MAX 4096
@@ -231,21 +231,20 @@ unsigned http_auth_check_request(HttpAuth *a, HttpTls *tls, struct MHD_Connectio
 
 void http_auth_write_metrics(const HttpAuth *a, FILE *f)
 {
-        fputs("# HELP profd_http_auth_failures_total Requests and TLS handshakes refused, by reason.\n"
-              "# TYPE profd_http_auth_failures_total counter\n",
-              f);
+        static const uint64_t none[_AUTH_FAILURE_MAX];
+        static const char *const results[] = {"ok", "failed"};
+        const char *names[_AUTH_FAILURE_MAX];
+        uint64_t reloads[] = {a ? a->reloads_ok : 0, a ? a->reloads_failed : 0};
+
         for (AuthFailure i = 0; i < _AUTH_FAILURE_MAX; i++)
-                fprintf(f, "profd_http_auth_failures_total{reason=\"%s\"} %" PRIu64 "\n",
-                        auth_failure_to_string(i), a ? a->failures[i] : 0);
-        fprintf(f,
-                "# HELP profd_http_auth_token_required 1 if every endpoint but /healthz needs the bearer "
-                "token.\n"
-                "# TYPE profd_http_auth_token_required gauge\n"
-                "profd_http_auth_token_required %d\n"
-                "# HELP profd_http_auth_token_reloads_total Re-reads of --auth-token-file on SIGHUP, by "
-                "result (failed: the previous token stays).\n"
-                "# TYPE profd_http_auth_token_reloads_total counter\n"
-                "profd_http_auth_token_reloads_total{result=\"ok\"} %" PRIu64 "\n"
-                "profd_http_auth_token_reloads_total{result=\"failed\"} %" PRIu64 "\n",
-                a && a->token ? 1 : 0, a ? a->reloads_ok : 0, a ? a->reloads_failed : 0);
+                names[i] = auth_failure_to_string(i);
+        metric_labelled(f, "profd_http_auth_failures_total", "counter",
+                        "Requests and TLS handshakes refused, by reason.", "reason", names,
+                        a ? a->failures : none, _AUTH_FAILURE_MAX);
+        metric_gauge(f, "profd_http_auth_token_required",
+                     "1 if every endpoint but /healthz needs the bearer token.", a && a->token ? 1 : 0);
+        metric_labelled(f, "profd_http_auth_token_reloads_total", "counter",
+                        "Re-reads of --auth-token-file on SIGHUP, by result (failed: the previous token "
+                        "stays).",
+                        "result", results, reloads, ELEMENTSOF(results));
 }
