@@ -51,7 +51,7 @@ typedef struct Request {
         void *wait;
         void *job;
         sd_event_source *step;
-        struct timespec render_start;
+        uint64_t render_start_ns; /* CLOCK_MONOTONIC */
 
         /* The response, once known. */
         unsigned status;

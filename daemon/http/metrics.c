@@ -20,6 +20,7 @@
 #include "runtimes/python-procs.h"
 #include "runtimes/remote-memory.h"
 #include "util/safe-open.h"
+#include "util/time-util.h"
 #include "output/symbol-warmer.h"
 #include "unwind/table-pool.h"
 
@@ -178,10 +179,8 @@ static void write_self(Daemon *d, FILE *f)
         int r = read_self_stat(&st);
         if (r < 0) {
                 /* Still the same families, from the clocks. */
-                struct timespec ts;
                 log_debug_errno(r, "Cannot read /proc/self/stat: %m");
-                if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0)
-                        st.cpu_seconds = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+                st.cpu_seconds = (double)now_ns(CLOCK_PROCESS_CPUTIME_ID) / 1e9;
         }
         struct rlimit rl = {};
         (void)getrlimit(RLIMIT_NOFILE, &rl);

@@ -159,12 +159,10 @@ static int on_profile_step(sd_event_source *es, void *userdata)
         HttpServer *s = req->server;
         const ProfileRenderer *rd = req->query.renderer;
 
-        struct timespec a, b;
-        clock_gettime(CLOCK_MONOTONIC, &a);
+        uint64_t a = now_ns(CLOCK_MONOTONIC);
         s->render_steps_total++;
         int r = rd->step(req->job);
-        clock_gettime(CLOCK_MONOTONIC, &b);
-        double step = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+        double step = (double)(now_ns(CLOCK_MONOTONIC) - a) / 1e9;
         if (step > s->render_step_seconds_max)
                 s->render_step_seconds_max = step;
         if (step >= 0.1)
@@ -176,10 +174,7 @@ static int on_profile_step(sd_event_source *es, void *userdata)
                 size_t size = 0;
                 r = rd->take_result(req->job, &data, &size);
                 if (r >= 0) {
-                        struct timespec now;
-                        clock_gettime(CLOCK_MONOTONIC, &now);
-                        double secs = (double)(now.tv_sec - req->render_start.tv_sec) +
-                                      (double)(now.tv_nsec - req->render_start.tv_nsec) / 1e9;
+                        double secs = (double)(now_ns(CLOCK_MONOTONIC) - req->render_start_ns) / 1e9;
                         s->render_seconds_sum += secs;
                         if (secs > s->render_seconds_max)
                                 s->render_seconds_max = secs;
@@ -230,7 +225,7 @@ static void on_window_drained(void *userdata)
         }
 
         req->state = REQUEST_RENDER;
-        clock_gettime(CLOCK_MONOTONIC, &req->render_start);
+        req->render_start_ns = now_ns(CLOCK_MONOTONIC);
         r = req->query.renderer->start(d, w, &req->query, &req->job);
         if (r < 0) {
                 req->job = NULL;
