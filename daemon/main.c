@@ -202,7 +202,7 @@ static int run(int argc, char **argv)
                 return r == -ENOMEM ? 1 : 2;
         if (d.options.tls_cert_file) {
                 r = http_tls_new(d.options.tls_cert_file, d.options.tls_key_file,
-                                 d.options.tls_client_ca_file, d.auth, &d.tls);
+                                 d.options.tls_client_ca_file, http_auth_count_handshake, d.auth, &d.tls);
                 if (r < 0)
                         return r == -ENOMEM ? 1 : 2;
         }
@@ -272,7 +272,7 @@ static int run(int argc, char **argv)
                 return log_error_errno(r, "Cannot create the sampler: %m"), 1;
 
         /* Listen before loading BPF so a port conflict fails fast; /healthz says 503 until live. */
-        r = http_server_new(&d, &d.http);
+        r = http_server_new(&d, metrics_render, &d.http);
         if (r < 0)
                 return 1; /* logged */
         notifier_set_health_check(d.notifier, daemon_healthy, &d);

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <inttypes.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdlib.h>
@@ -13,6 +12,7 @@
 #include "http/http-auth.h"
 #include "http/http-tls.h"
 #include "util/log.h"
+#include "util/metrics-writer.h"
 
 /* A token is a line of printable ASCII; this is far more than any generator produces. */
 #define TOKEN_MAX 4096
@@ -24,19 +24,6 @@ struct HttpAuth {
         uint64_t failures[_AUTH_FAILURE_MAX];
         uint64_t reloads_ok, reloads_failed;
 };
-
-static const char *const failure_names[_AUTH_FAILURE_MAX] = {
-        [AUTH_FAILURE_TOKEN_MISSING] = "token_missing",
-        [AUTH_FAILURE_TOKEN_MALFORMED] = "token_malformed",
-        [AUTH_FAILURE_TOKEN_WRONG] = "token_wrong",
-        [AUTH_FAILURE_CLIENT_CERT_MISSING] = "client_certificate_missing",
-        [AUTH_FAILURE_CLIENT_CERT_INVALID] = "client_certificate_invalid",
-};
-
-const char *auth_failure_to_string(AuthFailure f)
-{
-        return f < _AUTH_FAILURE_MAX ? failure_names[f] : "unknown";
-}
 
 /* Reads and validates the token; logs why not. */
 static int token_load(const char *path, char **ret, size_t *ret_len)
@@ -145,6 +132,11 @@ void http_auth_count(HttpAuth *a, AuthFailure f)
                 a->failures[f]++;
 }
 
+void http_auth_count_handshake(AuthFailure f, void *userdata)
+{
+        http_auth_count(userdata, f);
+}
+
 /* The time taken depends on the expected token's length only, never on where the given one
  * differs or how long it is. */
 static bool token_equal(const char *given, size_t given_len, const char *want, size_t want_len)
@@ -239,21 +231,20 @@ unsigned http_auth_check_request(HttpAuth *a, HttpTls *tls, struct MHD_Connectio
 
 void http_auth_write_metrics(const HttpAuth *a, FILE *f)
 {
-        fputs("# HELP profd_http_auth_failures_total Requests and TLS handshakes refused, by reason.\n"
-              "# TYPE profd_http_auth_failures_total counter\n",
-              f);
+        static const uint64_t none[_AUTH_FAILURE_MAX];
+        static const char *const results[] = {"ok", "failed"};
+        const char *names[_AUTH_FAILURE_MAX];
+        uint64_t reloads[] = {a ? a->reloads_ok : 0, a ? a->reloads_failed : 0};
+
         for (AuthFailure i = 0; i < _AUTH_FAILURE_MAX; i++)
-                fprintf(f, "profd_http_auth_failures_total{reason=\"%s\"} %" PRIu64 "\n", failure_names[i],
-                        a ? a->failures[i] : 0);
-        fprintf(f,
-                "# HELP profd_http_auth_token_required 1 if every endpoint but /healthz needs the bearer "
-                "token.\n"
-                "# TYPE profd_http_auth_token_required gauge\n"
-                "profd_http_auth_token_required %d\n"
-                "# HELP profd_http_auth_token_reloads_total Re-reads of --auth-token-file on SIGHUP, by "
-                "result (failed: the previous token stays).\n"
-                "# TYPE profd_http_auth_token_reloads_total counter\n"
-                "profd_http_auth_token_reloads_total{result=\"ok\"} %" PRIu64 "\n"
-                "profd_http_auth_token_reloads_total{result=\"failed\"} %" PRIu64 "\n",
-                a && a->token ? 1 : 0, a ? a->reloads_ok : 0, a ? a->reloads_failed : 0);
+                names[i] = auth_failure_to_string(i);
+        metric_labelled(f, "profd_http_auth_failures_total", "counter",
+                        "Requests and TLS handshakes refused, by reason.", "reason", names,
+                        a ? a->failures : none, _AUTH_FAILURE_MAX);
+        metric_gauge(f, "profd_http_auth_token_required",
+                     "1 if every endpoint but /healthz needs the bearer token.", a && a->token ? 1 : 0);
+        metric_labelled(f, "profd_http_auth_token_reloads_total", "counter",
+                        "Re-reads of --auth-token-file on SIGHUP, by result (failed: the previous token "
+                        "stays).",
+                        "result", results, reloads, ELEMENTSOF(results));
 }

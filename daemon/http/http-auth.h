@@ -7,22 +7,12 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "http/auth-failure.h"
 #include "util/macro.h"
 
 struct MHD_Connection;
 typedef struct HttpTls HttpTls;
 typedef struct HttpAuth HttpAuth;
-
-typedef enum AuthFailure {
-        AUTH_FAILURE_TOKEN_MISSING,   /* no Authorization header */
-        AUTH_FAILURE_TOKEN_MALFORMED, /* not "Bearer <token>" */
-        AUTH_FAILURE_TOKEN_WRONG,     /* another token */
-        AUTH_FAILURE_CLIENT_CERT_MISSING,
-        AUTH_FAILURE_CLIENT_CERT_INVALID, /* not signed by --tls-client-ca, expired, wrong purpose */
-        _AUTH_FAILURE_MAX,
-} AuthFailure;
-
-const char *auth_failure_to_string(AuthFailure f);
 
 /* token_file NULL: no token is required (the object still counts client certificate refusals).
  * Otherwise the token is read now: a missing, empty, world-readable or unusable file is one log
@@ -35,6 +25,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(HttpAuth *, http_auth_free);
 int http_auth_reload(HttpAuth *a);
 
 void http_auth_count(HttpAuth *a, AuthFailure f);
+/* http_tls_new()'s refusal callback (userdata: the HttpAuth): counts a refused TLS handshake. */
+void http_auth_count_handshake(AuthFailure f, void *userdata);
 
 /* May this request be served? 0 if so; else the status to answer (401: token, 403: client
  * certificate), with *ret_reason a line for the body and *ret_challenge the WWW-Authenticate

@@ -14,7 +14,6 @@
  * loop; that is logged instead. */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <inttypes.h>
 #include <netinet/in.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -24,6 +23,7 @@
 
 #include "http/http-probe.h"
 #include "util/log.h"
+#include "util/metrics-writer.h"
 #include "util/sockaddr-util.h"
 
 #define PROBE_TIMER_ACCURACY_USEC (100 * 1000)
@@ -341,18 +341,12 @@ void http_probe_write_metrics(const HttpProbe *p, FILE *f)
                                     ? (double)(now - p->unanswered_since) / USEC_PER_SEC
                                     : 0;
 
-        fputs("# HELP profd_http_probes_total Liveness probes of the daemon's own HTTP listener (GET "
-              "/healthz "
-              "every 5 s), by result.\n"
-              "# TYPE profd_http_probes_total counter\n",
-              f);
-        for (size_t i = 0; i < _PROBE_RESULT_MAX; i++)
-                fprintf(f, "profd_http_probes_total{result=\"%s\"} %" PRIu64 "\n", probe_result_names[i],
-                        p->results[i]);
-        fprintf(f,
-                "# HELP profd_http_unanswered_seconds How long the liveness probes have gone unanswered "
-                "(0 while HTTP answers).\n"
-                "# TYPE profd_http_unanswered_seconds gauge\n"
-                "profd_http_unanswered_seconds %.3f\n",
-                unanswered);
+        metric_labelled(f, "profd_http_probes_total", "counter",
+                        "Liveness probes of the daemon's own HTTP listener (GET /healthz every 5 s), by "
+                        "result.",
+                        "result", probe_result_names, p->results, _PROBE_RESULT_MAX);
+        metric_family(f, "profd_http_unanswered_seconds", "gauge",
+                      "How long the liveness probes have gone unanswered (0 while HTTP answers).");
+        /* "%.3f" as it always was, not metric_sample_double()'s "%.6f". */
+        fprintf(f, "profd_http_unanswered_seconds %.3f\n", unanswered);
 }

@@ -25,7 +25,6 @@
 #include <gnutls/gnutls.h>
 #include <gnutls/abstract.h>
 #include <gnutls/x509.h>
-#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -33,6 +32,7 @@
 #include "util/config-file.h"
 #include "http/http-tls.h"
 #include "util/log.h"
+#include "util/metrics-writer.h"
 
 /* Certificate chains and CA bundles; the system's full CA bundle is about 200 KiB. */
 #define PEM_FILE_MAX (1024 * 1024)
@@ -51,7 +51,8 @@ typedef struct TlsCreds {
 
 struct HttpTls {
         char *cert_file, *key_file, *client_ca_file;
-        HttpAuth *auth;
+        http_tls_refused_t on_refused;
+        void *refused_userdata;
         TlsCreds *current;
         unsigned n_generations; /* alive: current + older ones still held by connections */
         uint64_t reloads_ok, reloads_failed;
@@ -256,8 +257,8 @@ HttpTls *http_tls_free(HttpTls *t)
         return NULL;
 }
 
-int http_tls_new(const char *cert_file, const char *key_file, const char *client_ca_file, HttpAuth *auth,
-                 HttpTls **ret)
+int http_tls_new(const char *cert_file, const char *key_file, const char *client_ca_file,
+                 http_tls_refused_t on_refused, void *userdata, HttpTls **ret)
 {
         _cleanup_(http_tls_freep) HttpTls *t = NULL;
         int r;
@@ -269,7 +270,8 @@ int http_tls_new(const char *cert_file, const char *key_file, const char *client
         t = calloc(1, sizeof(*t));
         if (!t)
                 return log_error_errno(-ENOMEM, "Out of memory");
-        t->auth = auth;
+        t->on_refused = on_refused;
+        t->refused_userdata = userdata;
         t->cert_file = strdup(cert_file);
         t->key_file = strdup(key_file);
         t->client_ca_file = client_ca_file ? strdup(client_ca_file) : NULL;
@@ -366,7 +368,8 @@ static int verify_client(gnutls_session_t session)
                 return -1;
         if (client_verdict(session, &f, why, sizeof(why)) >= 0)
                 return 0;
-        http_auth_count(c->owner->auth, f);
+        if (c->owner->on_refused)
+                c->owner->on_refused(f, c->owner->refused_userdata);
         log_full_errno_ratelimited(LOG_RATELIMIT_INTERVAL_NS, LOG_RATELIMIT_BURST, LOG_NOTICE, 0,
                                    "Refused a TLS handshake: %s: %s", auth_failure_to_string(f), why);
         return -1;
@@ -433,29 +436,24 @@ const char *http_tls_scheme(const HttpTls *t)
 
 void http_tls_write_metrics(const HttpTls *t, FILE *f)
 {
-        fprintf(f,
-                "# HELP profd_http_tls_enabled 1 if HTTP is served over TLS (--tls-cert).\n"
-                "# TYPE profd_http_tls_enabled gauge\n"
-                "profd_http_tls_enabled %d\n"
-                "# HELP profd_http_tls_client_certificates_required 1 if every connection must present a "
-                "certificate signed by --tls-client-ca.\n"
-                "# TYPE profd_http_tls_client_certificates_required gauge\n"
-                "profd_http_tls_client_certificates_required %d\n"
-                "# HELP profd_http_tls_reloads_total Re-reads of the certificate, key and client CAs on "
-                "SIGHUP, by result (failed: the current ones stay).\n"
-                "# TYPE profd_http_tls_reloads_total counter\n"
-                "profd_http_tls_reloads_total{result=\"ok\"} %" PRIu64 "\n"
-                "profd_http_tls_reloads_total{result=\"failed\"} %" PRIu64 "\n"
-                "# HELP profd_http_tls_credential_generations Loaded credential sets: the current one plus "
-                "older ones still used by open connections (at most one per connection).\n"
-                "# TYPE profd_http_tls_credential_generations gauge\n"
-                "profd_http_tls_credential_generations %u\n"
-                "# HELP profd_http_tls_certificate_expiry_timestamp_seconds When the served certificate "
-                "expires (absent without TLS).\n"
-                "# TYPE profd_http_tls_certificate_expiry_timestamp_seconds gauge\n",
-                t ? 1 : 0, t && t->current->verify_clients ? 1 : 0, t ? t->reloads_ok : 0,
-                t ? t->reloads_failed : 0, t ? t->n_generations : 0);
+        static const char *const results[] = {"ok", "failed"};
+        uint64_t reloads[] = {t ? t->reloads_ok : 0, t ? t->reloads_failed : 0};
+
+        metric_gauge(f, "profd_http_tls_enabled", "1 if HTTP is served over TLS (--tls-cert).", t ? 1 : 0);
+        metric_gauge(f, "profd_http_tls_client_certificates_required",
+                     "1 if every connection must present a certificate signed by --tls-client-ca.",
+                     t && t->current->verify_clients ? 1 : 0);
+        metric_labelled(f, "profd_http_tls_reloads_total", "counter",
+                        "Re-reads of the certificate, key and client CAs on SIGHUP, by result (failed: the "
+                        "current ones stay).",
+                        "result", results, reloads, ELEMENTSOF(results));
+        metric_gauge(f, "profd_http_tls_credential_generations",
+                     "Loaded credential sets: the current one plus older ones still used by open "
+                     "connections (at most one per connection).",
+                     t ? t->n_generations : 0);
+        metric_family(f, "profd_http_tls_certificate_expiry_timestamp_seconds", "gauge",
+                      "When the served certificate expires (absent without TLS).");
         if (t && t->current->not_after > 0)
-                fprintf(f, "profd_http_tls_certificate_expiry_timestamp_seconds %" PRId64 "\n",
-                        t->current->not_after);
+                metric_sample(f, "profd_http_tls_certificate_expiry_timestamp_seconds", NULL,
+                              (uint64_t)t->current->not_after);
 }

@@ -7,17 +7,21 @@
 #include <microhttpd.h>
 #include <stdio.h>
 
-#include "http/http-auth.h"
+#include "http/auth-failure.h"
 #include "util/macro.h"
 
 typedef struct HttpTls HttpTls;
 
+/* Told of each handshake refused for want of an acceptable client certificate (http-auth.c counts
+ * them with the requests it refuses). */
+typedef void (*http_tls_refused_t)(AuthFailure f, void *userdata);
+
 /* Reads the PEM certificate (chain) and key, and the client CAs when client_ca_file is set (then
  * every connection must present a certificate they signed). A file that is missing, unusable,
- * or (the key) readable by every user is one log line and -errno. auth counts refused client
- * certificates and must outlive the object. */
-int http_tls_new(const char *cert_file, const char *key_file, const char *client_ca_file, HttpAuth *auth,
-                 HttpTls **ret);
+ * or (the key) readable by every user is one log line and -errno. on_refused (may be NULL) is
+ * called with userdata for every refused client certificate; userdata must outlive the object. */
+int http_tls_new(const char *cert_file, const char *key_file, const char *client_ca_file,
+                 http_tls_refused_t on_refused, void *userdata, HttpTls **ret);
 /* After the HTTP server is stopped (connections hold references). */
 HttpTls *http_tls_free(HttpTls *t);
 DEFINE_TRIVIAL_CLEANUP_FUNC(HttpTls *, http_tls_free);

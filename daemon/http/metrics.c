@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 #include <dirent.h>
 #include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +13,7 @@
 #include "http/http-server.h"
 #include "http/http-tls.h"
 #include "util/log.h"
+#include "util/metrics-writer.h"
 #include "http/metrics.h"
 #include "output/frame-names.h"
 #include "service/notify.h"
@@ -21,6 +21,7 @@
 #include "runtimes/python-procs.h"
 #include "runtimes/remote-memory.h"
 #include "util/safe-open.h"
+#include "util/time-util.h"
 #include "output/symbol-warmer.h"
 #include "unwind/table-pool.h"
 
@@ -90,21 +91,15 @@ LoopMonitor *loop_monitor_free(LoopMonitor *m)
 
 void loop_monitor_write_metrics(const LoopMonitor *m, FILE *f)
 {
-        fprintf(f,
-                "# HELP profd_event_loop_lag_seconds How late a periodic timer ran: time the loop was held "
-                "by other work.\n"
-                "# TYPE profd_event_loop_lag_seconds summary\n"
-                "profd_event_loop_lag_seconds_sum %.6f\n"
-                "profd_event_loop_lag_seconds_count %" PRIu64 "\n"
-                "# HELP profd_event_loop_lag_max_seconds Longest the loop was held so far.\n"
-                "# TYPE profd_event_loop_lag_max_seconds gauge\n"
-                "profd_event_loop_lag_max_seconds %.6f\n"
-                "# HELP profd_event_loop_stalls_total Loop checks that ran at least this late (seconds).\n"
-                "# TYPE profd_event_loop_stalls_total counter\n",
-                (double)m->lag_usec_sum / 1e6, m->checks, (double)m->lag_usec_max / 1e6);
-        for (size_t i = 0; i < ELEMENTSOF(loop_stall_thresholds_usec); i++)
-                fprintf(f, "profd_event_loop_stalls_total{over=\"%s\"} %" PRIu64 "\n", loop_stall_names[i],
-                        m->stalls[i]);
+        metric_family(f, "profd_event_loop_lag_seconds", "summary",
+                      "How late a periodic timer ran: time the loop was held by other work.");
+        metric_sample_double(f, "profd_event_loop_lag_seconds_sum", NULL, (double)m->lag_usec_sum / 1e6);
+        metric_sample(f, "profd_event_loop_lag_seconds_count", NULL, m->checks);
+        metric_family(f, "profd_event_loop_lag_max_seconds", "gauge", "Longest the loop was held so far.");
+        metric_sample_double(f, "profd_event_loop_lag_max_seconds", NULL, (double)m->lag_usec_max / 1e6);
+        metric_labelled(f, "profd_event_loop_stalls_total", "counter",
+                        "Loop checks that ran at least this late (seconds).", "over", loop_stall_names,
+                        m->stalls, ELEMENTSOF(loop_stall_thresholds_usec));
 }
 
 /* The process_* families every Prometheus client library exports (same names, same sources in
@@ -185,10 +180,8 @@ static void write_self(Daemon *d, FILE *f)
         int r = read_self_stat(&st);
         if (r < 0) {
                 /* Still the same families, from the clocks. */
-                struct timespec ts;
                 log_debug_errno(r, "Cannot read /proc/self/stat: %m");
-                if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0)
-                        st.cpu_seconds = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+                st.cpu_seconds = (double)now_ns(CLOCK_PROCESS_CPUTIME_ID) / 1e9;
         }
         struct rlimit rl = {};
         (void)getrlimit(RLIMIT_NOFILE, &rl);
@@ -204,33 +197,25 @@ static void write_self(Daemon *d, FILE *f)
                 }
         }
 
-        fprintf(f,
-                "# HELP profd_build_info profd version.\n"
-                "# TYPE profd_build_info gauge\n"
-                "profd_build_info{version=\"%s\"} 1\n"
-                "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n"
-                "# TYPE process_cpu_seconds_total counter\n"
-                "process_cpu_seconds_total %.2f\n"
-                "# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
-                "# TYPE process_resident_memory_bytes gauge\n"
-                "process_resident_memory_bytes %" PRIu64 "\n"
-                "# HELP process_virtual_memory_bytes Virtual memory size in bytes.\n"
-                "# TYPE process_virtual_memory_bytes gauge\n"
-                "process_virtual_memory_bytes %" PRIu64 "\n"
-                "# HELP process_open_fds Number of open file descriptors.\n"
-                "# TYPE process_open_fds gauge\n"
-                "process_open_fds %u\n"
-                "# HELP process_max_fds Maximum number of open file descriptors.\n"
-                "# TYPE process_max_fds gauge\n"
-                "process_max_fds %llu\n"
-                "# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.\n"
-                "# TYPE process_start_time_seconds gauge\n"
-                "process_start_time_seconds %.2f\n"
-                "# HELP profd_resident_memory_max_bytes Peak resident memory of the daemon (VmHWM).\n"
-                "# TYPE profd_resident_memory_max_bytes gauge\n"
-                "profd_resident_memory_max_bytes %" PRIu64 "\n",
-                PROFD_VERSION, st.cpu_seconds, st.resident_bytes, st.virtual_bytes, count_open_fds(),
-                (unsigned long long)rl.rlim_cur, st.start_time_seconds, hwm_kb * 1024);
+        char version[128];
+        snprintf(version, sizeof(version), "version=\"%s\"", PROFD_VERSION);
+        metric_family(f, "profd_build_info", "gauge", "profd version.");
+        metric_sample(f, "profd_build_info", version, 1);
+        /* The two process_* times keep the "%.2f" they always had (not metric_sample_double()). */
+        metric_family(f, "process_cpu_seconds_total", "counter",
+                      "Total user and system CPU time spent in seconds.");
+        fprintf(f, "process_cpu_seconds_total %.2f\n", st.cpu_seconds);
+        metric_gauge(f, "process_resident_memory_bytes", "Resident memory size in bytes.",
+                     st.resident_bytes);
+        metric_gauge(f, "process_virtual_memory_bytes", "Virtual memory size in bytes.", st.virtual_bytes);
+        metric_gauge(f, "process_open_fds", "Number of open file descriptors.", count_open_fds());
+        metric_gauge(f, "process_max_fds", "Maximum number of open file descriptors.",
+                     (uint64_t)rl.rlim_cur);
+        metric_family(f, "process_start_time_seconds", "gauge",
+                      "Start time of the process since unix epoch in seconds.");
+        fprintf(f, "process_start_time_seconds %.2f\n", st.start_time_seconds);
+        metric_gauge(f, "profd_resident_memory_max_bytes", "Peak resident memory of the daemon (VmHWM).",
+                     hwm_kb * 1024);
 }
 
 int metrics_render(Daemon *d, char **ret_text, size_t *ret_size)
