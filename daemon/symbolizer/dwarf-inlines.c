@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "symbolizer/dwarf-inlines.h"
+#include "util/array.h"
 #include "util/log.h"
 #include "util/macro.h"
 
@@ -47,14 +48,8 @@ static void exe_build_cu_index(Exe *e)
                                 continue;
                         if (e->n_cus >= SYMBOLIZER_MAX_CU_RANGES)
                                 goto done;
-                        if (e->n_cus == cap) {
-                                size_t ncap = cap ? cap * 2 : 64;
-                                CuRange *n = reallocarray(e->cus, ncap, sizeof(*n));
-                                if (!n)
-                                        goto done;
-                                e->cus = n;
-                                cap = ncap;
-                        }
+                        if (ARRAY_GROW(e->cus, cap, e->n_cus + 1, 64) < 0)
+                                goto done;
                         /* Ranges are in DWARF addresses; lookups are module addresses. */
                         e->cus[e->n_cus++] = (CuRange){.low = low + bias, .high = high + bias, .cu = *cu};
                 }

@@ -8,6 +8,7 @@
 
 #include "symbolizer/elf-symbols.h"
 #include "symbolizer/go-names.h"
+#include "util/array.h"
 #include "util/macro.h"
 
 int exesym_cmp(const void *a, const void *b)
@@ -189,14 +190,8 @@ int exe_load_syms(Exe *e)
                 if (type == STT_NOTYPE) {
                         if (sym.st_size != 0 || !in_ranges(text, n_text, addr))
                                 continue;
-                        if (n_notype == cap_notype) {
-                                size_t ncap = cap_notype ? 2 * cap_notype : 16;
-                                uint64_t *nn = reallocarray(notype, ncap, sizeof(*nn));
-                                if (!nn)
-                                        continue;
-                                notype = nn;
-                                cap_notype = ncap;
-                        }
+                        if (ARRAY_GROW(notype, cap_notype, n_notype + 1, 16) < 0)
+                                continue;
                         notype[n_notype++] = addr;
                 }
                 e->syms[k] = (ExeSym){.addr = addr, .size = sym.st_size, .name = name};

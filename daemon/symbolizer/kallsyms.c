@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "symbolizer/kallsyms.h"
+#include "util/array.h"
 #include "util/hash.h"
 #include "util/macro.h"
 #include "util/time-util.h"
@@ -32,16 +33,8 @@ static int knames_add(Kallsyms *k, const char *str, size_t len, size_t *cap, uin
 {
         if (k->knames_size + len + 1 > UINT32_MAX)
                 return -E2BIG;
-        if (k->knames_size + len + 1 > *cap) {
-                size_t ncap = *cap ? *cap * 2 : 1 << 20;
-                while (ncap < k->knames_size + len + 1)
-                        ncap *= 2;
-                char *n = realloc(k->knames, ncap);
-                if (!n)
-                        return -ENOMEM;
-                k->knames = n;
-                *cap = ncap;
-        }
+        if (ARRAY_GROW(k->knames, *cap, k->knames_size + len + 1, 1 << 20) < 0)
+                return -ENOMEM;
         memcpy(k->knames + k->knames_size, str, len);
         k->knames[k->knames_size + len] = 0;
         *ret = (uint32_t)k->knames_size;
@@ -116,14 +109,8 @@ int kallsyms_load(Kallsyms *k, const char *path)
                 r = knames_add(k, name, strlen(name), &cap, &name_off);
                 if (r < 0)
                         return (k->kallsyms_error = r);
-                if (k->n_ksyms == kcap) {
-                        size_t ncap = kcap ? kcap * 2 : 65536;
-                        KSym *n = reallocarray(k->ksyms, ncap, sizeof(*n));
-                        if (!n)
-                                return (k->kallsyms_error = -ENOMEM);
-                        k->ksyms = n;
-                        kcap = ncap;
-                }
+                if (ARRAY_GROW(k->ksyms, kcap, k->n_ksyms + 1, 65536) < 0)
+                        return (k->kallsyms_error = -ENOMEM);
                 k->ksyms[k->n_ksyms++] = (KSym){.addr = addr, .name = name_off, .module = mod_off};
         }
         qsort_safe(k->ksyms, k->n_ksyms, sizeof(*k->ksyms), ksym_cmp);

@@ -8,6 +8,7 @@
 
 #include "symbolizer/elf-symbols.h"
 #include "symbolizer/plt-names.h"
+#include "util/array.h"
 #include "util/macro.h"
 
 /* Relocations read to name PLT entries, per file: bounds the work on hostile files (a big
@@ -77,14 +78,8 @@ static void plt_read_relocs(Exe *e, Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh,
                         continue;
                 if (is_rela_plt && pr->jump_slots && i < pr->n_jump_slots)
                         pr->jump_slots[i] = name;
-                if (pr->n_slots == pr->cap) {
-                        size_t ncap = pr->cap ? pr->cap * 2 : 64;
-                        GotSlot *ns = reallocarray(pr->slots, ncap, sizeof(*ns));
-                        if (!ns)
-                                return;
-                        pr->slots = ns;
-                        pr->cap = ncap;
-                }
+                if (ARRAY_GROW(pr->slots, pr->cap, pr->n_slots + 1, 64) < 0)
+                        return;
                 pr->slots[pr->n_slots++] = (GotSlot){.got = rela.r_offset, .name = name};
         }
 }
@@ -208,14 +203,8 @@ void exe_load_plt(Exe *e)
                         char *label;
                         if (!fn)
                                 continue;
-                        if (e->n_plt == cap) {
-                                size_t ncap = cap ? cap * 2 : 16;
-                                ExeSym *ns = reallocarray(e->plt, ncap, sizeof(*ns));
-                                if (!ns)
-                                        goto done;
-                                e->plt = ns;
-                                cap = ncap;
-                        }
+                        if (ARRAY_GROW(e->plt, cap, e->n_plt + 1, 16) < 0)
+                                goto done;
                         if (asprintf(&label, "%s@plt", fn) < 0)
                                 goto done;
                         e->plt[e->n_plt++] =

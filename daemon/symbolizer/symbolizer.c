@@ -20,6 +20,7 @@
 #include "symbolizer/result-frames.h"
 #include "symbolizer/symbolizer.h"
 #include "util/log.h"
+#include "util/metrics-writer.h"
 #include "util/time-util.h"
 
 /* An executable that could not be opened is not retried for this long. */
@@ -407,48 +408,44 @@ size_t symbolizer_kernel_build_id(Symbolizer *s, const uint8_t **ret)
 
 void symbolizer_write_metrics(const Symbolizer *s, FILE *f)
 {
-        fprintf(f,
-                "# HELP profd_symbolizer_executables Executables with open symbol tables.\n"
-                "# TYPE profd_symbolizer_executables gauge\n"
-                "profd_symbolizer_executables %zu\n"
-                "# HELP profd_symbolizer_executables_total Executables opened, evicted or failed to open.\n"
-                "# TYPE profd_symbolizer_executables_total counter\n"
-                "profd_symbolizer_executables_total{event=\"opened\"} %" PRIu64 "\n"
-                "profd_symbolizer_executables_total{event=\"evicted\"} %" PRIu64 "\n"
-                "profd_symbolizer_executables_total{event=\"failed\"} %" PRIu64 "\n"
-                "# HELP profd_symbolizer_lookups_total Addresses looked up, by result.\n"
-                "# TYPE profd_symbolizer_lookups_total counter\n"
-                "profd_symbolizer_lookups_total{space=\"user\",result=\"cached\"} %" PRIu64 "\n"
-                "profd_symbolizer_lookups_total{space=\"user\",result=\"dwarf\"} %" PRIu64 "\n"
-                "profd_symbolizer_lookups_total{space=\"user\",result=\"symbol\"} %" PRIu64 "\n"
-                "profd_symbolizer_lookups_total{space=\"user\",result=\"no_symbol\"} %" PRIu64 "\n"
-                "profd_symbolizer_lookups_total{space=\"user\",result=\"no_file\"} %" PRIu64 "\n"
-                "profd_symbolizer_lookups_total{space=\"user\",result=\"perf_map\"} %" PRIu64 "\n"
-                "profd_symbolizer_lookups_total{space=\"kernel\",result=\"symbol\"} %" PRIu64 "\n"
-                "profd_symbolizer_lookups_total{space=\"kernel\",result=\"unknown\"} %" PRIu64 "\n"
-                "# HELP profd_symbolizer_dwarf_unused_total Executables whose DWARF was not read because "
-                "libdw would open files it names by itself: a dwz file (.gnu_debugaltlink) not found, split "
-                "DWARF (.dwo).\n"
-                "# TYPE profd_symbolizer_dwarf_unused_total counter\n"
-                "profd_symbolizer_dwarf_unused_total{reason=\"dwz_file_missing\"} %" PRIu64 "\n"
-                "profd_symbolizer_dwarf_unused_total{reason=\"split_dwarf\"} %" PRIu64 "\n"
-                "# HELP profd_symbolizer_cache_entries Resolved addresses cached.\n"
-                "# TYPE profd_symbolizer_cache_entries gauge\n"
-                "profd_symbolizer_cache_entries %zu\n"
-                "# HELP profd_symbolizer_cache_bytes Memory of the cached frames.\n"
-                "# TYPE profd_symbolizer_cache_bytes gauge\n"
-                "profd_symbolizer_cache_bytes %zu\n"
-                "# HELP profd_symbolizer_kallsyms_symbols Kernel text symbols loaded.\n"
-                "# TYPE profd_symbolizer_kallsyms_symbols gauge\n"
-                "profd_symbolizer_kallsyms_symbols %zu\n"
-                "# HELP profd_symbolizer_kallsyms_hidden 1 if kptr_restrict hides kernel addresses.\n"
-                "# TYPE profd_symbolizer_kallsyms_hidden gauge\n"
-                "profd_symbolizer_kallsyms_hidden %d\n",
-                s->elf.n_exes, s->elf.n_exe_opened, s->elf.n_exe_evicted, s->elf.n_exe_failed,
-                s->n_cache_hits, s->n_user_dwarf, s->n_user_symbolized - s->n_user_dwarf,
-                s->n_user_no_symbol, s->n_user_no_file, s->n_user_perf_map, s->n_kernel_symbolized,
-                s->n_kernel - s->n_kernel_symbolized, s->elf.n_dwarf_unsafe[0], s->elf.n_dwarf_unsafe[1],
-                s->cache_entries, s->cache_bytes, s->kernel.n_ksyms, s->kernel.kallsyms_hidden);
+        static const char *const exe_events[] = {"opened", "evicted", "failed"};
+        static const char *const lookups[] = {
+                "space=\"user\",result=\"cached\"",   "space=\"user\",result=\"dwarf\"",
+                "space=\"user\",result=\"symbol\"",   "space=\"user\",result=\"no_symbol\"",
+                "space=\"user\",result=\"no_file\"",  "space=\"user\",result=\"perf_map\"",
+                "space=\"kernel\",result=\"symbol\"", "space=\"kernel\",result=\"unknown\"",
+        };
+        static const char *const dwarf_unused[] = {"dwz_file_missing", "split_dwarf"};
+        const uint64_t exe_counts[] = {s->elf.n_exe_opened, s->elf.n_exe_evicted, s->elf.n_exe_failed};
+        const uint64_t lookup_counts[] = {
+                s->n_cache_hits,
+                s->n_user_dwarf,
+                s->n_user_symbolized - s->n_user_dwarf,
+                s->n_user_no_symbol,
+                s->n_user_no_file,
+                s->n_user_perf_map,
+                s->n_kernel_symbolized,
+                s->n_kernel - s->n_kernel_symbolized,
+        };
+
+        metric_gauge(f, "profd_symbolizer_executables", "Executables with open symbol tables.",
+                     s->elf.n_exes);
+        metric_labelled(f, "profd_symbolizer_executables_total", "counter",
+                        "Executables opened, evicted or failed to open.", "event", exe_events, exe_counts,
+                        ELEMENTSOF(exe_events));
+        metric_family(f, "profd_symbolizer_lookups_total", "counter", "Addresses looked up, by result.");
+        for (size_t i = 0; i < ELEMENTSOF(lookups); i++)
+                metric_sample(f, "profd_symbolizer_lookups_total", lookups[i], lookup_counts[i]);
+        metric_labelled(f, "profd_symbolizer_dwarf_unused_total", "counter",
+                        "Executables whose DWARF was not read because libdw would open files it names by "
+                        "itself: a dwz file (.gnu_debugaltlink) not found, split DWARF (.dwo).",
+                        "reason", dwarf_unused, s->elf.n_dwarf_unsafe, ELEMENTSOF(dwarf_unused));
+        metric_gauge(f, "profd_symbolizer_cache_entries", "Resolved addresses cached.", s->cache_entries);
+        metric_gauge(f, "profd_symbolizer_cache_bytes", "Memory of the cached frames.", s->cache_bytes);
+        metric_gauge(f, "profd_symbolizer_kallsyms_symbols", "Kernel text symbols loaded.",
+                     s->kernel.n_ksyms);
+        metric_gauge(f, "profd_symbolizer_kallsyms_hidden", "1 if kptr_restrict hides kernel addresses.",
+                     s->kernel.kallsyms_hidden);
         perf_maps_write_metrics(s->perf_maps, f);
 }
 
