@@ -86,15 +86,10 @@ static void plt_read_relocs(Exe *e, Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh,
 
 static const char *plt_slot_name(const PltRelocs *pr, uint64_t got)
 {
-        size_t lo = 0, hi = pr->n_slots;
-        while (lo < hi) {
-                size_t mid = (lo + hi) / 2;
-                if (pr->slots[mid].got < got)
-                        lo = mid + 1;
-                else
-                        hi = mid;
-        }
-        return lo < pr->n_slots && pr->slots[lo].got == got ? pr->slots[lo].name : NULL;
+        bool found;
+        size_t i = SORTED_INDEX(pr->slots, pr->n_slots, _e.got, got, &found);
+
+        return found ? pr->slots[i].name : NULL;
 }
 
 static bool bytes_at(const uint8_t *p, size_t avail, size_t off, const char *want, size_t n)
