@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "output/flamegraph.h"
+#include "aggregator/window-filter.h"
 #include "sampler/sample-filter.h"
 
 #include "lib/test-util.h"

@@ -23,6 +23,7 @@
 #include "http/profile-request.h"
 #include "output/symbol-warmer.h"
 #include "util/log.h"
+#include "aggregator/window-filter.h"
 #include "util/time-util.h"
 #include "util/timestamp.h"
 
