@@ -4,11 +4,10 @@
  * visible yet, and the end of tracking a process. */
 #include <errno.h>
 #include <inttypes.h>
+#include <search.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#include <search.h>
 
 #include "util/log.h"
 #include "util/time-util.h"

@@ -3,12 +3,11 @@
  * from the cache (builds queued), the dynamic loader watched, exec -> ready measured; the worker
  * that runs the queue. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#include <fcntl.h>
 
 #include "util/log.h"
 #include "util/time-util.h"

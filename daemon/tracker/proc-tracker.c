@@ -2,15 +2,14 @@
 /* The process tracker's life: start (hooks, then the /proc scan), housekeeping and the /proc
  * sweep, end. Tracked processes and their queue are in proc-tracker-queue.c, re-reads and pushes
  * in proc-tracker-refresh.c, events in proc-tracker-events.c. */
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#include <ctype.h>
-#include <dirent.h>
-#include <limits.h>
 
 #include "util/log.h"
 #include "util/time-util.h"

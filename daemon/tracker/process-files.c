@@ -3,18 +3,17 @@
  * PT_LOAD segments), the descriptors kept open and the budget they live in, the vDSO. */
 #include <errno.h>
 #include <fcntl.h>
+#include <gelf.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
-
-#include <gelf.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "util/hash.h"
 #include "util/time-util.h"

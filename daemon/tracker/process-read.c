@@ -1,18 +1,17 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /* Reads /proc/PID/stat and /proc/PID/maps into a process of the table: its executable mappings,
  * each with its file (opened safely, shared), build ID and load bias. */
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
-
-#include <elf.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "util/array.h"
 #include "util/log.h"

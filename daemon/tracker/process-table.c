@@ -4,14 +4,13 @@
  * process-read.c, the memory budget in process-table-budget.c. */
 #include <errno.h>
 #include <fcntl.h>
+#include <gelf.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <gelf.h>
 
 #include "util/array.h"
 #include "util/time-util.h"
