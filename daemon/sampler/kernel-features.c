@@ -12,6 +12,7 @@
 #include "sampler/kernel-features.h"
 #include "util/log.h"
 #include "util/macro.h"
+#include "util/metrics-writer.h"
 
 static const char *const feature_names[_KERNEL_FEATURE_MAX] = {
         [KERNEL_FEATURE_TASK_BTF] = "task_btf",
@@ -43,7 +44,8 @@ static bool have_perf_event_dynamic_maps(void)
         _cleanup_close_ int map_fd = -EBADF;
         _cleanup_close_ int prog_fd = -EBADF;
 
-        map_fd = bpf_map_create(BPF_MAP_TYPE_HASH, "profd_probe", sizeof(uint32_t), sizeof(uint64_t), 1, &mopts);
+        map_fd = bpf_map_create(BPF_MAP_TYPE_HASH, "profd_probe", sizeof(uint32_t), sizeof(uint64_t), 1,
+                                &mopts);
         if (map_fd < 0)
                 return false;
         struct bpf_insn insns[] = {
@@ -53,13 +55,17 @@ static bool have_perf_event_dynamic_maps(void)
                 {.code = BPF_ALU64 | BPF_MOV | BPF_X, .dst_reg = BPF_REG_2, .src_reg = BPF_REG_10},
                 {.code = BPF_ALU64 | BPF_ADD | BPF_K, .dst_reg = BPF_REG_2, .imm = -4},
                 /* r1 = map (two instructions) */
-                {.code = BPF_LD | BPF_DW | BPF_IMM, .dst_reg = BPF_REG_1, .src_reg = BPF_PSEUDO_MAP_FD, .imm = map_fd},
+                {.code = BPF_LD | BPF_DW | BPF_IMM,
+                 .dst_reg = BPF_REG_1,
+                 .src_reg = BPF_PSEUDO_MAP_FD,
+                 .imm = map_fd},
                 {},
                 {.code = BPF_JMP | BPF_CALL, .imm = BPF_FUNC_map_lookup_elem},
                 {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0},
                 {.code = BPF_JMP | BPF_EXIT},
         };
-        prog_fd = bpf_prog_load(BPF_PROG_TYPE_PERF_EVENT, "profd_probe", "GPL", insns, ELEMENTSOF(insns), NULL);
+        prog_fd = bpf_prog_load(BPF_PROG_TYPE_PERF_EVENT, "profd_probe", "GPL", insns, ELEMENTSOF(insns),
+                                NULL);
         return prog_fd >= 0;
 }
 
@@ -135,10 +141,12 @@ const KernelFeatures *kernel_features_get(void)
 
 void kernel_features_write_metrics(const KernelFeatures *k, FILE *f)
 {
-        fputs("# HELP profd_kernel_feature 1 when the running kernel's BPF has the feature; 0: profd uses its "
-              "fallback (see docs/kernels.md).\n"
-              "# TYPE profd_kernel_feature gauge\n",
-              f);
+        uint64_t have[_KERNEL_FEATURE_MAX];
+
         for (size_t i = 0; i < _KERNEL_FEATURE_MAX; i++)
-                fprintf(f, "profd_kernel_feature{name=\"%s\"} %d\n", feature_names[i], k->have[i]);
+                have[i] = k->have[i];
+        metric_labelled(f, "profd_kernel_feature", "gauge",
+                        "1 when the running kernel's BPF has the feature; 0: profd uses its fallback (see "
+                        "docs/kernels.md).",
+                        "name", feature_names, have, _KERNEL_FEATURE_MAX);
 }

@@ -9,6 +9,7 @@
 #include <bpf/libbpf.h>
 
 #include "util/log.h"
+#include "util/time-util.h"
 #include "sampler/sample-filter.h"
 
 /* How often --unit/--cgroup are looked up again. A unit restarted within this period is missed
@@ -136,13 +137,6 @@ struct CgroupFilter {
         bool all_found; /* every --unit/--cgroup had a cgroup at the last walk */
         uint64_t last_walk_usec;
 };
-
-static uint64_t now_usec(clockid_t clock)
-{
-        struct timespec ts;
-        clock_gettime(clock, &ts);
-        return (uint64_t)ts.tv_sec * USEC_PER_SEC + (uint64_t)ts.tv_nsec / NSEC_PER_USEC;
-}
 
 /* true: every current cgroup is still there with the same id (no walk needed). */
 static bool cgroup_filter_still_valid(CgroupFilter *c)

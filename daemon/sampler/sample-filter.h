@@ -41,6 +41,7 @@ void sample_filter_to_bpf(const SampleFilter *f, struct profd_filter_config *ret
 
 /* Keeps the BPF map "profd_filter_cgroups" in step with the cgroups of --unit/--cgroup: resolves
  * them now and re-resolves every few seconds (a restarted unit gets a new cgroup id). */
+struct bpf_object;
 typedef struct CgroupFilter CgroupFilter;
 int cgroup_filter_new(sd_event *e, const SampleFilter *f, CgroupResolver *cg, struct bpf_object *obj,
                       CgroupFilter **ret);

@@ -12,6 +12,8 @@
 
 #include "tracker/cgroup-resolver.h"
 #include "util/log.h"
+#include "util/metrics-writer.h"
+#include "util/time-util.h"
 
 /* A failed resolution (cgroup already gone, or not yet visible) is retried after this long, so a
  * storm of samples from one unresolvable id costs one syscall per period, not one per sample. */
@@ -544,13 +546,10 @@ void cgroup_resolver_note(CgroupResolver *r, uint64_t id, uint64_t now_ns)
 const char *cgroup_resolver_label(void *userdata, Label label, uint64_t cgroup_id)
 {
         CgroupResolver *r = userdata;
-        struct timespec ts;
 
         if (!r || cgroup_id == 0)
                 return NULL;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        const CgroupInfo *i =
-                cgroup_resolver_get(r, cgroup_id, (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec);
+        const CgroupInfo *i = cgroup_resolver_get(r, cgroup_id, now_ns(CLOCK_REALTIME));
         switch (label) {
         case LABEL_UNIT:
                 return i->unit;
@@ -572,23 +571,16 @@ void cgroup_resolver_gc(CgroupResolver *r, uint64_t now_ns)
 
 void cgroup_resolver_write_metrics(const CgroupResolver *r, FILE *f)
 {
-        fprintf(f,
-                "# HELP profd_cgroup_cache_entries cgroup ids with a cached path/unit/container id.\n"
-                "# TYPE profd_cgroup_cache_entries gauge\n"
-                "profd_cgroup_cache_entries %zu\n"
-                "# HELP profd_cgroup_resolutions_total cgroup id resolutions by result (failed: cgroup "
-                "gone).\n"
-                "# TYPE profd_cgroup_resolutions_total counter\n"
-                "profd_cgroup_resolutions_total{result=\"ok\"} %" PRIu64 "\n"
-                "profd_cgroup_resolutions_total{result=\"failed\"} %" PRIu64 "\n"
-                "# HELP profd_cgroup_cache_evictions_total cgroup ids forgotten because the cache was "
-                "full.\n"
-                "# TYPE profd_cgroup_cache_evictions_total counter\n"
-                "profd_cgroup_cache_evictions_total %" PRIu64 "\n"
-                "# HELP profd_cgroup_tree_walks_total walks of the cgroup tree (--unit lookup, fallback).\n"
-                "# TYPE profd_cgroup_tree_walks_total counter\n"
-                "profd_cgroup_tree_walks_total %" PRIu64 "\n",
-                r->n_used, r->n_resolved, r->n_failed, r->n_evicted, r->n_walks);
+        metric_gauge(f, "profd_cgroup_cache_entries", "cgroup ids with a cached path/unit/container id.",
+                     r->n_used);
+        metric_labelled(f, "profd_cgroup_resolutions_total", "counter",
+                        "cgroup id resolutions by result (failed: cgroup gone).", "result",
+                        (const char *const[]){"ok", "failed"},
+                        (const uint64_t[]){r->n_resolved, r->n_failed}, 2);
+        metric_counter(f, "profd_cgroup_cache_evictions_total",
+                       "cgroup ids forgotten because the cache was full.", r->n_evicted);
+        metric_counter(f, "profd_cgroup_tree_walks_total",
+                       "walks of the cgroup tree (--unit lookup, fallback).", r->n_walks);
 }
 
 int cgroup_resolver_find_path(CgroupResolver *r, const char *spec, CgroupMatch *ret)

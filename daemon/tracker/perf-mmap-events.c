@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "util/log.h"
+#include "util/metrics-writer.h"
 #include "tracker/perf-mmap-events.h"
 #include "util/time-util.h"
 
@@ -284,19 +285,16 @@ void perf_mmap_events_write_metrics(const PerfMmapEvents *pm, FILE *f)
 {
         if (!pm)
                 return;
-        fprintf(f,
-                "# HELP profd_perf_mmap_records_total Kernel perf mmap records read (anonymous executable "
-                "memory where no BPF hook sees mmap/mprotect).\n"
-                "# TYPE profd_perf_mmap_records_total counter\n"
-                "profd_perf_mmap_records_total %" PRIu64 "\n"
-                "# HELP profd_perf_mmap_records_dropped_total Anonymous executable ranges not passed on, "
-                "by reason.\n"
-                "# TYPE profd_perf_mmap_records_dropped_total counter\n"
-                "profd_perf_mmap_records_dropped_total{reason=\"ring_full\"} %" PRIu64 "\n"
-                "profd_perf_mmap_records_dropped_total{reason=\"too_long\"} %" PRIu64 "\n"
-                "# HELP profd_perf_mmap_holdoffs_total Times the perf mmap rings were left alone for 5 ms "
-                "because records kept coming (a process mapping files in a loop).\n"
-                "# TYPE profd_perf_mmap_holdoffs_total counter\n"
-                "profd_perf_mmap_holdoffs_total %" PRIu64 "\n",
-                pm->n_records, pm->n_lost, pm->n_skipped, pm->n_holdoffs);
+        metric_counter(f, "profd_perf_mmap_records_total",
+                       "Kernel perf mmap records read (anonymous executable memory where no BPF hook sees "
+                       "mmap/mprotect).",
+                       pm->n_records);
+        metric_labelled(f, "profd_perf_mmap_records_dropped_total", "counter",
+                        "Anonymous executable ranges not passed on, by reason.", "reason",
+                        (const char *const[]){"ring_full", "too_long"},
+                        (const uint64_t[]){pm->n_lost, pm->n_skipped}, 2);
+        metric_counter(f, "profd_perf_mmap_holdoffs_total",
+                       "Times the perf mmap rings were left alone for 5 ms because records kept coming (a "
+                       "process mapping files in a loop).",
+                       pm->n_holdoffs);
 }

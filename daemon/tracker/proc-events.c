@@ -12,6 +12,7 @@
 
 #include "events.skel.h"
 #include "util/log.h"
+#include "util/metrics-writer.h"
 #include "tracker/perf-mmap-events.h"
 #include "tracker/proc-events.h"
 
@@ -471,74 +472,63 @@ uint64_t proc_events_dropped(const ProcEvents *pe)
 
 void proc_events_write_metrics(const ProcEvents *pe, FILE *f)
 {
+        const char *sent[PROFD_EVCNT_DROPPED];
         uint64_t c[PROFD_EVCNT__MAX];
+        char labels[128];
 
         if (!pe)
                 return;
         read_counters(pe, c);
-        fputs("# HELP profd_process_events_sent_total Process events the kernel hooks delivered.\n"
-              "# TYPE profd_process_events_sent_total counter\n",
-              f);
-        for (unsigned t = 1; t < PROFD_EVCNT_DROPPED; t++)
-                if (event_type_names[t] && (t <= PROFD_EV_FORK || t == PROFD_EV_ANON_EXEC))
-                        fprintf(f, "profd_process_events_sent_total{type=\"%s\"} %" PRIu64 "\n",
-                                event_type_names[t], c[PROFD_EVCNT_SENT + t]);
-        fputs("# HELP profd_process_events_dropped_total Process events lost in the kernel, by reason.\n"
-              "# TYPE profd_process_events_dropped_total counter\n",
-              f);
-        for (unsigned t = 1; t < PROFD_EVCNT_DROPPED; t++)
-                if (event_type_names[t] && (t <= PROFD_EV_FORK || t == PROFD_EV_ANON_EXEC))
-                        fprintf(f,
-                                "profd_process_events_dropped_total{type=\"%s\",reason=\"ringbuf_full\"} "
-                                "%" PRIu64 "\n",
-                                event_type_names[t], c[PROFD_EVCNT_DROPPED + t]);
-        fprintf(f, "profd_process_events_dropped_total{type=\"any\",reason=\"malformed\"} %" PRIu64 "\n",
-                pe->malformed);
-        fputs("# HELP profd_process_events_received_total Process events the daemon read, by type.\n"
-              "# TYPE profd_process_events_received_total counter\n",
-              f);
-        for (unsigned t = 1; t < PROFD_EVCNT_DROPPED; t++)
-                if (event_type_names[t])
-                        fprintf(f, "profd_process_events_received_total{type=\"%s\"} %" PRIu64 "\n",
-                                event_type_names[t], pe->received[t]);
-        fputs("# HELP profd_process_event_hook How each process event hook is attached (1 = this way).\n"
-              "# TYPE profd_process_event_hook gauge\n",
-              f);
-        for (size_t i = 0; i < _HOOK_MAX; i++)
-                fprintf(f, "profd_process_event_hook{hook=\"%s\",via=\"%s\"} 1\n", pe->hooks[i].name,
-                        pe->hooks[i].attached ?: "none");
-        fprintf(f, "profd_process_event_hook{hook=\"anon_exec\",via=\"%s\"} 1\n", pe->anon_via ?: "none");
-        fputs("# HELP profd_process_events_ratelimited_total Events not sent by BPF: mprotect +X within "
-              "100 ms of the process's last one, file mappings past the process's burst of 64 (then "
-              "one per 10 ms).\n"
-              "# TYPE profd_process_events_ratelimited_total counter\n",
-              f);
-        fprintf(f, "profd_process_events_ratelimited_total{event=\"mprotect\"} %" PRIu64 "\n",
-                c[PROFD_EVCNT_RATELIMITED]);
-        fprintf(f, "profd_process_events_ratelimited_total{event=\"mmap\"} %" PRIu64 "\n",
-                c[PROFD_EVCNT_MMAP_RATELIMITED]);
-        fprintf(f, "profd_process_events_ratelimited_total{event=\"anon_exec\"} %" PRIu64 "\n",
-                c[PROFD_EVCNT_ANON_RATELIMITED]);
-        fprintf(f,
-                "# HELP profd_process_events_anon_deduped_total Anonymous executable ranges not sent: "
-                "the same range was sent from that CPU just before (JIT W^X flips).\n"
-                "# TYPE profd_process_events_anon_deduped_total counter\n"
-                "profd_process_events_anon_deduped_total %" PRIu64 "\n",
+        /* The kernel hooks' event types; the unwinder's reports (unknown pid/pc) come from elsewhere. */
+        for (unsigned t = 0; t < PROFD_EVCNT_DROPPED; t++)
+                sent[t] = t > 0 && event_type_names[t] && (t <= PROFD_EV_FORK || t == PROFD_EV_ANON_EXEC)
+                                  ? event_type_names[t]
+                                  : NULL;
+        metric_labelled(f, "profd_process_events_sent_total", "counter",
+                        "Process events the kernel hooks delivered.", "type", sent, c + PROFD_EVCNT_SENT,
+                        PROFD_EVCNT_DROPPED);
+        metric_family(f, "profd_process_events_dropped_total", "counter",
+                      "Process events lost in the kernel, by reason.");
+        for (unsigned t = 0; t < PROFD_EVCNT_DROPPED; t++)
+                if (sent[t]) {
+                        snprintf(labels, sizeof(labels), "type=\"%s\",reason=\"ringbuf_full\"", sent[t]);
+                        metric_sample(f, "profd_process_events_dropped_total", labels,
+                                      c[PROFD_EVCNT_DROPPED + t]);
+                }
+        metric_sample(f, "profd_process_events_dropped_total", "type=\"any\",reason=\"malformed\"",
+                      pe->malformed);
+        metric_labelled(f, "profd_process_events_received_total", "counter",
+                        "Process events the daemon read, by type.", "type", event_type_names + 1,
+                        pe->received + 1, PROFD_EVCNT_DROPPED - 1);
+        metric_family(f, "profd_process_event_hook", "gauge",
+                      "How each process event hook is attached (1 = this way).");
+        for (size_t i = 0; i < _HOOK_MAX; i++) {
+                snprintf(labels, sizeof(labels), "hook=\"%s\",via=\"%s\"", pe->hooks[i].name,
+                         pe->hooks[i].attached ?: "none");
+                metric_sample(f, "profd_process_event_hook", labels, 1);
+        }
+        snprintf(labels, sizeof(labels), "hook=\"anon_exec\",via=\"%s\"", pe->anon_via ?: "none");
+        metric_sample(f, "profd_process_event_hook", labels, 1);
+        metric_labelled(f, "profd_process_events_ratelimited_total", "counter",
+                        "Events not sent by BPF: mprotect +X within 100 ms of the process's last one, file "
+                        "mappings past the process's burst of 64 (then one per 10 ms).",
+                        "event", (const char *const[]){"mprotect", "mmap", "anon_exec"},
+                        (const uint64_t[]){c[PROFD_EVCNT_RATELIMITED], c[PROFD_EVCNT_MMAP_RATELIMITED],
+                                           c[PROFD_EVCNT_ANON_RATELIMITED]},
+                        3);
+        metric_counter(
+                f, "profd_process_events_anon_deduped_total",
+                "Anonymous executable ranges not sent: the same range was sent from that CPU just before "
+                "(JIT W^X flips).",
                 c[PROFD_EVCNT_ANON_DEDUPED]);
         perf_mmap_events_write_metrics(pe->perf, f);
         if (pe->loader_uprobes) {
                 size_t n = 0;
                 for (size_t i = 0; i < pe->n_loaders; i++)
                         n += pe->loaders[i].link != NULL;
-                fprintf(f,
-                        "# HELP profd_process_events_loaders_watched Dynamic loader files with a dlopen "
-                        "uprobe.\n"
-                        "# TYPE profd_process_events_loaders_watched gauge\n"
-                        "profd_process_events_loaders_watched %zu\n"
-                        "# HELP profd_process_events_loader_failures_total Loader files that could not be "
-                        "watched.\n"
-                        "# TYPE profd_process_events_loader_failures_total counter\n"
-                        "profd_process_events_loader_failures_total %" PRIu64 "\n",
-                        n, pe->n_loader_failures);
+                metric_gauge(f, "profd_process_events_loaders_watched",
+                             "Dynamic loader files with a dlopen uprobe.", n);
+                metric_counter(f, "profd_process_events_loader_failures_total",
+                               "Loader files that could not be watched.", pe->n_loader_failures);
         }
 }

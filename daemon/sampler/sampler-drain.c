@@ -1,0 +1,274 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* Drains a retired map generation: reads and empties the counts and stack maps, splices Python
+ * frames into user stacks, and hands the interval's records to the callback. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "util/array.h"
+#include "util/log.h"
+#include "util/macro.h"
+#include "util/time-util.h"
+#include "sampler/sampler-drain.h"
+#include "sampler/sampler-internal.h"
+
+#include "profile.skel.h"
+
+/* Entries per batch syscall while draining; grown on -ENOSPC (a bucket larger than the batch). */
+#define SAMPLER_BATCH 256u
+
+void sampler_drain_done(Drain *d)
+{
+        free(d->keys);
+        free(d->counts);
+        free(d->stacks);
+        free(d->kstacks);
+        free(d->frames);
+        free(d->exact);
+        free(d->batch_keys);
+        free(d->batch_values);
+        free(d->records);
+        *d = (Drain){};
+}
+
+/* Reads and deletes every entry of a hash map into d->batch_keys/values (appending from index
+ * *n). Nothing writes the map meanwhile: it is the retired generation. */
+static int map_drain_all(Drain *d, int fd, size_t key_size, size_t value_size, size_t *ret_n)
+{
+        DECLARE_LIBBPF_OPTS(bpf_map_batch_opts, opts);
+        uint64_t in_batch = 0, out_batch = 0;
+        size_t n = 0, batch = SAMPLER_BATCH;
+        bool first = true;
+        int r;
+
+        for (;;) {
+                uint32_t count = batch;
+
+                r = array_grow(&d->batch_keys, &d->batch_keys_size, (n + batch) * key_size, 1, 64);
+                if (r < 0)
+                        return r;
+                r = array_grow(&d->batch_values, &d->batch_values_size, (n + batch) * value_size, 1, 64);
+                if (r < 0)
+                        return r;
+
+                r = bpf_map_lookup_and_delete_batch(fd, first ? NULL : &in_batch, &out_batch,
+                                                    (char *)d->batch_keys + n * key_size,
+                                                    (char *)d->batch_values + n * value_size, &count, &opts);
+                if (r < 0 && r != -ENOENT) {
+                        if (r == -ENOSPC && batch < (1u << 20)) {
+                                batch *= 2; /* one hash bucket holds more than a batch */
+                                continue;
+                        }
+                        return r;
+                }
+                n += count;
+                if (r == -ENOENT)
+                        break;
+                in_batch = out_batch;
+                first = false;
+        }
+        *ret_n = n;
+        return 0;
+}
+
+static int cmp_stack(const void *a, const void *b)
+{
+        const DrainedStack *x = a, *y = b;
+
+        return x->hash < y->hash ? -1 : x->hash > y->hash;
+}
+
+static const DrainedStack *find_stack(const DrainedStack *v, size_t n, uint64_t hash)
+{
+        DrainedStack k = {.hash = hash};
+
+        return hash ? bsearch(&k, v, n, sizeof(*v), cmp_stack) : NULL;
+}
+
+/* Copies the drained stack values (len-prefixed arrays of max_frames) into the frame pool. User
+ * frames: PROFD_FRAME_EXACT moves from the address into d->exact (kernel addresses have bit 63
+ * set by nature). */
+static int collect_stacks(Drain *d, size_t n, size_t value_size, size_t max_frames, bool user,
+                          DrainedStack **stacks, size_t *n_stacks, size_t *cap_stacks)
+{
+        int r;
+
+        r = array_grow((void **)stacks, cap_stacks, n, sizeof(DrainedStack), 64);
+        if (r < 0)
+                return r;
+        *n_stacks = 0;
+        for (size_t i = 0; i < n; i++) {
+                const uint8_t *v = (const uint8_t *)d->batch_values + i * value_size;
+                uint32_t len, flags;
+
+                memcpy(&len, v, sizeof(len));
+                memcpy(&flags, v + 4, sizeof(flags));
+                if (len > max_frames)
+                        len = max_frames;
+                r = ARRAY_GROW(d->frames, d->cap_frames, d->n_frames + len, 64);
+                if (r < 0)
+                        return r;
+                r = ARRAY_GROW(d->exact, d->cap_exact, d->n_frames + len, 64);
+                if (r < 0)
+                        return r;
+                memcpy(d->frames + d->n_frames, v + 8, len * sizeof(uint64_t));
+                for (size_t k = d->n_frames; k < d->n_frames + len; k++) {
+                        d->exact[k] = user && (d->frames[k] & PROFD_FRAME_EXACT);
+                        if (user)
+                                d->frames[k] &= ~PROFD_FRAME_EXACT;
+                }
+                if (user)
+                        len = python_stack_splice(d->frames + d->n_frames, d->exact + d->n_frames, len,
+                                                  flags, &d->python_splice);
+                memcpy(&(*stacks)[*n_stacks].hash, (const uint8_t *)d->batch_keys + i * sizeof(uint64_t),
+                       sizeof(uint64_t));
+                (*stacks)[*n_stacks].off = d->n_frames;
+                (*stacks)[*n_stacks].len = len;
+                (*stacks)[*n_stacks].flags = flags;
+                (*n_stacks)++;
+                d->n_frames += len;
+        }
+        qsort_safe(*stacks, *n_stacks, sizeof(DrainedStack), cmp_stack);
+        return 0;
+}
+
+static void copy_comm(char dst[PROFD_COMM_LEN + 1], const char src[PROFD_COMM_LEN])
+{
+        memcpy(dst, src, PROFD_COMM_LEN);
+        dst[PROFD_COMM_LEN] = 0;
+}
+
+static int sampler_drain(Sampler *s)
+{
+        Drain *d = &s->drain;
+        unsigned g = s->pending_gen;
+        int counts_fd = bpf_map__fd(g ? s->skel->maps.counts_1 : s->skel->maps.counts_0);
+        int stacks_fd = bpf_map__fd(g ? s->skel->maps.stacks_1 : s->skel->maps.stacks_0);
+        int kstacks_fd = bpf_map__fd(g ? s->skel->maps.kstacks_1 : s->skel->maps.kstacks_0);
+        uint64_t t0 = now_ns(CLOCK_MONOTONIC), total = 0, dt;
+        size_t n;
+        int r;
+
+        d->n_frames = 0;
+
+        r = map_drain_all(d, counts_fd, sizeof(struct profd_count_key), sizeof(uint64_t), &n);
+        if (r < 0)
+                return log_error_errno(r, "Failed to drain counts map: %m");
+        if (n > d->cap_counts) {
+                size_t cap = d->cap_counts;
+                void *c;
+
+                r = ARRAY_GROW(d->keys, cap, n, 64);
+                if (r < 0)
+                        return r;
+                c = reallocarray(d->counts, cap, sizeof(uint64_t));
+                if (!c)
+                        return -ENOMEM;
+                d->counts = c;
+                d->cap_counts = cap;
+        }
+        memcpy_safe(d->keys, d->batch_keys, n * sizeof(*d->keys));
+        memcpy_safe(d->counts, d->batch_values, n * sizeof(uint64_t));
+        d->n_counts = n;
+
+        r = map_drain_all(d, stacks_fd, sizeof(uint64_t), sizeof(struct profd_stack), &n);
+        if (r < 0)
+                return log_error_errno(r, "Failed to drain user stacks map: %m");
+        r = collect_stacks(d, n, sizeof(struct profd_stack), PROFD_MAX_USER_FRAMES, true, &d->stacks,
+                           &d->n_stacks, &d->cap_stacks);
+        if (r < 0)
+                return r;
+
+        r = map_drain_all(d, kstacks_fd, sizeof(uint64_t), sizeof(struct profd_kstack), &n);
+        if (r < 0)
+                return log_error_errno(r, "Failed to drain kernel stacks map: %m");
+        r = collect_stacks(d, n, sizeof(struct profd_kstack), PROFD_MAX_KERNEL_FRAMES, false, &d->kstacks,
+                           &d->n_kstacks, &d->cap_kstacks);
+        if (r < 0)
+                return r;
+
+        r = ARRAY_GROW(d->records, d->cap_records, d->n_counts, 64);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < d->n_counts; i++) {
+                const struct profd_count_key *k = &d->keys[i];
+                const DrainedStack *us = find_stack(d->stacks, d->n_stacks, k->user_hash);
+                const DrainedStack *ks = find_stack(d->kstacks, d->n_kstacks, k->kernel_hash);
+                SampleRecord *rec = &d->records[i];
+
+                if ((k->user_hash && !us) || (k->kernel_hash && !ks))
+                        s->missing_stacks++;
+                *rec = (SampleRecord){
+                        .pid = k->pid,
+                        .tid = k->tid,
+                        .cgroup_id = k->cgroup_id,
+                        .user_hash = us ? k->user_hash : 0,
+                        .kernel_hash = ks ? k->kernel_hash : 0,
+                        .user_frames = us ? d->frames + us->off : NULL,
+                        .user_exact = us ? d->exact + us->off : NULL,
+                        .n_user = us ? us->len : 0,
+                        .user_flags = us ? us->flags : 0,
+                        .kernel_frames = ks ? d->frames + ks->off : NULL,
+                        .n_kernel = ks ? ks->len : 0,
+                        .count = d->counts[i],
+                };
+                copy_comm(rec->comm, k->comm);
+                copy_comm(rec->thread_comm, k->thread_comm);
+                total += d->counts[i];
+        }
+
+        s->last_counts = d->n_counts;
+        s->last_stacks = d->n_stacks;
+        s->last_kstacks = d->n_kstacks;
+        if (s->last_counts > s->max_counts)
+                s->max_counts = s->last_counts;
+        if (s->last_stacks > s->max_stacks)
+                s->max_stacks = s->last_stacks;
+        if (s->last_kstacks > s->max_kstacks)
+                s->max_kstacks = s->last_kstacks;
+        dt = s->pending_end_ns - s->pending_start_ns;
+        s->rate = dt ? (double)total * NSEC_PER_SEC / (double)dt : 0;
+
+        s->cb(s->userdata, s->pending_start_ns, s->pending_end_ns, d->records, d->n_counts);
+
+        dt = now_ns(CLOCK_MONOTONIC) - t0;
+        s->drains++;
+        s->drain_ns_last = dt;
+        s->drain_ns_total += dt;
+        return 0;
+}
+
+int sampler_on_drain_timer(sd_event_source *src, uint64_t usec, void *userdata)
+{
+        Sampler *s = userdata;
+        static LogRateLimit rl = LOG_RATELIMIT_INIT(60 * NSEC_PER_SEC, 3);
+        unsigned suppressed;
+        int r;
+
+        r = sampler_drain(s);
+        if (r < 0) {
+                /* The retired generation may be partly read; what is left is emptied so that the
+                 * generation can be reused. Its samples are lost: counted as drain errors. */
+                s->drain_errors++;
+                if (log_ratelimit_test(&rl, &suppressed))
+                        log_error_errno(r, "Draining BPF generation %u failed (%u similar suppressed): %m",
+                                        s->pending_gen, suppressed);
+                Drain *d = &s->drain;
+                size_t n;
+                unsigned g = s->pending_gen;
+                (void)map_drain_all(d, bpf_map__fd(g ? s->skel->maps.counts_1 : s->skel->maps.counts_0),
+                                    sizeof(struct profd_count_key), sizeof(uint64_t), &n);
+                (void)map_drain_all(d, bpf_map__fd(g ? s->skel->maps.stacks_1 : s->skel->maps.stacks_0),
+                                    sizeof(uint64_t), sizeof(struct profd_stack), &n);
+                (void)map_drain_all(d, bpf_map__fd(g ? s->skel->maps.kstacks_1 : s->skel->maps.kstacks_0),
+                                    sizeof(uint64_t), sizeof(struct profd_kstack), &n);
+        }
+        s->drain_pending = false;
+        return 0;
+}

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* What the sampler's files share: the Sampler itself and the buffers of a drain. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+#include "runtimes/python-stack.h"
+#include "util/macro.h"
+#include "sampler/sampler.h"
+
+struct profile_bpf;
+
+/* Time between flipping the generation and reading the retired one. A perf_event program runs
+ * for microseconds with preemption off; 10 ms is orders of magnitude beyond any straggler. */
+#define SAMPLER_DRAIN_DELAY_NS (10 * 1000 * 1000ULL)
+/* How often the online CPU list is read again: a CPU that comes online (or back online: a CPU's
+ * perf event is removed from it when it goes offline) is sampled from the next check on. */
+#define SAMPLER_HOTPLUG_CHECK_NS (2 * NSEC_PER_SEC)
+
+/* A drained stack: frames live in Drain.frames at off. */
+typedef struct DrainedStack {
+        uint64_t hash;
+        size_t off;
+        uint32_t len, flags;
+} DrainedStack;
+
+/* Buffers of one drain, kept between drains so a steady state allocates nothing. */
+typedef struct Drain {
+        struct profd_count_key *keys;
+        uint64_t *counts;
+        size_t n_counts, cap_counts;
+
+        DrainedStack *stacks, *kstacks;
+        size_t n_stacks, cap_stacks, n_kstacks, cap_kstacks;
+        uint64_t *frames;
+        uint8_t *exact; /* parallel to frames: PROFD_FRAME_EXACT of user frames */
+        size_t n_frames, cap_frames, cap_exact;
+
+        void *batch_keys, *batch_values;
+        size_t batch_keys_size, batch_values_size;
+
+        SampleRecord *records;
+        size_t cap_records;
+
+        PythonSpliceStats python_splice;
+} Drain;
+
+struct Sampler {
+        sd_event *event;
+        SamplerOptions opts;
+        sampler_interval_cb_t cb;
+        void *userdata;
+
+        struct profile_bpf *skel;
+        struct bpf_link **links; /* by CPU number */
+        bool *seen_offline;      /* by CPU: attached, then seen offline (its event is gone) */
+        size_t n_cpu_slots;
+        size_t n_links;
+        sd_event_source *hotplug_timer;
+        uint64_t hotplug_attached;
+        struct bpf_link *exec_link;
+        int n_possible_cpus;
+        uint32_t counts_entries, stacks_entries;
+
+        sd_event_source *cut_timer;
+        sd_event_source *drain_timer;
+
+        unsigned active_gen;
+        uint64_t interval_start_ns; /* CLOCK_REALTIME start of the active interval */
+
+        bool drain_pending;
+        unsigned pending_gen;
+        uint64_t pending_start_ns, pending_end_ns;
+
+        bool live;
+        double rate;
+
+        Drain drain;
+
+        /* metrics */
+        uint64_t drains, drain_ns_total, drain_ns_last, drain_errors;
+        uint64_t cuts_coalesced;
+        uint64_t missing_stacks;
+        uint64_t last_counts, last_stacks, last_kstacks;
+        uint64_t max_counts, max_stacks, max_kstacks;
+};

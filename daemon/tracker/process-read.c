@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* Reads /proc/PID/stat and /proc/PID/maps into a process of the table: its executable mappings,
+ * each with its file (opened safely, shared), build ID and load bias. */
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/array.h"
+#include "util/log.h"
+#include "util/time-util.h"
+#include "tracker/proc-maps.h"
+#include "tracker/process-files.h"
+#include "tracker/process-read.h"
+
+static void mapping_set_bias(ProcMapping *m)
+{
+        const ProcFile *f = m->file;
+        int best = -1;
+
+        if (!f || !f->elf_ok)
+                return;
+        /* The PT_LOAD holding the mapped file offset; executable segments first since the
+         * same page can start both a read-only and an executable segment. */
+        for (size_t i = 0; i < f->n_loads; i++) {
+                uint64_t page_off = f->loads[i].offset & ~(uint64_t)0xfff;
+                if (m->offset < page_off || m->offset >= f->loads[i].offset + f->loads[i].filesz)
+                        continue;
+                if (best < 0 || ((f->loads[i].flags & PF_X) && !(f->loads[best].flags & PF_X)))
+                        best = (int)i;
+        }
+        if (best < 0)
+                return;
+        m->load_bias = m->start - (f->loads[best].vaddr + m->offset - f->loads[best].offset);
+        m->bias_known = true;
+}
+
+typedef struct ReadCtx {
+        ProcessTable *t;
+        pid_t pid;
+        ProcMapping *mappings;
+        size_t n, cap;
+        size_t max_mappings;
+        uint64_t now;
+        bool foreign_ns; /* the process is in another mount namespace than profd */
+        bool truncated;
+        unsigned no_file;
+        unsigned dropped; /* mappings past max_mappings */
+} ReadCtx;
+
+static int read_cb(const ProcMapsLine *l, void *userdata)
+{
+        ReadCtx *c = userdata;
+        ProcMapping m = {};
+
+        if (!l->executable)
+                return 0;
+        if (c->n >= c->max_mappings) {
+                c->truncated = true;
+                c->dropped++;
+                return 0;
+        }
+        if (ARRAY_GROW(c->mappings, c->cap, c->n + 1, 32) < 0)
+                return -ENOMEM;
+        m.start = l->start;
+        m.end = l->end;
+        m.offset = l->offset;
+        m.dev = makedev(l->dev_major, l->dev_minor);
+        m.inode = l->inode;
+        m.executable = true;
+        m.deleted = l->deleted;
+        m.path = string_pool_ref(c->t->paths, l->path);
+        if (!m.path)
+                return -ENOMEM;
+
+        if (strcmp(l->path, "[vdso]") == 0) {
+                m.file = proc_file_vdso(c->t);
+                if (m.file)
+                        m.file->refs++;
+        } else if (l->inode != 0 && !proc_maps_path_is_pseudo(l->path)) {
+                ProcFile *f = proc_file_find(c->t, m.dev, m.inode);
+                if (f) {
+                        f->refs++;
+                        f->used_ns = c->now;
+                        f->precious = f->precious || m.deleted || c->foreign_ns;
+                } else {
+                        SafeMapping sm = {.pid = c->pid,
+                                          .alive = true,
+                                          .start = l->start,
+                                          .end = l->end,
+                                          .path = l->path,
+                                          .deleted = l->deleted,
+                                          .dev = m.dev,
+                                          .ino = m.inode};
+                        FileIdentity id;
+                        bool maps_match = false;
+                        _cleanup_close_ int fd = safe_open_mapping(&sm, &id, &maps_match);
+                        if (fd >= 0) {
+                                f = proc_file_find_id(c->t, &id, m.dev, m.inode);
+                                if (f) {
+                                        f->refs++;
+                                        f->used_ns = c->now;
+                                        f->precious = f->precious || m.deleted || c->foreign_ns;
+                                } else
+                                        f = proc_file_new(c->t, fd, m.dev, m.inode, &id, maps_match,
+                                                          m.deleted || c->foreign_ns);
+                        } else {
+                                log_debug_errno(fd, "Cannot open %s mapped by pid %d: %m", l->path,
+                                                (int)c->pid);
+                                c->no_file++;
+                        }
+                }
+                m.file = f;
+        }
+        if (m.file) {
+                m.build_id = m.file->build_id_size ? m.file->build_id : NULL;
+                m.build_id_size = (uint8_t)m.file->build_id_size;
+                mapping_set_bias(&m);
+        }
+        c->mappings[c->n++] = m;
+        return 0;
+}
+
+/* starttime (field 22), comm and state of /proc/PID/stat. comm may hold spaces and ')', so
+ * fields are counted from the last ')'. */
+static int read_stat_full(pid_t pid, uint64_t *ret_start, char comm[17], char *ret_state)
+{
+        char path[64], buf[1024];
+        _cleanup_close_ int fd = -1;
+        ssize_t n;
+        char *open_paren, *close_paren, *p;
+
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return errno == ENOENT ? -ESRCH : -errno;
+        n = read(fd, buf, sizeof(buf) - 1);
+        if (n < 0)
+                return errno == ESRCH ? -ESRCH : -errno;
+        buf[n] = 0;
+        open_paren = strchr(buf, '(');
+        close_paren = strrchr(buf, ')');
+        if (!open_paren || !close_paren || close_paren < open_paren)
+                return -EBADMSG;
+        if (comm) {
+                size_t len = (size_t)(close_paren - open_paren - 1);
+                if (len > 16)
+                        len = 16;
+                memcpy(comm, open_paren + 1, len);
+                comm[len] = 0;
+        }
+        /* After ") ": field 3 (state) ... field 22 (starttime) = 19 separators later. */
+        p = close_paren + 1;
+        if (ret_state)
+                *ret_state = p[0] == ' ' ? p[1] : 0;
+        for (int field = 3; field < 22; field++) {
+                p = strchr(p + 1, ' ');
+                if (!p)
+                        return -EBADMSG;
+        }
+        errno = 0;
+        *ret_start = strtoull(p + 1, NULL, 10);
+        return errno ? -errno : 0;
+}
+
+int process_read_stat(pid_t pid, uint64_t *ret_start, char comm[17])
+{
+        return read_stat_full(pid, ret_start, comm, NULL);
+}
+
+int process_read_start_time(pid_t pid, uint64_t *ret)
+{
+        return read_stat_full(pid, ret, NULL, NULL);
+}
+
+static void mappings_free(ProcessTable *t, ProcMapping *m, size_t n)
+{
+        for (size_t i = 0; i < n; i++) {
+                string_pool_unref(t->paths, m[i].path);
+                proc_file_unref(t, m[i].file);
+        }
+        free(m);
+}
+
+/* Reads /proc/PID/{stat,maps} into p (which keeps its old mappings on failure). */
+int process_read(ProcessTable *t, Process *p)
+{
+        char path[64];
+        _cleanup_fclose_ FILE *f = NULL;
+        ReadCtx c = {
+                .t = t, .pid = p->pid, .now = now_ns(CLOCK_MONOTONIC), .max_mappings = PROCESS_MAX_MAPPINGS};
+        bool over_budget = process_table_memory(t) > t->max_bytes;
+        struct stat ns;
+        uint64_t start, start_after;
+        char comm[17], state = 0;
+        unsigned bad = 0;
+        int r;
+
+        t->n_reads++;
+        r = read_stat_full(p->pid, &start, comm, &state);
+        if (r < 0)
+                goto fail;
+        /* A zombie (or a dying task) has no mappings left: reading them would replace what we
+         * knew with nothing. It is gone for our purposes. */
+        if (state == 'Z' || state == 'X' || state == 'x') {
+                r = -ESRCH;
+                goto fail;
+        }
+        if (over_budget)
+                c.max_mappings = PROCESS_MAX_MAPPINGS_OVER_BUDGET;
+        snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)p->pid);
+        if (t->self_mnt_ns == 0 && stat("/proc/self/ns/mnt", &ns) == 0)
+                t->self_mnt_ns = ns.st_ino;
+        c.foreign_ns = stat(path, &ns) == 0 && ns.st_ino != t->self_mnt_ns;
+        snprintf(path, sizeof(path), "/proc/%d/maps", (int)p->pid);
+        f = fopen(path, "re");
+        if (!f) {
+                r = errno == ENOENT ? -ESRCH : -errno;
+                goto fail;
+        }
+        r = proc_maps_read(f, read_cb, &c, &bad);
+        if (r < 0) {
+                mappings_free(t, c.mappings, c.n);
+                goto fail;
+        }
+        /* The pid may have been reused while we read: then the maps belong to someone else. */
+        r = process_read_stat(p->pid, &start_after, NULL);
+        if (r >= 0 && start_after != start)
+                r = -ESRCH;
+        /* A process that had executable mappings and now has none is either tearing its memory
+         * down on the way out or in the middle of an exec (the old image gone, the new one not
+         * mapped yet): keep what we knew and let the caller look again; its exit event says
+         * which. Calling it exited here lost the new image for good (the start time does not
+         * change at exec, so no later read undid it). */
+        if (r >= 0 && c.n == 0 && p->n_mappings > 0 && start == p->start_time)
+                r = -EAGAIN;
+        if (r < 0) {
+                mappings_free(t, c.mappings, c.n);
+                goto fail;
+        }
+
+        /* Exact size: the snapshot may outlive the process by the whole history window. */
+        if (c.n > 0 && c.n < c.cap) {
+                ProcMapping *n = reallocarray(c.mappings, c.n, sizeof(*n));
+                if (n)
+                        c.mappings = n;
+        }
+        mappings_free(t, p->mappings, p->n_mappings);
+        t->proc_bytes += (c.n - p->n_mappings) * sizeof(ProcMapping);
+        p->mappings = c.mappings;
+        p->n_mappings = c.n;
+        p->start_time = start;
+        memcpy(p->comm, comm, sizeof(comm));
+        p->generation++;
+        p->bad_lines = bad;
+        p->mappings_truncated = c.truncated;
+        p->inherited = false;
+        p->checked_ns = now_ns(CLOCK_REALTIME);
+        t->n_bad_lines += bad;
+        t->n_truncated += c.truncated && !over_budget;
+        if (over_budget)
+                t->n_truncated_memory += c.dropped;
+        t->n_no_file += c.no_file;
+        return 0;
+fail:
+        t->n_read_errors += r != -ESRCH && r != -EAGAIN;
+        return r;
+}

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* The process table's memory: what each process costs, the budget, and eviction of exited
+ * processes (oldest first) to stay within it. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "util/array.h"
+#include "tracker/process-files.h"
+#include "tracker/process-table-budget.h"
+
+size_t process_bytes(const Process *p)
+{
+        return sizeof(*p) + p->n_mappings * sizeof(ProcMapping);
+}
+
+void process_free(ProcessTable *t, Process *p)
+{
+        if (!p)
+                return;
+        t->proc_bytes -= process_bytes(p);
+        for (size_t i = 0; i < p->n_mappings; i++) {
+                string_pool_unref(t->paths, p->mappings[i].path);
+                proc_file_unref(t, p->mappings[i].file);
+        }
+        free(p->mappings);
+        free(p);
+}
+
+void process_table_set_memory_budget(ProcessTable *t, size_t bytes)
+{
+        t->max_bytes = bytes ?: PROCESS_TABLE_DEFAULT_MEMORY;
+}
+
+size_t process_table_memory(const ProcessTable *t)
+{
+        return t->proc_bytes + t->n_files * sizeof(ProcFile) + t->n_file_buckets * sizeof(ProcFile *) +
+               string_pool_bytes(t->paths) + t->cap_procs * sizeof(Process *);
+}
+
+void process_table_remove_at(ProcessTable *t, size_t i)
+{
+        process_free(t, t->procs[i]);
+        ARRAY_REMOVE_AT(t->procs, t->n_procs, i);
+}
+
+/* Makes room by forgetting the process that exited longest ago (never keep). */
+int process_table_evict_one(ProcessTable *t, const Process *keep)
+{
+        size_t victim = SIZE_MAX;
+        for (size_t i = 0; i < t->n_procs; i++)
+                if (t->procs[i]->exited_ns && t->procs[i] != keep &&
+                    (victim == SIZE_MAX || t->procs[i]->exited_ns < t->procs[victim]->exited_ns))
+                        victim = i;
+        if (victim == SIZE_MAX)
+                return -ENOSPC;
+        process_table_remove_at(t, victim);
+        return 0;
+}
+
+/* Over the memory budget, exited processes go oldest first (their samples in older windows lose
+ * their names; counted). Live ones stay: their reads are cut short instead (process_read). */
+void process_table_enforce_budget(ProcessTable *t, const Process *keep)
+{
+        while (process_table_memory(t) > t->max_bytes && process_table_evict_one(t, keep) >= 0)
+                t->n_evicted_memory++;
+}
