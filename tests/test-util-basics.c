@@ -68,13 +68,15 @@ static void test_metrics(void)
         metric_gauge_seconds(f, "profd_y_seconds", "Time.", 1500000000);
         metric_labelled(f, "profd_z_total", "counter", "By reason.", "reason", names, values, 3);
         metric_sample(f, "profd_w", "a=\"1\",b=\"2\"", 18446744073709551615ULL);
+        metric_sample_fixed(f, "process_cpu_seconds_total", NULL, 1.005, 2);
         fclose(f);
         CHECK(strcmp(buf,
                      "# HELP profd_x_total Things.\n# TYPE profd_x_total counter\nprofd_x_total 7\n"
                      "# HELP profd_y_seconds Time.\n# TYPE profd_y_seconds gauge\nprofd_y_seconds 1.500000\n"
                      "# HELP profd_z_total By reason.\n# TYPE profd_z_total counter\n"
                      "profd_z_total{reason=\"a\"} 1\nprofd_z_total{reason=\"c\"} 3\n"
-                     "profd_w{a=\"1\",b=\"2\"} 18446744073709551615\n") == 0,
+                     "profd_w{a=\"1\",b=\"2\"} 18446744073709551615\n"
+                          "process_cpu_seconds_total 1.00\n") == 0,
               "exposition:\n%s", buf);
         free(buf);
 }

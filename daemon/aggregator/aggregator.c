@@ -615,10 +615,10 @@ void aggregator_write_metrics(const Aggregator *a, FILE *f)
         metric_gauge(f, "profd_aggregator_buckets", "Intervals held in the history.", a->n);
         metric_gauge(f, "profd_aggregator_bucket_entries", "Sample records held by all buckets.",
                      a->n_entries);
-        /* Printed "%.3f" from the start; metric_gauge_seconds() would print "%.6f". */
         metric_family(f, "profd_aggregator_history_seconds", "gauge", "Age of the oldest interval held.");
-        fprintf(f, "profd_aggregator_history_seconds %.3f\n",
-                oldest > 0 && a->latest_end > oldest ? (double)(a->latest_end - oldest) / 1e9 : 0.0);
+        metric_sample_fixed(
+                f, "profd_aggregator_history_seconds", NULL,
+                oldest > 0 && a->latest_end > oldest ? (double)(a->latest_end - oldest) / 1e9 : 0.0, 3);
         metric_gauge(f, "profd_aggregator_stacks",
                      "Interned stacks referenced by the history or by profiles being built.", s->n_stacks);
         metric_gauge(f, "profd_aggregator_stack_bytes", "Memory of the interned stacks.", s->bytes);

@@ -347,6 +347,5 @@ void http_probe_write_metrics(const HttpProbe *p, FILE *f)
                         "result", probe_result_names, p->results, _PROBE_RESULT_MAX);
         metric_family(f, "profd_http_unanswered_seconds", "gauge",
                       "How long the liveness probes have gone unanswered (0 while HTTP answers).");
-        /* "%.3f" as it always was, not metric_sample_double()'s "%.6f". */
-        fprintf(f, "profd_http_unanswered_seconds %.3f\n", unanswered);
+        metric_sample_fixed(f, "profd_http_unanswered_seconds", NULL, unanswered, 3);
 }

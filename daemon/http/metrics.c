@@ -201,10 +201,9 @@ static void write_self(Daemon *d, FILE *f)
         snprintf(version, sizeof(version), "version=\"%s\"", PROFD_VERSION);
         metric_family(f, "profd_build_info", "gauge", "profd version.");
         metric_sample(f, "profd_build_info", version, 1);
-        /* The two process_* times keep the "%.2f" they always had (not metric_sample_double()). */
         metric_family(f, "process_cpu_seconds_total", "counter",
                       "Total user and system CPU time spent in seconds.");
-        fprintf(f, "process_cpu_seconds_total %.2f\n", st.cpu_seconds);
+        metric_sample_fixed(f, "process_cpu_seconds_total", NULL, st.cpu_seconds, 2);
         metric_gauge(f, "process_resident_memory_bytes", "Resident memory size in bytes.",
                      st.resident_bytes);
         metric_gauge(f, "process_virtual_memory_bytes", "Virtual memory size in bytes.", st.virtual_bytes);
@@ -213,7 +212,7 @@ static void write_self(Daemon *d, FILE *f)
                      (uint64_t)rl.rlim_cur);
         metric_family(f, "process_start_time_seconds", "gauge",
                       "Start time of the process since unix epoch in seconds.");
-        fprintf(f, "process_start_time_seconds %.2f\n", st.start_time_seconds);
+        metric_sample_fixed(f, "process_start_time_seconds", NULL, st.start_time_seconds, 2);
         metric_gauge(f, "profd_resident_memory_max_bytes", "Peak resident memory of the daemon (VmHWM).",
                      hwm_kb * 1024);
 }

@@ -122,11 +122,11 @@ void sampler_write_metrics(const Sampler *s, FILE *f)
                         "yet.",
                         c[PROFD_CNT_UNKNOWN_PID_FP]);
                 if (s->opts.measure_cost) {
-                        /* Nanoseconds: "%.9f", finer than metric_counter_seconds(). */
+                        /* Nanoseconds: 9 decimals, finer than metric_counter_seconds(). */
                         metric_family(f, "profd_bpf_recorded_seconds_total", "counter",
                                       "BPF time spent on recorded samples (entry to end of finalize).");
-                        fprintf(f, "profd_bpf_recorded_seconds_total %.9f\n",
-                                (double)c[PROFD_CNT_RECORDED_NS] / NSEC_PER_SEC);
+                        metric_sample_fixed(f, "profd_bpf_recorded_seconds_total", NULL,
+                                            (double)c[PROFD_CNT_RECORDED_NS] / NSEC_PER_SEC, 9);
                 }
                 metric_labelled(f, "profd_bpf_unwind_stops_total", "counter",
                                 "How user stack unwinding ended, by reason.", "reason", stop_names,

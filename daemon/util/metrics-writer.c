@@ -17,12 +17,17 @@ void metric_sample(FILE *f, const char *name, const char *labels, uint64_t value
                 fprintf(f, "%s %" PRIu64 "\n", name, value);
 }
 
-void metric_sample_double(FILE *f, const char *name, const char *labels, double value)
+void metric_sample_fixed(FILE *f, const char *name, const char *labels, double value, int decimals)
 {
         if (labels && *labels)
-                fprintf(f, "%s{%s} %.6f\n", name, labels, value);
+                fprintf(f, "%s{%s} %.*f\n", name, labels, decimals, value);
         else
-                fprintf(f, "%s %.6f\n", name, value);
+                fprintf(f, "%s %.*f\n", name, decimals, value);
+}
+
+void metric_sample_double(FILE *f, const char *name, const char *labels, double value)
+{
+        metric_sample_fixed(f, name, labels, value, 6);
 }
 
 void metric_counter(FILE *f, const char *name, const char *help, uint64_t value)

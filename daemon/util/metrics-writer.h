@@ -16,6 +16,9 @@ void metric_family(FILE *f, const char *name, const char *type, const char *help
 void metric_sample(FILE *f, const char *name, const char *labels, uint64_t value);
 /* The same with a non-integer value printed "%.6f" (seconds, ratios). */
 void metric_sample_double(FILE *f, const char *name, const char *labels, double value);
+/* ... with decimals digits after the point, for families that have always printed another
+ * precision (process_cpu_seconds_total "%.2f", as the Prometheus clients print it). */
+void metric_sample_fixed(FILE *f, const char *name, const char *labels, double value, int decimals);
 
 /* A family with one unlabelled sample. */
 void metric_counter(FILE *f, const char *name, const char *help, uint64_t value);
