@@ -5,14 +5,14 @@
 #include <systemd/sd-event.h>
 
 #include "aggregator/aggregator.h"
-#include "tracker/cgroup-resolver.h"
-#include "service/options.h"
-#include "tracker/process-table.h"
 #include "runtimes/python-procs.h"
-#include "symbolizer/python-symbols.h"
 #include "sampler/sample-filter.h"
 #include "sampler/sampler.h"
+#include "service/options.h"
+#include "symbolizer/python-symbols.h"
 #include "symbolizer/symbolizer.h"
+#include "tracker/cgroup-resolver.h"
+#include "tracker/process-table.h"
 
 typedef struct HttpServer HttpServer;
 typedef struct TablePool TablePool;

@@ -7,21 +7,21 @@
 #include <string.h>
 #include <systemd/sd-event.h>
 
-#include "service/capabilities.h"
 #include "daemon.h"
 #include "http/http-auth.h"
 #include "http/http-server.h"
 #include "http/http-tls.h"
-#include "util/log.h"
-#include "util/time-util.h"
 #include "http/metrics.h"
-#include "tracker/proc-tracker.h"
-#include "runtimes/python-procs.h"
-#include "symbolizer/python-symbols.h"
 #include "output/frame-names.h"
 #include "output/symbol-warmer.h"
-#include "unwind/table-pool.h"
+#include "runtimes/python-procs.h"
+#include "service/capabilities.h"
 #include "service/notify.h"
+#include "symbolizer/python-symbols.h"
+#include "tracker/proc-tracker.h"
+#include "unwind/table-pool.h"
+#include "util/log.h"
+#include "util/time-util.h"
 
 /* Drain period: the granularity of the history (requests cut exactly on their own anyway). */
 #define DRAIN_INTERVAL_NS (1 * NSEC_PER_SEC)

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "output/flamegraph.h"
 #include "aggregator/window-filter.h"
+#include "output/flamegraph.h"
 #include "sampler/sample-filter.h"
 
 #include "lib/test-util.h"

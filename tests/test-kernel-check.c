@@ -4,9 +4,9 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "lib/test-util.h"
 #include "service/capabilities.h"
 #include "util/log.h"
-#include "lib/test-util.h"
 
 int main(void)
 {

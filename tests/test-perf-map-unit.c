@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtimes/perf-map.h"
 #include "lib/test-util.h"
+#include "runtimes/perf-map.h"
 
 static char path[64];
 

@@ -13,9 +13,9 @@
 
 #include "aggregator/aggregator.h"
 #include "output/pprof-encode.h"
+#include "symbolizer/symbolizer.h"
 #include "tracker/proc-maps.h"
 #include "tracker/process-table.h"
-#include "symbolizer/symbolizer.h"
 
 static uint64_t now_ns(void)
 {

@@ -23,9 +23,9 @@
 
 #include "aggregator/aggregator.h"
 #include "output/pprof-encode.h"
-#include "tracker/process-table.h"
 #include "profile.pb-c.h"
 #include "symbolizer/symbolizer.h"
+#include "tracker/process-table.h"
 
 #include "lib/test-child.h"
 #include "lib/test-util.h"

@@ -17,9 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tracker/process-table.h"
 #include "runtimes/python-code.h"
 #include "runtimes/python-offsets.h"
+#include "tracker/process-table.h"
 
 static const char *err_name(int r)
 {

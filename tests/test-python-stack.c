@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "bpf/profd-sample.h"
-#include "runtimes/python-stack.h"
 #include "lib/test-util.h"
+#include "runtimes/python-stack.h"
 
 #define EVAL(a) ((a) | PROFD_FRAME_PY_EVAL)
 #define PY(code)                                                                                            \

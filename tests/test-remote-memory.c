@@ -34,11 +34,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tracker/process-table.h"
+#include "lib/test-util.h"
 #include "runtimes/python-code.h"
 #include "runtimes/python-offsets.h"
 #include "runtimes/remote-memory.h"
-#include "lib/test-util.h"
+#include "tracker/process-table.h"
 
 #define BLOB_SIZE (64u << 10)
 #define WATCHDOG_SEC 20

@@ -17,8 +17,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tracker/process-table.h"
 #include "symbolizer/symbolizer.h"
+#include "tracker/process-table.h"
 
 #include "lib/test-child.h"
 #include "lib/test-util.h"

@@ -17,9 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "symbolizer/symbolizer.h"
 #include "tracker/proc-maps.h"
 #include "tracker/process-table.h"
-#include "symbolizer/symbolizer.h"
 
 #include "lib/test-child.h"
 #include "lib/test-util.h"

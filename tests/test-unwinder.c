@@ -26,10 +26,10 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "sampler/sampler.h"
 #include "sampler/kernel-features.h"
-#include "unwind/table-pool.h"
+#include "sampler/sampler.h"
 #include "unwind-tables/unwind-table.h"
+#include "unwind/table-pool.h"
 
 #define FREQ_HZ 499
 #define PHASE_USEC (1500 * 1000)

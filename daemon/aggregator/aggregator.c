@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "aggregator/aggregator.h"
-#include "util/hash.h"
 #include "util/array.h"
+#include "util/hash.h"
 #include "util/log.h"
 #include "util/metrics-writer.h"
 

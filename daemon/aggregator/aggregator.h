@@ -7,8 +7,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "util/macro.h"
 #include "sampler/sampler.h"
+#include "util/macro.h"
 
 typedef struct Aggregator Aggregator;
 

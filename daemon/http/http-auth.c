@@ -8,9 +8,9 @@
 #include <strings.h>
 #include <sys/socket.h>
 
-#include "util/config-file.h"
 #include "http/http-auth.h"
 #include "http/http-tls.h"
+#include "util/config-file.h"
 #include "util/log.h"
 #include "util/metrics-writer.h"
 

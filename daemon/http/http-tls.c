@@ -29,8 +29,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "util/config-file.h"
 #include "http/http-tls.h"
+#include "util/config-file.h"
 #include "util/log.h"
 #include "util/metrics-writer.h"
 

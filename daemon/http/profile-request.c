@@ -17,13 +17,13 @@
 #include <time.h>
 
 #include "aggregator/window-filter.h"
+#include "aggregator/window-filter.h"
 #include "daemon.h"
 #include "http/http-conn.h"
 #include "http/http-server-internal.h"
 #include "http/profile-request.h"
 #include "output/symbol-warmer.h"
 #include "util/log.h"
-#include "aggregator/window-filter.h"
 #include "util/time-util.h"
 #include "util/timestamp.h"
 

@@ -6,9 +6,9 @@
 
 #include "output/folded.h" /* via aggregator.h -> sampler.h: bpf/profd-sample.h */
 #include "output/frame-names.h"
+#include "output/stack-markers.h"
 #include "util/array.h"
 #include "util/hash.h"
-#include "output/stack-markers.h"
 #include "util/utf8.h"
 
 /* Samples symbolized per step: a few hundred addresses, well under a millisecond once the

@@ -12,9 +12,9 @@
 #include <stdint.h>
 
 #include "aggregator/aggregator.h"
-#include "util/macro.h"
-#include "tracker/process-table.h"
 #include "symbolizer/symbolizer.h"
+#include "tracker/process-table.h"
+#include "util/macro.h"
 
 #define FOLDED_KERNEL_SUFFIX "_[k]"
 

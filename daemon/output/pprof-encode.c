@@ -20,17 +20,17 @@
 #include <time.h>
 
 #include "bpf/profd-sample.h"
-#include "util/hash.h"
-#include "util/log.h"
 #include "output/frame-names.h"
 #include "output/pprof-encode.h"
 #include "output/pprof-pack.h"
-#include "util/array.h"
-#include "util/id-index.h"
-#include "util/utf8.h"
-#include "profile.pb-c.h"
 #include "output/stack-markers.h"
+#include "profile.pb-c.h"
+#include "util/array.h"
+#include "util/hash.h"
+#include "util/id-index.h"
+#include "util/log.h"
 #include "util/time-util.h"
+#include "util/utf8.h"
 
 /* Work units per step: one per frame, LOOKUP_COST per symbolizer call. Sized so a step takes
  * on the order of a millisecond or two once caches are warm. */

@@ -7,9 +7,9 @@
 #include <stdint.h>
 
 #include "aggregator/aggregator.h"
+#include "symbolizer/symbolizer.h"
 #include "tracker/labels.h"
 #include "tracker/process-table.h"
-#include "symbolizer/symbolizer.h"
 
 typedef struct PprofJob PprofJob;
 

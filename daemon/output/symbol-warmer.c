@@ -5,10 +5,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "util/hash.h"
-#include "util/log.h"
 #include "output/frame-names.h"
 #include "output/symbol-warmer.h"
+#include "util/hash.h"
+#include "util/log.h"
 #include "util/metrics-writer.h"
 #include "util/time-util.h"
 

@@ -11,9 +11,9 @@
 #include <systemd/sd-event.h>
 
 #include "aggregator/aggregator.h"
-#include "util/macro.h"
-#include "tracker/process-table.h"
 #include "symbolizer/symbolizer.h"
+#include "tracker/process-table.h"
+#include "util/macro.h"
 
 typedef struct SymbolWarmer SymbolWarmer;
 

@@ -6,10 +6,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "runtimes/perf-map.h"
 #include "util/array.h"
 #include "util/log.h"
 #include "util/metrics-writer.h"
-#include "runtimes/perf-map.h"
 #include "util/safe-open.h"
 #include "util/time-util.h"
 

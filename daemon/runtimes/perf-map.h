@@ -13,8 +13,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "util/macro.h"
 #include "tracker/process-table.h"
+#include "util/macro.h"
 
 typedef struct PerfMaps PerfMaps;
 

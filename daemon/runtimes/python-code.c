@@ -8,10 +8,10 @@
 #include <sys/uio.h>
 #include <time.h>
 
+#include "runtimes/remote-memory.h"
+#include "tracker/process-table.h"
 #include "util/hash.h"
 #include "util/metrics-writer.h"
-#include "tracker/process-table.h"
-#include "runtimes/remote-memory.h"
 #include "util/time-util.h"
 
 typedef struct PythonCode PythonCode;

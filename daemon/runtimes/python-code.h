@@ -13,8 +13,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "util/macro.h"
 #include "runtimes/python-offsets.h"
+#include "util/macro.h"
 
 typedef struct PythonCodeCache PythonCodeCache;
 

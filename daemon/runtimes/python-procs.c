@@ -11,11 +11,11 @@
 
 #include <bpf/bpf.h>
 
-#include "util/log.h"
-#include "util/metrics-writer.h"
 #include "bpf/profd-python.h"
 #include "runtimes/python-procs.h"
 #include "runtimes/remote-memory.h"
+#include "util/log.h"
+#include "util/metrics-writer.h"
 
 /* Files probed: the interpreter of most hosts is one or two files; a bound against a host with
  * many private builds (each probe reads one symbol table). Past it, the oldest entry goes. */

@@ -13,9 +13,9 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "util/macro.h"
-#include "tracker/process-table.h"
 #include "runtimes/python-offsets.h"
+#include "tracker/process-table.h"
+#include "util/macro.h"
 
 typedef struct PythonProcs PythonProcs;
 

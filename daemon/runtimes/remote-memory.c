@@ -13,8 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tracker/proc-maps.h"
 #include "runtimes/remote-memory.h"
+#include "tracker/proc-maps.h"
 #include "util/array.h"
 #include "util/metrics-writer.h"
 #include "util/time-util.h"

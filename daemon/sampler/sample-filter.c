@@ -8,9 +8,9 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "sampler/sample-filter.h"
 #include "util/log.h"
 #include "util/time-util.h"
-#include "sampler/sample-filter.h"
 
 /* How often --unit/--cgroup are looked up again. A unit restarted within this period is missed
  * for at most this long (its samples count as filtered meanwhile). */

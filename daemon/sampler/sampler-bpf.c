@@ -14,11 +14,11 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "util/log.h"
-#include "util/macro.h"
 #include "sampler/kernel-features.h"
 #include "sampler/sampler-bpf.h"
 #include "sampler/sampler-internal.h"
+#include "util/log.h"
+#include "util/macro.h"
 
 #include "profile.skel.h"
 

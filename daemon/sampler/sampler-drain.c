@@ -11,12 +11,12 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "sampler/sampler-drain.h"
+#include "sampler/sampler-internal.h"
 #include "util/array.h"
 #include "util/log.h"
 #include "util/macro.h"
 #include "util/time-util.h"
-#include "sampler/sampler-drain.h"
-#include "sampler/sampler-internal.h"
 
 #include "profile.skel.h"
 

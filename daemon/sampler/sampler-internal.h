@@ -8,8 +8,8 @@
 #include <systemd/sd-event.h>
 
 #include "runtimes/python-stack.h"
-#include "util/macro.h"
 #include "sampler/sampler.h"
+#include "util/macro.h"
 
 struct profile_bpf;
 

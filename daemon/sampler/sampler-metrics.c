@@ -10,11 +10,11 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "sampler/kernel-features.h"
+#include "sampler/sampler-internal.h"
 #include "util/log.h"
 #include "util/macro.h"
 #include "util/metrics-writer.h"
-#include "sampler/kernel-features.h"
-#include "sampler/sampler-internal.h"
 
 #include "profile.skel.h"
 

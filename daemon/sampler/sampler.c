@@ -13,12 +13,12 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "util/log.h"
-#include "util/macro.h"
-#include "util/time-util.h"
 #include "sampler/sampler-bpf.h"
 #include "sampler/sampler-drain.h"
 #include "sampler/sampler-internal.h"
+#include "util/log.h"
+#include "util/macro.h"
+#include "util/time-util.h"
 
 #include "profile.skel.h"
 

@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <systemd/sd-event.h>
 
-#include "bpf/profd-sample.h"
 #include "bpf/profd-filter.h"
+#include "bpf/profd-sample.h"
 #include "util/macro.h"
 
 typedef struct Sampler Sampler;

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <systemd/sd-daemon.h>
 
+#include "service/notify.h"
 #include "util/log.h"
 #include "util/metrics-writer.h"
-#include "service/notify.h"
 
 /* systemctl status shows the latest STATUS=; a few seconds stale is fine, and each refresh is one
  * datagram. */

@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "bpf/profd-unwind-pool.h"
-#include "util/log.h"
 #include "service/options.h"
 #include "tracker/process-table.h"
+#include "util/log.h"
 
 #define DEFAULT_HTTP_ADDRESS ":7071"
 #define DEFAULT_FREQUENCY_HZ 19

@@ -4,8 +4,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "tracker/labels.h"
 #include "sampler/sample-filter.h"
+#include "tracker/labels.h"
 
 typedef struct Options {
         char *http_address;   /* "[host]:port"; default ":7071" */

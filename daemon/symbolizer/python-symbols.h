@@ -6,11 +6,11 @@
  * the module told from the file name. */
 #pragma once
 
-#include "util/macro.h"
 #include "runtimes/python-code.h"
 #include "runtimes/python-procs.h"
 #include "sampler/sampler.h"
 #include "symbolizer/symbolizer.h"
+#include "util/macro.h"
 
 typedef struct PythonSymbols PythonSymbols;
 

@@ -5,13 +5,14 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <linux/types.h> /* for bpf/profd-python.h */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "runtimes/perf-map.h"
 #include "bpf/profd-python.h"
+#include "runtimes/perf-map.h"
 #include "symbolizer/dwarf-inlines.h"
 #include "symbolizer/elf-cache.h"
 #include "symbolizer/elf-symbols.h"

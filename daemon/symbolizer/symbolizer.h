@@ -8,8 +8,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "util/macro.h"
 #include "tracker/process-table.h"
+#include "util/macro.h"
 
 typedef struct Symbolizer Symbolizer;
 

@@ -10,9 +10,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "tracker/perf-mmap-events.h"
 #include "util/log.h"
 #include "util/metrics-writer.h"
-#include "tracker/perf-mmap-events.h"
 #include "util/time-util.h"
 
 /* Data pages per CPU ring (power of two): ~300 mmap records between two reads. */

@@ -11,10 +11,10 @@
 #include <unistd.h>
 
 #include "events.skel.h"
-#include "util/log.h"
-#include "util/metrics-writer.h"
 #include "tracker/perf-mmap-events.h"
 #include "tracker/proc-events.h"
+#include "util/log.h"
+#include "util/metrics-writer.h"
 
 /* Ways to attach one hook, best first. */
 #define HOOK_MAX_WAYS 5

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/macro.h"
 #include "tracker/proc-maps.h"
+#include "util/macro.h"
 
 static int parse_hex(const char **p, char terminator, uint64_t *ret)
 {

@@ -8,9 +8,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "util/time-util.h"
 #include "tracker/proc-tracker-events.h"
 #include "tracker/proc-tracker-queue.h"
+#include "util/time-util.h"
 
 /* The unwinder re-reports an unknown pid/pc at most this often per process (it rate-limits in BPF
  * too); a refresh that did not help is not repeated sooner. */

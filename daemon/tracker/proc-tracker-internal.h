@@ -9,10 +9,10 @@
 #include <sys/types.h>
 #include <systemd/sd-event.h>
 
-#include "unwind/exe-cache.h"
-#include "util/macro.h"
 #include "tracker/proc-events.h"
 #include "tracker/proc-tracker.h"
+#include "unwind/exe-cache.h"
+#include "util/macro.h"
 
 /* A new mapping reported before it exists (kprobe fallback), or racing with our read of
  * /proc/PID/maps, is looked for again this much later, this many times. */

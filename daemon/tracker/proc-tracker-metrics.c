@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "util/metrics-writer.h"
 #include "tracker/proc-tracker-internal.h"
+#include "util/metrics-writer.h"
 
 static const char *const map_err_names[_MAP_ERR_MAX] = {
         [MAP_ERR_NO_FILE] = "file_unopenable",

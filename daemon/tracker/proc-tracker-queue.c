@@ -9,9 +9,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "tracker/proc-tracker-queue.h"
 #include "util/log.h"
 #include "util/time-util.h"
-#include "tracker/proc-tracker-queue.h"
 
 static int tracked_cmp(const void *a, const void *b)
 {

@@ -9,10 +9,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "util/log.h"
-#include "util/time-util.h"
 #include "tracker/proc-tracker-queue.h"
 #include "tracker/proc-tracker-refresh.h"
+#include "util/log.h"
+#include "util/time-util.h"
 
 /* Tracked processes refreshed per event-loop iteration: a burst of execs (or the start-up scan of
  * thousands of processes) is spread over iterations so sample drains and HTTP go in between. */

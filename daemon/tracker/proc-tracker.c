@@ -11,11 +11,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "util/log.h"
-#include "util/time-util.h"
 #include "tracker/proc-tracker-events.h"
 #include "tracker/proc-tracker-queue.h"
 #include "tracker/proc-tracker-refresh.h"
+#include "util/log.h"
+#include "util/time-util.h"
 
 /* Executables no process maps are forgotten after this (the pool may keep their rows longer). */
 #define DEFAULT_EXE_GRACE_NS (30 * NSEC_PER_SEC)

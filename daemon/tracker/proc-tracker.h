@@ -13,9 +13,9 @@
 #include <sys/types.h>
 #include <systemd/sd-event.h>
 
-#include "util/macro.h"
 #include "tracker/process-table.h"
 #include "unwind/table-pool.h"
+#include "util/macro.h"
 
 typedef struct ProcTracker ProcTracker;
 

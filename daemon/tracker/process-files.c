@@ -15,10 +15,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "util/hash.h"
-#include "util/time-util.h"
 #include "tracker/proc-maps.h"
 #include "tracker/process-files.h"
+#include "util/hash.h"
+#include "util/time-util.h"
 
 /* Go build IDs are 83 bytes ("actionID/contentID" in base64); -ldflags=-buildid=... may set any
  * string, longer ones than this are not kept. */

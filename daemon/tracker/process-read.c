@@ -13,12 +13,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "util/array.h"
-#include "util/log.h"
-#include "util/time-util.h"
 #include "tracker/proc-maps.h"
 #include "tracker/process-files.h"
 #include "tracker/process-read.h"
+#include "util/array.h"
+#include "util/log.h"
+#include "util/time-util.h"
 
 static void mapping_set_bias(ProcMapping *m)
 {

@@ -5,9 +5,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "util/array.h"
 #include "tracker/process-files.h"
 #include "tracker/process-table-budget.h"
+#include "util/array.h"
 
 size_t process_bytes(const Process *p)
 {

@@ -3,8 +3,8 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-#include "util/metrics-writer.h"
 #include "tracker/process-table-internal.h"
+#include "util/metrics-writer.h"
 
 void process_table_write_metrics(const ProcessTable *t, FILE *f)
 {

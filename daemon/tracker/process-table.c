@@ -12,11 +12,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "util/array.h"
-#include "util/time-util.h"
 #include "tracker/process-files.h"
 #include "tracker/process-read.h"
 #include "tracker/process-table-budget.h"
+#include "util/array.h"
+#include "util/time-util.h"
 
 /* Liveness checks (/proc/PID/stat) per gc call: bounds the work of one call. */
 #define GC_CHECKS_PER_CALL 256

@@ -16,10 +16,10 @@
 #include <stdio.h>
 #include <systemd/sd-event.h>
 
+#include "unwind-tables/unwind-table.h"
+#include "unwind/table-pool.h"
 #include "util/macro.h"
 #include "util/safe-open.h"
-#include "unwind/table-pool.h"
-#include "unwind-tables/unwind-table.h"
 
 typedef struct ExeCache ExeCache;
 

@@ -8,10 +8,10 @@
 
 #include <bpf/bpf.h>
 
-#include "util/array.h"
-#include "util/time-util.h"
 #include "unwind/pool-mappings.h"
 #include "unwind/pool-storage.h"
+#include "util/array.h"
+#include "util/time-util.h"
 
 void proc_free(Proc *pr)
 {

@@ -11,8 +11,8 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "util/time-util.h"
 #include "unwind/pool-storage.h"
+#include "util/time-util.h"
 
 int pool_write_config(TablePool *p, uint32_t active)
 {

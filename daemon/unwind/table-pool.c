@@ -16,11 +16,11 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "unwind/pool-mappings.h"
+#include "unwind/pool-storage.h"
 #include "util/array.h"
 #include "util/log.h"
 #include "util/metrics-writer.h"
-#include "unwind/pool-mappings.h"
-#include "unwind/pool-storage.h"
 
 static int find_map_fd(struct bpf_object *obj, const char *name)
 {

@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "util/macro.h"
 #include "unwind-tables/unwind-table.h"
+#include "util/macro.h"
 
 struct bpf_object;
 typedef struct TablePool TablePool;

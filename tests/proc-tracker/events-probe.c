@@ -16,8 +16,8 @@
 
 #include <bpf/libbpf.h>
 
-#include "events.skel.h"
 #include "bpf/profd-events.h"
+#include "events.skel.h"
 
 static unsigned long mmap_addr, mprotect_addr;
 static pid_t child;

@@ -7,8 +7,8 @@
 #include <systemd/sd-event.h>
 
 #include "driver.h"
-#include "util/log.h"
 #include "tracker/proc-events.h"
+#include "util/log.h"
 
 #define MAX_EVENTS 4096
 

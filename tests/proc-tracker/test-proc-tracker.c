@@ -13,11 +13,11 @@
 #include <systemd/sd-event.h>
 
 #include "driver.h"
-#include "util/log.h"
+#include "sampler/sampler.h"
 #include "tracker/proc-tracker.h"
 #include "tracker/process-table.h"
-#include "sampler/sampler.h"
 #include "unwind/table-pool.h"
+#include "util/log.h"
 
 static sd_event *event;
 static ProcTracker *tracker;

@@ -15,11 +15,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "util/log.h"
+#include "sampler/sampler.h"
 #include "tracker/proc-tracker.h"
 #include "tracker/process-table.h"
-#include "sampler/sampler.h"
 #include "unwind/table-pool.h"
+#include "util/log.h"
 
 #define CHECK_FREQUENCY_HZ 99
 #define CHECK_BURN_SECONDS 3
