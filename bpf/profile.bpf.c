@@ -58,7 +58,7 @@ struct {
  * so ceil((PROFD_MAX_USER_FRAMES + 1) / PROFD_FRAMES_PER_STEP) must stay <= 31 (the +1 is the
  * probe that tells a complete 512-frame stack from a truncated one). 20 gives 26 steps. The
  * verifier walks every iteration of the frame loop (and of each frame's 17-step binary search):
- * with 20 frames the step program verifies in 115K (5.10, 6.1) to 430K (6.18) of the 1M processed
+ * with 20 frames the step program verifies in 124K (5.10, 6.1) to 420K (6.18) of the 1M processed
  * instructions allowed (docs/kernels.md), so there is room for more per-frame logic but not for
  * twice the frames per step. Kernels before 5.17 define MAX_TAIL_CALL_CNT as 32: the budget of 32
  * fits them too. */
