@@ -18,6 +18,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "profd-events.h"
+#include "rate-limit.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -126,40 +127,20 @@ static __always_inline __u32 current_tgid(void)
 /* Processes remembered for that limit; LRU, so the oldest are forgotten (and get a full bucket). */
 #define MMAP_RATELIMIT_PIDS 4096
 
-struct mmap_bucket {
-        __u64 last_ns; /* tokens were last topped up at this time */
-        __u64 tokens;
-};
-
 struct {
         __uint(type, BPF_MAP_TYPE_LRU_HASH);
         __uint(max_entries, MMAP_RATELIMIT_PIDS);
         __type(key, __u32);
-        __type(value, struct mmap_bucket);
+        __type(value, struct profd_token_bucket);
 } mmap_buckets SEC(".maps");
 
-/* Racing CPUs may both take the last token: the limit is approximate, never stricter. */
 static __always_inline bool mmap_event_allowed(__u32 tgid)
 {
-        __u64 now = bpf_ktime_get_ns(), refill;
-        struct mmap_bucket *b = bpf_map_lookup_elem(&mmap_buckets, &tgid);
-
-        if (!b) {
-                struct mmap_bucket fresh = {.last_ns = now, .tokens = MMAP_EVENT_BURST - 1};
-                bpf_map_update_elem(&mmap_buckets, &tgid, &fresh, BPF_ANY);
+        if (token_bucket_take(&mmap_buckets, tgid, bpf_ktime_get_ns(), MMAP_EVENT_BURST,
+                              MMAP_EVENT_REFILL_NS))
                 return true;
-        }
-        refill = (now - b->last_ns) / MMAP_EVENT_REFILL_NS;
-        if (refill > 0) {
-                b->tokens = b->tokens + refill > MMAP_EVENT_BURST ? MMAP_EVENT_BURST : b->tokens + refill;
-                b->last_ns = now;
-        }
-        if (b->tokens == 0) {
-                count(PROFD_EVCNT_MMAP_RATELIMITED);
-                return false;
-        }
-        b->tokens--;
-        return true;
+        count(PROFD_EVCNT_MMAP_RATELIMITED);
+        return false;
 }
 
 static __always_inline void emit_mmap(__u64 addr, __u64 len)
@@ -203,31 +184,8 @@ struct {
         __uint(type, BPF_MAP_TYPE_LRU_HASH);
         __uint(max_entries, MMAP_RATELIMIT_PIDS);
         __type(key, __u32);
-        __type(value, struct mmap_bucket);
+        __type(value, struct profd_token_bucket);
 } anon_buckets SEC(".maps");
-
-static __always_inline bool anon_event_allowed(__u32 tgid)
-{
-        __u64 now = bpf_ktime_get_ns(), refill;
-        struct mmap_bucket *b = bpf_map_lookup_elem(&anon_buckets, &tgid);
-
-        if (!b) {
-                struct mmap_bucket fresh = {.last_ns = now, .tokens = ANON_EVENT_BURST - 1};
-                bpf_map_update_elem(&anon_buckets, &tgid, &fresh, BPF_ANY);
-                return true;
-        }
-        refill = (now - b->last_ns) / ANON_EVENT_REFILL_NS;
-        if (refill > 0) {
-                b->tokens = b->tokens + refill > ANON_EVENT_BURST ? ANON_EVENT_BURST : b->tokens + refill;
-                b->last_ns = now;
-        }
-        if (b->tokens == 0) {
-                count(PROFD_EVCNT_ANON_RATELIMITED);
-                return false;
-        }
-        b->tokens--;
-        return true;
-}
 
 static __always_inline void emit_anon(__u64 start, __u64 len)
 {
@@ -245,8 +203,11 @@ static __always_inline void emit_anon(__u64 start, __u64 len)
                         count(PROFD_EVCNT_ANON_DEDUPED);
                         return;
                 }
-        if (!anon_event_allowed(tgid))
+        if (!token_bucket_take(&anon_buckets, tgid, bpf_ktime_get_ns(), ANON_EVENT_BURST,
+                               ANON_EVENT_REFILL_NS)) {
+                count(PROFD_EVCNT_ANON_RATELIMITED);
                 return;
+        }
         slot = rec->next & (ANON_RECENT - 1);
         rec->r[slot].start = start;
         rec->r[slot].end = end;
@@ -285,14 +246,11 @@ struct {
 static __always_inline void emit_mprotect(__u64 start, __u64 len)
 {
         __u32 tgid = current_tgid();
-        __u64 now = bpf_ktime_get_ns(), *last;
 
-        last = bpf_map_lookup_elem(&mprotect_last, &tgid);
-        if (last && now - *last < MPROTECT_EVENT_INTERVAL_NS) {
+        if (!once_per_interval(&mprotect_last, tgid, bpf_ktime_get_ns(), MPROTECT_EVENT_INTERVAL_NS)) {
                 count(PROFD_EVCNT_RATELIMITED);
                 return;
         }
-        bpf_map_update_elem(&mprotect_last, &tgid, &now, BPF_ANY);
         emit(PROFD_EV_MMAP_EXEC, tgid, 0, start, len);
 }
 

@@ -5,6 +5,10 @@
  * changes when it restarts; the daemon rewrites it. Include only from profile.bpf.c. */
 #pragma once
 
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+
 #include "profd-filter.h"
 
 const volatile struct profd_filter_config profd_filter = {};

@@ -1,15 +1,24 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-/* The CPython walk, included by bpf/profile.bpf.c after the native unwinder (it uses its state,
- * counters and hash). Runs as tail-call slot PROFD_PROG_PYTHON once the native walk of a process
- * listed in python_procs has ended: finds the sampled thread's PyThreadState, then appends the
- * thread's Python frames, innermost first, PROFD_PY_FRAMES_PER_PROG per program, each as one
- * PROFD_FRAME_PYTHON entry (profd-python.h). The daemon splices them into the native stack.
+/* The CPython walk, run by the tail-call program profd_python (profile.bpf.c) once the native
+ * walk of a process listed in python_procs has ended: finds the sampled thread's PyThreadState,
+ * then appends the thread's Python frames, innermost first, PROFD_PY_FRAMES_PER_PROG per program,
+ * each as one PROFD_FRAME_PYTHON entry (profd-python.h). The daemon splices them into the native
+ * stack. Defines the maps "python_procs" and "python_threads": include from profile.bpf.c only.
  *
  * Budget: the native walk and the Python walk share the chain of PROFD_MAX_STEPS tail-called
  * programs and the PROFD_MAX_USER_FRAMES slots of one stack. Native frames go first (they decide
  * where the Python frames belong); the Python walk gets what they leave. A 100-frame native
  * stack uses 5 steps and leaves 26 programs, 832 Python frames, more than the slots left. */
 #pragma once
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+
+#include "profd-python.h"
+#include "profd-sample.h"
+#include "arch.bpf.h"
+#include "sample-state.bpf.h"
+#include "stack-hash.bpf.h"
 
 _Static_assert(PROFD_PY_STOP__MAX == PROFD_PY_STOP_COUNT, "profd-sample.h counts the Python stops");
 
@@ -32,7 +41,7 @@ struct {
 } python_procs SEC(".maps");
 
 /* (pid << 32 | tid) -> its PyThreadState: found once by the thread-list walk, checked on each use
- * (the PyThreadState's thread id must still be the thread's fs base). A thread with none (a
+ * (the PyThreadState's thread id must still be the thread's thread pointer). A thread with none (a
  * native thread of a program embedding Python) is remembered too, for PROFD_PY_NO_THREAD_NS, so
  * that its samples do not walk the thread list each time. LRU: threads come and go. */
 struct python_thread {
@@ -61,17 +70,17 @@ static __always_inline int py_read_ptr(__u64 addr, __u64 *ret)
         return bpf_probe_read_user(ret, sizeof(*ret), (void *)addr);
 }
 
-/* The PyThreadState whose thread_id (pthread_self(), on x86-64 the fs base) is the sampled
- * thread's, or 0. Tried in order: the GIL holder (3.8-3.11: the thread running Python code nearly
- * always holds it), the per-thread cache, the interpreter's thread list. */
-static __always_inline __u64 py_find_tstate(struct sample_state *st, __u64 fsbase)
+/* The PyThreadState whose thread_id (pthread_self(), the thread pointer: arch_thread_pointer())
+ * is the sampled thread's, or 0. Tried in order: the GIL holder (3.8-3.11: the thread running
+ * Python code nearly always holds it), the per-thread cache, the interpreter's thread list. */
+static __always_inline __u64 py_find_tstate(struct sample_state *st, __u64 self)
 {
         const struct profd_python_proc *py = &st->py;
         __u64 key = ((__u64)st->key.pid << 32) | st->key.tid, ts = 0, id = 0, interp = 0;
         struct python_thread *cached, found = {};
 
         if (py->tstate_current && py_read_ptr(py->tstate_current, &ts) == 0 && ts &&
-            py_read_ptr(ts + py->tstate_thread_id, &id) == 0 && id == fsbase)
+            py_read_ptr(ts + py->tstate_thread_id, &id) == 0 && id == self)
                 return ts;
 
         cached = bpf_map_lookup_elem(&python_threads, &key);
@@ -79,7 +88,7 @@ static __always_inline __u64 py_find_tstate(struct sample_state *st, __u64 fsbas
                 ts = cached->tstate;
                 if (!ts && bpf_ktime_get_ns() - cached->ns < PROFD_PY_NO_THREAD_NS)
                         return 0;
-                if (ts && py_read_ptr(ts + py->tstate_thread_id, &id) == 0 && id == fsbase)
+                if (ts && py_read_ptr(ts + py->tstate_thread_id, &id) == 0 && id == self)
                         return ts;
                 bpf_map_delete_elem(&python_threads, &key);
         }
@@ -91,7 +100,7 @@ static __always_inline __u64 py_find_tstate(struct sample_state *st, __u64 fsbas
         for (int i = 0; i < PROFD_PY_MAX_THREADS && ts; i++) {
                 if (py_read_ptr(ts + py->tstate_thread_id, &id) < 0)
                         return 0;
-                if (id == fsbase) {
+                if (id == self) {
                         found.tstate = ts;
                         bpf_map_update_elem(&python_threads, &key, &found, BPF_ANY);
                         return ts;
@@ -109,11 +118,10 @@ static __always_inline __u64 py_find_tstate(struct sample_state *st, __u64 fsbas
 static __always_inline bool py_begin(struct sample_state *st, struct task_struct *task)
 {
         const struct profd_python_proc *py = &st->py;
-        __u64 fsbase, ts, f = 0;
+        __u64 ts, f = 0;
 
         count(PROFD_CNT_PY_STACKS);
-        fsbase = profd_have_task_btf ? task->thread.fsbase : BPF_CORE_READ(task, thread.fsbase);
-        ts = py_find_tstate(st, fsbase);
+        ts = py_find_tstate(st, arch_thread_pointer(task));
         if (!ts) {
                 py_stop(st, PROFD_PY_STOP_NO_THREAD);
                 return false;
@@ -203,7 +211,8 @@ static __always_inline void py_walk(struct sample_state *st)
                         /* Below here runs the previous call of the eval function: the frame
                          * recorded last was its call's outermost. */
                         if (st->py_recorded) {
-                                st->user.ips[(len - 1) & (PROFD_MAX_USER_FRAMES - 1)] |= PROFD_FRAME_PY_ENTRY;
+                                st->user.ips[(len - 1) & (PROFD_MAX_USER_FRAMES - 1)] |=
+                                        PROFD_FRAME_PY_ENTRY;
                                 st->uhash = hash_mix(st->uhash, PROFD_FRAME_PY_ENTRY);
                         }
                         continue;
@@ -212,7 +221,8 @@ static __always_inline void py_walk(struct sample_state *st)
                 if (py->lasti_kind == PROFD_PY_LASTI_INT) {
                         __s32 lasti;
 
-                        __builtin_memcpy(&lasti, &st->win[(off + py->frame_lasti) & (PROFD_STACK_WINDOW - 1)],
+                        __builtin_memcpy(&lasti,
+                                         &st->win[(off + py->frame_lasti) & (PROFD_STACK_WINDOW - 1)],
                                          sizeof(lasti));
                         instr = lasti < 0 ? 0 : lasti;
                 } else {
@@ -225,47 +235,12 @@ static __always_inline void py_walk(struct sample_state *st)
 
                 rec = PROFD_FRAME_PYTHON | ((code >> PROFD_PY_CODE_SHIFT) & PROFD_PY_CODE_MASK) |
                       (instr << PROFD_PY_INSTR_SHIFT);
-                if (py->entry_kind == PROFD_PY_ENTRY_EVERY || (py->entry_kind == PROFD_PY_ENTRY_IS_ENTRY && entry))
+                if (py->entry_kind == PROFD_PY_ENTRY_EVERY ||
+                    (py->entry_kind == PROFD_PY_ENTRY_IS_ENTRY && entry))
                         rec |= PROFD_FRAME_PY_ENTRY;
                 st->user.ips[len & (PROFD_MAX_USER_FRAMES - 1)] = rec;
                 st->user.len = len + 1;
                 st->uhash = hash_mix(st->uhash, rec);
                 st->py_recorded++;
         }
-}
-
-SEC("perf_event")
-int profd_python(struct bpf_perf_event_data *ctx)
-{
-        struct sample_state *st = get_state();
-
-        if (!st)
-                return 0;
-        st->steps++;
-        if (!st->py_started) {
-                struct task_struct *task = profd_have_task_btf ? bpf_get_current_task_btf()
-                                                               : (struct task_struct *)bpf_get_current_task();
-
-                st->py_started = 1;
-                if (!py_begin(st, task))
-                        goto out;
-        }
-        {
-                __u32 before = st->py_recorded;
-
-                py_walk(st);
-                count_add(PROFD_CNT_PY_FRAMES, st->py_recorded - before); /* once, not per frame */
-        }
-out:
-        if (!st->py_done) {
-                if (st->steps < PROFD_MAX_STEPS) {
-                        bpf_tail_call(ctx, &progs, PROFD_PROG_PYTHON);
-                        count(PROFD_DROP_TAIL_CALL);
-                        return 0;
-                }
-                py_stop(st, PROFD_PY_STOP_TAIL_CALLS);
-        }
-        bpf_tail_call(ctx, &progs, PROFD_PROG_FINALIZE);
-        count(PROFD_DROP_TAIL_CALL);
-        return 0;
 }

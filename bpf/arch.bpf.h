@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* Architecture interface of the sampler: everything that depends on the CPU's registers, calling
+ * convention or signal frame is behind the names below, so that the unwinder's steps are the same
+ * code on every architecture. The implementation is chosen by the target macro the build passes
+ * (bpf/meson.build: -D__TARGET_ARCH_x86, as bpf_tracing.h expects) or the compiler's own; a port is
+ * one file, bpf/arch-NAME.bpf.h, providing all of the following. Defines no maps.
+ *
+ * Registers. struct arch_regs { __u64 ip, sp, fp, aux; }: the user registers an unwind step reads
+ * and writes, by meaning: pc, stack pointer, frame pointer, and one more register the port's
+ * unwind rules need (x86-64: rbx, a CFA base in ld.so's stack-realigning trampolines; arm64 would
+ * carry lr there). DWARF rows name their CFA base by meaning too (PROFD_CFA_RSP: sp, PROFD_CFA_RBP:
+ * fp, PROFD_CFA_RBX: aux; the names are the table format's, profd-unwind-table.h).
+ *
+ * Constants
+ *   ARCH_USER_ADDR_MAX     highest user address: a return address or frame above it is corrupt
+ *   ARCH_FP_ALIGN          alignment of a frame pointer in user code (a frame record's address)
+ *   ARCH_CFA_ALIGN         alignment of a CFA
+ *   ARCH_FP_SLOT_FP        frame record at fp, read as two __u64: index of the caller's fp
+ *   ARCH_FP_SLOT_RA        ... and of the return address
+ *   ARCH_FP_CALLER_SP      the caller's sp is fp + this after a frame-pointer step
+ *   ARCH_RA_CFA_OFFSET     where a call left the return address, relative to the CFA; when a
+ *                          row saves fp just below it (fp at CFA + ARCH_RA_CFA_OFFSET - 8), the
+ *                          DWARF step reads both at once
+ *
+ * Functions (static __always_inline)
+ *   __u64 arch_ctx_mode(struct bpf_perf_event_data *ctx)
+ *           the interrupted context's mode word (x86-64: cs), from the perf_event context
+ *   bool arch_mode_in_kernel(__u64 mode)      the sample interrupted the kernel
+ *   bool arch_mode_is_compat(__u64 mode)      a user mode whose frames and CFI are not the 64-bit
+ *                                             ABI's (x86-64: a 32-bit task); its pc is kept alone
+ *   void arch_ctx_user_regs(struct bpf_perf_event_data *ctx, struct arch_regs *r)
+ *           the registers of a sample that interrupted user mode
+ *   int arch_task_user_regs(struct task_struct *task, struct arch_regs *r, __u64 *mode)
+ *           the user registers task saved on entry to the kernel (syscall, fault, interrupt),
+ *           with bpf_task_pt_regs() when profd_have_task_pt_regs, else from the top of the kernel
+ *           stack (profd_thread_size); -EFAULT unless they are a user context
+ *   int arch_signal_frame_regs(__u64 sp, struct arch_regs *r)
+ *           at the signal-return trampoline (__restore_rt), sp points at the frame the kernel
+ *           saved on signal delivery: the interrupted registers; < 0 when unreadable
+ *   __u64 arch_plt_cfa(__u32 cfa_kind, __u64 sp, __u64 pc)
+ *           CFA of the PLT rows (PROFD_CFA_PLT1, PROFD_CFA_PLT2), computed from the pc's place in
+ *           its PLT entry; 0 (a bad frame) where the architecture has no such rows
+ *   bool arch_ra_in_register(const struct profd_unwind_rule *rule)
+ *           true where the return address has not been saved to the stack yet but is still in
+ *           aux (arm64: lr in a leaf function, or before the prologue stores it); x86-64: never,
+ *           call pushes it
+ *   __u64 arch_thread_pointer(struct task_struct *task)
+ *           the thread pointer user space sees as pthread_self() (x86-64: the fs base), which
+ *           CPython stores in its PyThreadState */
+#pragma once
+
+#include "vmlinux.h"
+
+/* Registers an unwind step reads and writes, by meaning (see above). */
+struct arch_regs {
+        __u64 ip;
+        __u64 sp;
+        __u64 fp;
+        __u64 aux;
+};
+
+#if defined(__TARGET_ARCH_x86) || (!defined(__TARGET_ARCH_arm64) && defined(__x86_64__))
+#include "arch-x86_64.bpf.h"
+#elif defined(__TARGET_ARCH_arm64) || defined(__aarch64__)
+#include "arch-arm64.bpf.h"
+#else
+#error "profd's BPF programs support x86-64 (arch-x86_64.bpf.h); define __TARGET_ARCH_<arch> for another"
+#endif

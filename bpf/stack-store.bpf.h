@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* Where finished samples go: each stack once under its hash, counts[key] += 1. Stacks and counts
+ * live in two generations of maps; .bss profd_gen says which one samples go to. The daemon flips
+ * it, waits until every program that read the old value has finished, then reads and empties the
+ * retired generation (daemon/sampler/sampler.c). Defines the maps counts_*, stacks_*, kstacks_*
+ * and profd_gen: include from profile.bpf.c only. */
+#pragma once
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+
+#include "profd-sample.h"
+#include "sample-state.bpf.h"
+#include "stack-hash.bpf.h"
+
+#ifndef EEXIST
+#define EEXIST 17
+#endif
+
+/* Generation samples are counted in; written by the daemon. */
+volatile __u32 profd_gen = 0;
+
+/* Sizes are set by the daemon before load (frequency x CPUs x drain interval). Stack values are
+ * 4 KiB: run-time allocation keeps an idle host from pinning max_entries x 4 KiB. */
+#define PROFD_COUNTS_MAP(name)                                                                              \
+        struct {                                                                                            \
+                __uint(type, BPF_MAP_TYPE_HASH);                                                            \
+                __uint(max_entries, 4096);                                                                  \
+                __uint(map_flags, BPF_F_NO_PREALLOC);                                                       \
+                __type(key, struct profd_count_key);                                                        \
+                __type(value, __u64);                                                                       \
+        } name SEC(".maps")
+#define PROFD_STACKS_MAP(name, value_type)                                                                  \
+        struct {                                                                                            \
+                __uint(type, BPF_MAP_TYPE_HASH);                                                            \
+                __uint(max_entries, 4096);                                                                  \
+                __uint(map_flags, BPF_F_NO_PREALLOC);                                                       \
+                __type(key, __u64);                                                                         \
+                __type(value, value_type);                                                                  \
+        } name SEC(".maps")
+
+PROFD_COUNTS_MAP(counts_0);
+PROFD_COUNTS_MAP(counts_1);
+PROFD_STACKS_MAP(stacks_0, struct profd_stack);
+PROFD_STACKS_MAP(stacks_1, struct profd_stack);
+PROFD_STACKS_MAP(kstacks_0, struct profd_kstack);
+PROFD_STACKS_MAP(kstacks_1, struct profd_kstack);
+
+/* Stores value under hash unless present. -EEXIST is a concurrent insert of the same stack. */
+static __always_inline int store_stack(void *map, __u64 *hash, void *value)
+{
+        long r;
+
+        if (bpf_map_lookup_elem(map, hash))
+                return 0;
+        r = bpf_map_update_elem(map, hash, value, BPF_NOEXIST);
+        return r == -EEXIST ? 0 : r;
+}
+
+/* First sample of key in this interval (the caller looked it up). -EEXIST: another CPU inserted
+ * it meanwhile. */
+static __always_inline int insert_key(void *map, struct profd_count_key *key)
+{
+        __u64 one = 1, *v;
+        long r;
+
+        r = bpf_map_update_elem(map, key, &one, BPF_NOEXIST);
+        if (r == -EEXIST) {
+                v = bpf_map_lookup_elem(map, key);
+                if (v) {
+                        __sync_fetch_and_add(v, 1);
+                        return 0;
+                }
+        }
+        return r;
+}
+
+/* Hashes st's stacks into its key and counts the key in st's generation. False when a map was
+ * full (counted): the sample is lost. */
+static __always_inline bool store_sample(struct sample_state *st)
+{
+        bool gen1 = st->gen != 0;
+        __u64 *v;
+
+        if (st->user.len > 0)
+                st->key.user_hash = hash_user(st);
+        if (st->kernel.len > 0)
+                st->key.kernel_hash = hash_kernel(&st->kernel);
+
+        /* Most samples repeat a key of this interval: its stacks are stored already (stacks go
+         * in before their key), so one lookup does it. */
+        v = bpf_map_lookup_elem(gen1 ? (void *)&counts_1 : (void *)&counts_0, &st->key);
+        if (v) {
+                __sync_fetch_and_add(v, 1);
+                return true;
+        }
+
+        if (st->user.len > 0) {
+                if (store_stack(gen1 ? (void *)&stacks_1 : (void *)&stacks_0, &st->key.user_hash,
+                                &st->user) < 0) {
+                        count(PROFD_DROP_USER_STACKS_FULL);
+                        return false;
+                }
+        }
+        if (st->kernel.len > 0) {
+                if (store_stack(gen1 ? (void *)&kstacks_1 : (void *)&kstacks_0, &st->key.kernel_hash,
+                                &st->kernel) < 0) {
+                        count(PROFD_DROP_KERNEL_STACKS_FULL);
+                        return false;
+                }
+        }
+
+        if (insert_key(gen1 ? (void *)&counts_1 : (void *)&counts_0, &st->key) < 0) {
+                count(PROFD_DROP_COUNTS_FULL);
+                return false;
+        }
+        return true;
+}

@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* Frame-pointer steps of the native walk: the plain one (mappings without a table, pids not in the
+ * pool, pcs no CFI covers) and the stack switch that follows Go's systemstack and friends from
+ * the g0 stack back to the goroutine's. The frame record's layout is the arch's (arch.bpf.h).
+ * Defines no maps. */
+#pragma once
+
+#include "vmlinux.h"
+
+#include "profd-sample.h"
+#include "arch.bpf.h"
+#include "sample-state.bpf.h"
+#include "stack-read.bpf.h"
+
+/* Stack switches one sample may follow (Go: signal stack -> g0 -> goroutine is two); a bound,
+ * since a switch step is not checked against sp and a corrupt chain could alternate. */
+#define PROFD_MAX_STACK_SWITCHES 4
+
+/* Frame-pointer step: the frame record at fp holds the caller's fp and the return address.
+ * Validated: fp must lie above sp and be aligned, and the chain must move up the stack (checked
+ * on the next call via fp >= sp). Returns true when unwinding ended. */
+static __always_inline bool step_frame_pointer(struct sample_state *st)
+{
+        __u64 frame[2];
+
+        if (st->fp == 0) {
+                stop(st, PROFD_STOP_OK);
+                return true;
+        }
+        if (st->fp < st->sp || (st->fp & (ARCH_FP_ALIGN - 1))) {
+                stop(st, PROFD_STOP_BAD_FRAME);
+                return true;
+        }
+        if (read_stack(st, st->fp, frame, 16) < 0) {
+                stop(st, PROFD_STOP_BAD_READ);
+                return true;
+        }
+        if (frame[ARCH_FP_SLOT_RA] == 0) {
+                stop(st, PROFD_STOP_OK);
+                return true;
+        }
+        if (frame[ARCH_FP_SLOT_RA] > ARCH_USER_ADDR_MAX) {
+                stop(st, PROFD_STOP_BAD_FRAME);
+                return true;
+        }
+        st->sp = st->fp + ARCH_FP_CALLER_SP;
+        st->fp = frame[ARCH_FP_SLOT_FP];
+        st->ip = frame[ARCH_FP_SLOT_RA];
+        st->exact = 0;
+        st->aux_valid = 0; /* no table says where a callee saved it */
+        return false;
+}
+
+/* Go's systemstack, morestack and asmcgocall run their callee on the thread's g0 stack; their
+ * callers are on the goroutine's stack. The callee saved the goroutine's frame pointer (that of
+ * the function that called systemstack), and Go keeps frame pointers, so one frame-pointer step
+ * from it lands on the goroutine's stack, wherever that lies. As in perf's frame-pointer walk, the
+ * function that called systemstack itself is not seen (its return address is kept only in the
+ * goroutine's g.sched). Stacks may interleave in any order, so the step is not checked against
+ * sp; PROFD_MAX_STACK_SWITCHES bounds how often a sample takes it. */
+static __always_inline bool step_stack_switch(struct sample_state *st)
+{
+        __u64 frame[2];
+
+        if (st->switches >= PROFD_MAX_STACK_SWITCHES || st->fp == 0 || (st->fp & (ARCH_FP_ALIGN - 1)) ||
+            st->fp > ARCH_USER_ADDR_MAX) {
+                stop(st, PROFD_STOP_BAD_FRAME);
+                return true;
+        }
+        st->switches++;
+        if (read_stack(st, st->fp, frame, 16) < 0) {
+                stop(st, PROFD_STOP_BAD_READ);
+                return true;
+        }
+        if (frame[ARCH_FP_SLOT_RA] == 0 || frame[ARCH_FP_SLOT_RA] > ARCH_USER_ADDR_MAX) {
+                stop(st, PROFD_STOP_BAD_FRAME);
+                return true;
+        }
+        st->sp = st->fp + ARCH_FP_CALLER_SP;
+        st->fp = frame[ARCH_FP_SLOT_FP];
+        st->ip = frame[ARCH_FP_SLOT_RA];
+        st->exact = 0;
+        st->aux_valid = 0;
+        return false;
+}
+
+/* No CFI covers the pc (hand-written assembly, a gap between functions): a validated
+ * frame-pointer step. Unverified: unless CFI later leads to the outermost frame, the stack reports
+ * no_row however it ends. */
+static __always_inline bool step_no_row(struct sample_state *st)
+{
+        if (st->guess == PROFD_STOP_OK)
+                st->guess = PROFD_STOP_NO_ROW;
+        return step_frame_pointer(st);
+}
