@@ -124,7 +124,7 @@ static int on_conn_hangup(sd_event_source *es, int fd, uint32_t revents, void *u
         return 0;
 }
 
-int on_request_timeout(sd_event_source *es, uint64_t usec, void *userdata)
+int http_conn_on_request_timeout(sd_event_source *es, uint64_t usec, void *userdata)
 {
         HttpServer *s = userdata;
         uint64_t now = server_now(s);
@@ -155,7 +155,7 @@ static unsigned conns_of_client(const HttpServer *s, const uint8_t key[16])
 /* MHD_OPTION_ACCEPT_POLICY_CALLBACK: the per-client limit. Done here rather than with
  * MHD_OPTION_PER_IP_CONNECTION_LIMIT so that refusals are counted, and so that the liveness probe,
  * which comes from a loopback address any local client can also use, is never refused by it. */
-enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+enum MHD_Result http_conn_on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
 {
         HttpServer *s = cls;
         uint8_t key[16];
@@ -175,8 +175,8 @@ enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addr
 }
 
 /* MHD_OPTION_NOTIFY_CONNECTION. */
-void on_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
-                   enum MHD_ConnectionNotificationCode code)
+void http_conn_on_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
+                             enum MHD_ConnectionNotificationCode code)
 {
         HttpServer *s = cls;
         Conn *c = *socket_context;

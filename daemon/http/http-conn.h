@@ -53,8 +53,8 @@ void conn_park(Conn *c, Request *req, void (*cancel)(Request *req));
 void conn_unpark(Conn *c);
 
 /* The request timeout timer's callback (s->request_timer). */
-int on_request_timeout(sd_event_source *es, uint64_t usec, void *userdata);
+int http_conn_on_request_timeout(sd_event_source *es, uint64_t usec, void *userdata);
 /* MHD_OPTION_ACCEPT_POLICY_CALLBACK and MHD_OPTION_NOTIFY_CONNECTION; cls is the HttpServer. */
-enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen);
-void on_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
-                   enum MHD_ConnectionNotificationCode code);
+enum MHD_Result http_conn_on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen);
+void http_conn_on_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
+                             enum MHD_ConnectionNotificationCode code);

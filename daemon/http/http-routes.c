@@ -25,15 +25,15 @@ static int route_profile(HttpServer *s, Request *req);
 static int route_metrics(HttpServer *s, Request *req);
 static int route_process(HttpServer *s, Request *req);
 
-const Route routes[] = {
+const Route http_routes[] = {
         {"/debug/pprof/profile",
          "CPU profile of the next N seconds, gzipped pprof (seconds=N, default 30; labels=LIST; "
          "filters pid=, comm=, unit=; format=folded for folded stacks; start=, end= for a past "
          "window from the history)",
-         "/debug/pprof/profile?seconds=30", route_profile, &pprof_renderer},
+         "/debug/pprof/profile?seconds=30", route_profile, &profile_renderer_pprof},
         {"/debug/pprof/flamegraph",
          "Interactive flame graph page of the next N seconds (same parameters as profile)",
-         "/debug/pprof/flamegraph?seconds=30", route_profile, &flamegraph_renderer},
+         "/debug/pprof/flamegraph?seconds=30", route_profile, &profile_renderer_flamegraph},
         {"/debug/pprof/", NULL, NULL, route_index, NULL},
         {"/debug/pprof", NULL, NULL, route_index, NULL},
         {"/metrics", "Prometheus metrics of the daemon (samples, drops by reason, maps, requests)", NULL,
@@ -46,7 +46,7 @@ const Route routes[] = {
         /* pprof's remote symbolization (POST, "symbolz"), not listed: see route_symbol(). */
         {"/debug/pprof/symbol", NULL, NULL, route_symbol, NULL},
 };
-const size_t n_routes = ELEMENTSOF(routes);
+const size_t http_n_routes = ELEMENTSOF(http_routes);
 
 /* The counter row of a route: routes that are one endpoint under two spellings (/debug/pprof and
  * /debug/pprof/) share the row of the first, so each endpoint is one series. */
@@ -55,16 +55,16 @@ static size_t route_counter_row(const Route *route)
         if (!route)
                 return ROUTE_UNKNOWN;
         for (size_t i = 0; i < N_ROUTES; i++)
-                if (routes[i].handler == route->handler && routes[i].renderer == route->renderer)
+                if (http_routes[i].handler == route->handler && http_routes[i].renderer == route->renderer)
                         return i;
-        return (size_t)(route - routes);
+        return (size_t)(route - http_routes);
 }
 
 const Route *route_find(const char *url)
 {
         for (size_t i = 0; i < N_ROUTES; i++)
-                if (strcmp(url, routes[i].path) == 0)
-                        return &routes[i];
+                if (strcmp(url, http_routes[i].path) == 0)
+                        return &http_routes[i];
         return NULL;
 }
 
@@ -81,8 +81,8 @@ static void count_request(HttpServer *s, const Route *route, unsigned status, co
         s->requests_total[r * N_STATUSES + i]++;
 }
 
-enum MHD_Result queue(Request *req, unsigned status, void *body, size_t size, const char *content_type,
-                      const char *disposition, bool error)
+enum MHD_Result http_queue(Request *req, unsigned status, void *body, size_t size, const char *content_type,
+                           const char *disposition, bool error)
 {
         struct MHD_Response *resp = MHD_create_response_from_buffer(size, body, MHD_RESPMEM_MUST_FREE);
         if (!resp) {
@@ -119,10 +119,10 @@ enum MHD_Result queue(Request *req, unsigned status, void *body, size_t size, co
         return r;
 }
 
-enum MHD_Result queue_text(Request *req, unsigned status, const char *content_type, bool error,
-                           const char *fmt, ...) _printf_(5, 6);
-enum MHD_Result queue_text(Request *req, unsigned status, const char *content_type, bool error,
-                           const char *fmt, ...)
+enum MHD_Result http_queue_text(Request *req, unsigned status, const char *content_type, bool error,
+                                const char *fmt, ...) _printf_(5, 6);
+enum MHD_Result http_queue_text(Request *req, unsigned status, const char *content_type, bool error,
+                                const char *fmt, ...)
 {
         char *text = NULL;
         va_list ap;
@@ -131,7 +131,7 @@ enum MHD_Result queue_text(Request *req, unsigned status, const char *content_ty
         va_end(ap);
         if (n < 0)
                 return MHD_NO;
-        return queue(req, status, text, (size_t)n, content_type, NULL, error);
+        return http_queue(req, status, text, (size_t)n, content_type, NULL, error);
 }
 
 static int route_profile(HttpServer *s, Request *req)
@@ -148,7 +148,7 @@ static int route_profile(HttpServer *s, Request *req)
         if (past && profile_past_window(s, &req->query, err, sizeof(err)) < 0)
                 return queue_error(req, 400, "%s\n", err);
         if (s->n_profiles >= d->options.max_concurrent_profiles)
-                profiles_reap_gone(s);
+                profile_reap_gone(s);
         if (s->n_profiles >= d->options.max_concurrent_profiles) {
                 s->profiles_rejected_busy_total++;
                 return queue_error(
@@ -168,13 +168,13 @@ static int route_profile(HttpServer *s, Request *req)
          * answered through profile_finish(), which resumes. */
         req->suspended = true;
         MHD_suspend_connection(req->connection);
-        conn_park(req->conn, req, request_cancel); /* watches for the client leaving meanwhile */
+        conn_park(req->conn, req, profile_request_cancel); /* watches for the client leaving meanwhile */
         if (past) {
                 /* Ending within the interval being collected: built after its drain (< 1 s). */
                 req->state = REQUEST_DRAIN;
-                if (aggregator_wait_for(d->aggregator, req->query.end_ns, on_past_drained, req, &req->wait) <
-                    0) {
-                        request_set_error(req, 500, "out of memory\n");
+                if (aggregator_wait_for(d->aggregator, req->query.end_ns, profile_on_past_drained, req,
+                                        &req->wait) < 0) {
+                        http_request_set_error(req, 500, "out of memory\n");
                         profile_finish(req);
                 }
                 return MHD_YES;
@@ -189,7 +189,7 @@ static int route_profile(HttpServer *s, Request *req)
 int route_healthz(HttpServer *s, Request *req)
 {
         if (s->daemon->sampler && sampler_is_live(s->daemon->sampler))
-                return queue_text(req, 200, "text/plain; charset=utf-8", false, "ok\n");
+                return http_queue_text(req, 200, "text/plain; charset=utf-8", false, "ok\n");
         return queue_error(req, 503, "sampling is not live yet\n");
 }
 
@@ -216,7 +216,7 @@ static int route_process(HttpServer *s, Request *req)
                 return queue_error(req, 500, "out of memory\n");
         if (r < 0)
                 return queue_error(req, 404, "pid %lu is not tracked\n", pid);
-        return queue(req, 200, TAKE_PTR(buf), size, "text/plain; charset=utf-8", NULL, false);
+        return http_queue(req, 200, TAKE_PTR(buf), size, "text/plain; charset=utf-8", NULL, false);
 }
 
 /* go tool pprof, given a profile URL, POSTs the addresses of frames without a function to
@@ -226,7 +226,7 @@ static int route_process(HttpServer *s, Request *req)
 int route_symbol(HttpServer *s, Request *req)
 {
         (void)s;
-        return queue_text(req, 200, "text/plain; charset=utf-8", false, "num_symbols: 0\n");
+        return http_queue_text(req, 200, "text/plain; charset=utf-8", false, "num_symbols: 0\n");
 }
 
 static int route_metrics(HttpServer *s, Request *req)
@@ -236,7 +236,7 @@ static int route_metrics(HttpServer *s, Request *req)
         int r = s->render_metrics(s->daemon, &text, &size);
         if (r < 0)
                 return queue_error(req, 500, "rendering metrics failed: %s\n", strerror(-r));
-        return queue(req, 200, text, size, "text/plain; version=0.0.4; charset=utf-8", NULL, false);
+        return http_queue(req, 200, text, size, "text/plain; version=0.0.4; charset=utf-8", NULL, false);
 }
 
 static int route_index(HttpServer *s, Request *req)
@@ -250,11 +250,11 @@ static int route_index(HttpServer *s, Request *req)
               "<body><h1>profd " PROFD_VERSION "</h1>\n<p>Continuous CPU profiler. Endpoints:</p>\n<ul>\n",
               f);
         for (size_t i = 0; i < N_ROUTES; i++) {
-                if (!routes[i].description)
+                if (!http_routes[i].description)
                         continue;
-                const char *href = routes[i].example ?: routes[i].path;
-                fprintf(f, "<li><a href=\"%s\">%s</a> &mdash; %s</li>\n", href, routes[i].path,
-                        routes[i].description);
+                const char *href = http_routes[i].example ?: http_routes[i].path;
+                fprintf(f, "<li><a href=\"%s\">%s</a> &mdash; %s</li>\n", href, http_routes[i].path,
+                        http_routes[i].description);
         }
         fprintf(f,
                 "</ul>\n<p>Example: <code>go tool pprof "
@@ -267,5 +267,5 @@ static int route_index(HttpServer *s, Request *req)
                 free(buf);
                 return queue_error(req, 500, "out of memory\n");
         }
-        return queue(req, 200, buf, size, "text/html; charset=utf-8", NULL, false);
+        return http_queue(req, 200, buf, size, "text/html; charset=utf-8", NULL, false);
 }

@@ -24,9 +24,9 @@ struct Route {
         const ProfileRenderer *renderer; /* profile routes: default format */
 };
 
-extern const Route routes[];
-extern const size_t n_routes;
-#define N_ROUTES n_routes
+extern const Route http_routes[];
+extern const size_t http_n_routes;
+#define N_ROUTES http_n_routes
 #define ROUTE_UNKNOWN N_ROUTES /* counter row for paths no route matches */
 
 const Route *route_find(const char *url);
@@ -36,9 +36,10 @@ int route_healthz(HttpServer *s, Request *req);
 int route_symbol(HttpServer *s, Request *req);
 
 /* Queues the response (body is malloc()ed, freed here) and counts it. */
-enum MHD_Result queue(Request *req, unsigned status, void *body, size_t size, const char *content_type,
-                      const char *disposition, bool error);
-enum MHD_Result queue_text(Request *req, unsigned status, const char *content_type, bool error,
-                           const char *fmt, ...) _printf_(5, 6);
+enum MHD_Result http_queue(Request *req, unsigned status, void *body, size_t size, const char *content_type,
+                           const char *disposition, bool error);
+enum MHD_Result http_queue_text(Request *req, unsigned status, const char *content_type, bool error,
+                                const char *fmt, ...) _printf_(5, 6);
 /* One line, text/plain, X-Go-Pprof: 1. */
-#define queue_error(req, status, ...) queue_text(req, status, "text/plain; charset=utf-8", true, __VA_ARGS__)
+#define queue_error(req, status, ...)                                                                       \
+        http_queue_text(req, status, "text/plain; charset=utf-8", true, __VA_ARGS__)

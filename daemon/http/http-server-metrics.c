@@ -43,7 +43,7 @@ void http_server_write_metrics(const HttpServer *s, FILE *f)
                         else
                                 snprintf(code, sizeof(code), "other");
                         snprintf(labels, sizeof(labels), "endpoint=\"%s\",code=\"%s\"",
-                                 r < N_ROUTES ? routes[r].path : "unknown", code);
+                                 r < N_ROUTES ? http_routes[r].path : "unknown", code);
                         metric_sample(f, "profd_http_requests_total", labels, v);
                 }
         metric_gauge(f, "profd_http_profiles_in_flight", "Profile requests being waited for or built.",

@@ -180,10 +180,10 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
                 return MHD_NO; /* the client is gone: close */
         case REQUEST_RESPOND:
                 if (!req->body && req->status == 0)
-                        request_set_error(req, 500, "internal error\n");
-                return queue(req, req->status ?: 500, TAKE_PTR(req->body), req->body_size,
-                             req->content_type ?: "text/plain; charset=utf-8", req->content_disposition,
-                             req->error);
+                        http_request_set_error(req, 500, "internal error\n");
+                return http_queue(req, req->status ?: 500, TAKE_PTR(req->body), req->body_size,
+                                  req->content_type ?: "text/plain; charset=utf-8", req->content_disposition,
+                                  req->error);
         default:
                 return MHD_YES; /* spurious call while suspended work is in progress */
         }
@@ -369,14 +369,15 @@ int http_server_new(Daemon *d, http_metrics_render_t render_metrics, HttpServer 
         s->listen_fd = fd;
         s->mhd = MHD_start_daemon(
                 MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | http_tls_mhd_flags(d->tls), 0,
-                on_accept, s, on_access, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
+                http_conn_on_accept, s, on_access, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
                 s, /* first, or MHD says so on stderr */
                 /* TLS (http-tls.c): its options; each new connection's credentials come from
-                 * on_connection. */
+                 * http_conn_on_connection. */
                 MHD_OPTION_ARRAY, http_tls_mhd_options(d->tls), MHD_OPTION_LISTEN_SOCKET, fd,
-                MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-                MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_CONNECTION_LIMIT, s->connection_limit,
-                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_SEND_TIMEOUT_S, MHD_OPTION_END);
+                MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+                http_conn_on_connection, s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
+                MHD_OPTION_CONNECTION_LIMIT, s->connection_limit, MHD_OPTION_CONNECTION_TIMEOUT,
+                (unsigned)HTTP_SEND_TIMEOUT_S, MHD_OPTION_END);
         if (!s->mhd)
                 return log_error_errno(-EIO, "Cannot start the HTTP server (libmicrohttpd) on %s",
                                        s->address);
@@ -394,7 +395,7 @@ int http_server_new(Daemon *d, http_metrics_render_t render_metrics, HttpServer 
         if (r < 0)
                 return log_error_errno(r, "Cannot add the HTTP timer: %m");
         r = sd_event_add_time(d->event, &s->request_timer, CLOCK_MONOTONIC, UINT64_MAX,
-                              HTTP_REQUEST_TIMER_ACCURACY_USEC, on_request_timeout, s);
+                              HTTP_REQUEST_TIMER_ACCURACY_USEC, http_conn_on_request_timeout, s);
         if (r < 0)
                 return log_error_errno(r, "Cannot add the HTTP request timeout timer: %m");
         (void)sd_event_source_set_enabled(s->request_timer, SD_EVENT_OFF);
@@ -433,7 +434,7 @@ HttpServer *http_server_free(HttpServer *s)
                  * and a client is better told why than cut off). */
                 for (Request *req = s->profiles; req; req = req->next)
                         if (req->state != REQUEST_RESPOND && req->state != REQUEST_DONE) {
-                                request_set_error(req, 503, "profd is shutting down\n");
+                                http_request_set_error(req, 503, "profd is shutting down\n");
                                 profile_finish(req);
                         }
                 /* A few non-blocking rounds so the resumed handlers queue their 503 and it is sent. */

@@ -36,7 +36,7 @@ static void pprof_free(void *job)
         pprof_job_free(job);
 }
 
-const ProfileRenderer pprof_renderer = {
+const ProfileRenderer profile_renderer_pprof = {
         .format = "pprof",
         .content_type = "application/octet-stream",
         .content_disposition = "attachment; filename=\"profile\"",
@@ -63,7 +63,7 @@ static void folded_free(void *job)
         folded_job_free(job);
 }
 
-static const ProfileRenderer folded_renderer = {
+static const ProfileRenderer profile_renderer_folded = {
         .format = "folded",
         .content_type = "text/plain; charset=utf-8",
         .start = folded_start,
@@ -100,7 +100,7 @@ static void flamegraph_free(void *job)
         flamegraph_job_free(job);
 }
 
-const ProfileRenderer flamegraph_renderer = {
+const ProfileRenderer profile_renderer_flamegraph = {
         .format = "flamegraph",
         .content_type = "text/html; charset=utf-8",
         .start = flamegraph_start,
@@ -111,9 +111,9 @@ const ProfileRenderer flamegraph_renderer = {
 
 /* ?format= values. */
 static const ProfileRenderer *const renderers[] = {
-        &pprof_renderer,
-        &folded_renderer,
-        &flamegraph_renderer,
+        &profile_renderer_pprof,
+        &profile_renderer_folded,
+        &profile_renderer_flamegraph,
 };
 
 const ProfileRenderer *profile_renderer_find(const char *format)

@@ -26,8 +26,8 @@ typedef struct ProfileRenderer {
 } ProfileRenderer;
 
 /* The default renderers of the profile routes. */
-extern const ProfileRenderer pprof_renderer;
-extern const ProfileRenderer flamegraph_renderer;
+extern const ProfileRenderer profile_renderer_pprof;
+extern const ProfileRenderer profile_renderer_flamegraph;
 
 /* The renderer of a ?format= value; NULL if there is none. */
 const ProfileRenderer *profile_renderer_find(const char *format);

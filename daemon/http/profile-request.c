@@ -38,7 +38,7 @@
 #define CUT_MAX_RETRIES 3
 
 /* For the asynchronous path: remember the answer, then resume so the handler queues it. */
-void request_set_error(Request *req, unsigned status, const char *fmt, ...)
+void http_request_set_error(Request *req, unsigned status, const char *fmt, ...)
 {
         char *text = NULL;
         va_list ap;
@@ -119,7 +119,7 @@ void profile_finish(Request *req)
 
 /* The client of a parked profile request went away (on_conn_hangup()): free its slot and stop its
  * work now, not when its window ends. */
-void request_cancel(Request *req)
+void profile_request_cancel(Request *req)
 {
         HttpServer *s = req->server;
 
@@ -141,7 +141,7 @@ void request_cancel(Request *req)
 /* Before refusing a profile request for want of a slot: a parked request whose client has left
  * but whose hangup has not been dispatched yet (it came in the same loop iteration as this
  * request) is no longer busy. */
-void profiles_reap_gone(HttpServer *s)
+void profile_reap_gone(HttpServer *s)
 {
         Request *next;
         for (Request *req = s->profiles; req; req = next) {
@@ -150,7 +150,7 @@ void profiles_reap_gone(HttpServer *s)
                         continue;
                 struct pollfd pfd = {.fd = req->conn->fd, .events = POLLRDHUP};
                 if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)))
-                        request_cancel(req);
+                        profile_request_cancel(req);
         }
 }
 
@@ -192,7 +192,7 @@ static int on_profile_step(sd_event_source *es, void *userdata)
         }
         if (r < 0) {
                 log_warning_errno_ratelimited(r, "Building a %s profile failed: %m", rd->format);
-                request_set_error(req, 500, "building the profile failed: %s\n", strerror(-r));
+                http_request_set_error(req, 500, "building the profile failed: %s\n", strerror(-r));
         }
         profile_finish(req);
         return 0;
@@ -210,8 +210,8 @@ static void on_window_drained(void *userdata)
         if (r < 0) {
                 log_warning_errno_ratelimited(r, "Profile window [%.3f, %.3f) is not available: %m",
                                               req->t0 / 1e9, req->t1 / 1e9);
-                request_set_error(req, r == -ENODATA ? 503 : 500,
-                                  "the samples of this window are not available (%s)\n", strerror(-r));
+                http_request_set_error(req, r == -ENODATA ? 503 : 500,
+                                       "the samples of this window are not available (%s)\n", strerror(-r));
                 profile_finish(req);
                 return;
         }
@@ -220,7 +220,7 @@ static void on_window_drained(void *userdata)
         r = profile_window_filter(w, &req->query.filter, d->cgroups, req->t1);
         if (r < 0) {
                 profile_window_free(w);
-                request_set_error(req, 500, "filtering the profile failed: %s\n", strerror(-r));
+                http_request_set_error(req, 500, "filtering the profile failed: %s\n", strerror(-r));
                 profile_finish(req);
                 return;
         }
@@ -232,7 +232,7 @@ static void on_window_drained(void *userdata)
                 req->job = NULL;
                 log_warning_errno_ratelimited(r, "Starting a %s profile failed: %m",
                                               req->query.renderer->format);
-                request_set_error(req, 500, "building the profile failed: %s\n", strerror(-r));
+                http_request_set_error(req, 500, "building the profile failed: %s\n", strerror(-r));
                 profile_finish(req);
                 return;
         }
@@ -246,13 +246,13 @@ static void on_window_drained(void *userdata)
                 r = sd_event_source_set_enabled(req->step, SD_EVENT_ON);
         if (r < 0) {
                 log_warning_errno_ratelimited(r, "Cannot schedule profile build: %m");
-                request_set_error(req, 500, "cannot schedule the profile build\n");
+                http_request_set_error(req, 500, "cannot schedule the profile build\n");
                 profile_finish(req);
         }
 }
 
 /* A past window's end is drained: move it to interval boundaries and build it. */
-void on_past_drained(void *userdata)
+void profile_on_past_drained(void *userdata)
 {
         Request *req = userdata;
         Daemon *d = req->server->daemon;
@@ -266,9 +266,9 @@ void on_past_drained(void *userdata)
                 aggregator_span(d->aggregator, &oldest, &latest);
                 timestamp_format(oldest, a, sizeof(a));
                 timestamp_format(latest, b, sizeof(b));
-                request_set_error(req, 400,
-                                  "start: the window is older than the history kept (available: %s to %s)\n",
-                                  a, b);
+                http_request_set_error(
+                        req, 400, "start: the window is older than the history kept (available: %s to %s)\n",
+                        a, b);
                 profile_finish(req);
                 return;
         }
@@ -303,7 +303,7 @@ void profile_cut(Request *req)
                 log_warning_errno_ratelimited(r,
                                               "Cutting the sampler at the %s of a profile window failed: %m",
                                               start ? "start" : "end");
-                request_set_error(req, 500, "cutting the sample stream failed: %s\n", strerror(-r));
+                http_request_set_error(req, 500, "cutting the sample stream failed: %s\n", strerror(-r));
                 profile_finish(req);
                 return;
         }
@@ -313,7 +313,7 @@ void profile_cut(Request *req)
                 s->cuts_retried_total++;
                 r = aggregator_wait_for(d->aggregator, t, on_cut_drained, req, &req->wait);
                 if (r < 0) {
-                        request_set_error(req, 500, "out of memory\n");
+                        http_request_set_error(req, 500, "out of memory\n");
                         profile_finish(req);
                 }
                 return;
@@ -328,7 +328,7 @@ void profile_cut(Request *req)
                                                (len > age ? len - age : 0) / NSEC_PER_USEC,
                                                WINDOW_TIMER_ACCURACY_USEC, on_window_end, req);
                 if (r < 0) {
-                        request_set_error(req, 500, "cannot arm the window timer: %s\n", strerror(-r));
+                        http_request_set_error(req, 500, "cannot arm the window timer: %s\n", strerror(-r));
                         profile_finish(req);
                         return;
                 }
@@ -345,7 +345,7 @@ void profile_cut(Request *req)
         req->state = REQUEST_DRAIN;
         r = aggregator_wait_for(d->aggregator, req->t1, on_window_drained, req, &req->wait);
         if (r < 0) {
-                request_set_error(req, 500, "out of memory\n");
+                http_request_set_error(req, 500, "out of memory\n");
                 profile_finish(req);
         }
 }

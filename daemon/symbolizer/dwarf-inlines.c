@@ -151,7 +151,7 @@ static bool scope_chain(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *chain, size
 }
 
 /* File and line of pc from the CU's line table. */
-void cu_srcline(Dwarf_Die *cudie, Dwarf_Addr dwpc, const char **ret_file, int *ret_line)
+void dwarf_inlines_srcline(Dwarf_Die *cudie, Dwarf_Addr dwpc, const char **ret_file, int *ret_line)
 {
         Dwarf_Line *l = dwarf_getsrc_die(cudie, dwpc);
         int line = 0;
@@ -167,7 +167,7 @@ void cu_srcline(Dwarf_Die *cudie, Dwarf_Addr dwpc, const char **ret_file, int *r
 
 /* Inline chain at pc: innermost first; each inlined_subroutine's call site gives the file:line
  * of the frame around it. Returns frames written (0: no DWARF for pc). */
-size_t dwarf_frames(ExeCache *c, ResultFrames *r, Exe *e, Dwarf_Addr pc, const char *outer_sym)
+size_t dwarf_inlines_frames(ExeCache *c, ResultFrames *r, Exe *e, Dwarf_Addr pc, const char *outer_sym)
 {
         Dwarf_Addr bias = 0;
         Dwarf_Die *cudie = exe_addrcu(c, e, pc, &bias);
@@ -181,7 +181,7 @@ size_t dwarf_frames(ExeCache *c, ResultFrames *r, Exe *e, Dwarf_Addr pc, const c
                 return 0;
         if (!scope_chain(cudie, pc - bias, chain, &nchain, 0) || nchain == 0)
                 return 0;
-        cu_srcline(cudie, pc - bias, &file, &line);
+        dwarf_inlines_srcline(cudie, pc - bias, &file, &line);
         (void)dwarf_getsrcfiles(cudie, &files, &nfiles);
 
         /* chain is outermost first and may have been cut at SYMBOLIZER_MAX_INLINE + 1 entries:
@@ -200,7 +200,7 @@ size_t dwarf_frames(ExeCache *c, ResultFrames *r, Exe *e, Dwarf_Addr pc, const c
                         name = outer_sym;
                 if (!name)
                         name = "[unknown inline]";
-                result_set_frame(r, &r->frames[n++], name, file, line, decl_line);
+                result_frames_set(r, &r->frames[n++], name, file, line, decl_line);
                 if (k == 0)
                         break;
 

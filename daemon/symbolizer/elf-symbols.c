@@ -207,7 +207,7 @@ int exe_load_syms(Exe *e)
          * own function table names the code. Its entries rank below real symbols. */
         if (!exe_has_symtab(e)) {
                 size_t first = k;
-                gopclntab_funcs(e, &e->syms, &k, &cap);
+                go_names_funcs(e, &e->syms, &k, &cap);
                 for (size_t i = first; i < k; i++)
                         e->syms[i].size <<= 2;
         }

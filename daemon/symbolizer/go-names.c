@@ -8,7 +8,7 @@
 
 /* Functions named by a Go binary's .gopclntab (unwind-tables/gopclntab.h): Go keeps it when
  * -ldflags=-s strips .symtab. Returns the number of entries appended. */
-size_t gopclntab_funcs(Exe *e, ExeSym **syms, size_t *n, size_t *cap)
+size_t go_names_funcs(Exe *e, ExeSym **syms, size_t *n, size_t *cap)
 {
         GElf_Addr bias;
         Elf *elf = dwfl_module_getelf(e->mod, &bias);

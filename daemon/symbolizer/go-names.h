@@ -8,4 +8,4 @@
 
 /* Appends the functions of e's .gopclntab to *syms (of *n entries, room for *cap); returns the
  * number of entries appended. */
-size_t gopclntab_funcs(Exe *e, ExeSym **syms, size_t *n, size_t *cap);
+size_t go_names_funcs(Exe *e, ExeSym **syms, size_t *n, size_t *cap);

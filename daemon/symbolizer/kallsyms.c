@@ -161,7 +161,7 @@ void kallsyms_refresh(Kallsyms *k)
 }
 
 /* The running kernel's GNU build ID from /sys/kernel/notes (raw ELF notes of vmlinux). */
-void read_kernel_build_id(Kallsyms *k)
+void kallsyms_read_kernel_build_id(Kallsyms *k)
 {
         _cleanup_close_ int fd = -1;
         uint8_t buf[4096];

@@ -37,4 +37,4 @@ bool kallsyms_stale(Kallsyms *k);
 /* Reads /proc/kallsyms again, and remembers the modules it reflects. */
 void kallsyms_refresh(Kallsyms *k);
 /* Reads the running kernel's build ID into k (once). */
-void read_kernel_build_id(Kallsyms *k);
+void kallsyms_read_kernel_build_id(Kallsyms *k);

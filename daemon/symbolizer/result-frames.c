@@ -9,7 +9,7 @@
 #include "symbolizer/demangle.h"
 #include "symbolizer/result-frames.h"
 
-void result_clear(ResultFrames *r)
+void result_frames_clear(ResultFrames *r)
 {
         for (size_t i = 0; i < r->n_strings; i++)
                 free(r->strings[i]);
@@ -17,7 +17,7 @@ void result_clear(ResultFrames *r)
 }
 
 /* Keeps a string alive until the next call. */
-const char *result_keep(ResultFrames *r, char *str)
+const char *result_frames_keep(ResultFrames *r, char *str)
 {
         if (!str)
                 return NULL;
@@ -29,7 +29,7 @@ const char *result_keep(ResultFrames *r, char *str)
         return str;
 }
 
-const char *result_keep_printf(ResultFrames *r, const char *fmt, ...)
+const char *result_frames_keep_printf(ResultFrames *r, const char *fmt, ...)
 {
         va_list ap;
         char *str;
@@ -38,18 +38,18 @@ const char *result_keep_printf(ResultFrames *r, const char *fmt, ...)
         va_start(ap, fmt);
         k = vasprintf(&str, fmt, ap);
         va_end(ap);
-        return k < 0 ? NULL : result_keep(r, str);
+        return k < 0 ? NULL : result_frames_keep(r, str);
 }
 
 static const char *demangle(ResultFrames *r, const char *mangled)
 {
         char *d = demangle_symbol(mangled);
 
-        return d ? (result_keep(r, d) ?: mangled) : mangled;
+        return d ? (result_frames_keep(r, d) ?: mangled) : mangled;
 }
 
-void result_set_frame(ResultFrames *r, SymFrame *f, const char *mangled, const char *file, int line,
-                      int start_line)
+void result_frames_set(ResultFrames *r, SymFrame *f, const char *mangled, const char *file, int line,
+                       int start_line)
 {
         const char *at = strchr(mangled, '@');
 
@@ -61,14 +61,14 @@ void result_set_frame(ResultFrames *r, SymFrame *f, const char *mangled, const c
         bool plt = at && strcmp(at, "@plt") == 0;
 
         if (at && at > mangled && !plt)
-                mangled = result_keep(r, strndup(mangled, (size_t)(at - mangled))) ?: mangled;
+                mangled = result_frames_keep(r, strndup(mangled, (size_t)(at - mangled))) ?: mangled;
         f->name = demangle(r, mangled);
         /* A C++ function's PLT stub reads "std::foo(int)@plt", as gdb and perf show it. */
         if (plt && at > mangled && strncmp(mangled, "_Z", 2) == 0) {
-                const char *fn = result_keep(r, strndup(mangled, (size_t)(at - mangled)));
+                const char *fn = result_frames_keep(r, strndup(mangled, (size_t)(at - mangled)));
                 const char *d = fn ? demangle(r, fn) : NULL;
                 if (d && d != fn)
-                        f->name = result_keep_printf(r, "%s@plt", d) ?: mangled;
+                        f->name = result_frames_keep_printf(r, "%s@plt", d) ?: mangled;
         }
         f->system_name = mangled;
         f->file = file;
@@ -76,7 +76,7 @@ void result_set_frame(ResultFrames *r, SymFrame *f, const char *mangled, const c
         f->start_line = start_line;
 }
 
-void result_unknown_frame(ResultFrames *r, const char *name, SymResult *ret)
+void result_frames_unknown(ResultFrames *r, const char *name, SymResult *ret)
 {
         r->frames[0] = (SymFrame){.name = name ?: "[unknown]", .system_name = name ?: "[unknown]"};
         *ret = (SymResult){.frames = r->frames, .n_frames = 1, .symbolized = false};

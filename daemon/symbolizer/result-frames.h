@@ -19,12 +19,12 @@ typedef struct ResultFrames {
 } ResultFrames;
 
 /* Frees the strings of the last result. */
-void result_clear(ResultFrames *r);
+void result_frames_clear(ResultFrames *r);
 /* Keeps a string alive until the next call; NULL (str freed) when there is no room. */
-const char *result_keep(ResultFrames *r, char *str);
-const char *result_keep_printf(ResultFrames *r, const char *fmt, ...) _printf_(2, 3);
+const char *result_frames_keep(ResultFrames *r, char *str);
+const char *result_frames_keep_printf(ResultFrames *r, const char *fmt, ...) _printf_(2, 3);
 /* Fills f for the symbol mangled: its name without a symbol version, demangled. */
-void result_set_frame(ResultFrames *r, SymFrame *f, const char *mangled, const char *file, int line,
-                      int start_line);
+void result_frames_set(ResultFrames *r, SymFrame *f, const char *mangled, const char *file, int line,
+                       int start_line);
 /* One placeholder frame, not symbolized. */
-void result_unknown_frame(ResultFrames *r, const char *name, SymResult *ret);
+void result_frames_unknown(ResultFrames *r, const char *name, SymResult *ret);

@@ -89,7 +89,7 @@ Symbolizer *symbolizer_free(Symbolizer *s)
 {
         if (!s)
                 return NULL;
-        result_clear(&s->results);
+        result_frames_clear(&s->results);
         for (size_t i = 0; i < s->elf.n_exes; i++)
                 exe_free(s->elf.exes[i]);
         if (s->cache)
@@ -200,7 +200,7 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
         size_t n;
         int r;
 
-        result_clear(&s->results);
+        result_frames_clear(&s->results);
         s->n_user++;
 
         if (m->path[0] == 0) {
@@ -215,17 +215,18 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
                         return 0;
                 }
                 s->n_user_no_file++;
-                result_unknown_frame(&s->results,
-                                     result_keep_printf(&s->results, "[unknown] [anon] 0x%" PRIx64, addr),
-                                     ret);
+                result_frames_unknown(
+                        &s->results,
+                        result_frames_keep_printf(&s->results, "[unknown] [anon] 0x%" PRIx64, addr), ret);
                 return 0;
         }
         /* No key: the file could not be opened (or was refused) when its mapping was read. */
         if (process_mapping_identity(m, identity, sizeof(identity)) == 0) {
                 s->n_user_no_file++;
-                result_unknown_frame(
+                result_frames_unknown(
                         &s->results,
-                        result_keep_printf(&s->results, "[unknown] %s+0x%" PRIx64, m->path, fileoff), ret);
+                        result_frames_keep_printf(&s->results, "[unknown] %s+0x%" PRIx64, m->path, fileoff),
+                        ret);
                 return 0;
         }
         e = exe_lookup(&s->elf, identity);
@@ -247,9 +248,10 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
 
         if (!e->dwfl || !(m->bias_known)) {
                 s->n_user_no_file++;
-                result_unknown_frame(
+                result_frames_unknown(
                         &s->results,
-                        result_keep_printf(&s->results, "[unknown] %s+0x%" PRIx64, m->path, fileoff), ret);
+                        result_frames_keep_printf(&s->results, "[unknown] %s+0x%" PRIx64, m->path, fileoff),
+                        ret);
                 return 0;
         }
         vaddr = addr - m->load_bias;
@@ -262,7 +264,7 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
         }
 
         symname = exe_addrsym(e, vaddr);
-        n = dwarf_frames(&s->elf, &s->results, e, vaddr, symname);
+        n = dwarf_inlines_frames(&s->elf, &s->results, e, vaddr, symname);
         if (n > 0) {
                 s->n_user_dwarf++;
         } else if (symname) {
@@ -271,14 +273,15 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
                 Dwarf_Addr bias;
                 Dwarf_Die *cudie = exe_addrcu(&s->elf, e, vaddr, &bias);
                 if (cudie)
-                        cu_srcline(cudie, vaddr - bias, &file, &line);
-                result_set_frame(&s->results, &s->results.frames[0], symname, file, line, 0);
+                        dwarf_inlines_srcline(cudie, vaddr - bias, &file, &line);
+                result_frames_set(&s->results, &s->results.frames[0], symname, file, line, 0);
                 n = 1;
         } else {
                 s->n_user_no_symbol++;
-                result_unknown_frame(
+                result_frames_unknown(
                         &s->results,
-                        result_keep_printf(&s->results, "[unknown] %s+0x%" PRIx64, m->path, fileoff), ret);
+                        result_frames_keep_printf(&s->results, "[unknown] %s+0x%" PRIx64, m->path, fileoff),
+                        ret);
                 ret->no_symbol = true;
                 return 0;
         }
@@ -353,16 +356,17 @@ int symbolizer_kernel(Symbolizer *s, uint64_t addr, SymResult *ret)
         size_t lo = 0, hi;
         const KSym *k;
 
-        result_clear(&s->results);
+        result_frames_clear(&s->results);
         s->n_kernel++;
         if (kallsyms_stale(&s->kernel))
                 kallsyms_refresh(&s->kernel);
 
         if (s->kernel.kallsyms_hidden) {
                 /* Never the address: the kernel itself refuses to show it. */
-                result_unknown_frame(
+                result_frames_unknown(
                         &s->results,
-                        result_keep_printf(&s->results, "[kernel] (kallsyms hidden: kptr_restrict)"), ret);
+                        result_frames_keep_printf(&s->results, "[kernel] (kallsyms hidden: kptr_restrict)"),
+                        ret);
                 return 0;
         }
         hi = s->kernel.n_ksyms;
@@ -375,15 +379,15 @@ int symbolizer_kernel(Symbolizer *s, uint64_t addr, SymResult *ret)
         }
         if (lo == 0) {
                 if (symbolizer_kernel_addresses_shown(s))
-                        result_unknown_frame(&s->results,
-                                             result_keep_printf(&s->results,
-                                                                "[unknown] [kernel.kallsyms] 0x%" PRIx64,
-                                                                addr),
-                                             ret);
+                        result_frames_unknown(
+                                &s->results,
+                                result_frames_keep_printf(&s->results,
+                                                          "[unknown] [kernel.kallsyms] 0x%" PRIx64, addr),
+                                ret);
                 else
-                        result_unknown_frame(&s->results,
-                                             result_keep_printf(&s->results, "[unknown] [kernel.kallsyms]"),
-                                             ret);
+                        result_frames_unknown(
+                                &s->results,
+                                result_frames_keep_printf(&s->results, "[unknown] [kernel.kallsyms]"), ret);
                 return 0;
         }
         k = &s->kernel.ksyms[lo - 1];
@@ -391,7 +395,8 @@ int symbolizer_kernel(Symbolizer *s, uint64_t addr, SymResult *ret)
                 .name = s->kernel.knames + k->name,
                 .system_name = s->kernel.knames + k->name,
                 /* Module symbols name their module where a file would go. */
-                .file = k->module ? result_keep_printf(&s->results, "[%s]", s->kernel.knames + k->module)
+                .file = k->module ? result_frames_keep_printf(&s->results, "[%s]",
+                                                              s->kernel.knames + k->module)
                                   : NULL,
         };
         s->n_kernel_symbolized++;
@@ -402,7 +407,7 @@ int symbolizer_kernel(Symbolizer *s, uint64_t addr, SymResult *ret)
 size_t symbolizer_kernel_build_id(Symbolizer *s, const uint8_t **ret)
 {
         if (!s->kernel.kernel_build_id_read)
-                read_kernel_build_id(&s->kernel);
+                kallsyms_read_kernel_build_id(&s->kernel);
         *ret = s->kernel.kernel_build_id;
         return s->kernel.kernel_build_id_size;
 }

@@ -13,7 +13,7 @@
 #include "util/array.h"
 #include "util/time-util.h"
 
-void proc_free(Proc *pr)
+void pool_proc_free(Proc *pr)
 {
         if (!pr)
                 return;
@@ -104,7 +104,7 @@ static int mapping_entries(pid_t pid, const PoolMapping *m, struct profd_unwind_
 
 /* Writes pr's entries for m (new ones first, then deletes the keys no longer used, so a pc
  * never goes missing during the update). */
-int proc_write_entries(TablePool *p, Proc *pr, const PoolMapping *m, size_t n)
+int pool_proc_write_entries(TablePool *p, Proc *pr, const PoolMapping *m, size_t n)
 {
         _cleanup_free_ struct profd_unwind_mapping_key *keys = NULL;
         _cleanup_free_ struct profd_unwind_mapping *values = NULL;
@@ -206,7 +206,7 @@ int table_pool_set_process_at(TablePool *p, pid_t pid, uint64_t maps_ns, const P
 
         for (size_t k = 0; k < n; k++)
                 table_pool_ref(copy[k].table);
-        r = proc_write_entries(p, pr, copy, n);
+        r = pool_proc_write_entries(p, pr, copy, n);
         for (size_t k = 0; k < pr->n_maps; k++)
                 table_pool_release(p, pr->maps[k].table);
         free(pr->maps);
@@ -262,6 +262,6 @@ int table_pool_remove_process(TablePool *p, pid_t pid)
         for (size_t k = 0; k < pr->n_maps; k++)
                 table_pool_release(p, pr->maps[k].table);
         ARRAY_REMOVE_AT(p->procs, p->n_procs, i);
-        proc_free(pr);
+        pool_proc_free(pr);
         return 0;
 }

@@ -4,7 +4,7 @@
 
 #include "unwind/table-pool-internal.h"
 
-void proc_free(Proc *pr);
+void pool_proc_free(Proc *pr);
 /* Writes pr's entries for m (new ones first, then deletes the keys no longer used, so a pc
  * never goes missing during the update). */
-int proc_write_entries(TablePool *p, Proc *pr, const PoolMapping *m, size_t n);
+int pool_proc_write_entries(TablePool *p, Proc *pr, const PoolMapping *m, size_t n);

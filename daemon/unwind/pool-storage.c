@@ -29,7 +29,7 @@ void pool_new_generation(TablePool *p)
         (void)pool_write_config(p, p->active);
 }
 
-void shard_drop(TablePool *p, uint32_t slot)
+void pool_shard_drop(TablePool *p, uint32_t slot)
 {
         Shard *s = &p->shards[slot];
 
@@ -83,7 +83,7 @@ static uint64_t rule_key(const struct profd_unwind_rule *r)
 }
 
 /* Global index of rule r, adding it to the BPF rule list if new. */
-int rule_intern(TablePool *p, const struct profd_unwind_rule *r, uint16_t *ret)
+int pool_rule_intern(TablePool *p, const struct profd_unwind_rule *r, uint16_t *ret)
 {
         uint64_t k = rule_key(r), h = k * 0x9e3779b97f4a7c15ULL;
 
@@ -110,7 +110,7 @@ int rule_intern(TablePool *p, const struct profd_unwind_rule *r, uint16_t *ret)
         }
 }
 
-int shard_create(TablePool *p, uint32_t *ret_slot)
+int pool_shard_create(TablePool *p, uint32_t *ret_slot)
 {
         LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_MMAPABLE);
         uint32_t slot;
@@ -142,7 +142,7 @@ int shard_create(TablePool *p, uint32_t *ret_slot)
         /* Visible to BPF only once it is in the outer map; nothing points into it yet. */
         if (bpf_map_update_elem(p->shards_fd, &slot, &s->fd, BPF_ANY) < 0) {
                 r = -errno;
-                shard_drop(p, slot);
+                pool_shard_drop(p, slot);
                 return r;
         }
         *ret_slot = slot;
@@ -158,7 +158,7 @@ unsigned pool_usable_shards(const TablePool *p)
 
 /* A shard with room for words at its bump pointer; creates one while under the limit, keeping
  * one shard's worth for compaction. */
-int shard_find_space(TablePool *p, uint32_t words, uint32_t *ret_slot)
+int pool_shard_find_space(TablePool *p, uint32_t words, uint32_t *ret_slot)
 {
         for (uint32_t i = 0; i < PROFD_POOL_MAX_SHARDS; i++) {
                 Shard *s = &p->shards[i];
@@ -169,11 +169,11 @@ int shard_find_space(TablePool *p, uint32_t words, uint32_t *ret_slot)
                 }
         }
         if (p->n_shards < pool_usable_shards(p))
-                return shard_create(p, ret_slot);
+                return pool_shard_create(p, ret_slot);
         return -ENOSPC;
 }
 
-void segment_free_space(TablePool *p, const Segment *g)
+void pool_segment_free_space(TablePool *p, const Segment *g)
 {
         Shard *s = &p->shards[g->shard];
 
@@ -189,7 +189,7 @@ static uint64_t segment_words(const UnwindTable *t, uint32_t first, uint32_t n)
 }
 
 /* Splits t into segments of whole pages that each fit a shard (usually one segment). */
-int plan_segments(const UnwindTable *t, Segment **ret, size_t *ret_n)
+int pool_plan_segments(const UnwindTable *t, Segment **ret, size_t *ret_n)
 {
         _cleanup_free_ Segment *v = NULL;
         size_t n = 0;
@@ -212,7 +212,7 @@ int plan_segments(const UnwindTable *t, Segment **ret, size_t *ret_n)
         return 0;
 }
 
-void segment_write(const UnwindTable *t, const uint16_t *remap, const Segment *g, uint32_t *dst)
+void pool_segment_write(const UnwindTable *t, const uint16_t *remap, const Segment *g, uint32_t *dst)
 {
         uint32_t row0 = t->page_index[g->first_page],
                  n_rows = t->page_index[g->first_page + g->n_pages] - row0;

@@ -8,19 +8,19 @@ int pool_write_config(TablePool *p, uint32_t active);
 /* Pool memory may now hold another table than before: BPF's row cache must not trust it. */
 void pool_new_generation(TablePool *p);
 
-int shard_create(TablePool *p, uint32_t *ret_slot);
-void shard_drop(TablePool *p, uint32_t slot);
+int pool_shard_create(TablePool *p, uint32_t *ret_slot);
+void pool_shard_drop(TablePool *p, uint32_t slot);
 /* Shards for tables: all but one, which compaction needs as its target (a one-shard pool
  * cannot compact, only evict). */
 unsigned pool_usable_shards(const TablePool *p);
 /* A shard with room for words at its bump pointer; creates one while under the limit, keeping
  * one shard's worth for compaction. */
-int shard_find_space(TablePool *p, uint32_t words, uint32_t *ret_slot);
+int pool_shard_find_space(TablePool *p, uint32_t words, uint32_t *ret_slot);
 
 /* Global index of rule r, adding it to the BPF rule list if new. */
-int rule_intern(TablePool *p, const struct profd_unwind_rule *r, uint16_t *ret);
+int pool_rule_intern(TablePool *p, const struct profd_unwind_rule *r, uint16_t *ret);
 
 /* Splits t into segments of whole pages that each fit a shard (usually one segment). */
-int plan_segments(const UnwindTable *t, Segment **ret, size_t *ret_n);
-void segment_write(const UnwindTable *t, const uint16_t *remap, const Segment *g, uint32_t *dst);
-void segment_free_space(TablePool *p, const Segment *g);
+int pool_plan_segments(const UnwindTable *t, Segment **ret, size_t *ret_n);
+void pool_segment_write(const UnwindTable *t, const uint16_t *remap, const Segment *g, uint32_t *dst);
+void pool_segment_free_space(TablePool *p, const Segment *g);

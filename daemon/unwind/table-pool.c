@@ -89,11 +89,11 @@ TablePool *table_pool_free(TablePool *p)
                         (void)bpf_map_delete_elem(p->mappings_fd, &p->procs[i]->keys[k]);
                 uint32_t pid = p->procs[i]->pid;
                 (void)bpf_map_delete_elem(p->procs_fd, &pid);
-                proc_free(p->procs[i]);
+                pool_proc_free(p->procs[i]);
         }
         free(p->procs);
         for (uint32_t i = 0; i < PROFD_POOL_MAX_SHARDS; i++)
-                shard_drop(p, i);
+                pool_shard_drop(p, i);
         for (size_t i = 0; i < p->n_tables; i++) {
                 free(p->tables[i]->segs);
                 free(p->tables[i]);
@@ -110,7 +110,7 @@ static void table_remove(TablePool *p, size_t i)
         PoolTable *t = p->tables[i];
 
         for (size_t k = 0; k < t->n_segs; k++)
-                segment_free_space(p, &t->segs[k]);
+                pool_segment_free_space(p, &t->segs[k]);
         free(t->segs);
         free(t);
         p->tables[i] = p->tables[--p->n_tables];
@@ -161,7 +161,7 @@ static int compact_one(TablePool *p)
         }
         if (victim == UINT32_MAX || p->n_shards >= p->max_shards)
                 return -ENOSPC;
-        r = shard_create(p, &fresh);
+        r = pool_shard_create(p, &fresh);
         if (r < 0)
                 return r;
 
@@ -185,11 +185,11 @@ static int compact_one(TablePool *p)
 
                 if (!proc_uses_shard(pr, fresh))
                         continue;
-                r = proc_write_entries(p, pr, pr->maps, pr->n_maps);
+                r = pool_proc_write_entries(p, pr, pr->maps, pr->n_maps);
                 if (r < 0)
                         p->entry_errors++;
         }
-        shard_drop(p, victim);
+        pool_shard_drop(p, victim);
         p->compactions++;
         return 0;
 }
@@ -200,7 +200,7 @@ static int pool_alloc(TablePool *p, uint32_t words, uint32_t *ret_slot)
         int r;
 
         for (;;) {
-                r = shard_find_space(p, words, ret_slot);
+                r = pool_shard_find_space(p, words, ret_slot);
                 if (r != -ENOSPC)
                         return r;
                 if (evict_one(p))
@@ -241,13 +241,13 @@ int table_pool_acquire(TablePool *p, const UnwindTable *t, PoolTable **ret)
         if (!remap || !pt)
                 return -ENOMEM;
         for (uint32_t i = 0; i < t->n_rules; i++) {
-                r = rule_intern(p, &t->rules[i], &remap[i]);
+                r = pool_rule_intern(p, &t->rules[i], &remap[i]);
                 if (r < 0) {
                         p->place_failures++;
                         return r;
                 }
         }
-        r = plan_segments(t, &pt->segs, &pt->n_segs);
+        r = pool_plan_segments(t, &pt->segs, &pt->n_segs);
         if (r < 0)
                 return r;
         r = ARRAY_GROW(p->tables, p->cap_tables, p->n_tables + 1, 64);
@@ -266,14 +266,14 @@ int table_pool_acquire(TablePool *p, const UnwindTable *t, PoolTable **ret)
                 g->shard = slot;
                 g->offset = p->shards[slot].used;
                 /* Written before any mapping entry can point here. */
-                segment_write(t, remap, g, p->shards[slot].mem + g->offset);
+                pool_segment_write(t, remap, g, p->shards[slot].mem + g->offset);
                 p->shards[slot].used += g->words;
                 p->shards[slot].live += g->words;
         }
         if (r < 0) {
                 /* Segments placed so far are referenced by nothing: give their space back. */
                 for (size_t k = 0; k < placed; k++)
-                        segment_free_space(p, &pt->segs[k]);
+                        pool_segment_free_space(p, &pt->segs[k]);
                 free(pt->segs);
                 p->place_failures++;
                 return r;
