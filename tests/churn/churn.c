@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-/* Hostile load for profd's bounds (tests/test-churn.py, bench/soak.py): what any unprivileged user
+/* Hostile load for profd's bounds (tests/test-hostile-load.py, bench/soak.py): what any unprivileged user
  * can do to a host-wide profiler.
  *
  *   churn storm DIR NFILES NPROCS PARALLEL LIFE_MS
