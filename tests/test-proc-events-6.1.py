@@ -68,7 +68,7 @@ def main():
     shutil.rmtree(initrd, ignore_errors=True)
     for d in ("bin", "proc", "sys", "dev"):
         os.makedirs(os.path.join(initrd, d))
-    subprocess.run(["gcc", "-O2", "-static", "-I" + SKEL_DIR, "-I" + os.path.join(SRC, "bpf"), PROBE_SRC,
+    subprocess.run(["gcc", "-O2", "-static", "-I" + SKEL_DIR, "-I" + SRC, PROBE_SRC,
                     "-o", os.path.join(initrd, "probe"), "-lbpf", "-lelf", "-lz"], check=True)
     shutil.copy(busybox, os.path.join(initrd, "bin", "busybox"))
     with open(os.path.join(initrd, "init"), "w") as f:
