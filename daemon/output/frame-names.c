@@ -33,19 +33,21 @@ size_t frame_names_build_id(const ProcMapping *m, const uint8_t **ret)
         return go ? strlen(go) : 0;
 }
 
-static bool frame_exact(const Stack *s, uint32_t i)
+/* The one exact-pc rule, for drained records and aggregated stacks alike: exact is per frame, NULL
+ * for "frame 0 only". */
+static bool frame_exact(const uint8_t *exact, uint32_t i)
 {
         /* With kernel frames on top, the user "leaf" is where the thread entered the kernel: an
          * exact pc, not a return address. So is the pc a signal interrupted (restored from the
          * signal frame). */
-        return i == 0 || (s->exact && s->exact[i]);
+        return i == 0 || (exact && exact[i]);
 }
 
 void frame_locate_user(const Process *p, const Stack *user, uint32_t i, FrameName *ret)
 {
         uint64_t addr = user->frames[i];
 
-        *ret = (FrameName){.kind = FRAME_USER, .address = addr, .exact = frame_exact(user, i)};
+        *ret = (FrameName){.kind = FRAME_USER, .address = addr, .exact = frame_exact(user->exact, i)};
         if (python_frame_is(addr)) {
                 ret->kind = FRAME_PYTHON;
                 return;
@@ -117,8 +119,8 @@ static bool has_unmapped_frame(const Process *p, const SampleRecord *r)
 {
         for (uint32_t i = 0; i < r->n_user; i++) {
                 uint64_t a = r->user_frames[i];
-                bool exact = i == 0 || (r->user_exact && r->user_exact[i]);
-                if (!python_frame_is(a) && !process_find_mapping(p, exact ? a : a - 1))
+                if (!python_frame_is(a) &&
+                    !process_find_mapping(p, frame_exact(r->user_exact, i) ? a : a - 1))
                         return true;
         }
         return false;
