@@ -44,6 +44,8 @@ int main(void)
         _cleanup_(python_code_cache_freep) PythonCodeCache *c = NULL;
         const PythonOffsets *o = python_offsets_find(3, 11);
         static uint64_t codes[N_FUNCS];
+        static uint32_t fps[N_FUNCS];
+        uint32_t big_fp = 0;
         uint64_t code_type, str_type, big, big_last, big_table, start;
         int to_child[2], from_child[2];
         PythonFrameInfo info;
@@ -86,9 +88,15 @@ int main(void)
         if (process_read_start_time(pid, &start) < 0 || python_code_cache_new(0, 0, &c) < 0)
                 return 1;
 
+        for (size_t i = 0; i < n; i++)
+                if (python_code_fingerprint_at(pid, o, codes[i], &fps[i]) < 0)
+                        return 1;
+        if (python_code_fingerprint_at(pid, o, big, &big_fp) < 0)
+                return 1;
         t0 = now_s();
         for (size_t i = 0; i < n; i++)
-                if (python_code_resolve(c, pid, start, o, code_type, str_type, codes[i], 3, &info) < 0)
+                if (python_code_resolve(c, pid, start, o, code_type, str_type, codes[i], fps[i], 3, &info) <
+                    0)
                         return 1;
         t1 = now_s();
         printf("read from the process: %zu code objects in %.1f ms, %.2f us each\n", n, (t1 - t0) * 1e3,
@@ -100,19 +108,21 @@ int main(void)
         t0 = now_s();
         for (unsigned round = 0; round < 20; round++)
                 for (size_t i = 0; i < n; i++) {
-                        if (python_code_resolve(c, pid, start, o, code_type, str_type, codes[i], 3, &info) <
-                            0)
+                        if (python_code_resolve(c, pid, start, o, code_type, str_type, codes[i], fps[i], 3,
+                                                &info) < 0)
                                 return 1;
                         sink += info.line;
                 }
         t1 = now_s();
         printf("from the cache (small line table): %.0f ns per frame\n", (t1 - t0) * 1e9 / (20.0 * n));
 
-        if (python_code_resolve(c, pid, start, o, code_type, str_type, big, (uint32_t)big_last, &info) < 0)
+        if (python_code_resolve(c, pid, start, o, code_type, str_type, big, big_fp, (uint32_t)big_last,
+                                &info) < 0)
                 return 1;
         t0 = now_s();
         for (unsigned i = 0; i < 2000; i++) {
-                python_code_resolve(c, pid, start, o, code_type, str_type, big, (uint32_t)big_last, &info);
+                python_code_resolve(c, pid, start, o, code_type, str_type, big, big_fp, (uint32_t)big_last,
+                                    &info);
                 sink += info.line;
         }
         t1 = now_s();

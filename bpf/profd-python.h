@@ -17,6 +17,12 @@
 /* Native entry: the pc is in the interpreter's eval function. */
 #define PROFD_FRAME_PY_EVAL (1ULL << 60)
 
+/* The second entry of each Python frame (its first is described below): the fingerprint of the
+ * code object the frame ran (profd_py_fingerprint), in bits 0..31. Memory of a freed code object is
+ * soon another code object's: the daemon names a frame only after reading a code object at its
+ * address whose fingerprint is this one. 0: none could be taken (never a fingerprint). */
+#define PROFD_FRAME_PY_FP (1ULL << 60)
+
 /* Python entry: bits 0..43 the code object's address >> 3 (objects are 8-byte aligned, user
  * addresses have 47 bits), bits 44..59 the instruction (see profd_python_proc.lasti_kind),
  * saturated at PROFD_PY_INSTR_MAX. */
@@ -42,6 +48,11 @@ enum profd_py_entry_kind {
         PROFD_PY_ENTRY_SHIM = 2,
 };
 
+/* Bytes of a code object read for its fingerprint, at most (a power of two: offsets are masked). */
+#define PROFD_PY_FP_READ_MAX 128
+#define PROFD_PY_FP_WORDS 6
+#define PROFD_PY_FP_NONE 0xff
+
 /* Map "python_procs": pid -> how to walk its interpreter. */
 #define PROFD_PY_MAX_PROCS 4096
 struct profd_python_proc {
@@ -65,9 +76,17 @@ struct profd_python_proc {
         __u8 entry_kind;        /* enum profd_py_entry_kind */
         __u8 owner_cstack;
         __u8 has_cframe;
-        __u32 _pad;
+        /* The fingerprint of a code object: fp_len bytes read from code + fp_start; in them, the
+         * 8-byte members at fp_words[] (PROFD_PY_FP_NONE: unused) and the int at fp_u32. Members
+         * that never change while the object lives (names, file name, line table, size), so
+         * that the daemon, reading the object later, computes the same value. fp_len 0: none. */
+        __u16 fp_start;
+        __u8 fp_len;
+        __u8 fp_u32;
+        __u8 fp_words[PROFD_PY_FP_WORDS];
+        __u16 _pad;
 };
-_Static_assert(sizeof(struct profd_python_proc) == 64, "profd_python_proc layout");
+_Static_assert(sizeof(struct profd_python_proc) == 72, "profd_python_proc layout");
 #define PROFD_PY_FRAME_READ_MAX 128
 
 /* Why a Python walk ended (counted per CPU, see PROFD_PY_STOP_BASE in profd-sample.h). */
@@ -80,3 +99,36 @@ enum profd_py_stop {
         PROFD_PY_STOP_TAIL_CALLS = 5, /* the tail-call budget ran out (deep native + Python) */
         PROFD_PY_STOP__MAX,
 };
+
+/* The fingerprint of a code object from buf, the PROFD_PY_FP_READ_MAX (+ 8 of slack) bytes read at
+ * code + fp_start: the same computation in BPF (at the sample) and in the daemon (from what it
+ * reads later). Never 0. */
+static inline __attribute__((always_inline)) __u32 profd_py_fingerprint(const __u8 *buf, const __u8 *words,
+                                                                        __u8 u32_off)
+{
+        __u64 h = 0x51ed270b27e1d3a5ULL, w;
+        __u32 v;
+
+        for (int i = 0; i < PROFD_PY_FP_WORDS; i++) { /* a fixed number of members */
+                if (words[i] == PROFD_PY_FP_NONE)
+                        continue;
+                __builtin_memcpy(&w, buf + (words[i] & (PROFD_PY_FP_READ_MAX - 1)), sizeof(w));
+                h = (h ^ w) * 0x9e3779b97f4a7c15ULL;
+                h ^= h >> 29;
+        }
+        __builtin_memcpy(&v, buf + (u32_off & (PROFD_PY_FP_READ_MAX - 1)), sizeof(v));
+        h = (h ^ v) * 0xbf58476d1ce4e5b9ULL;
+        h ^= h >> 32;
+        return (__u32)h ?: 1;
+}
+
+/* Ring buffer "python_events": a user stack with Python frames was stored for the first time in
+ * generation gen, under user_hash. The daemon reads its code objects right away, while they
+ * exist: a module's code object is freed as soon as its import ran, a process may exit soon after
+ * its last sample. Rate-limited per process (counted). */
+struct profd_python_event {
+        __u32 pid;
+        __u32 gen;
+        __u64 user_hash;
+};
+_Static_assert(sizeof(struct profd_python_event) == 16, "profd_python_event layout");

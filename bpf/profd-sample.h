@@ -92,5 +92,10 @@ enum profd_counter {
         PROFD_CNT_PY_FRAMES,            /* Python frames recorded */
         PROFD_CNT_PY_THREAD_WALKS,      /* thread lists walked to find a thread's PyThreadState */
         PROFD_PY_STOP_BASE,             /* + enum profd_py_stop: how Python walks ended */
-        PROFD_CNT__MAX = PROFD_PY_STOP_BASE + PROFD_PY_STOP_COUNT,
+        /* Python frames recorded without a fingerprint: their code object was not readable. */
+        PROFD_CNT_PY_NO_FINGERPRINT = PROFD_PY_STOP_BASE + PROFD_PY_STOP_COUNT,
+        PROFD_CNT_PY_EVENTS,              /* new Python stacks reported to the daemon */
+        PROFD_CNT_PY_EVENTS_RATELIMITED,  /* not reported: the process's burst was used up */
+        PROFD_CNT_PY_EVENTS_FULL,         /* not reported: ring buffer full */
+        PROFD_CNT__MAX,
 };

@@ -17,6 +17,7 @@
 #include "profd-python.h"
 #include "profd-sample.h"
 #include "arch.bpf.h"
+#include "rate-limit.bpf.h"
 #include "sample-state.bpf.h"
 #include "stack-hash.bpf.h"
 
@@ -55,6 +56,47 @@ struct {
         __type(key, __u64);
         __type(value, struct python_thread);
 } python_threads SEC(".maps");
+
+/* New Python stacks for the daemon to read the code objects of (struct profd_python_event). */
+struct {
+        __uint(type, BPF_MAP_TYPE_RINGBUF);
+        __uint(max_entries, 64 * 1024);
+} python_events SEC(".maps");
+
+/* Per process: PROFD_PY_EVENT_BURST reports at once, then one per PROFD_PY_EVENT_REFILL_NS. A
+ * program whose stacks keep changing (every line a new stack) costs the daemon at most that; its
+ * other stacks are read at the next drain, as every stack is. */
+#define PROFD_PY_EVENT_BURST 64
+#define PROFD_PY_EVENT_REFILL_NS 5000000ULL
+struct {
+        __uint(type, BPF_MAP_TYPE_LRU_HASH);
+        __uint(max_entries, PROFD_PY_MAX_PROCS);
+        __type(key, __u32);
+        __type(value, struct profd_token_bucket);
+} python_event_budget SEC(".maps");
+
+/* The sample's user stack, with Python frames, went into the stacks map for the first time in
+ * this generation. */
+static __always_inline void py_report_stack(struct sample_state *st)
+{
+        struct profd_python_event *ev;
+
+        if (!token_bucket_take(&python_event_budget, st->key.pid, bpf_ktime_get_ns(), PROFD_PY_EVENT_BURST,
+                               PROFD_PY_EVENT_REFILL_NS)) {
+                count(PROFD_CNT_PY_EVENTS_RATELIMITED);
+                return;
+        }
+        ev = bpf_ringbuf_reserve(&python_events, sizeof(*ev), 0);
+        if (!ev) {
+                count(PROFD_CNT_PY_EVENTS_FULL);
+                return;
+        }
+        ev->pid = st->key.pid;
+        ev->gen = st->gen;
+        ev->user_hash = st->key.user_hash;
+        bpf_ringbuf_submit(ev, 0);
+        count(PROFD_CNT_PY_EVENTS);
+}
 
 static __always_inline void py_stop(struct sample_state *st, __u32 reason)
 {
@@ -175,7 +217,22 @@ static __always_inline __u64 py_u64(const struct sample_state *st, __u32 off)
         return v;
 }
 
-/* Up to PROFD_PY_FRAMES_PER_PROG frames from st->py_frame on. */
+/* The fingerprint of the code object at code (profd-python.h), 0 when it cannot be read (counted). */
+static __always_inline __u32 py_code_fingerprint(struct sample_state *st, __u64 code)
+{
+        const struct profd_python_proc *py = &st->py;
+        __u32 len = py->fp_len;
+
+        if (len < 8 || len > PROFD_PY_FP_READ_MAX ||
+            bpf_probe_read_user(st->py_code, len, (void *)(code + py->fp_start)) < 0) {
+                count(PROFD_CNT_PY_NO_FINGERPRINT);
+                return 0;
+        }
+        return profd_py_fingerprint(st->py_code, py->fp_words, py->fp_u32);
+}
+
+/* Up to PROFD_PY_FRAMES_PER_PROG frames from st->py_frame on. Each takes two entries: the code
+ * object and instruction, then the code object's fingerprint. */
 static __always_inline void py_walk(struct sample_state *st)
 {
         const struct profd_python_proc *py = &st->py;
@@ -195,7 +252,7 @@ static __always_inline void py_walk(struct sample_state *st)
                         py_stop(st, PROFD_PY_STOP_OK);
                         return;
                 }
-                if (len >= PROFD_MAX_USER_FRAMES) {
+                if (len + 2 > PROFD_MAX_USER_FRAMES) {
                         py_stop(st, PROFD_PY_STOP_DEPTH);
                         return;
                 }
@@ -211,7 +268,7 @@ static __always_inline void py_walk(struct sample_state *st)
                         /* Below here runs the previous call of the eval function: the frame
                          * recorded last was its call's outermost. */
                         if (st->py_recorded) {
-                                st->user.ips[(len - 1) & (PROFD_MAX_USER_FRAMES - 1)] |=
+                                st->user.ips[(len - 2) & (PROFD_MAX_USER_FRAMES - 1)] |=
                                         PROFD_FRAME_PY_ENTRY;
                                 st->uhash = hash_mix(st->uhash, PROFD_FRAME_PY_ENTRY);
                         }
@@ -239,8 +296,11 @@ static __always_inline void py_walk(struct sample_state *st)
                     (py->entry_kind == PROFD_PY_ENTRY_IS_ENTRY && entry))
                         rec |= PROFD_FRAME_PY_ENTRY;
                 st->user.ips[len & (PROFD_MAX_USER_FRAMES - 1)] = rec;
-                st->user.len = len + 1;
                 st->uhash = hash_mix(st->uhash, rec);
+                rec = PROFD_FRAME_PYTHON | PROFD_FRAME_PY_FP | py_code_fingerprint(st, code);
+                st->user.ips[(len + 1) & (PROFD_MAX_USER_FRAMES - 1)] = rec;
+                st->uhash = hash_mix(st->uhash, rec);
+                st->user.len = len + 2;
                 st->py_recorded++;
         }
 }

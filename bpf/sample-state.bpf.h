@@ -53,6 +53,7 @@ struct sample_state {
         __u64 win_base;    /* user address of win[0]; 0: empty */
         __u32 win_len;     /* bytes valid from win_base */
         __u8 win[PROFD_STACK_WINDOW + 16];
+        __u8 py_code[PROFD_PY_FP_READ_MAX + 8]; /* a code object's fingerprint members */
         struct profd_count_key key;
         struct profd_stack user;
         struct profd_kstack kernel;

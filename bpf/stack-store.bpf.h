@@ -10,6 +10,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "profd-sample.h"
+#include "python.bpf.h"
 #include "sample-state.bpf.h"
 #include "stack-hash.bpf.h"
 
@@ -46,7 +47,8 @@ PROFD_STACKS_MAP(stacks_1, struct profd_stack);
 PROFD_STACKS_MAP(kstacks_0, struct profd_kstack);
 PROFD_STACKS_MAP(kstacks_1, struct profd_kstack);
 
-/* Stores value under hash unless present. -EEXIST is a concurrent insert of the same stack. */
+/* Stores value under hash unless present: 1 when stored now, 0 when it was there (or a concurrent
+ * insert of the same stack won), < 0 when the map is full. */
 static __always_inline int store_stack(void *map, __u64 *hash, void *value)
 {
         long r;
@@ -54,7 +56,7 @@ static __always_inline int store_stack(void *map, __u64 *hash, void *value)
         if (bpf_map_lookup_elem(map, hash))
                 return 0;
         r = bpf_map_update_elem(map, hash, value, BPF_NOEXIST);
-        return r == -EEXIST ? 0 : r;
+        return r == -EEXIST ? 0 : r == 0 ? 1 : r;
 }
 
 /* First sample of key in this interval (the caller looked it up). -EEXIST: another CPU inserted
@@ -96,11 +98,15 @@ static __always_inline bool store_sample(struct sample_state *st)
         }
 
         if (st->user.len > 0) {
-                if (store_stack(gen1 ? (void *)&stacks_1 : (void *)&stacks_0, &st->key.user_hash,
-                                &st->user) < 0) {
+                int r = store_stack(gen1 ? (void *)&stacks_1 : (void *)&stacks_0, &st->key.user_hash,
+                                    &st->user);
+
+                if (r < 0) {
                         count(PROFD_DROP_USER_STACKS_FULL);
                         return false;
                 }
+                if (r > 0 && st->py_recorded)
+                        py_report_stack(st);
         }
         if (st->kernel.len > 0) {
                 if (store_stack(gen1 ? (void *)&kstacks_1 : (void *)&kstacks_0, &st->key.kernel_hash,

@@ -40,6 +40,7 @@ typedef struct Daemon {
         ProcTracker *tracker; /* keeps the pool's per-process entries current */
         PythonProcs *python;  /* processes whose CPython frames BPF walks */
         PythonSymbols *python_symbols; /* their code objects' names */
+        PythonFrameIds *python_ids;    /* ids of Python frames in drained stacks */
         CgroupResolver *cgroups;     /* NULL without a cgroup2 mount */
         CgroupFilter *cgroup_filter; /* NULL without --unit/--cgroup */
         uint64_t start_ns;

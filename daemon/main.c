@@ -135,6 +135,7 @@ static void daemon_done(Daemon *d)
         d->python_symbols = python_symbols_free(d->python_symbols);
         d->pool = table_pool_free(d->pool);
         d->sampler = sampler_free(d->sampler);
+        d->python_ids = python_frame_ids_free(d->python_ids); /* after the sampler, which used them */
         d->cgroups = cgroup_resolver_free(d->cgroups);
         d->aggregator = aggregator_free(d->aggregator);
         d->symbolizer = symbolizer_free(d->symbolizer);
@@ -305,10 +306,22 @@ static int run(int argc, char **argv)
                 if (pf && strcmp(pf, "0") == 0)
                         log_info("PROFD_PYTHON_FRAMES=0: no Python frames");
                 else if ((r = python_procs_new(sampler_python_procs_fd(d.sampler), &d.python)) < 0 ||
-                         (r = python_symbols_new(d.python, &d.python_symbols)) < 0)
+                         (r = python_frame_ids_new(0, &d.python_ids)) < 0 ||
+                         (r = python_symbols_new(d.python, d.python_ids, &d.python_symbols)) < 0)
                         log_warning_errno(r, "Cannot track CPython processes, no Python frames: %m");
-                else
+                else {
                         symbolizer_set_python(d.symbolizer, python_symbols_name, d.python_symbols);
+                        sampler_set_python_frame_ids(d.sampler, d.python_ids);
+                        /* Code objects are read as soon as a new stack shows them; without, at
+                         * the drain only (import-time frames and processes that exit soon after
+                         * stay unnamed). */
+                        r = sampler_watch_python_stacks(d.sampler, python_symbols_note_stack,
+                                                        d.python_symbols);
+                        if (r < 0)
+                                log_warning_errno(r,
+                                                  "Cannot watch new Python stacks, their code objects are "
+                                                  "read at the drain only: %m");
+                }
                 if (d.python)
                         to.observer = (ProcTrackerObserver){
                                 .mapped = runtimes_mapped, .forgotten = runtimes_forgotten, .userdata = &d};

@@ -7,6 +7,9 @@
  *                                             _PyRuntime in /proc/PID/mem
  *   start PID                                 -> ok START_TIME
  *   resolve PID START CODE_TYPE STR_TYPE CODE INSTR
+ *                                             with the fingerprint of the object at CODE now,
+ *                                             read from /proc/PID/mem (and remembered for lookup)
+ *   resolve-fp PID START CODE_TYPE STR_TYPE CODE FP INSTR   with fingerprint FP
  *   lookup PID START CODE INSTR               -> ok LINE FIRST_LINE\tNAME\tFILE | error ERRNO
  *   metrics                                   -> python_code_cache_write_metrics(), then "end" */
 #include <errno.h>
@@ -38,6 +41,10 @@ static const char *err_name(int r)
                 return "EINVAL";
         case EPERM:
                 return "EPERM";
+        case ESTALE:
+                return "ESTALE";
+        case ENODATA:
+                return "ENODATA";
         default:
                 return strerror(-r);
         }
@@ -75,6 +82,28 @@ static int read_offsets(pid_t pid, unsigned major, unsigned minor, uint64_t runt
         return python_offsets_from_debug(buf, (size_t)n, ret);
 }
 
+/* Fingerprints computed by resolve, for lookups after the process exited. */
+#define MAX_REMEMBERED 65536
+static uint64_t remembered_addr[MAX_REMEMBERED];
+static uint32_t remembered_fp[MAX_REMEMBERED];
+static size_t n_remembered;
+
+static uint32_t remembered(uint64_t addr)
+{
+        for (size_t i = n_remembered; i-- > 0;)
+                if (remembered_addr[i] == addr)
+                        return remembered_fp[i];
+        return 0;
+}
+
+/* The fingerprint BPF would take of the code object at addr (0: unreadable). */
+static uint32_t fingerprint_now(pid_t pid, const PythonOffsets *o, uint64_t addr)
+{
+        uint32_t fp;
+
+        return python_code_fingerprint_at(pid, o, addr, &fp) < 0 ? 0 : fp;
+}
+
 int main(void)
 {
         _cleanup_(python_code_cache_freep) PythonCodeCache *c = NULL;
@@ -89,10 +118,10 @@ int main(void)
                 return 1;
         while (fgets(line, sizeof(line), stdin)) {
                 char cmd[16];
-                long long a[6] = {0};
+                long long a[7] = {0};
                 PythonFrameInfo info;
-                int n = sscanf(line, "%15s %lli %lli %lli %lli %lli %lli", cmd, &a[0], &a[1], &a[2], &a[3],
-                               &a[4], &a[5]);
+                int n = sscanf(line, "%15s %lli %lli %lli %lli %lli %lli %lli", cmd, &a[0], &a[1], &a[2],
+                               &a[3], &a[4], &a[5], &a[6]);
 
                 if (n < 1)
                         continue;
@@ -119,11 +148,23 @@ int main(void)
                         else
                                 printf("ok %" PRIu64 "\n", start);
                 } else if (strcmp(cmd, "resolve") == 0 && n == 7 && have_offsets) {
+                        uint32_t fp = remembered(a[4]);
+
+                        if (!fp && (fp = fingerprint_now((pid_t)a[0], &o, a[4])) &&
+                            n_remembered < MAX_REMEMBERED) {
+                                remembered_addr[n_remembered] = a[4];
+                                remembered_fp[n_remembered++] = fp;
+                        }
+                        r = python_code_resolve(c, (pid_t)a[0], a[1], &o, a[2], a[3], a[4], fp ?: 1,
+                                                (uint32_t)a[5], &info);
+                        print_info(r, &info);
+                } else if (strcmp(cmd, "resolve-fp") == 0 && n == 8 && have_offsets) {
                         r = python_code_resolve(c, (pid_t)a[0], a[1], &o, a[2], a[3], a[4], (uint32_t)a[5],
-                                                &info);
+                                                (uint32_t)a[6], &info);
                         print_info(r, &info);
                 } else if (strcmp(cmd, "lookup") == 0 && n == 5) {
-                        r = python_code_lookup(c, (pid_t)a[0], a[1], a[2], (uint32_t)a[3], &info);
+                        r = python_code_lookup(c, (pid_t)a[0], a[1], a[2], remembered(a[2]), (uint32_t)a[3],
+                                               &info);
                         print_info(r, &info);
                 } else if (strcmp(cmd, "metrics") == 0) {
                         python_code_cache_write_metrics(c, stdout);

@@ -359,22 +359,22 @@ static void check_python_code(pid_t target, const Addrs *a, int notify_fd)
                 return;
 
         t = now_ns();
-        r = python_code_resolve(c, target, start_time, o, FAKE_CODE_TYPE, FAKE_STR_TYPE, a->fuse + 4096, 0,
-                                &info);
+        r = python_code_resolve(c, target, start_time, o, FAKE_CODE_TYPE, FAKE_STR_TYPE, a->fuse + 4096, 1,
+                                0, &info);
         check(r == -EFAULT, "code object inside the FUSE mapping: %s, want EFAULT (%.3f ms)", err(r),
               ms_since(t));
         check(refused_total(c) == 1, "profd_python_code_reads_refused_total %llu, want 1", refused_total(c));
 
         /* A code object in anonymous memory whose name is in the FUSE mapping: the name is refused. */
         t = now_ns();
-        r = python_code_resolve(c, target, start_time, o, FAKE_CODE_TYPE, FAKE_STR_TYPE, a->anon, 0, &info);
+        r = python_code_resolve(c, target, start_time, o, FAKE_CODE_TYPE, FAKE_STR_TYPE, a->anon, 1, 0, &info);
         check(r < 0, "code object whose name is in the FUSE mapping: %s, want an error (%.3f ms)", err(r),
               ms_since(t));
         check(refused_total(c) == 2, "profd_python_code_reads_refused_total %llu, want 2", refused_total(c));
 
         /* Anonymous memory that is no code object: read, found wrong, not counted as refused. */
         r = python_code_resolve(c, target, start_time, o, FAKE_CODE_TYPE, FAKE_STR_TYPE,
-                                a->anon + PATTERN_OFF, 0, &info);
+                                a->anon + PATTERN_OFF, 1, 0, &info);
         check(r == -EBADMSG, "anonymous memory that is no code object: %s, want EBADMSG", err(r));
         check(refused_total(c) == 2, "profd_python_code_reads_refused_total still %llu, want 2",
               refused_total(c));

@@ -20,6 +20,7 @@ struct PythonCode {
         pid_t pid;
         uint64_t start_time;
         uint64_t addr;
+        uint32_t fp;
         PythonCode *bucket_next;
         PythonCode *lru_prev, *lru_next; /* lru_next: used less recently */
         PythonLineTable kind;
@@ -41,6 +42,8 @@ enum {
         ERR_UNREADABLE,
         ERR_BAD_OBJECT,
         ERR_PERMISSION,
+        ERR_REPLACED,
+        ERR_NO_FINGERPRINT,
         ERR_OTHER,
         _ERR_MAX,
 };
@@ -107,9 +110,14 @@ size_t python_code_cache_bytes(const PythonCodeCache *c)
         return c->bytes + c->n_buckets * sizeof(*c->buckets);
 }
 
-static size_t bucket_of(const PythonCodeCache *c, pid_t pid, uint64_t start_time, uint64_t addr)
+static size_t hash_key(pid_t pid, uint64_t start_time, uint64_t addr, uint32_t fp)
 {
-        return hash_mix64(addr ^ hash_mix64((uint64_t)pid << 32 ^ start_time)) & (c->n_buckets - 1);
+        return hash_mix64(addr ^ (uint64_t)fp << 47 ^ hash_mix64((uint64_t)pid << 32 ^ start_time));
+}
+
+static size_t bucket_of(const PythonCodeCache *c, pid_t pid, uint64_t start_time, uint64_t addr, uint32_t fp)
+{
+        return hash_key(pid, start_time, addr, fp) & (c->n_buckets - 1);
 }
 
 static void lru_unlink(PythonCodeCache *c, PythonCode *e)
@@ -136,10 +144,10 @@ static void lru_push(PythonCodeCache *c, PythonCode *e)
                 c->lru_tail = e;
 }
 
-static PythonCode *find(PythonCodeCache *c, pid_t pid, uint64_t start_time, uint64_t addr)
+static PythonCode *find(PythonCodeCache *c, pid_t pid, uint64_t start_time, uint64_t addr, uint32_t fp)
 {
-        for (PythonCode *e = c->buckets[bucket_of(c, pid, start_time, addr)]; e; e = e->bucket_next)
-                if (e->addr == addr && e->pid == pid && e->start_time == start_time) {
+        for (PythonCode *e = c->buckets[bucket_of(c, pid, start_time, addr, fp)]; e; e = e->bucket_next)
+                if (e->addr == addr && e->fp == fp && e->pid == pid && e->start_time == start_time) {
                         lru_unlink(c, e);
                         lru_push(c, e);
                         return e;
@@ -149,7 +157,7 @@ static PythonCode *find(PythonCodeCache *c, pid_t pid, uint64_t start_time, uint
 
 static void remove_entry(PythonCodeCache *c, PythonCode *e)
 {
-        PythonCode **p = &c->buckets[bucket_of(c, e->pid, e->start_time, e->addr)];
+        PythonCode **p = &c->buckets[bucket_of(c, e->pid, e->start_time, e->addr, e->fp)];
 
         while (*p != e)
                 p = &(*p)->bucket_next;
@@ -173,8 +181,7 @@ static void grow(PythonCodeCache *c)
                 return;
         for (size_t i = 0; i < c->n_buckets; i++)
                 for (PythonCode *e = c->buckets[i], *next; e; e = next) {
-                        size_t j = hash_mix64(e->addr ^ hash_mix64((uint64_t)e->pid << 32 ^ e->start_time)) &
-                                   (n - 1);
+                        size_t j = hash_key(e->pid, e->start_time, e->addr, e->fp) & (n - 1);
                         next = e->bucket_next;
                         e->bucket_next = b[j];
                         b[j] = e;
@@ -194,7 +201,7 @@ static void insert(PythonCodeCache *c, PythonCode *e)
                 c->n_evicted++;
         }
         grow(c);
-        i = bucket_of(c, e->pid, e->start_time, e->addr);
+        i = bucket_of(c, e->pid, e->start_time, e->addr, e->fp);
         e->bucket_next = c->buckets[i];
         c->buckets[i] = e;
         lru_push(c, e);
@@ -602,6 +609,83 @@ static int read_bytes(PythonCodeCache *c, pid_t pid, const PythonOffsets *o, uin
         return 0;
 }
 
+/* The second word of every object of 3.8-3.14's default build: ob_size of a variable-size object
+ * (from 3.11, a code object's number of code units), co_argcount and co_posonlyargcount before. */
+#define PY_OB_SIZE 16
+
+int python_code_fingerprint_layout(const PythonOffsets *o, PythonFingerprintLayout *ret)
+{
+        const uint16_t N = PYTHON_OFFSET_NONE;
+        /* Most telling first: a file name and qualified name set a code object apart from every
+         * other but its own earlier copies; the line table and size from those. */
+        uint16_t words[] = {
+                o->code_filename,
+                o->code_qualname != N ? o->code_qualname : o->code_name,
+                o->line_table == PYTHON_LINE_TABLE_LNOTAB ? o->code_lnotab : o->code_linetable,
+                o->code_code,
+                PY_OB_SIZE,
+                o->code_qualname != N ? o->code_name : N,
+        };
+        PythonFingerprintLayout l = {.u32 = PROFD_PY_FP_NONE};
+        unsigned start = o->code_firstlineno, end = o->code_firstlineno + 4u, n = 0;
+
+        _Static_assert(ELEMENTSOF(words) == PROFD_PY_FP_WORDS, "one slot per member");
+        if (o->code_firstlineno == N || words[0] == N || words[1] == N || words[2] == N)
+                return -EINVAL;
+        memset(l.words, PROFD_PY_FP_NONE, sizeof(l.words));
+        /* Members are taken in order while the bytes they span fit one BPF read. */
+        for (size_t i = 0; i < ELEMENTSOF(words); i++) {
+                unsigned s = words[i] < start ? words[i] : start,
+                         e = words[i] + 8u > end ? words[i] + 8u : end;
+
+                if (words[i] == N)
+                        continue;
+                if (e - s > PROFD_PY_FP_READ_MAX) {
+                        if (i < 3)
+                                return -EINVAL;
+                        continue;
+                }
+                start = s;
+                end = e;
+                words[n++] = words[i];
+        }
+        l.start = start;
+        l.len = end - start;
+        l.u32 = o->code_firstlineno - start;
+        for (unsigned i = 0; i < n; i++)
+                l.words[i] = words[i] - start;
+        *ret = l;
+        return 0;
+}
+
+static uint32_t fingerprint_of(const uint8_t *object, const PythonFingerprintLayout *l)
+{
+        uint8_t buf[PROFD_PY_FP_READ_MAX + 8] = {};
+
+        memcpy(buf, object + l->start, l->len);
+        return profd_py_fingerprint(buf, l->words, l->u32);
+}
+
+int python_code_fingerprint_at(pid_t pid, const PythonOffsets *o, uint64_t addr, uint32_t *ret)
+{
+        _cleanup_(remote_memory_freep) RemoteMemory *m = NULL;
+        uint8_t buf[PROFD_PY_FP_READ_MAX + 8] = {};
+        PythonFingerprintLayout l;
+        int r;
+
+        r = python_code_fingerprint_layout(o, &l);
+        if (r < 0)
+                return r;
+        r = remote_memory_open(pid, &m);
+        if (r < 0)
+                return r;
+        r = remote_memory_read(m, addr + l.start, buf, l.len);
+        if (r < 0)
+                return r;
+        *ret = profd_py_fingerprint(buf, l.words, l.u32);
+        return 0;
+}
+
 static int read_code(PythonCodeCache *c, pid_t pid, uint64_t start_time, const PythonOffsets *o,
                      uint64_t code_type_addr, uint64_t str_type_addr, uint64_t code_addr, PythonCode **ret)
 {
@@ -611,11 +695,17 @@ static int read_code(PythonCodeCache *c, pid_t pid, uint64_t start_time, const P
         uint16_t name_off, table_off, end = 0;
         size_t table_len = 0, name_len, file_len, n, n_cps;
         LineCheckpoint cps[LINE_CHECKPOINTS_MAX];
+        PythonFingerprintLayout fl;
         uint8_t *p;
         uint64_t now_start;
         PythonCode *e;
         int32_t first_line;
         int r;
+
+        r = python_code_fingerprint_layout(o, &fl);
+        if (r < 0)
+                return r;
+        end = fl.start + fl.len;
 
         name_off = o->code_qualname != PYTHON_OFFSET_NONE ? o->code_qualname : o->code_name;
         table_off = o->line_table == PYTHON_LINE_TABLE_LNOTAB ? o->code_lnotab : o->code_linetable;
@@ -662,6 +752,7 @@ static int read_code(PythonCodeCache *c, pid_t pid, uint64_t start_time, const P
                 .pid = pid,
                 .start_time = start_time,
                 .addr = code_addr,
+                .fp = fingerprint_of(hdr, &fl),
                 .kind = o->line_table,
                 .first_line = (uint32_t)first_line,
                 .no_table = !table,
@@ -696,10 +787,10 @@ static void fill(PythonCodeCache *c, const PythonCode *e, uint32_t instr, Python
                 c->n_lines_unknown++;
 }
 
-int python_code_lookup(PythonCodeCache *c, pid_t pid, uint64_t start_time, uint64_t code_addr,
+int python_code_lookup(PythonCodeCache *c, pid_t pid, uint64_t start_time, uint64_t code_addr, uint32_t fp,
                        uint32_t instr, PythonFrameInfo *ret)
 {
-        PythonCode *e = find(c, pid, start_time, code_addr);
+        PythonCode *e = find(c, pid, start_time, code_addr, fp);
 
         if (!e) {
                 c->n_lookup_miss++;
@@ -711,15 +802,19 @@ int python_code_lookup(PythonCodeCache *c, pid_t pid, uint64_t start_time, uint6
 }
 
 int python_code_resolve(PythonCodeCache *c, pid_t pid, uint64_t start_time, const PythonOffsets *o,
-                        uint64_t code_type_addr, uint64_t str_type_addr, uint64_t code_addr, uint32_t instr,
-                        PythonFrameInfo *ret)
+                        uint64_t code_type_addr, uint64_t str_type_addr, uint64_t code_addr, uint32_t fp,
+                        uint32_t instr, PythonFrameInfo *ret)
 {
         PythonCode *e;
         int r;
 
         if (!o)
                 return -EINVAL;
-        e = find(c, pid, start_time, code_addr);
+        if (fp == 0) {
+                c->n_errors[ERR_NO_FINGERPRINT]++;
+                return -ENODATA;
+        }
+        e = find(c, pid, start_time, code_addr, fp);
         if (e) {
                 c->n_cached++;
                 if (ret)
@@ -735,6 +830,16 @@ int python_code_resolve(PythonCodeCache *c, pid_t pid, uint64_t start_time, cons
                                                           : ERR_OTHER]++;
                 return r;
         }
+        if (e->fp != fp) {
+                /* Not the object that was sampled: that one was freed and its memory holds
+                 * another now. Kept under its own fingerprint, for the frames that ran it. */
+                c->n_errors[ERR_REPLACED]++;
+                if (find(c, pid, start_time, code_addr, e->fp))
+                        free(e);
+                else
+                        insert(c, e);
+                return -ESTALE;
+        }
         c->n_read++;
         insert(c, e);
         if (ret)
@@ -749,6 +854,8 @@ void python_code_cache_write_metrics(const PythonCodeCache *c, FILE *f)
                 [ERR_UNREADABLE] = "unreadable",
                 [ERR_BAD_OBJECT] = "bad_object",
                 [ERR_PERMISSION] = "permission",
+                [ERR_REPLACED] = "replaced",
+                [ERR_NO_FINGERPRINT] = "no_fingerprint",
                 [ERR_OTHER] = "other",
         };
         char help[160];
@@ -765,8 +872,10 @@ void python_code_cache_write_metrics(const PythonCodeCache *c, FILE *f)
                         (const uint64_t[]){c->n_cached, c->n_read, c->n_lookup_miss}, 3);
         metric_labelled(
                 f, "profd_python_code_errors_total", "counter",
-                "Code objects that could not be read: process gone, address unreadable, memory that is "
-                "no code object of the runtime, no permission.",
+                "Python frames whose code object could not be read: process gone, address unreadable, "
+                "memory that is no code object of the runtime, no permission, replaced by another code "
+                "object since the sample (its fingerprint differs), no fingerprint taken at the sample. "
+                "Such frames stay unnamed.",
                 "reason", error_names, c->n_errors, _ERR_MAX);
         metric_counter(f, "profd_python_code_evictions_total",
                        "Code objects dropped, least recently used first, to stay within the cache's bounds.",

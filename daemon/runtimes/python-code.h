@@ -13,6 +13,10 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include <linux/types.h> /* for profd-python.h */
+
+#include "bpf/profd-python.h"
+
 #include "runtimes/python-offsets.h"
 #include "util/macro.h"
 
@@ -38,31 +42,49 @@ typedef struct PythonFrameInfo {
         uint32_t first_line; /* co_firstlineno */
 } PythonFrameInfo;
 
+/* Which members of a code object its fingerprint covers (bpf/profd-python.h), for offsets o: BPF
+ * takes it at each sample (struct profd_python_proc's fp_*), the cache from what it reads, and a
+ * frame is named only when both agree. start: where the bytes hashed begin in the object, len:
+ * how many; words: offsets of 8-byte members in them, u32: of co_firstlineno. -EINVAL when o
+ * lacks a member, or they do not fit PROFD_PY_FP_READ_MAX bytes. */
+typedef struct PythonFingerprintLayout {
+        uint16_t start;
+        uint8_t len;
+        uint8_t u32;
+        uint8_t words[PROFD_PY_FP_WORDS];
+} PythonFingerprintLayout;
+int python_code_fingerprint_layout(const PythonOffsets *o, PythonFingerprintLayout *ret);
+
+/* The fingerprint of the code object at addr in process pid now, as BPF takes it (tools, tests). */
+int python_code_fingerprint_at(pid_t pid, const PythonOffsets *o, uint64_t addr, uint32_t *ret);
+
 /* max_entries, max_bytes: bounds, 0 for the defaults above. -ENOMEM. */
 int python_code_cache_new(size_t max_entries, size_t max_bytes, PythonCodeCache **ret);
 PythonCodeCache *python_code_cache_free(PythonCodeCache *c);
 DEFINE_TRIVIAL_CLEANUP_FUNC(PythonCodeCache *, python_code_cache_free);
 
 /* The function, file and line of instruction instr of the code object at code_addr in process
- * pid (start_time: /proc/PID/stat starttime, telling a reused pid apart), from the cache or read
- * from the process with offsets o. instr is in the units of o->line_table (see PythonLineTable:
- * bytes for LNOTAB, code units from 3.10), PYTHON_CODE_INSTR_UNKNOWN for no line.
+ * pid (start_time: /proc/PID/stat starttime, telling a reused pid apart) whose fingerprint is fp,
+ * from the cache or read from the process with offsets o. instr is in the units of o->line_table (see
+ * PythonLineTable: bytes for LNOTAB, code units from 3.10), PYTHON_CODE_INSTR_UNKNOWN for no line.
  * code_type_addr, str_type_addr: addresses of PyCode_Type and PyUnicode_Type in that process
  * (exported symbols of the interpreter), which the code object and its strings must have as
  * ob_type. ret may be NULL: the code object is only made sure to be cached. The strings of ret
  * belong to the cache: valid until the next python_code_resolve(),
  * python_code_cache_forget() or python_code_cache_free() (which may evict them);
  * python_code_lookup() does not invalidate them.
- * Errors (each counted): -ESRCH the process is gone (or is another one now); -EBADMSG the memory
- * is not a code object of this runtime (wrong type, malformed string); -EFAULT the address is not
- * readable; -EPERM/-EACCES not allowed to read the process; -ENOMEM. */
+ * Errors (each counted): -ESTALE the object there now has another fingerprint: the one sampled
+ * was freed and its memory reused (the object read is cached under its own fingerprint); -ENODATA
+ * fp is 0 (BPF could not read the object); -ESRCH the process is gone (or is another one now);
+ * -EBADMSG the memory is not a code object of this runtime (wrong type, malformed string); -EFAULT
+ * the address is not readable; -EPERM/-EACCES not allowed to read the process; -ENOMEM. */
 int python_code_resolve(PythonCodeCache *c, pid_t pid, uint64_t start_time, const PythonOffsets *o,
-                        uint64_t code_type_addr, uint64_t str_type_addr, uint64_t code_addr, uint32_t instr,
-                        PythonFrameInfo *ret);
+                        uint64_t code_type_addr, uint64_t str_type_addr, uint64_t code_addr, uint32_t fp,
+                        uint32_t instr, PythonFrameInfo *ret);
 
 /* The same from the cache only, never reading the process (for processes that exited): -ENOENT
  * when the code object is not cached (never read, or evicted). */
-int python_code_lookup(PythonCodeCache *c, pid_t pid, uint64_t start_time, uint64_t code_addr,
+int python_code_lookup(PythonCodeCache *c, pid_t pid, uint64_t start_time, uint64_t code_addr, uint32_t fp,
                        uint32_t instr, PythonFrameInfo *ret);
 
 /* Drops every entry of process (pid, start_time), e.g. once the process table forgets it.

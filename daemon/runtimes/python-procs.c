@@ -12,6 +12,7 @@
 #include <bpf/bpf.h>
 
 #include "bpf/profd-python.h"
+#include "runtimes/python-code.h"
 #include "runtimes/python-procs.h"
 #include "runtimes/remote-memory.h"
 #include "util/log.h"
@@ -305,7 +306,9 @@ static int describe(const PythonOffsets *o, uint64_t bias, const PythonElf *elf,
                 .frame_previous = o->frame_previous,
                 .frame_code = o->frame_code,
         };
+        PythonFingerprintLayout fl;
         unsigned end = 0;
+        int r;
 
         if (o->tstate_lookup == PYTHON_TSTATE_GILSTATE_CURRENT && o->runtime_tstate_current != N)
                 d.tstate_current = d.runtime + o->runtime_tstate_current;
@@ -351,6 +354,13 @@ static int describe(const PythonOffsets *o, uint64_t bias, const PythonElf *elf,
         if (end > PROFD_PY_FRAME_READ_MAX)
                 return -EINVAL;
         d.frame_size = end;
+        r = python_code_fingerprint_layout(o, &fl);
+        if (r < 0)
+                return r;
+        d.fp_start = fl.start;
+        d.fp_len = fl.len;
+        d.fp_u32 = fl.u32;
+        memcpy(d.fp_words, fl.words, sizeof(d.fp_words));
         *ret = d;
         return 0;
 }

@@ -8,7 +8,30 @@
 /* Groups and eval frames of one stack: at most one per slot. */
 #define SPLICE_MAX PROFD_MAX_USER_FRAMES
 
-size_t python_stack_splice(uint64_t *frames, uint8_t *exact, size_t len, uint32_t flags,
+/* Frames [first, len) as BPF wrote them, (code and instruction, fingerprint) pairs, into one entry
+ * each, in place. Returns the new length. */
+static size_t fold_pairs(uint64_t *frames, size_t first, size_t len, PythonFrameIds *ids,
+                         PythonSpliceStats *stats)
+{
+        size_t o = first;
+
+        for (size_t i = first; i < len && python_frame_is(frames[i]); i++) {
+                uint64_t f = frames[i], id = 0;
+
+                if (f & PROFD_FRAME_PY_FP)
+                        continue; /* a fingerprint without its frame: not written by the walk */
+                if (i + 1 < len && python_frame_is(frames[i + 1]) && (frames[i + 1] & PROFD_FRAME_PY_FP))
+                        id = python_frame_ids_intern(ids, python_frame_code(f), (uint32_t)frames[++i]);
+                if (id)
+                        f = (f & ~PROFD_PY_CODE_MASK) | PYTHON_FRAME_ID | id;
+                else if (stats)
+                        stats->frames_without_id++;
+                frames[o++] = f;
+        }
+        return o;
+}
+
+size_t python_stack_splice(uint64_t *frames, uint8_t *exact, size_t len, uint32_t flags, PythonFrameIds *ids,
                            PythonSpliceStats *stats)
 {
         uint64_t out[SPLICE_MAX];
@@ -30,6 +53,7 @@ size_t python_stack_splice(uint64_t *frames, uint8_t *exact, size_t len, uint32_
                         frames[i] &= ~PROFD_FRAME_PY_EVAL;
                 return len;
         }
+        len = fold_pairs(frames, first_py, len, ids, stats);
         n_native = first_py;
         for (size_t i = 0; i < n_native; i++)
                 if (frames[i] & PROFD_FRAME_PY_EVAL)

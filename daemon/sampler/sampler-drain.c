@@ -125,7 +125,7 @@ static int collect_stacks(Drain *d, size_t n, size_t value_size, size_t max_fram
                 }
                 if (user)
                         len = python_stack_splice(d->frames + d->n_frames, d->exact + d->n_frames, len,
-                                                  flags, &d->python_splice);
+                                                  flags, d->python_ids, &d->python_splice);
                 memcpy(&(*stacks)[*n_stacks].hash, (const uint8_t *)d->batch_keys + i * sizeof(uint64_t),
                        sizeof(uint64_t));
                 (*stacks)[*n_stacks].off = d->n_frames;

@@ -12,6 +12,7 @@
 #include "util/macro.h"
 
 struct profile_bpf;
+struct ring_buffer;
 
 /* Time between flipping the generation and reading the retired one. A perf_event program runs
  * for microseconds with preemption off; 10 ms is orders of magnitude beyond any straggler. */
@@ -46,6 +47,7 @@ typedef struct Drain {
         size_t cap_records;
 
         PythonSpliceStats python_splice;
+        PythonFrameIds *python_ids; /* for the splice; NULL: Python frames stay unnamed */
 } Drain;
 
 struct Sampler {
@@ -80,6 +82,14 @@ struct Sampler {
 
         Drain drain;
 
+        /* New Python stacks (sampler-python.c) */
+        struct ring_buffer *python_rb;
+        sd_event_source *python_io;
+        struct profd_stack *python_stack;
+        sampler_python_stack_cb_t python_cb;
+        void *python_userdata;
+        uint64_t python_events, python_events_drained, python_events_malformed;
+
         /* metrics */
         uint64_t drains, drain_ns_total, drain_ns_last, drain_errors;
         uint64_t cuts_coalesced;
@@ -87,3 +97,8 @@ struct Sampler {
         uint64_t last_counts, last_stacks, last_kstacks;
         uint64_t max_counts, max_stacks, max_kstacks;
 };
+
+/* sampler-python.c */
+void sampler_python_done(Sampler *s);
+/* c: the BPF counters (NULL: not readable). */
+void sampler_write_python_metrics(const Sampler *s, const uint64_t *c, FILE *f);

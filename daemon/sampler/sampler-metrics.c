@@ -142,6 +142,7 @@ void sampler_write_metrics(const Sampler *s, FILE *f)
                 metric_labelled(f, "profd_python_stops_total", "counter",
                                 "How Python walks ended, by reason.", "reason", py_stop_names,
                                 c + PROFD_PY_STOP_BASE, PROFD_PY_STOP__MAX);
+                sampler_write_python_metrics(s, c, f);
         }
         metric_labelled(
                 f, "profd_python_groups_total", "counter",

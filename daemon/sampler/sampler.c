@@ -48,6 +48,7 @@ Sampler *sampler_free(Sampler *s)
         if (!s)
                 return NULL;
         sampler_detach(s);
+        sampler_python_done(s);
         sd_event_source_disable_unref(s->cut_timer);
         sd_event_source_disable_unref(s->drain_timer);
         sd_event_source_disable_unref(s->hotplug_timer);

@@ -13,15 +13,16 @@
 
 #include "bpf/profd-filter.h"
 #include "bpf/profd-sample.h"
+#include "runtimes/python-frame-ids.h"
 #include "util/macro.h"
 
 typedef struct Sampler Sampler;
 
 typedef struct SamplerOptions {
         unsigned frequency_hz;
-        uint64_t drain_interval_ns; /* periodic cut, ~1 s */
+        uint64_t drain_interval_ns;        /* periodic cut, ~1 s */
         struct profd_filter_config filter; /* --pid/--comm/--unit/--cgroup for rodata; zeroes: none */
-        bool measure_cost; /* BPF times each recorded sample (benchmarks): profd_bpf_recorded_ns_total */
+        bool measure_cost;   /* BPF times each recorded sample (benchmarks): profd_bpf_recorded_ns_total */
         bool verifier_stats; /* log each program's verifier statistics (instructions processed) */
         const char *online_cpus_path; /* NULL: /sys/devices/system/cpu/online (tests fake hotplug) */
 } SamplerOptions;
@@ -49,7 +50,8 @@ typedef struct SampleRecord {
 typedef void (*sampler_interval_cb_t)(void *userdata, uint64_t start_ns, uint64_t end_ns,
                                       const SampleRecord *records, size_t n);
 
-int sampler_new(sd_event *e, const SamplerOptions *o, sampler_interval_cb_t cb, void *userdata, Sampler **ret);
+int sampler_new(sd_event *e, const SamplerOptions *o, sampler_interval_cb_t cb, void *userdata,
+                Sampler **ret);
 Sampler *sampler_free(Sampler *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Sampler *, sampler_free);
 
@@ -73,3 +75,11 @@ void sampler_write_metrics(const Sampler *s, FILE *f);
 int sampler_unwinder_events_fd(Sampler *s);
 /* The BPF map of processes whose Python frames are walked (bpf/profd-python.h). */
 int sampler_python_procs_fd(Sampler *s);
+/* A user stack with Python frames that BPF stored for the first time (sampler-python.c): pid's
+ * frames as BPF wrote them (bpf/profd-python.h: two entries per Python frame), valid during the
+ * call. */
+typedef void (*sampler_python_stack_cb_t)(void *userdata, uint32_t pid, const uint64_t *frames, size_t n);
+/* After sampler_start(): cb gets each such stack as soon as it is reported. */
+int sampler_watch_python_stacks(Sampler *s, sampler_python_stack_cb_t cb, void *userdata);
+/* The ids the drain gives Python frames (runtimes/python-frame-ids.h); without, they stay unnamed. */
+void sampler_set_python_frame_ids(Sampler *s, PythonFrameIds *ids);

@@ -9,12 +9,13 @@
 
 struct PythonSymbols {
         PythonProcs *procs;
+        PythonFrameIds *ids;
         PythonCodeCache *code;
         char name[2 * PYTHON_CODE_MAX_NAME + 8];
-        uint64_t noted, read_errors, no_process;
+        uint64_t noted, read_errors, no_process, stacks_reported;
 };
 
-int python_symbols_new(PythonProcs *procs, PythonSymbols **ret)
+int python_symbols_new(PythonProcs *procs, PythonFrameIds *ids, PythonSymbols **ret)
 {
         PythonSymbols *ps = calloc(1, sizeof(*ps));
         int r;
@@ -27,6 +28,7 @@ int python_symbols_new(PythonProcs *procs, PythonSymbols **ret)
                 return r;
         }
         ps->procs = procs;
+        ps->ids = ids;
         *ret = ps;
         return 0;
 }
@@ -40,6 +42,23 @@ PythonSymbols *python_symbols_free(PythonSymbols *ps)
         return NULL;
 }
 
+/* Reads the code object of one frame into the cache unless it is there. false once the process
+ * is gone (its other frames need not be tried). */
+static bool note_frame(PythonSymbols *ps, const PythonProcess *pp, uint64_t code, uint32_t fp,
+                       uint32_t instr)
+{
+        int e;
+
+        ps->noted++;
+        e = python_code_resolve(ps->code, pp->pid, pp->start_time, &pp->offsets, pp->code_type, pp->str_type,
+                                code, fp, instr, NULL);
+        if (e == -ESRCH)
+                return false;
+        if (e < 0)
+                ps->read_errors++;
+        return true;
+}
+
 void python_symbols_note(PythonSymbols *ps, const SampleRecord *records, size_t n)
 {
         if (!ps)
@@ -50,10 +69,11 @@ void python_symbols_note(PythonSymbols *ps, const SampleRecord *records, size_t 
                 bool looked = false;
 
                 for (uint32_t k = 0; k < r->n_user; k++) {
-                        uint64_t f = r->user_frames[k];
-                        int e;
+                        uint64_t f = r->user_frames[k], code;
+                        uint32_t fp;
 
-                        if (!python_frame_is(f))
+                        if (!python_frame_is(f) || !python_frame_has_id(f) ||
+                            python_frame_ids_get(ps->ids, python_frame_id(f), &code, &fp) < 0)
                                 continue;
                         if (!looked) {
                                 pp = python_procs_get(ps->procs, (pid_t)r->pid);
@@ -63,15 +83,31 @@ void python_symbols_note(PythonSymbols *ps, const SampleRecord *records, size_t 
                         }
                         if (!pp)
                                 break; /* gone already: named from the cache if it was read before */
-                        ps->noted++;
-                        e = python_code_resolve(ps->code, pp->pid, pp->start_time, &pp->offsets,
-                                                pp->code_type, pp->str_type, python_frame_code(f),
-                                                python_frame_instr(f), NULL);
-                        if (e == -ESRCH)
+                        if (!note_frame(ps, pp, code, fp, python_frame_instr(f)))
                                 break;
-                        if (e < 0)
-                                ps->read_errors++;
                 }
+        }
+}
+
+void python_symbols_note_stack(void *userdata, uint32_t pid, const uint64_t *frames, size_t n)
+{
+        PythonSymbols *ps = userdata;
+        const PythonProcess *pp = python_procs_get(ps->procs, (pid_t)pid);
+
+        ps->stacks_reported++;
+        if (!pp)
+                return;
+        /* As BPF wrote them: (code and instruction, fingerprint) per Python frame. */
+        for (size_t k = 0; k + 1 < n; k++) {
+                uint64_t f = frames[k], g = frames[k + 1];
+
+                if (!python_frame_is(f) || (f & PROFD_FRAME_PY_FP) || !python_frame_is(g) ||
+                    !(g & PROFD_FRAME_PY_FP))
+                        continue;
+                k++;
+                if ((uint32_t)g &&
+                    !note_frame(ps, pp, python_frame_code(f), (uint32_t)g, python_frame_instr(f)))
+                        return;
         }
 }
 
@@ -130,23 +166,41 @@ void python_module_name(const char *file, char *buf, size_t size)
                 buf[n - 9] = 0;
 }
 
+/* "[python] 0xCODE": Python code ran here, which one is not known for sure. */
+static int placeholder(PythonSymbols *ps, uint64_t code, SymFrame *ret, int r)
+{
+        if (code)
+                snprintf(ps->name, sizeof(ps->name), "[python] 0x%" PRIx64, code);
+        else
+                snprintf(ps->name, sizeof(ps->name), "[python] (id forgotten)");
+        *ret = (SymFrame){.name = ps->name, .system_name = ps->name};
+        return r;
+}
+
 int python_symbols_name(void *userdata, const Process *p, uint64_t frame, SymFrame *ret)
 {
         PythonSymbols *ps = userdata;
         const PythonProcess *pp;
         PythonFrameInfo info;
         char module[PYTHON_CODE_MAX_NAME];
+        uint64_t code;
+        uint32_t fp;
         int r;
 
-        r = python_code_lookup(ps->code, p->pid, p->start_time, python_frame_code(frame),
-                               python_frame_instr(frame), &info);
+        /* Named only as the code object whose fingerprint BPF took: never another that took its
+         * memory since. Otherwise a placeholder keeps the address. */
+        if (!python_frame_has_id(frame))
+                return placeholder(ps, python_frame_code(frame), ret, -ENODATA);
+        r = python_frame_ids_get(ps->ids, python_frame_id(frame), &code, &fp);
+        if (r < 0)
+                return placeholder(ps, 0, ret, r);
+        r = python_code_lookup(ps->code, p->pid, p->start_time, code, fp, python_frame_instr(frame), &info);
         if (r == -ENOENT && !p->exited_ns && (pp = python_procs_get(ps->procs, p->pid)) &&
             pp->start_time == p->start_time)
                 r = python_code_resolve(ps->code, pp->pid, pp->start_time, &pp->offsets, pp->code_type,
-                                        pp->str_type, python_frame_code(frame), python_frame_instr(frame),
-                                        &info);
+                                        pp->str_type, code, fp, python_frame_instr(frame), &info);
         if (r < 0)
-                return r;
+                return placeholder(ps, code, ret, r);
         python_module_name(info.file, module, sizeof(module));
         if (module[0])
                 snprintf(ps->name, sizeof(ps->name), "%s.%s", module, info.name);

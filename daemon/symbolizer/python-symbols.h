@@ -7,6 +7,7 @@
 #pragma once
 
 #include "runtimes/python-code.h"
+#include "runtimes/python-frame-ids.h"
 #include "runtimes/python-procs.h"
 #include "sampler/sampler.h"
 #include "symbolizer/symbolizer.h"
@@ -14,13 +15,18 @@
 
 typedef struct PythonSymbols PythonSymbols;
 
-int python_symbols_new(PythonProcs *procs, PythonSymbols **ret);
+/* ids: those the drain gave Python frames (sampler_set_python_frame_ids()). */
+int python_symbols_new(PythonProcs *procs, PythonFrameIds *ids, PythonSymbols **ret);
 PythonSymbols *python_symbols_free(PythonSymbols *ps);
 DEFINE_TRIVIAL_CLEANUP_FUNC(PythonSymbols *, python_symbols_free);
 
 /* Reads the code objects of the Python frames in records that are not cached yet. */
 void python_symbols_note(PythonSymbols *ps, const SampleRecord *records, size_t n);
-/* SymbolizerPythonFn: userdata is the PythonSymbols. */
+/* The same for a stack as BPF wrote it, as soon as it is reported (a sampler_python_stack_cb_t;
+ * userdata is the PythonSymbols). */
+void python_symbols_note_stack(void *userdata, uint32_t pid, const uint64_t *frames, size_t n);
+/* SymbolizerPythonFn: userdata is the PythonSymbols. A frame it cannot name for sure gets a
+ * placeholder ("[python] 0xCODE") in ret and a negative errno. */
 int python_symbols_name(void *userdata, const Process *p, uint64_t frame, SymFrame *ret);
 
 /* "/usr/lib/python3.11/json/encoder.py" -> "json.encoder", "/srv/app.py" -> "app",

@@ -341,12 +341,14 @@ int symbolizer_python(Symbolizer *s, const Process *p, uint64_t frame, SymResult
                 *ret = (SymResult){.frames = s->results.frames, .n_frames = 1, .symbolized = true};
                 return 0;
         }
-        /* Not read while the process ran (or garbage): say it was Python code, invent nothing. */
+        /* Not read while the process ran, or not the object sampled: say it was Python code,
+         * invent nothing (the namer's placeholder keeps the code object's address). */
         s->n_python_unnamed++;
-        snprintf(s->python_placeholder, sizeof(s->python_placeholder), "[python] 0x%" PRIx64,
-                 (uint64_t)((frame & PROFD_PY_CODE_MASK) << PROFD_PY_CODE_SHIFT));
-        s->results.frames[0] =
-                (SymFrame){.name = s->python_placeholder, .system_name = s->python_placeholder};
+        if (!f.name) {
+                snprintf(s->python_placeholder, sizeof(s->python_placeholder), "[python]");
+                f = (SymFrame){.name = s->python_placeholder, .system_name = s->python_placeholder};
+        }
+        s->results.frames[0] = f;
         *ret = (SymResult){.frames = s->results.frames, .n_frames = 1};
         return 0;
 }
