@@ -63,11 +63,12 @@ struct {
         __uint(max_entries, 64 * 1024);
 } python_events SEC(".maps");
 
-/* Per process: PROFD_PY_EVENT_BURST reports at once, then one per PROFD_PY_EVENT_REFILL_NS. A
- * program whose stacks keep changing (every line a new stack) costs the daemon at most that; its
- * other stacks are read at the next drain, as every stack is. */
-#define PROFD_PY_EVENT_BURST 64
-#define PROFD_PY_EVENT_REFILL_NS 5000000ULL
+/* Per process: PROFD_PY_EVENT_BURST reports at once, then one per PROFD_PY_EVENT_REFILL_NS: as many
+ * as one thread sampled at up to 500 Hz can need (import-heavy code makes nearly every sample a
+ * new stack). A program with more threads whose stacks keep changing costs the daemon at most
+ * that (~10-30 us each); its other stacks are read at the next drain, as every stack is. */
+#define PROFD_PY_EVENT_BURST 128
+#define PROFD_PY_EVENT_REFILL_NS 2000000ULL
 struct {
         __uint(type, BPF_MAP_TYPE_LRU_HASH);
         __uint(max_entries, PROFD_PY_MAX_PROCS);

@@ -29,6 +29,8 @@
  * is rendered, plus the drain and build time. */
 #define EXIT_GRACE_EXTRA_NS (60 * NSEC_PER_SEC)
 #define PROCESS_GC_INTERVAL_USEC (10 * USEC_PER_SEC)
+/* Longest wait at start for the processes found then to be read before sampling starts. */
+#define START_SETTLE_NS (3 * NSEC_PER_SEC)
 /* cgroup ids remembered (unit / container_id labels); a host rarely has more live cgroups. */
 #define CGROUP_CACHE_MAX 16384
 
@@ -278,9 +280,9 @@ static int run(int argc, char **argv)
                 return 1; /* logged */
         notifier_set_health_check(d.notifier, daemon_healthy, &d);
 
-        r = sampler_start(d.sampler);
+        r = sampler_prepare(d.sampler);
         if (r < 0)
-                return log_error_errno(r, "Cannot start sampling: %m"), 1;
+                return log_error_errno(r, "Cannot load the sampler: %m"), 1;
 
         r = cgroup_filter_new(d.event, &d.options.filter, d.cgroups, sampler_bpf_object(d.sampler),
                               &d.cgroup_filter);
@@ -336,6 +338,17 @@ static int run(int argc, char **argv)
                                 log_warning_errno(r, "No unknown-pid/pc reports from the unwinder: %m");
                 }
         }
+
+        /* Sampling starts once the processes found at start are known (mappings in the pool, their
+         * interpreters described), so that none of their samples is walked blind; their unwind
+         * tables are built in the background. */
+        if (d.tracker && proc_tracker_settle(d.tracker, START_SETTLE_NS) > 0)
+                log_warning("Not every process found at start was read within %.1f s: the rest are read "
+                            "while sampling",
+                            (double)START_SETTLE_NS / NSEC_PER_SEC);
+        r = sampler_start(d.sampler);
+        if (r < 0)
+                return log_error_errno(r, "Cannot start sampling: %m"), 1;
 
         r = sd_event_add_time_relative(d.event, NULL, CLOCK_MONOTONIC, PROCESS_GC_INTERVAL_USEC,
                                        USEC_PER_SEC, on_process_gc, &d);

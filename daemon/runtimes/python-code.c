@@ -68,6 +68,7 @@ struct PythonCodeCache {
 };
 
 #define REMOTE_SNAPSHOT_NS (1000 * 1000 * 1000ULL)
+#define REMOTE_RETAKE_NS (20 * 1000 * 1000ULL)
 
 int python_code_cache_new(size_t max_entries, size_t max_bytes, PythonCodeCache **ret)
 {
@@ -454,15 +455,22 @@ static int read_mem(PythonCodeCache *c, pid_t pid, uint64_t addr, void *buf, siz
         if (addr == 0 || addr >= (1ULL << 47) || n > (1ULL << 47) - addr)
                 return -EFAULT;
         now = now_ns(CLOCK_MONOTONIC);
-        if (!c->mem || c->mem_pid != pid || now - c->mem_ns > REMOTE_SNAPSHOT_NS) {
-                c->mem = remote_memory_free(c->mem);
-                r = remote_memory_open(pid, &c->mem);
-                if (r < 0)
-                        return r;
-                c->mem_pid = pid;
-                c->mem_ns = now;
+        for (unsigned attempt = 0;; attempt++) { /* at most twice: see below */
+                if (!c->mem || c->mem_pid != pid || now - c->mem_ns > REMOTE_SNAPSHOT_NS) {
+                        c->mem = remote_memory_free(c->mem);
+                        r = remote_memory_open(pid, &c->mem);
+                        if (r < 0)
+                                return r;
+                        c->mem_pid = pid;
+                        c->mem_ns = now;
+                }
+                r = remote_memory_read(c->mem, addr, buf, n);
+                /* A process that just started maps its heap after the snapshot: outside it, a
+                 * snapshot older than REMOTE_RETAKE_NS is taken again once. */
+                if (r != -EFAULT || attempt > 0 || now - c->mem_ns < REMOTE_RETAKE_NS)
+                        break;
+                c->mem_ns = 0;
         }
-        r = remote_memory_read(c->mem, addr, buf, n);
         if (r == -ENOTSUP) {
                 c->n_untrusted++;
                 return -EFAULT;

@@ -225,9 +225,11 @@ int sampler_attach(Sampler *s)
                 return log_error_errno(r, "Failed to read online CPUs: %m");
 
         /* Before the perf events: no sample may use a pid's mappings from before an exec. */
-        s->exec_link = bpf_program__attach(s->skel->progs.profd_exec);
-        if (!s->exec_link)
-                return log_error_errno(-errno, "Failed to attach the BPF exec hook: %m");
+        if (!s->exec_link) {
+                s->exec_link = bpf_program__attach(s->skel->progs.profd_exec);
+                if (!s->exec_link)
+                        return log_error_errno(-errno, "Failed to attach the BPF exec hook: %m");
+        }
 
         s->links = calloc(n, sizeof(*s->links));
         s->seen_offline = calloc(n, sizeof(*s->seen_offline));

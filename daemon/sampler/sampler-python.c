@@ -71,6 +71,11 @@ int sampler_watch_python_stacks(Sampler *s, sampler_python_stack_cb_t cb, void *
         if (r < 0)
                 return r;
         (void)sd_event_source_set_description(s->python_io, "python-stacks");
+        /* Ahead of every other source: a module's code object lives only while its import runs,
+         * often a few milliseconds. */
+        r = sd_event_source_set_priority(s->python_io, SD_EVENT_PRIORITY_IMPORTANT);
+        if (r < 0)
+                return r;
         s->python_cb = cb;
         s->python_userdata = userdata;
         return 0;

@@ -114,6 +114,25 @@ static int on_cut_timer(sd_event_source *src, uint64_t usec, void *userdata)
         return 0;
 }
 
+int sampler_prepare(Sampler *s)
+{
+        int r;
+
+        if (!s)
+                return -EINVAL;
+        if (s->skel)
+                return 0;
+        r = sampler_load(s);
+        if (r < 0)
+                return r;
+        /* From now on an exec drops the pid's mappings from the pool (bpf/profile.bpf.c), so that
+         * what the tracker pushes before sampling starts is never an exec'd image's. */
+        s->exec_link = bpf_program__attach(s->skel->progs.profd_exec);
+        if (!s->exec_link)
+                return log_error_errno(-errno, "Failed to attach the BPF exec hook: %m");
+        return 0;
+}
+
 int sampler_start(Sampler *s)
 {
         int r;
@@ -123,7 +142,7 @@ int sampler_start(Sampler *s)
         if (s->live)
                 return -EBUSY;
 
-        r = sampler_load(s);
+        r = sampler_prepare(s);
         if (r < 0)
                 return r;
 

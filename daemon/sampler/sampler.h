@@ -55,7 +55,11 @@ int sampler_new(sd_event *e, const SamplerOptions *o, sampler_interval_cb_t cb, 
 Sampler *sampler_free(Sampler *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Sampler *, sampler_free);
 
-/* Load, attach to every online CPU, start the periodic cut timer. After success sampling is live. */
+/* Load the BPF object (its maps exist from then on) and attach the exec hook, without sampling
+ * yet: the unwind table pool and the process tracker fill the maps first. Logs its errors. */
+int sampler_prepare(Sampler *s);
+/* Prepare if not done, attach to every online CPU, start the periodic cut timer. After success
+ * sampling is live. */
 int sampler_start(Sampler *s);
 /* Cut now: the current interval ends at *ret_cut_ns (CLOCK_REALTIME); its records arrive through
  * the callback shortly after. Within ~10 ms of the previous cut (its generation still draining)

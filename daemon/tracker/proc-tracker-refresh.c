@@ -356,6 +356,19 @@ void tracker_on_drained(void *userdata)
         work_queue(userdata, DRAIN_BATCH, true);
 }
 
+size_t proc_tracker_settle(ProcTracker *t, uint64_t budget_ns)
+{
+        uint64_t end = now_ns(CLOCK_MONOTONIC) + budget_ns;
+        size_t left = 0;
+
+        /* Each round reads up to REFRESH_BATCH processes off the queue; bounded by the budget. */
+        while (t->q_head && now_ns(CLOCK_MONOTONIC) < end)
+                work_queue(t, REFRESH_BATCH, false);
+        for (Tracked *p = t->q_head; p; p = p->queue_next)
+                left++;
+        return left;
+}
+
 int tracker_on_worker(sd_event_source *s, void *userdata)
 {
         ProcTracker *t = userdata;

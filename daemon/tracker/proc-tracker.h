@@ -65,6 +65,9 @@ int proc_tracker_find_mapping(ProcTracker *t, pid_t pid, const char *path_suffix
  * one "mapping START-END table|pending|none PATH" line per executable mapping. -ENOENT: untracked. */
 int proc_tracker_write_process(ProcTracker *t, pid_t pid, FILE *f);
 size_t proc_tracker_n_processes(const ProcTracker *t);
+/* Reads the queued processes (those the start-up scan found) now, for at most budget_ns, outside
+ * the event loop: at start, before sampling. Returns how many are still queued. */
+size_t proc_tracker_settle(ProcTracker *t, uint64_t budget_ns);
 /* True while processing is queued (events, refreshes, builds): tests run the loop until idle. */
 bool proc_tracker_busy(const ProcTracker *t);
 
