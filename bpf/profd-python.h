@@ -130,5 +130,6 @@ struct profd_python_event {
         __u32 pid;
         __u32 gen;
         __u64 user_hash;
+        __u64 ktime_ns; /* of the sample (CLOCK_MONOTONIC) */
 };
-_Static_assert(sizeof(struct profd_python_event) == 16, "profd_python_event layout");
+_Static_assert(sizeof(struct profd_python_event) == 24, "profd_python_event layout");

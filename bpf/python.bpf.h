@@ -81,8 +81,9 @@ struct {
 static __always_inline void py_report_stack(struct sample_state *st)
 {
         struct profd_python_event *ev;
+        __u64 now = bpf_ktime_get_ns();
 
-        if (!token_bucket_take(&python_event_budget, st->key.pid, bpf_ktime_get_ns(), PROFD_PY_EVENT_BURST,
+        if (!token_bucket_take(&python_event_budget, st->key.pid, now, PROFD_PY_EVENT_BURST,
                                PROFD_PY_EVENT_REFILL_NS)) {
                 count(PROFD_CNT_PY_EVENTS_RATELIMITED);
                 return;
@@ -95,6 +96,7 @@ static __always_inline void py_report_stack(struct sample_state *st)
         ev->pid = st->key.pid;
         ev->gen = st->gen;
         ev->user_hash = st->key.user_hash;
+        ev->ktime_ns = now;
         bpf_ringbuf_submit(ev, 0);
         count(PROFD_CNT_PY_EVENTS);
 }
@@ -179,6 +181,8 @@ static __always_inline bool py_begin(struct sample_state *st, struct task_struct
                 return false;
         }
         st->py_frame = f;
+        st->py_last_code = 0;
+        st->py_last_fp = 0; /* a frame with no code object gets none */
         st->win_base = 0; /* the window held the native stack */
         return true;
 }
@@ -218,18 +222,24 @@ static __always_inline __u64 py_u64(const struct sample_state *st, __u32 off)
         return v;
 }
 
-/* The fingerprint of the code object at code (profd-python.h), 0 when it cannot be read (counted). */
+/* The fingerprint of the code object at code (profd-python.h), 0 when it cannot be read (counted).
+ * A recursion runs one code object frame after frame: its fingerprint is taken once per sample. */
 static __always_inline __u32 py_code_fingerprint(struct sample_state *st, __u64 code)
 {
         const struct profd_python_proc *py = &st->py;
         __u32 len = py->fp_len;
 
+        if (code == st->py_last_code)
+                return st->py_last_fp;
+        st->py_last_code = code;
+        st->py_last_fp = 0;
         if (len < 8 || len > PROFD_PY_FP_READ_MAX ||
             bpf_probe_read_user(st->py_code, len, (void *)(code + py->fp_start)) < 0) {
                 count(PROFD_CNT_PY_NO_FINGERPRINT);
                 return 0;
         }
-        return profd_py_fingerprint(st->py_code, py->fp_words, py->fp_u32);
+        st->py_last_fp = profd_py_fingerprint(st->py_code, py->fp_words, py->fp_u32);
+        return st->py_last_fp;
 }
 
 /* Up to PROFD_PY_FRAMES_PER_PROG frames from st->py_frame on. Each takes two entries: the code

@@ -50,6 +50,9 @@ struct sample_state {
         __u32 py_started;
         __u32 py_done;
         __u32 py_recorded; /* Python frames recorded */
+        __u64 py_last_code; /* code object whose fingerprint py_last_fp is (this sample) */
+        __u32 py_last_fp;
+        __u32 _pad1;
         __u64 win_base;    /* user address of win[0]; 0: empty */
         __u32 win_len;     /* bytes valid from win_base */
         __u8 win[PROFD_STACK_WINDOW + 16];

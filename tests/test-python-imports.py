@@ -232,7 +232,7 @@ def main():
     finally:
         for c in cleanup:
             shutil.rmtree(c, ignore_errors=True)
-    for m in re.findall(r"^profd_python_(?:code_errors_total|stack_reports_total|frames_without_\w+)\S* \S+$",
+    for m in re.findall(r"^profd_(?:python_code_errors_total|python_stack_report\w+|python_frames_without_\w+|remote_read\w+)\S* \S+$",
                         metrics, re.M):
         log(m)
     shutil.copy(path, "/tmp/pyimports.pb.gz") if os.environ.get("PROFD_KEEP") else None

@@ -26,6 +26,9 @@ struct PythonCode {
         PythonLineTable kind;
         uint32_t first_line;
         bool no_table; /* the line table was too large to keep: every line is unknown */
+        /* < 0: reading this (address, fingerprint) failed for good (-ESTALE, -EBADMSG, -EFAULT):
+         * a frame of it is never named, and not read again. No names then. */
+        int error;
         size_t table_len;
         size_t n_cps;
         size_t bytes;
@@ -52,10 +55,11 @@ struct PythonCodeCache {
         PythonCode **buckets;
         size_t n_buckets; /* power of two */
         size_t n_entries, bytes;
+        size_t n_failed; /* of n_entries: failed reads remembered (PythonCode.error) */
         size_t max_entries, max_bytes;
         PythonCode *lru_head, *lru_tail; /* head: most recently used */
 
-        uint64_t n_cached, n_read, n_lookup_miss;
+        uint64_t n_cached, n_read, n_lookup_miss, n_known_bad;
         uint64_t n_errors[_ERR_MAX];
         uint64_t n_evicted, n_tables_too_large, n_names_truncated, n_lines_unknown;
 
@@ -165,6 +169,7 @@ static void remove_entry(PythonCodeCache *c, PythonCode *e)
         *p = e->bucket_next;
         lru_unlink(c, e);
         c->n_entries--;
+        c->n_failed -= e->error != 0;
         c->bytes -= e->bytes;
         free(e);
 }
@@ -207,6 +212,7 @@ static void insert(PythonCodeCache *c, PythonCode *e)
         c->buckets[i] = e;
         lru_push(c, e);
         c->n_entries++;
+        c->n_failed += e->error != 0;
         c->bytes += e->bytes;
 }
 
@@ -795,11 +801,37 @@ static void fill(PythonCodeCache *c, const PythonCode *e, uint32_t instr, Python
                 c->n_lines_unknown++;
 }
 
+/* A code object that cannot be the one sampled any more: its memory was reused, or is not one.
+ * Remembered (a small entry, within the cache's bounds) so that the drains and later reports do
+ * not read it again and again while the loop waits. */
+static void remember_failure(PythonCodeCache *c, pid_t pid, uint64_t start_time, uint64_t addr, uint32_t fp,
+                             int error)
+{
+        PythonCode *e = calloc(1, sizeof(*e));
+
+        if (!e)
+                return;
+        *e = (PythonCode){
+                .pid = pid,
+                .start_time = start_time,
+                .addr = addr,
+                .fp = fp,
+                .error = error,
+                .no_table = true,
+                .bytes = sizeof(*e),
+        };
+        insert(c, e);
+}
+
 int python_code_lookup(PythonCodeCache *c, pid_t pid, uint64_t start_time, uint64_t code_addr, uint32_t fp,
                        uint32_t instr, PythonFrameInfo *ret)
 {
         PythonCode *e = find(c, pid, start_time, code_addr, fp);
 
+        if (e && e->error) {
+                c->n_known_bad++;
+                return e->error;
+        }
         if (!e) {
                 c->n_lookup_miss++;
                 return -ENOENT;
@@ -824,6 +856,10 @@ int python_code_resolve(PythonCodeCache *c, pid_t pid, uint64_t start_time, cons
         }
         e = find(c, pid, start_time, code_addr, fp);
         if (e) {
+                if (e->error) {
+                        c->n_known_bad++;
+                        return e->error;
+                }
                 c->n_cached++;
                 if (ret)
                         fill(c, e, instr, ret);
@@ -836,6 +872,8 @@ int python_code_resolve(PythonCodeCache *c, pid_t pid, uint64_t start_time, cons
                             : r == -EBADMSG               ? ERR_BAD_OBJECT
                             : r == -EPERM || r == -EACCES ? ERR_PERMISSION
                                                           : ERR_OTHER]++;
+                if (r == -EFAULT || r == -EBADMSG)
+                        remember_failure(c, pid, start_time, code_addr, fp, r);
                 return r;
         }
         if (e->fp != fp) {
@@ -846,6 +884,7 @@ int python_code_resolve(PythonCodeCache *c, pid_t pid, uint64_t start_time, cons
                         free(e);
                 else
                         insert(c, e);
+                remember_failure(c, pid, start_time, code_addr, fp, -ESTALE);
                 return -ESTALE;
         }
         c->n_read++;
@@ -869,15 +908,21 @@ void python_code_cache_write_metrics(const PythonCodeCache *c, FILE *f)
         char help[160];
 
         metric_gauge(f, "profd_python_code_entries",
-                     "Python code objects whose names and line tables are kept.", c->n_entries);
+                     "Python code objects whose names and line tables are kept.",
+                     c->n_entries - c->n_failed);
+        metric_gauge(f, "profd_python_code_failures_remembered",
+                     "Code objects (address and fingerprint) remembered as not readable as the one sampled, "
+                     "so that they are not read again.",
+                     c->n_failed);
         metric_gauge(f, "profd_python_code_bytes",
                      "Memory of the kept code objects (names, line tables, index).",
                      python_code_cache_bytes(c));
         metric_labelled(f, "profd_python_code_lookups_total", "counter",
                         "Python frames named: from the cache, read from the process, or not cached when the "
-                        "process could not be read any more.",
-                        "result", (const char *const[]){"cache", "read", "miss"},
-                        (const uint64_t[]){c->n_cached, c->n_read, c->n_lookup_miss}, 3);
+                        "process could not be read any more, or known not to be readable as the code object "
+                        "sampled (a failed read remembered).",
+                        "result", (const char *const[]){"cache", "read", "miss", "known_bad"},
+                        (const uint64_t[]){c->n_cached, c->n_read, c->n_lookup_miss, c->n_known_bad}, 4);
         metric_labelled(
                 f, "profd_python_code_errors_total", "counter",
                 "Python frames whose code object could not be read: process gone, address unreadable, "

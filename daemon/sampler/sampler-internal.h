@@ -89,6 +89,7 @@ struct Sampler {
         sampler_python_stack_cb_t python_cb;
         void *python_userdata;
         uint64_t python_events, python_events_drained, python_events_malformed;
+        uint64_t python_delay_ns_sum, python_delay_ns_max;
 
         /* metrics */
         uint64_t drains, drain_ns_total, drain_ns_last, drain_errors;

@@ -14,6 +14,7 @@
 #include "sampler/sampler-internal.h"
 #include "util/log.h"
 #include "util/metrics-writer.h"
+#include "util/time-util.h"
 
 #include "profile.skel.h"
 
@@ -21,6 +22,7 @@ static int on_python_event(void *ctx, void *data, size_t size)
 {
         Sampler *s = ctx;
         struct profd_python_event ev;
+        uint64_t now;
         int fd;
 
         if (size < sizeof(ev)) {
@@ -38,6 +40,13 @@ static int on_python_event(void *ctx, void *data, size_t size)
         s->python_cb(s->python_userdata, ev.pid, (const uint64_t *)s->python_stack->ips,
                      s->python_stack->len < PROFD_MAX_USER_FRAMES ? s->python_stack->len
                                                                   : PROFD_MAX_USER_FRAMES);
+        /* From the sample to its code objects read: what a code object must outlive to be named. */
+        now = now_ns(CLOCK_MONOTONIC);
+        if (now > ev.ktime_ns) {
+                s->python_delay_ns_sum += now - ev.ktime_ns;
+                if (now - ev.ktime_ns > s->python_delay_ns_max)
+                        s->python_delay_ns_max = now - ev.ktime_ns;
+        }
         return 0;
 }
 
@@ -118,4 +127,13 @@ void sampler_write_python_metrics(const Sampler *s, const uint64_t *c, FILE *f)
                                            c ? c[PROFD_CNT_PY_EVENTS_RATELIMITED] : 0,
                                            c ? c[PROFD_CNT_PY_EVENTS_FULL] : 0, s->python_events_malformed},
                         5);
+        metric_family(f, "profd_python_stack_report_delay_seconds", "summary",
+                      "Time from a reported sample to its code objects read, for reports read.");
+        metric_sample_double(f, "profd_python_stack_report_delay_seconds_sum", NULL,
+                             (double)s->python_delay_ns_sum / NSEC_PER_SEC);
+        metric_sample(f, "profd_python_stack_report_delay_seconds_count", NULL,
+                      s->python_events - s->python_events_drained);
+        metric_gauge_seconds(f, "profd_python_stack_report_delay_max_seconds",
+                             "Longest time from a reported sample to its code objects read.",
+                             s->python_delay_ns_max);
 }
