@@ -12,7 +12,7 @@ struct PythonSymbols {
         PythonFrameIds *ids;
         PythonCodeCache *code;
         char name[2 * PYTHON_CODE_MAX_NAME + 8];
-        uint64_t noted, read_errors, no_process, stacks_reported;
+        uint64_t noted, read_errors, no_process;
 };
 
 int python_symbols_new(PythonProcs *procs, PythonFrameIds *ids, PythonSymbols **ret)
@@ -94,7 +94,6 @@ void python_symbols_note_stack(void *userdata, uint32_t pid, const uint64_t *fra
         PythonSymbols *ps = userdata;
         const PythonProcess *pp = python_procs_get(ps->procs, (pid_t)pid);
 
-        ps->stacks_reported++;
         if (!pp)
                 return;
         /* As BPF wrote them: (code and instruction, fingerprint) per Python frame. */
