@@ -705,7 +705,7 @@ static int read_code(PythonCodeCache *c, pid_t pid, uint64_t start_time, const P
 {
         _cleanup_free_ char *name = NULL, *file = NULL;
         _cleanup_free_ uint8_t *table = NULL;
-        uint8_t hdr[512];
+        uint8_t hdr[512], again[512];
         uint16_t name_off, table_off, end = 0;
         size_t table_len = 0, name_len, file_len, n, n_cps;
         LineCheckpoint cps[LINE_CHECKPOINTS_MAX];
@@ -749,6 +749,15 @@ static int read_code(PythonCodeCache *c, pid_t pid, uint64_t start_time, const P
         r = read_bytes(c, pid, o, get_u64(hdr, table_off), PYTHON_CODE_MAX_LINE_TABLE, &table, &table_len);
         if (r < 0)
                 return r;
+        /* The object may have been freed while its names and line table were read, and they
+         * reused by another's (a module's code object goes once its import ran): what was read is
+         * its own only if the object is still there, the same. */
+        r = read_mem(c, pid, code_addr, again, end);
+        if (r < 0)
+                return r;
+        if (get_u64(again, PY_OB_TYPE) != code_type_addr ||
+            fingerprint_of(again, &fl) != fingerprint_of(hdr, &fl))
+                return -ESTALE;
 
         /* Read from the process the caller means, not from one that took its pid meanwhile. */
         r = process_read_start_time(pid, &now_start);
@@ -871,8 +880,9 @@ int python_code_resolve(PythonCodeCache *c, pid_t pid, uint64_t start_time, cons
                             : r == -EFAULT                ? ERR_UNREADABLE
                             : r == -EBADMSG               ? ERR_BAD_OBJECT
                             : r == -EPERM || r == -EACCES ? ERR_PERMISSION
+                            : r == -ESTALE                ? ERR_REPLACED
                                                           : ERR_OTHER]++;
-                if (r == -EFAULT || r == -EBADMSG)
+                if (r == -EFAULT || r == -EBADMSG || r == -ESTALE)
                         remember_failure(c, pid, start_time, code_addr, fp, r);
                 return r;
         }
