@@ -20,7 +20,7 @@
 /* Files probed: the interpreter of most hosts is one or two files; a bound against a host with
  * many private builds (each probe reads one symbol table). Past it, the oldest entry goes. */
 #define PYTHON_ELF_CACHE_MAX 64
-/* Bytes of _Py_DebugOffsets read from a 3.13 process (python-offsets.h). */
+/* Bytes of _Py_DebugOffsets read from a 3.13+ process (python-offsets.h). */
 #define PYTHON_DEBUG_OFFSETS_READ PYTHON_DEBUG_OFFSETS_SIZE
 
 typedef enum PyDetectResult {
