@@ -37,7 +37,7 @@ enum profd_py_lasti_kind {
 enum profd_py_entry_kind {
         PROFD_PY_ENTRY_EVERY = 0,    /* one frame per call (3.8-3.10) */
         PROFD_PY_ENTRY_IS_ENTRY = 1, /* bool at frame_entry: the call's first frame (3.11) */
-        /* char owner at frame_entry == owner_cstack: a shim frame the call pushed below its
+        /* char owner at frame_entry >= owner_cstack: a shim frame the call pushed below its
          * first frame; not shown (3.12+). */
         PROFD_PY_ENTRY_SHIM = 2,
 };
