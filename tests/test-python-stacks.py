@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""CPython frames, walked in BPF and spliced into native stacks, on three real interpreters.
+"""CPython frames, walked in BPF and spliced into native stacks, on real interpreters.
 
 One program with known call chains runs at once on:
 - Debian 12's python3.11, started before profd (found by the start-up scan);
 - Debian 12's libpython3.11 embedded in a C program (no "python" executable);
-- Debian 11's python3.9 and Debian 13's python3.13, in their debootstrapped roots through chroot
-  (tests/lib/debianroot.py; processes in another root, as in a container), started after profd.
+- Debian 11's python3.9, Debian 13's python3.13 and Debian 14's (testing, "forky") python3.14, in
+  their debootstrapped roots through chroot (tests/lib/debianroot.py; processes in another root, as
+  in a container), started after profd.
 
 Its main thread recurses six levels into either a pure-Python loop or json.dumps (C extension _json
 below Python frames); a second thread matches a regular expression (C extension _sre). The profile
@@ -239,7 +240,7 @@ def main():
     if not shutil.which("go"):
         skip("go (golang-go) is not installed: the profile is read with go tool pprof")
     roots, missing = {}, []
-    for suite in ("bullseye", "trixie"):
+    for suite in ("bullseye", "trixie", "forky"):
         try:
             roots[suite] = debianroot.ensure_root(suite, log)
         except debianroot.RootUnavailable as e:
@@ -268,7 +269,7 @@ def main():
             runtimes.append(Runtime("python%s (%s)" % (ver, exe[-1]), [exe[-1], write_app(os.path.join(work, ver))]))
         else:
             log("no CPython %s build on this machine: not checked" % ver)
-    for suite, ver in (("bullseye", "3.9"), ("trixie", "3.13")):
+    for suite, ver in (("bullseye", "3.9"), ("trixie", "3.13"), ("forky", "3.14")):
         if suite not in roots:
             continue
         d = tempfile.mkdtemp(prefix="profd-pystacks-", dir=os.path.join(roots[suite], "tmp"))
