@@ -19,6 +19,10 @@ names must have been read while they ran. Per runtime:
   that called them, Py_RunMain / PyRun_SimpleString rootward of <module>;
 - the line of every frame of the recursion is the line of its call in the source, the leaf's the
   lines of its loop.
+On 3.14 a second program makes the code objects of a call chain immortal: a _PyStackRef to an
+immortal object carries a tag bit, so their frames' f_executable is the code's address + 1. The
+calling frame's line must still be that of its call: the call's argument is on the next line, the
+line an instruction index one short (the tag not masked) gives.
 A fourth interpreter whose version profd does not know (Debian 11's python3.9 installed under the
 name python3.7) gets native frames only, and /metrics counts it as an unsupported version."""
 import glob
@@ -79,6 +83,26 @@ def main():
 main()  # MODULE_CALL
 '''
 
+# The instruction before a frame's CALL (LOAD_FAST x) is on the line after the call's.
+TAGGED_APP = r'''import ctypes, sys
+
+
+def leaf(x):
+    while x:  # TAGGED_LOOP
+        pass
+
+
+def middle(x):
+    return leaf(  # TAGGED_CALL
+        x)
+
+
+for f in (leaf, middle):
+    ctypes.c_ssize_t.from_address(id(f.__code__)).value = 3 << 30  # immortal (3.12+)
+print("ready" if all(sys._is_immortal(f.__code__) for f in (leaf, middle)) else "not immortal", flush=True)
+middle(True)
+'''
+
 EMBED_C = r'''
 #include <Python.h>
 #include <stdio.h>
@@ -96,8 +120,8 @@ int main(int argc, char **argv)
 '''
 
 
-def line_of(marker):
-    for i, l in enumerate(APP.splitlines(), 1):
+def line_of(marker, app=APP):
+    for i, l in enumerate(app.splitlines(), 1):
         if "# " + marker in l:
             return i
     raise KeyError(marker)
@@ -278,6 +302,14 @@ def main():
         inside = "/tmp/" + os.path.basename(d) + "/app.py"
         runtimes.append(Runtime("python" + ver, ["chroot", roots[suite], "/usr/bin/python" + ver, inside],
                                 root=roots[suite], app_dir=inside))
+    tagged = []
+    if "forky" in roots:
+        d = cleanup[-1]
+        with open(os.path.join(d, "tagged.py"), "w") as f:
+            f.write(TAGGED_APP)
+        inside = "/tmp/" + os.path.basename(d) + "/tagged.py"
+        tagged.append(Runtime("python3.14 immortal code", ["chroot", roots["forky"], "/usr/bin/python3.14", inside],
+                              root=roots["forky"], app_dir=inside))
     # Layouts profd has no offsets for: Debian 11's 3.9 under another version's name, and Debian
     # 12's debug build (python3.11-dbg: Py_DEBUG objects carry two more pointers).
     unknowns = []
@@ -293,13 +325,13 @@ def main():
     try:
         runtimes[0].start()  # before profd: found by the start-up scan
         with Daemon("--frequency", "199", "--labels", "comm,pid,tid") as d:
-            for rt in runtimes[1:] + unknowns:
+            for rt in runtimes[1:] + unknowns + tagged:
                 rt.start()
             time.sleep(2)  # every process described to BPF
             start = time.time()
             time.sleep(WINDOW_S)
             end = time.time()
-            for rt in runtimes + unknowns:
+            for rt in runtimes + unknowns + tagged:
                 rt.stop()
             time.sleep(1.5)  # the window is drained; every interpreter is gone
             st, _, body = d.get("/debug/pprof/profile?start=%.3f&end=%.3f" % (start, end))
@@ -310,7 +342,7 @@ def main():
             _, _, metrics = d.get("/metrics")
             metrics = metrics.decode()
     finally:
-        for rt in runtimes + unknowns:
+        for rt in runtimes + unknowns + tagged:
             rt.stop()
         for c in cleanup:
             shutil.rmtree(c, ignore_errors=True)
@@ -323,6 +355,18 @@ def main():
     for rt in runtimes:
         app_file = rt.app_dir or rt.cmd[-1]
         check_runtime(rt, by_pid.get(str(rt.proc.pid), []), app_file)
+    for rt in tagged:
+        samples = by_pid.get(str(rt.proc.pid), [])
+        total = sum(c for c, _ in samples)
+        chain = right = 0
+        for count, frames in samples:
+            app = [(short(f[0]), f[2]) for f in reversed(frames) if f[1] == rt.app_dir]
+            if [n for n, _ in app] == ["<module>", "middle", "leaf"]:
+                chain += count
+                right += count if app[1][1] == line_of("TAGGED_CALL", TAGGED_APP) else 0
+        check(total >= 20 and chain >= 0.95 * total and right == chain,
+              "%s: %d samples, %d with <module> middle leaf (>= 95%%), middle at its call's line %d in %d"
+              % (rt.name, total, chain, line_of("TAGGED_CALL", TAGGED_APP), right))
     for unknown in unknowns:
         samples = by_pid.get(str(unknown.proc.pid), [])
         total = sum(c for c, _ in samples)
