@@ -65,9 +65,12 @@ struct profd_python_proc {
         __u8 entry_kind;        /* enum profd_py_entry_kind */
         __u8 owner_cstack;
         __u8 has_cframe;
-        __u32 _pad;
+        /* [eval_cold, eval_cold + eval_cold_len): the fragment of the eval function the compiler
+         * split off (GCC's .cold part, daemon/runtimes/python-eval-cold.h); 0: none known */
+        __u32 eval_cold_len;
+        __u64 eval_cold;
 };
-_Static_assert(sizeof(struct profd_python_proc) == 64, "profd_python_proc layout");
+_Static_assert(sizeof(struct profd_python_proc) == 72, "profd_python_proc layout");
 #define PROFD_PY_FRAME_READ_MAX 128
 
 /* Why a Python walk ended (counted per CPU, see PROFD_PY_STOP_BASE in profd-sample.h). */

@@ -438,6 +438,27 @@ def check_from_debug(ver, raw, dw, where):
     t.check(r == "EPROTONOSUPPORT", "%s: from_debug refuses a free-threaded build: %s" % (ver, r))
 
 
+def check_eval_cold(ver, path, dbg):
+    """The eval function's split-off fragment python_elf_probe() finds in the stripped file (from
+    its jumps and .eh_frame_hdr) is the symbol _PyEval_EvalFrameDefault.cold of the debug info."""
+    out = subprocess.run(["readelf", "-Ws", dbg], capture_output=True, text=True).stdout
+    want = None
+    for line in out.splitlines():
+        w = line.split()
+        if len(w) >= 8 and w[7] == "_PyEval_EvalFrameDefault.cold" and w[3] == "FUNC":
+            want = (int(w[1], 16), int(w[2]))
+    got = subprocess.run([DUMP, "--elf", path], capture_output=True, text=True, check=True).stdout.split()
+    if not t.check(len(got) == 6 and got[0] == "eval", "%s: python_elf_probe reads %s: %s" % (ver, path, got)):
+        return
+    cold = (int(got[4], 16), int(got[5], 16))
+    if want is None or want[1] < 64:
+        # None, or a few bytes no Python code runs in: finding it or not are both right.
+        t.check(cold in ((0, 0), want), "%s: no eval .cold part worth finding (%s), found %s" % (ver, want, cold))
+    else:
+        t.check(cold == want, "%s: eval .cold part found in the stripped file %s, debug symbol %s"
+                % (ver, cold, want))
+
+
 # --- a real process: walk its frames with the offsets alone ------------------------------------
 
 MARKER = "profd_offsets_marker"
@@ -633,6 +654,7 @@ def main():
             continue
         t.log("%s: %s, debug info %s" % (ver, os.path.join(root, binary.lstrip("/")), dbg))
         dw = Dwarf(dbg)
+        check_eval_cold(ver, os.path.join(root, binary.lstrip("/")), dbg)
         if ver in entries:
             check_entry(ver, entries[ver], dw, suite or "this machine")
             check_live(ver, root, binary, entry=entries[ver])

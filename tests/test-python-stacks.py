@@ -190,7 +190,7 @@ def check_runtime(rt, samples, app_file):
     total = sum(c for c, _ in samples)
     if not check(total >= 100, "%s: %d samples of its process (>= 100)" % (rt.name, total)):
         return
-    in_order = bottom = leaf = 0
+    in_order = bottom = leaf = in_place = with_py = 0
     c_below = {"dump": [0, 0], "worker": [0, 0]}
     line_errors = []
     for count, frames in samples:
@@ -205,6 +205,10 @@ def check_runtime(rt, samples, app_file):
             leaf += count
         natives = [f[0] for f in outer if not (f[1] is not None and f[1].endswith(".py"))]
         complete = not any(n.startswith("[unwind stopped") or n.startswith("[truncated") for n in natives)
+        # Python frames take the place of the eval function's frames: the outermost frame is native.
+        if py:
+            with_py += count
+            in_place += count if not (outer[0][1] is not None and outer[0][1].endswith(".py")) else 0
         # A thread starts in libc's clone3 (named where libc has symbols: not in the Debian 13 root).
         if complete and natives and (natives[0] == "_start" if not worker else
                                      "clone" in natives[0] or natives[0] == "[libc.so.6]"):
@@ -245,6 +249,8 @@ def check_runtime(rt, samples, app_file):
           % (rt.name, share(in_order), total))
     check(share(bottom) >= 95, "%s: %.1f%% reach the native bottom of their thread (>= 95%%)"
           % (rt.name, share(bottom)))
+    check(with_py and in_place >= 0.95 * with_py, "%s: %.1f%% of %d samples with Python frames have them "
+          "spliced between native frames (>= 95%%)" % (rt.name, 100.0 * in_place / max(with_py, 1), with_py))
     check(share(leaf) >= 80, "%s: %.1f%% reach the leaf function (>= 80%%)" % (rt.name, share(leaf)))
     for key, (n, with_c) in c_below.items():
         check(n > 0 and with_c >= 0.5 * n, "%s: %s: C-extension frames below the calling Python frame in "

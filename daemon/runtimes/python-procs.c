@@ -12,6 +12,7 @@
 #include <bpf/bpf.h>
 
 #include "bpf/profd-python.h"
+#include "runtimes/python-eval-cold.h"
 #include "runtimes/python-procs.h"
 #include "runtimes/remote-memory.h"
 #include "util/log.h"
@@ -237,6 +238,9 @@ int python_elf_probe(int fd, const char *path, PythonElf *ret)
         } else if (!version_from_path(path ?: "", &r.major, &r.minor)) {
                 r.major = r.minor = 0;
         }
+        /* Optional: without it only the eval function's own symbol marks eval frames. */
+        if (python_eval_cold_find(elf, r.eval, r.eval_size, &r.eval_cold, &r.eval_cold_size) < 0)
+                r.eval_cold = r.eval_cold_size = 0;
         *ret = r;
         res = 0;
 out:
@@ -305,6 +309,10 @@ static int describe(const PythonOffsets *o, uint64_t bias, const PythonElf *elf,
                 .frame_previous = o->frame_previous,
                 .frame_code = o->frame_code,
         };
+        if (elf->eval_cold_size > 0 && elf->eval_cold_size <= UINT32_MAX) {
+                d.eval_cold = bias + elf->eval_cold;
+                d.eval_cold_len = (uint32_t)elf->eval_cold_size;
+        }
         unsigned end = 0;
 
         if (o->tstate_lookup == PYTHON_TSTATE_GILSTATE_CURRENT && o->runtime_tstate_current != N)
