@@ -14,6 +14,8 @@ of that window is fetched as a past window after every interpreter has exited, s
 names must have been read while they ran. Per runtime:
 - >= 95% of the process's samples carry the expected Python frames, outermost first, in order;
 - >= 95% reach the native bottom of their thread (_start, or clone/clone3 for the second thread);
+- >= 95% have their Python frames between native frames, in place of the eval function's frames
+  (an eval function whose frames are not recognised leaves them at the stack's root end);
 - >= 80% reach the leaf function (the walk is not cut short);
 - native frames sit where they run: the _json / _sre C frames are leafward of the Python frame
   that called them, Py_RunMain / PyRun_SimpleString rootward of <module>;
