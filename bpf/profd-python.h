@@ -43,7 +43,7 @@ enum profd_py_lasti_kind {
 enum profd_py_entry_kind {
         PROFD_PY_ENTRY_EVERY = 0,    /* one frame per call (3.8-3.10) */
         PROFD_PY_ENTRY_IS_ENTRY = 1, /* bool at frame_entry: the call's first frame (3.11) */
-        /* char owner at frame_entry == owner_cstack: a shim frame the call pushed below its
+        /* char owner at frame_entry >= owner_cstack: a shim frame the call pushed below its
          * first frame; not shown (3.12+). */
         PROFD_PY_ENTRY_SHIM = 2,
 };
@@ -76,6 +76,10 @@ struct profd_python_proc {
         __u8 entry_kind;        /* enum profd_py_entry_kind */
         __u8 owner_cstack;
         __u8 has_cframe;
+        /* [eval_cold, eval_cold + eval_cold_len): the fragment of the eval function the compiler
+         * split off (GCC's .cold part, daemon/runtimes/python-eval-cold.h); 0: none known */
+        __u32 eval_cold_len;
+        __u64 eval_cold;
         /* The fingerprint of a code object: fp_len bytes read from code + fp_start; in them, the
          * 8-byte members at fp_words[] (PROFD_PY_FP_NONE: unused) and the int at fp_u32. Members
          * that never change while the object lives (names, file name, line table, size), so
@@ -85,8 +89,9 @@ struct profd_python_proc {
         __u8 fp_u32;
         __u8 fp_words[PROFD_PY_FP_WORDS];
         __u16 _pad;
+        __u32 _pad2;
 };
-_Static_assert(sizeof(struct profd_python_proc) == 72, "profd_python_proc layout");
+_Static_assert(sizeof(struct profd_python_proc) == 88, "profd_python_proc layout");
 #define PROFD_PY_FRAME_READ_MAX 128
 
 /* Why a Python walk ended (counted per CPU, see PROFD_PY_STOP_BASE in profd-sample.h). */

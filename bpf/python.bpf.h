@@ -273,9 +273,10 @@ static __always_inline void py_walk(struct sample_state *st)
                 }
                 st->py_frame = py_u64(st, off + py->frame_previous);
                 code = py_u64(st, off + py->frame_code);
+                code &= ~7ULL; /* 3.14: f_executable is a _PyStackRef, tag bits below the alignment */
                 entry = st->win[(off + py->frame_entry) & (PROFD_STACK_WINDOW - 1)];
 
-                if (py->entry_kind == PROFD_PY_ENTRY_SHIM && entry == py->owner_cstack) {
+                if (py->entry_kind == PROFD_PY_ENTRY_SHIM && entry >= py->owner_cstack) {
                         /* Below here runs the previous call of the eval function: the frame
                          * recorded last was its call's outermost. */
                         if (st->py_recorded) {

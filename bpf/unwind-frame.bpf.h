@@ -33,7 +33,8 @@ static __always_inline bool unwind_one(struct sample_state *st)
         if (st->py_active) {
                 __u64 pc = st->exact ? st->ip : st->ip - 1;
 
-                if (pc >= st->py.eval_start && pc < st->py.eval_end)
+                if ((pc >= st->py.eval_start && pc < st->py.eval_end) ||
+                    pc - st->py.eval_cold < st->py.eval_cold_len)
                         rec |= PROFD_FRAME_PY_EVAL; /* where the daemon puts Python frames */
         }
 

@@ -2,12 +2,18 @@
 /* Prints profd's CPython offset table as "MAJOR.MINOR NAME VALUE" lines (NONE for a member the
  * version lacks) for tests/test-python-offsets.py, which compares them with real runtimes.
  * With a file argument: the entry python_offsets_from_debug() makes of the bytes in it (the start
- * of a 3.13 _PyRuntime), or "error ERRNO-NAME" when it refuses them. */
+ * of a 3.13 _PyRuntime), or "error ERRNO-NAME" when it refuses them. With --elf FILE: what
+ * python_elf_probe() finds in an interpreter file, "eval ADDR SIZE cold ADDR SIZE" (hex, 0 0 for no
+ * cold part). */
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtimes/python-offsets.h"
+#include "runtimes/python-procs.h"
 
 static void print_value(const PythonOffsets *o, const char *name, unsigned value)
 {
@@ -56,11 +62,31 @@ static int dump_debug(const char *path)
         return 0;
 }
 
+static int dump_elf(const char *path)
+{
+        PythonElf e;
+        int fd = open(path, O_RDONLY | O_CLOEXEC), r;
+
+        if (fd < 0)
+                return 2;
+        r = python_elf_probe(fd, path, &e);
+        close(fd);
+        if (r < 0) {
+                printf("error %s\n", strerror(-r));
+                return 0;
+        }
+        printf("eval %" PRIx64 " %" PRIx64 " cold %" PRIx64 " %" PRIx64 "\n", e.eval, e.eval_size,
+               e.eval_cold, e.eval_cold_size);
+        return 0;
+}
+
 int main(int argc, char **argv)
 {
         size_t n;
         const PythonOffsets *table;
 
+        if (argc > 2 && strcmp(argv[1], "--elf") == 0)
+                return dump_elf(argv[2]);
         if (argc > 1)
                 return dump_debug(argv[1]);
         table = python_offsets_table(&n);

@@ -3,7 +3,7 @@
  * answer a line on stdout (metrics: lines up to "end").
  *   new MAX_ENTRIES MAX_BYTES                 a new cache (0: default bounds)
  *   offsets PID MAJOR MINOR RUNTIME_ADDR      the offsets to read PID with: the table's entry, or
- *                                             for 3.13 python_offsets_from_debug() of the bytes at
+ *                                             for 3.13+ python_offsets_from_debug() of the bytes at
  *                                             _PyRuntime in /proc/PID/mem
  *   start PID                                 -> ok START_TIME
  *   resolve PID START CODE_TYPE STR_TYPE CODE INSTR

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """profd's CPython code object cache (daemon/runtimes/python-code.c) against real interpreters.
 
-CPython 3.11 of this machine, 3.9 of Debian 11 "bullseye" and 3.13 of Debian 13 "trixie" (in the
-roots tests/lib/debianroot.py caches, run through chroot) each import a module with code objects
+CPython 3.11 of this machine, 3.9 of Debian 11 "bullseye", 3.13 of Debian 13 "trixie" and 3.14 of
+Debian 14 "forky" (in the roots tests/lib/debianroot.py caches, run through chroot) each import a module with code objects
 of every kind of name (a nested function, a method, names in Latin-1, UCS-2 and UCS-4 text, a
 function whose line table needs multi-byte entries, one whose line table is too large to keep)
 and print, as JSON, the address of each code object, of the code and str types, and for every
@@ -10,7 +10,7 @@ instruction index (in the units BPF stores: bytes for 3.9, code units from 3.10)
 interpreter itself gives it (dis.findlinestarts for 3.9, co_lines() from 3.10).
 
 tests/test-python-code.c (linking the daemon's objects) then reads each code object from the live
-process with the offsets profd has for it (the table's entry; for 3.13 python_offsets_from_debug()
+process with the offsets profd has for it (the table's entry; for 3.13+ python_offsets_from_debug()
 of the bytes at _PyRuntime in /proc/PID/mem) and must give every name, file, first line and line
 as the interpreter does; memory that is no code object must give an error, never a name; a cache
 of 2 entries must evict the least recently used; and once the process exited, what was read must
@@ -367,7 +367,7 @@ def main():
     if os.geteuid() != 0:
         t.skip("needs root (chroot, reading other processes' memory)")
     checked, skipped = [], []
-    for ver, suite in (("3.11", None), ("3.9", "bullseye"), ("3.13", "trixie")):
+    for ver, suite in (("3.11", None), ("3.9", "bullseye"), ("3.13", "trixie"), ("3.14", "forky")):
         binary = "/usr/bin/python" + ver
         if suite is None:
             root = "/"

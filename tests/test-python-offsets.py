@@ -4,14 +4,15 @@
 Each entry of the table that has a Debian release is compared field by field with the DWARF of
 that release's own python3.X (its separate debug info from python3.X-dbg, read with gdb):
 3.11 of this machine (Debian 12), 3.9 of Debian 11 "bullseye" in a debootstrapped root
-(tests/lib/debianroot.py, built once and cached). 3.13 of Debian 13 "trixie" has no entry: it
-carries its own table, _Py_DebugOffsets at the start of _PyRuntime; that table is read from the
-initial data of the _PyRuntime symbol in the ELF file and every value is compared with the DWARF
-layout of the member it describes, so profd knows how to read it.
+(tests/lib/debianroot.py, built once and cached). 3.13 of Debian 13 "trixie" and 3.14 of Debian
+14 "forky" have no entry: they carry their own table, _Py_DebugOffsets at the start of _PyRuntime,
+laid out differently in each; that table is read from the initial data of the _PyRuntime symbol in
+the ELF file and every value is compared with the DWARF layout of the member it describes, so
+profd knows how to read it.
 
 Then each runtime is run for real (the roots' through chroot), spinning in a known function, and
 its frames are walked from _PyRuntime through /proc/PID/mem with nothing but the table entry
-(3.13: the _Py_DebugOffsets the process carries): the function names, file names and first lines
+(3.13+: the _Py_DebugOffsets the process carries): the function names, file names and first lines
 found must be the ones it runs.
 
 A root that cannot be built (no Debian archive, no debootstrap) leaves its runtime unchecked: the
@@ -90,6 +91,7 @@ DEBUG_SECTIONS = {
     "set_object": "PySetObject",
     "gen_object": "PyGenObject",
     "llist_node": "struct llist_node",
+    "debugger_support": "PyThreadState",  # members of several structs: each named in DEBUG_MEMBERS
 }
 DEBUG_MEMBERS = {
     ("runtime_state", "finalizing"): "_finalizing",
@@ -112,12 +114,28 @@ DEBUG_MEMBERS = {
     ("unicode_object", "state"): "_base._base.state",
     ("unicode_object", "length"): "_base._base.length",
     ("unicode_object", "asciiobject_size"): ("sizeof", "PyASCIIObject"),
+    ("interpreter_state", "code_object_generation"): "_code_object_generation",
+    ("debugger_support", "remote_debugging_enabled"): ("PyInterpreterState", "config.remote_debug"),
+    ("debugger_support", "debugger_pending_call"): ("_PyRemoteDebuggerSupport", "debugger_pending_call"),
+    ("debugger_support", "debugger_script_path"): ("_PyRemoteDebuggerSupport", "debugger_script_path"),
+    ("debugger_support", "debugger_script_path_size"):
+        ("sizeof", "((_PyRemoteDebuggerSupport *)0)->debugger_script_path"),
 }
-# Constants of 3.13 that _Py_DebugOffsets does not carry: checked against the DWARF.
-DEBUG_FRAME_OWNED_BY_CSTACK = 3
+# Constants of 3.13+ that _Py_DebugOffsets does not carry: checked against the DWARF. Frames whose
+# owner is DEBUG_OWNER_NO_FUNCTION or more are the ones the eval loop pushes with no Python function
+# (3.13 FRAME_OWNED_BY_CSTACK; 3.14 FRAME_OWNED_BY_INTERPRETER and FRAME_OWNED_BY_CSTACK after it).
+DEBUG_OWNER_NO_FUNCTION = 3
+DEBUG_OWNERS = {
+    "3.13": {"FRAME_OWNED_BY_CSTACK": 3},
+    "3.14": {"FRAME_OWNED_BY_INTERPRETER": 3, "FRAME_OWNED_BY_CSTACK": 4},
+}
 DEBUG_ASCII_BIT, DEBUG_COMPACT_BIT = 6, 5
+# 3.14: f_executable is a _PyStackRef, the object's address with tag bits below its alignment.
+STACKREF_TAG_MASK = 7
 # Members only a free-threaded build has: the default build's table says 0 for them.
-DEBUG_FREE_THREADED_ONLY = {("interpreter_state", "gil_runtime_state_enabled")}
+DEBUG_FREE_THREADED_ONLY = {("interpreter_state", "gil_runtime_state_enabled"),
+                            ("interpreter_state", "tlbc_generation"),
+                            ("interpreter_frame", "tlbc_index"), ("code_object", "co_tlbc")}
 
 
 def debug_file(root, binary):
@@ -176,7 +194,7 @@ def dwarf_entry(dw):
         for typ, member in cands:
             flat.append((field, expr(frame if typ == "FRAME" else typ, member)))
     extra = ["&((_PyRuntimeState *)0)->gilstate.tstate_current", "&((PyCodeObject *)0)->co_lnotab",
-             "&((PyCodeObject *)0)->co_code_adaptive", "FRAME_OWNED_BY_CSTACK"]
+             "&((PyCodeObject *)0)->co_code_adaptive", "FRAME_OWNED_BY_CSTACK", "FRAME_OWNED_BY_INTERPRETER"]
     values = dw.ask([e for _, e in flat] + extra)
     got = {}
     for (field, _), v in zip(flat, values):
@@ -184,10 +202,13 @@ def dwarf_entry(dw):
             got[field] = v
     for field in FIELDS:
         got.setdefault(field, NONE)
-    tcur, lnotab, adaptive, cstack = values[len(flat):]
+    tcur, lnotab, adaptive, cstack, interpreter = values[len(flat):]
     got["tstate_lookup"] = 0 if tcur is not None else 1
     got["line_table"] = 0 if lnotab is not None else 2 if adaptive is not None else 1
-    got["frame_owner_cstack"] = cstack if cstack is not None else NONE
+    # The lowest owner of frames without a Python function: 3.14 added FRAME_OWNED_BY_INTERPRETER
+    # (the entry frame) below FRAME_OWNED_BY_CSTACK.
+    owners = [v for v in (cstack, interpreter) if v is not None]
+    got["frame_owner_cstack"] = min(owners) if owners else NONE
     # Bit positions of the PyASCIIObject.state bit field: "/* 32: 2 | 4 */ unsigned int kind : 3;"
     for line in dw.ptype("PyASCIIObject").splitlines():
         m = re.match(r"/\*\s+(\d+):\s*(\d+)\s*\|.*\*/\s+unsigned int (\w+) : \d+;", line)
@@ -340,8 +361,10 @@ def check_debug_offsets(ver, root, binary, dw):
             if sec == "code_object" and not member.startswith("co_"):
                 questions[-1] = ((sec, member), expr(typ, "co_" + member))
     # What _Py_DebugOffsets does not carry and the walk below takes as constants.
-    cstack = dw.ask(["FRAME_OWNED_BY_CSTACK"])[0]
-    t.check(cstack == DEBUG_FRAME_OWNED_BY_CSTACK, "%s: FRAME_OWNED_BY_CSTACK = %s" % (ver, cstack))
+    owners = DEBUG_OWNERS.get(ver, {})
+    t.check(owners, "%s: the test knows the version's frame owners" % ver)
+    for name, (want, got) in zip(owners, zip(owners.values(), dw.ask(list(owners)))):
+        t.check(got == want, "%s: %s = %s (%d)" % (ver, name, got, want))
     bits = {}
     for line in dw.ptype("PyASCIIObject").splitlines():
         m = re.match(r"/\*\s+(\d+):\s*(\d+)\s*\|.*\*/\s+unsigned int (\w+) : \d+;", line)
@@ -358,7 +381,7 @@ def check_debug_offsets(ver, root, binary, dw):
         t.check(a is not None and a == values[(sec, member)],
                 "%s: _Py_DebugOffsets.%s.%s = %d, DWARF %s = %s" % (ver, sec, member, values[(sec, member)],
                                                                     q, a))
-    check_from_debug(ver, raw, dw)
+    check_from_debug(ver, raw, dw, root)
     return values
 
 
@@ -381,7 +404,7 @@ def dump_debug(raw):
     return entry, source
 
 
-def check_from_debug(ver, raw, dw):
+def check_from_debug(ver, raw, dw, where):
     """profd's reading of the _Py_DebugOffsets (python_offsets_from_debug) against the DWARF, field
     by field as a table entry; and what it must refuse."""
     got = dump_debug(raw)
@@ -390,7 +413,7 @@ def check_from_debug(ver, raw, dw):
         return
     entry, source = got
     t.check("_Py_DebugOffsets" in source, "%s: from_debug names its source: %s" % (ver, source))
-    check_entry(ver, entry, dw, "the trixie root", from_debug=True)
+    check_entry(ver, entry, dw, where, from_debug=True)
     bad = {
         "cookie": b"xdebugpz" + raw[8:],
         "short": raw[:200],
@@ -399,12 +422,41 @@ def check_from_debug(ver, raw, dw):
     for what, b in bad.items():
         r = dump_debug(b)
         t.check(r == "EBADMSG", "%s: from_debug refuses a table with a bad %s: %s" % (ver, what, r))
-    other = raw[:8] + struct.pack("<Q", 0x030e00f0) + raw[16:]
+    # Another layout under a version profd knows: the sections' words do not fit (3.14 inserted
+    # members into the interpreter, frame and code sections).
+    major, minor = (int(x) for x in ver.split("."))
+    for other_minor in (13, 14):
+        if other_minor != minor:
+            other = raw[:8] + struct.pack("<Q", 0x03000000 | other_minor << 16 | 0xf0) + raw[16:] + b"\0" * 256
+            r = dump_debug(other)
+            t.check(r == "EBADMSG", "%s: from_debug refuses the table labelled 3.%d: %s" % (ver, other_minor, r))
+    other = raw[:8] + struct.pack("<Q", 0x030f00f0) + raw[16:]
     r = dump_debug(other)
-    t.check(r == "EPROTONOSUPPORT", "%s: from_debug refuses version 3.14 as unsupported: %s" % (ver, r))
+    t.check(r == "EPROTONOSUPPORT", "%s: from_debug refuses version 3.15 as unsupported: %s" % (ver, r))
     ft = raw[:16] + struct.pack("<Q", 1) + raw[24:]
     r = dump_debug(ft)
     t.check(r == "EPROTONOSUPPORT", "%s: from_debug refuses a free-threaded build: %s" % (ver, r))
+
+
+def check_eval_cold(ver, path, dbg):
+    """The eval function's split-off fragment python_elf_probe() finds in the stripped file (from
+    its jumps and .eh_frame_hdr) is the symbol _PyEval_EvalFrameDefault.cold of the debug info."""
+    out = subprocess.run(["readelf", "-Ws", dbg], capture_output=True, text=True).stdout
+    want = None
+    for line in out.splitlines():
+        w = line.split()
+        if len(w) >= 8 and w[7] == "_PyEval_EvalFrameDefault.cold" and w[3] == "FUNC":
+            want = (int(w[1], 16), int(w[2]))
+    got = subprocess.run([DUMP, "--elf", path], capture_output=True, text=True, check=True).stdout.split()
+    if not t.check(len(got) == 6 and got[0] == "eval", "%s: python_elf_probe reads %s: %s" % (ver, path, got)):
+        return
+    cold = (int(got[4], 16), int(got[5], 16))
+    if want is None or want[1] < 64:
+        # None, or a few bytes no Python code runs in: finding it or not are both right.
+        t.check(cold in ((0, 0), want), "%s: no eval .cold part worth finding (%s), found %s" % (ver, want, cold))
+    else:
+        t.check(cold == want, "%s: eval .cold part found in the stripped file %s, debug symbol %s"
+                % (ver, cold, want))
 
 
 # --- a real process: walk its frames with the offsets alone ------------------------------------
@@ -523,9 +575,10 @@ def walk_debug_offsets(mem, rt, layout):
     for _ in range(16):
         if frame == 0:
             break
-        # Frames of the C stack (owner FRAME_OWNED_BY_CSTACK, 3) have no code object to name.
-        if mem.u8(frame + d[("interpreter_frame", "owner")]) != DEBUG_FRAME_OWNED_BY_CSTACK:
-            code = mem.u64(frame + d[("interpreter_frame", "executable")])
+        # Frames the eval loop pushes for a call from C (owner DEBUG_OWNER_NO_FUNCTION and up) have
+        # no code object to name.
+        if mem.u8(frame + d[("interpreter_frame", "owner")]) < DEBUG_OWNER_NO_FUNCTION:
+            code = mem.u64(frame + d[("interpreter_frame", "executable")]) & ~STACKREF_TAG_MASK
             u = lambda off: mem.ascii(mem.u64(code + off), d[("unicode_object", "state")], DEBUG_ASCII_BIT,
                                       DEBUG_COMPACT_BIT,
                                       d[("unicode_object", "length")], asz)
@@ -577,7 +630,7 @@ def main():
                 "%s names its headers and tag: %s" % (ver, src))
 
     checked, skipped = [], []
-    runtimes = [("3.11", None), ("3.9", "bullseye"), ("3.13", "trixie")]
+    runtimes = [("3.11", None), ("3.9", "bullseye"), ("3.13", "trixie"), ("3.14", "forky")]
     # Roots missing on a new machine are built side by side (network-bound, ~1 min each) while
     # this machine's runtime is checked.
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
@@ -601,6 +654,7 @@ def main():
             continue
         t.log("%s: %s, debug info %s" % (ver, os.path.join(root, binary.lstrip("/")), dbg))
         dw = Dwarf(dbg)
+        check_eval_cold(ver, os.path.join(root, binary.lstrip("/")), dbg)
         if ver in entries:
             check_entry(ver, entries[ver], dw, suite or "this machine")
             check_live(ver, root, binary, entry=entries[ver])

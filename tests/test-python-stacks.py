@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""CPython frames, walked in BPF and spliced into native stacks, on three real interpreters.
+"""CPython frames, walked in BPF and spliced into native stacks, on real interpreters.
 
 One program with known call chains runs at once on:
 - Debian 12's python3.11, started before profd (found by the start-up scan);
 - Debian 12's libpython3.11 embedded in a C program (no "python" executable);
-- Debian 11's python3.9 and Debian 13's python3.13, in their debootstrapped roots through chroot
-  (tests/lib/debianroot.py; processes in another root, as in a container), started after profd.
+- Debian 11's python3.9, Debian 13's python3.13 and Debian 14's (testing, "forky") python3.14, in
+  their debootstrapped roots through chroot (tests/lib/debianroot.py; processes in another root, as
+  in a container), started after profd.
 
 Its main thread recurses six levels into either a pure-Python loop or json.dumps (C extension _json
 below Python frames); a second thread matches a regular expression (C extension _sre). The profile
@@ -13,11 +14,17 @@ of that window is fetched as a past window after every interpreter has exited, s
 names must have been read while they ran. Per runtime:
 - >= 95% of the process's samples carry the expected Python frames, outermost first, in order;
 - >= 95% reach the native bottom of their thread (_start, or clone/clone3 for the second thread);
+- >= 95% have their Python frames between native frames, in place of the eval function's frames
+  (an eval function whose frames are not recognised leaves them at the stack's root end);
 - >= 80% reach the leaf function (the walk is not cut short);
 - native frames sit where they run: the _json / _sre C frames are leafward of the Python frame
   that called them, Py_RunMain / PyRun_SimpleString rootward of <module>;
 - the line of every frame of the recursion is the line of its call in the source, the leaf's the
   lines of its loop.
+On 3.14 a second program makes the code objects of a call chain immortal: a _PyStackRef to an
+immortal object carries a tag bit, so their frames' f_executable is the code's address + 1. The
+calling frame's line must still be that of its call: the call's argument is on the next line, the
+line an instruction index one short (the tag not masked) gives.
 A fourth interpreter whose version profd does not know (Debian 11's python3.9 installed under the
 name python3.7) gets native frames only, and /metrics counts it as an unsupported version."""
 import glob
@@ -78,6 +85,26 @@ def main():
 main()  # MODULE_CALL
 '''
 
+# The instruction before a frame's CALL (LOAD_FAST x) is on the line after the call's.
+TAGGED_APP = r'''import ctypes, sys
+
+
+def leaf(x):
+    while x:  # TAGGED_LOOP
+        pass
+
+
+def middle(x):
+    return leaf(  # TAGGED_CALL
+        x)
+
+
+for f in (leaf, middle):
+    ctypes.c_ssize_t.from_address(id(f.__code__)).value = 3 << 30  # immortal (3.12+)
+print("ready" if all(sys._is_immortal(f.__code__) for f in (leaf, middle)) else "not immortal", flush=True)
+middle(True)
+'''
+
 EMBED_C = r'''
 #include <Python.h>
 #include <stdio.h>
@@ -95,8 +122,8 @@ int main(int argc, char **argv)
 '''
 
 
-def line_of(marker):
-    for i, l in enumerate(APP.splitlines(), 1):
+def line_of(marker, app=APP):
+    for i, l in enumerate(app.splitlines(), 1):
         if "# " + marker in l:
             return i
     raise KeyError(marker)
@@ -165,7 +192,7 @@ def check_runtime(rt, samples, app_file):
     total = sum(c for c, _ in samples)
     if not check(total >= 100, "%s: %d samples of its process (>= 100)" % (rt.name, total)):
         return
-    in_order = bottom = leaf = 0
+    in_order = bottom = leaf = in_place = with_py = 0
     c_below = {"dump": [0, 0], "worker": [0, 0]}
     line_errors = []
     for count, frames in samples:
@@ -180,6 +207,10 @@ def check_runtime(rt, samples, app_file):
             leaf += count
         natives = [f[0] for f in outer if not (f[1] is not None and f[1].endswith(".py"))]
         complete = not any(n.startswith("[unwind stopped") or n.startswith("[truncated") for n in natives)
+        # Python frames take the place of the eval function's frames: the outermost frame is native.
+        if py:
+            with_py += count
+            in_place += count if not (outer[0][1] is not None and outer[0][1].endswith(".py")) else 0
         # A thread starts in libc's clone3 (named where libc has symbols: not in the Debian 13 root).
         if complete and natives and (natives[0] == "_start" if not worker else
                                      "clone" in natives[0] or natives[0] == "[libc.so.6]"):
@@ -220,6 +251,8 @@ def check_runtime(rt, samples, app_file):
           % (rt.name, share(in_order), total))
     check(share(bottom) >= 95, "%s: %.1f%% reach the native bottom of their thread (>= 95%%)"
           % (rt.name, share(bottom)))
+    check(with_py and in_place >= 0.95 * with_py, "%s: %.1f%% of %d samples with Python frames have them "
+          "spliced between native frames (>= 95%%)" % (rt.name, 100.0 * in_place / max(with_py, 1), with_py))
     check(share(leaf) >= 80, "%s: %.1f%% reach the leaf function (>= 80%%)" % (rt.name, share(leaf)))
     for key, (n, with_c) in c_below.items():
         check(n > 0 and with_c >= 0.5 * n, "%s: %s: C-extension frames below the calling Python frame in "
@@ -239,7 +272,7 @@ def main():
     if not shutil.which("go"):
         skip("go (golang-go) is not installed: the profile is read with go tool pprof")
     roots, missing = {}, []
-    for suite in ("bullseye", "trixie"):
+    for suite in ("bullseye", "trixie", "forky"):
         try:
             roots[suite] = debianroot.ensure_root(suite, log)
         except debianroot.RootUnavailable as e:
@@ -268,7 +301,7 @@ def main():
             runtimes.append(Runtime("python%s (%s)" % (ver, exe[-1]), [exe[-1], write_app(os.path.join(work, ver))]))
         else:
             log("no CPython %s build on this machine: not checked" % ver)
-    for suite, ver in (("bullseye", "3.9"), ("trixie", "3.13")):
+    for suite, ver in (("bullseye", "3.9"), ("trixie", "3.13"), ("forky", "3.14")):
         if suite not in roots:
             continue
         d = tempfile.mkdtemp(prefix="profd-pystacks-", dir=os.path.join(roots[suite], "tmp"))
@@ -277,6 +310,14 @@ def main():
         inside = "/tmp/" + os.path.basename(d) + "/app.py"
         runtimes.append(Runtime("python" + ver, ["chroot", roots[suite], "/usr/bin/python" + ver, inside],
                                 root=roots[suite], app_dir=inside))
+    tagged = []
+    if "forky" in roots:
+        d = cleanup[-1]
+        with open(os.path.join(d, "tagged.py"), "w") as f:
+            f.write(TAGGED_APP)
+        inside = "/tmp/" + os.path.basename(d) + "/tagged.py"
+        tagged.append(Runtime("python3.14 immortal code", ["chroot", roots["forky"], "/usr/bin/python3.14", inside],
+                              root=roots["forky"], app_dir=inside))
     # Layouts profd has no offsets for: Debian 11's 3.9 under another version's name, and Debian
     # 12's debug build (python3.11-dbg: Py_DEBUG objects carry two more pointers).
     unknowns = []
@@ -292,13 +333,13 @@ def main():
     try:
         runtimes[0].start()  # before profd: found by the start-up scan
         with Daemon("--frequency", "199", "--labels", "comm,pid,tid") as d:
-            for rt in runtimes[1:] + unknowns:
+            for rt in runtimes[1:] + unknowns + tagged:
                 rt.start()
             time.sleep(2)  # every process described to BPF
             start = time.time()
             time.sleep(WINDOW_S)
             end = time.time()
-            for rt in runtimes + unknowns:
+            for rt in runtimes + unknowns + tagged:
                 rt.stop()
             time.sleep(1.5)  # the window is drained; every interpreter is gone
             st, _, body = d.get("/debug/pprof/profile?start=%.3f&end=%.3f" % (start, end))
@@ -309,7 +350,7 @@ def main():
             _, _, metrics = d.get("/metrics")
             metrics = metrics.decode()
     finally:
-        for rt in runtimes + unknowns:
+        for rt in runtimes + unknowns + tagged:
             rt.stop()
         for c in cleanup:
             shutil.rmtree(c, ignore_errors=True)
@@ -322,6 +363,18 @@ def main():
     for rt in runtimes:
         app_file = rt.app_dir or rt.cmd[-1]
         check_runtime(rt, by_pid.get(str(rt.proc.pid), []), app_file)
+    for rt in tagged:
+        samples = by_pid.get(str(rt.proc.pid), [])
+        total = sum(c for c, _ in samples)
+        chain = right = 0
+        for count, frames in samples:
+            app = [(short(f[0]), f[2]) for f in reversed(frames) if f[1] == rt.app_dir]
+            if [n for n, _ in app] == ["<module>", "middle", "leaf"]:
+                chain += count
+                right += count if app[1][1] == line_of("TAGGED_CALL", TAGGED_APP) else 0
+        check(total >= 20 and chain >= 0.95 * total and right == chain,
+              "%s: %d samples, %d with <module> middle leaf (>= 95%%), middle at its call's line %d in %d"
+              % (rt.name, total, chain, line_of("TAGGED_CALL", TAGGED_APP), right))
     for unknown in unknowns:
         samples = by_pid.get(str(unknown.proc.pid), [])
         total = sum(c for c, _ in samples)

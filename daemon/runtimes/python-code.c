@@ -498,7 +498,7 @@ static uint32_t get_u32(const uint8_t *p, size_t off)
         return v;
 }
 
-/* ob_type of every object in the default (GIL) build of 3.8-3.13: after Py_ssize_t ob_refcnt. */
+/* ob_type of every object in the default (GIL) build of 3.8-3.14: after Py_ssize_t ob_refcnt. */
 #define PY_OB_TYPE 8
 
 static size_t utf8_put(char *out, uint32_t cp)

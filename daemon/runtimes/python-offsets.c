@@ -277,9 +277,12 @@ const char *python_offsets_field(const PythonOffsets *o, size_t i, uint16_t *ret
         return fields[i].name;
 }
 
-/* _Py_DebugOffsets of 3.13 (Include/internal/pycore_runtime.h @v3.13.0): a cookie, the version,
- * free_threaded, then one section per struct, each a uint64_t size of the struct followed by
- * uint64_t offsets of its members. Positions of the words profd reads, in bytes from the start. */
+/* _Py_DebugOffsets (Include/internal/pycore_runtime.h @v3.13.0, pycore_debug_offsets.h from
+ * v3.14.0): a cookie, the version, free_threaded, then one section per struct, each a uint64_t size
+ * of the struct followed by uint64_t offsets of its members. The sections and their members change
+ * between minor versions (3.14 adds members to the interpreter, frame and code sections and new
+ * sections), so each version has its own positions of the words profd reads, in bytes from the
+ * start of the table. */
 enum {
         DBG_COOKIE = 0,
         DBG_VERSION = 8,
@@ -289,36 +292,106 @@ enum {
         DBG_INTERP_SIZE = 48,
         DBG_INTERP_NEXT = 64,
         DBG_INTERP_THREADS_HEAD = 72,
-        DBG_TSTATE_SIZE = 152,
-        DBG_TSTATE_NEXT = 168,
-        DBG_TSTATE_INTERP = 176,
-        DBG_TSTATE_CURRENT_FRAME = 184,
-        DBG_TSTATE_THREAD_ID = 192,
-        DBG_TSTATE_NATIVE_THREAD_ID = 200,
-        DBG_FRAME_SIZE = 224,
-        DBG_FRAME_PREVIOUS = 232,
-        DBG_FRAME_EXECUTABLE = 240,
-        DBG_FRAME_INSTR_PTR = 248,
-        DBG_FRAME_OWNER = 264,
-        DBG_CODE_SIZE = 272,
-        DBG_CODE_FILENAME = 280,
-        DBG_CODE_NAME = 288,
-        DBG_CODE_QUALNAME = 296,
-        DBG_CODE_LINETABLE = 304,
-        DBG_CODE_FIRSTLINENO = 312,
-        DBG_CODE_CODE_ADAPTIVE = 344,
-        DBG_PYOBJECT_SIZE = 352,
-        DBG_PYOBJECT_OB_TYPE = 360,
-        DBG_BYTES_SIZE = 512,
-        DBG_BYTES_OB_SIZE = 520,
-        DBG_BYTES_OB_SVAL = 528,
-        DBG_UNICODE_SIZE = 536,
-        DBG_UNICODE_STATE = 544,
-        DBG_UNICODE_LENGTH = 552,
-        DBG_UNICODE_ASCIIOBJECT_SIZE = 560,
-        DBG_END = 584, /* gc, the last section, ends here */
+        DBG_END_313 = 584, /* gc, the last section, ends here */
+        DBG_END_314 = 760, /* debugger_support, the last section, ends here */
 };
-_Static_assert(DBG_END == PYTHON_DEBUG_OFFSETS_SIZE, "PYTHON_DEBUG_OFFSETS_SIZE");
+_Static_assert(DBG_END_313 <= PYTHON_DEBUG_OFFSETS_SIZE && DBG_END_314 <= PYTHON_DEBUG_OFFSETS_SIZE,
+               "PYTHON_DEBUG_OFFSETS_SIZE covers every layout");
+
+typedef struct DebugLayout {
+        uint8_t minor;
+        const char *source;
+        uint16_t frame_owner_cstack;
+        size_t tstate_size, tstate_next, tstate_interp, tstate_current_frame, tstate_thread_id,
+                tstate_native_thread_id;
+        size_t frame_size, frame_previous, frame_executable, frame_instr_ptr, frame_owner;
+        size_t code_size, code_filename, code_name, code_qualname, code_linetable, code_firstlineno,
+                code_code_adaptive;
+        size_t pyobject_size, pyobject_ob_type;
+        size_t bytes_size, bytes_ob_size, bytes_ob_sval;
+        size_t unicode_size, unicode_state, unicode_length, unicode_asciiobject_size;
+        size_t end; /* of the last section */
+} DebugLayout;
+
+static const DebugLayout debug_layouts[] = {
+        {
+                .minor = 13,
+                .source = "_Py_DebugOffsets of the process (Include/internal/pycore_runtime.h @v3.13.0); "
+                          "interpreters.main, str state bits, sizeof(PyCompactUnicodeObject), "
+                          "FRAME_OWNED_BY_CSTACK from pycore_interp.h, cpython/unicodeobject.h, "
+                          "pycore_frame.h @v3.13.0",
+                /* enum _frameowner in Include/internal/pycore_frame.h @v3.13.0: the shim frame
+                 * _PyEval_EvalFrameDefault pushes */
+                .frame_owner_cstack = 3,
+                .tstate_size = 152,
+                .tstate_next = 168,
+                .tstate_interp = 176,
+                .tstate_current_frame = 184,
+                .tstate_thread_id = 192,
+                .tstate_native_thread_id = 200,
+                .frame_size = 224,
+                .frame_previous = 232,
+                .frame_executable = 240,
+                .frame_instr_ptr = 248,
+                .frame_owner = 264,
+                .code_size = 272,
+                .code_filename = 280,
+                .code_name = 288,
+                .code_qualname = 296,
+                .code_linetable = 304,
+                .code_firstlineno = 312,
+                .code_code_adaptive = 344,
+                .pyobject_size = 352,
+                .pyobject_ob_type = 360,
+                .bytes_size = 512,
+                .bytes_ob_size = 520,
+                .bytes_ob_sval = 528,
+                .unicode_size = 536,
+                .unicode_state = 544,
+                .unicode_length = 552,
+                .unicode_asciiobject_size = 560,
+                .end = DBG_END_313,
+        },
+        {
+                .minor = 14,
+                .source = "_Py_DebugOffsets of the process (Include/internal/pycore_debug_offsets.h "
+                          "@v3.14.0); interpreters.main, str state bits, sizeof(PyCompactUnicodeObject), "
+                          "FRAME_OWNED_BY_INTERPRETER from pycore_runtime_structs.h, "
+                          "cpython/unicodeobject.h, pycore_interpframe_structs.h @v3.14.0",
+                /* enum _frameowner in Include/internal/pycore_interpframe_structs.h @v3.14.0:
+                 * FRAME_OWNED_BY_INTERPRETER, the entry frame _PyEval_EvalFrameDefault pushes, and
+                 * FRAME_OWNED_BY_CSTACK = 4 after it; neither has a Python function. */
+                .frame_owner_cstack = 3,
+                .tstate_size = 176,
+                .tstate_next = 192,
+                .tstate_interp = 200,
+                .tstate_current_frame = 208,
+                .tstate_thread_id = 216,
+                .tstate_native_thread_id = 224,
+                .frame_size = 248,
+                .frame_previous = 256,
+                .frame_executable = 264, /* a _PyStackRef: tag bits in the low bits */
+                .frame_instr_ptr = 272,
+                .frame_owner = 288,
+                .code_size = 312,
+                .code_filename = 320,
+                .code_name = 328,
+                .code_qualname = 336,
+                .code_linetable = 344,
+                .code_firstlineno = 352,
+                .code_code_adaptive = 384,
+                .pyobject_size = 400,
+                .pyobject_ob_type = 408,
+                .bytes_size = 592,
+                .bytes_ob_size = 600,
+                .bytes_ob_sval = 608,
+                .unicode_size = 616,
+                .unicode_state = 624,
+                .unicode_length = 632,
+                .unicode_asciiobject_size = 640,
+                .end = DBG_END_314,
+        },
+};
 
 static uint64_t dbg_u64(const uint8_t *p, size_t at)
 {
@@ -344,18 +417,40 @@ static int dbg_member(const uint8_t *p, size_t section, size_t at, uint16_t *ret
 int python_offsets_from_debug(const void *buf, size_t len, PythonOffsets *ret)
 {
         const uint8_t *p = buf;
+        const DebugLayout *l = NULL;
         uint64_t version;
+        unsigned minor;
+        uint16_t ob_type, ascii_size;
+        int r;
+
+        if (!buf || len < DBG_RUNTIME_SIZE || __builtin_memcmp(p + DBG_COOKIE, "xdebugpy", 8) != 0)
+                return -EBADMSG;
+        /* PY_VERSION_HEX: major in bits 24-31, minor 16-23. Each minor version lays the table out
+         * differently, so one profd has no layout for is refused before anything else is read. */
+        version = dbg_u64(p, DBG_VERSION);
+        if (version > UINT32_MAX || (version >> 24) != 3)
+                return -EBADMSG;
+        minor = (version >> 16) & 0xff;
+        for (size_t i = 0; i < ELEMENTSOF(debug_layouts); i++)
+                if (debug_layouts[i].minor == minor)
+                        l = &debug_layouts[i];
+        if (!l)
+                return -EPROTONOSUPPORT;
+        if (len < l->end)
+                return -EBADMSG;
+        /* Free-threaded builds lay out PyObject (and so every object) differently. */
+        if (dbg_u64(p, DBG_FREE_THREADED) > 1)
+                return -EBADMSG;
+        if (dbg_u64(p, DBG_FREE_THREADED) != 0)
+                return -EPROTONOSUPPORT;
+
         PythonOffsets o = {
                 .major = 3,
-                .minor = 13,
-                .source = "_Py_DebugOffsets of the process (Include/internal/pycore_runtime.h @v3.13.0); "
-                          "interpreters.main, str state bits, sizeof(PyCompactUnicodeObject), "
-                          "FRAME_OWNED_BY_CSTACK from pycore_interp.h, cpython/unicodeobject.h, "
-                          "pycore_frame.h @v3.13.0",
+                .minor = minor,
+                .source = l->source,
                 .tstate_lookup = PYTHON_TSTATE_THREAD_LIST,
                 .line_table = PYTHON_LINE_TABLE_LOCATIONS,
-                /* enum _frameowner in Include/internal/pycore_frame.h @v3.13.0 */
-                .frame_owner_cstack = 3,
+                .frame_owner_cstack = l->frame_owner_cstack,
                 /* PyASCIIObject.state: interned:2, kind:3, compact:1, ascii:1 (cpython/unicodeobject.h) */
                 .unicode_kind_shift = 2,
                 .unicode_compact_bit = 5,
@@ -371,29 +466,12 @@ int python_offsets_from_debug(const void *buf, size_t len, PythonOffsets *ret)
                 .code_code = N,
 #undef N
         };
-        uint16_t ob_type, ascii_size;
-        int r;
-
-        if (!buf || len < DBG_END || __builtin_memcmp(p + DBG_COOKIE, "xdebugpy", 8) != 0)
-                return -EBADMSG;
-        /* PY_VERSION_HEX: major in bits 24-31, minor 16-23. Another minor version lays the table out
-         * differently (3.14 adds sections), so it is refused before anything else is read. */
-        version = dbg_u64(p, DBG_VERSION);
-        if (version > UINT32_MAX || (version >> 24) != 3)
-                return -EBADMSG;
-        if (((version >> 16) & 0xff) != 13)
-                return -EPROTONOSUPPORT;
-        /* Free-threaded builds lay out PyObject (and so every object) differently. */
-        if (dbg_u64(p, DBG_FREE_THREADED) > 1)
-                return -EBADMSG;
-        if (dbg_u64(p, DBG_FREE_THREADED) != 0)
-                return -EPROTONOSUPPORT;
 
         /* The resolver takes ob_type at 8 (the default build's PyObject of 16 bytes). */
-        r = dbg_member(p, DBG_PYOBJECT_SIZE, DBG_PYOBJECT_OB_TYPE, &ob_type);
+        r = dbg_member(p, l->pyobject_size, l->pyobject_ob_type, &ob_type);
         if (r < 0)
                 return r;
-        if (dbg_u64(p, DBG_PYOBJECT_SIZE) != 16 || ob_type != 8)
+        if (dbg_u64(p, l->pyobject_size) != 16 || ob_type != 8)
                 return -EBADMSG;
 
         const struct {
@@ -403,25 +481,25 @@ int python_offsets_from_debug(const void *buf, size_t len, PythonOffsets *ret)
                 {DBG_RUNTIME_SIZE, DBG_RUNTIME_INTERPRETERS_HEAD, &o.runtime_interpreters_head},
                 {DBG_INTERP_SIZE, DBG_INTERP_NEXT, &o.interp_next},
                 {DBG_INTERP_SIZE, DBG_INTERP_THREADS_HEAD, &o.interp_threads_head},
-                {DBG_TSTATE_SIZE, DBG_TSTATE_NEXT, &o.tstate_next},
-                {DBG_TSTATE_SIZE, DBG_TSTATE_INTERP, &o.tstate_interp},
-                {DBG_TSTATE_SIZE, DBG_TSTATE_CURRENT_FRAME, &o.tstate_frame},
-                {DBG_TSTATE_SIZE, DBG_TSTATE_THREAD_ID, &o.tstate_thread_id},
-                {DBG_TSTATE_SIZE, DBG_TSTATE_NATIVE_THREAD_ID, &o.tstate_native_thread_id},
-                {DBG_FRAME_SIZE, DBG_FRAME_PREVIOUS, &o.frame_previous},
-                {DBG_FRAME_SIZE, DBG_FRAME_EXECUTABLE, &o.frame_code},
-                {DBG_FRAME_SIZE, DBG_FRAME_INSTR_PTR, &o.frame_prev_instr},
-                {DBG_FRAME_SIZE, DBG_FRAME_OWNER, &o.frame_owner},
-                {DBG_CODE_SIZE, DBG_CODE_FILENAME, &o.code_filename},
-                {DBG_CODE_SIZE, DBG_CODE_NAME, &o.code_name},
-                {DBG_CODE_SIZE, DBG_CODE_QUALNAME, &o.code_qualname},
-                {DBG_CODE_SIZE, DBG_CODE_LINETABLE, &o.code_linetable},
-                {DBG_CODE_SIZE, DBG_CODE_FIRSTLINENO, &o.code_firstlineno},
-                {DBG_CODE_SIZE, DBG_CODE_CODE_ADAPTIVE, &o.code_code_adaptive},
-                {DBG_BYTES_SIZE, DBG_BYTES_OB_SIZE, &o.var_ob_size},
-                {DBG_BYTES_SIZE, DBG_BYTES_OB_SVAL, &o.bytes_ob_sval},
-                {DBG_UNICODE_SIZE, DBG_UNICODE_STATE, &o.unicode_state},
-                {DBG_UNICODE_SIZE, DBG_UNICODE_LENGTH, &o.unicode_length},
+                {l->tstate_size, l->tstate_next, &o.tstate_next},
+                {l->tstate_size, l->tstate_interp, &o.tstate_interp},
+                {l->tstate_size, l->tstate_current_frame, &o.tstate_frame},
+                {l->tstate_size, l->tstate_thread_id, &o.tstate_thread_id},
+                {l->tstate_size, l->tstate_native_thread_id, &o.tstate_native_thread_id},
+                {l->frame_size, l->frame_previous, &o.frame_previous},
+                {l->frame_size, l->frame_executable, &o.frame_code},
+                {l->frame_size, l->frame_instr_ptr, &o.frame_prev_instr},
+                {l->frame_size, l->frame_owner, &o.frame_owner},
+                {l->code_size, l->code_filename, &o.code_filename},
+                {l->code_size, l->code_name, &o.code_name},
+                {l->code_size, l->code_qualname, &o.code_qualname},
+                {l->code_size, l->code_linetable, &o.code_linetable},
+                {l->code_size, l->code_firstlineno, &o.code_firstlineno},
+                {l->code_size, l->code_code_adaptive, &o.code_code_adaptive},
+                {l->bytes_size, l->bytes_ob_size, &o.var_ob_size},
+                {l->bytes_size, l->bytes_ob_sval, &o.bytes_ob_sval},
+                {l->unicode_size, l->unicode_state, &o.unicode_state},
+                {l->unicode_size, l->unicode_length, &o.unicode_length},
         };
         for (size_t i = 0; i < ELEMENTSOF(members); i++) {
                 r = dbg_member(p, members[i].section, members[i].at, members[i].field);
@@ -430,14 +508,15 @@ int python_offsets_from_debug(const void *buf, size_t len, PythonOffsets *ret)
         }
         /* The text of a compact str follows its header: sizeof(PyASCIIObject), given as is, and
          * sizeof(PyCompactUnicodeObject), which adds Py_ssize_t utf8_length and char *utf8. */
-        r = dbg_member(p, DBG_UNICODE_SIZE, DBG_UNICODE_ASCIIOBJECT_SIZE, &ascii_size);
+        r = dbg_member(p, l->unicode_size, l->unicode_asciiobject_size, &ascii_size);
         if (r < 0)
                 return r;
         if (ascii_size < o.unicode_state + 4 || ascii_size > 256)
                 return -EBADMSG;
         o.unicode_ascii_data = ascii_size;
         o.unicode_compact_data = ascii_size + 16;
-        /* struct pyinterpreters: PyMutex mutex; head; main (pycore_runtime.h @v3.13.0). */
+        /* struct pyinterpreters: PyMutex mutex; head; main (pycore_runtime.h @v3.13.0,
+         * pycore_runtime_structs.h @v3.14.0). */
         o.runtime_interpreters_main = o.runtime_interpreters_head + 8;
 
         *ret = o;

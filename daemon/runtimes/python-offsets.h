@@ -86,8 +86,10 @@ typedef struct PythonOffsets {
         uint8_t minor;
         PythonTstateLookup tstate_lookup;
         PythonLineTable line_table;
-        /* _frameowner value of the shim frames the eval loop pushes for a call from C, which
-         * have no Python function to show (3.12); PYTHON_OFFSET_NONE before. */
+        /* Lowest _frameowner value of the frames the eval loop pushes for a call from C, which
+         * have no Python function to show: FRAME_OWNED_BY_CSTACK (3.12-3.13),
+         * FRAME_OWNED_BY_INTERPRETER (3.14, whose FRAME_OWNED_BY_CSTACK is the next value);
+         * every owner from it up is such a frame. PYTHON_OFFSET_NONE before 3.12. */
         uint16_t frame_owner_cstack;
         /* Bit positions in unicode_state: lowest bit of the 3-bit kind, compact, ascii. */
         uint8_t unicode_kind_shift;
@@ -103,16 +105,18 @@ typedef struct PythonOffsets {
 /* The entry of major.minor, or NULL when the table has none (3.13+ read _Py_DebugOffsets). */
 const PythonOffsets *python_offsets_find(unsigned major, unsigned minor);
 
-/* The offsets of a 3.13 runtime from its own _Py_DebugOffsets: buf holds len bytes read from the
- * start of the process's _PyRuntime (PYTHON_DEBUG_OFFSETS_SIZE are enough). 3.13 has no cframe:
- * tstate_frame is the offset of PyThreadState.current_frame (a _PyInterpreterFrame *, read
- * directly) and tstate_cframe / cframe_current_frame are PYTHON_OFFSET_NONE; frame_code is
- * f_executable, frame_prev_instr is instr_ptr (the instruction running, not the one before).
- * Members the table does not carry (runtime_autotss_key, runtime_tstate_current, lnotab, co_code)
- * are PYTHON_OFFSET_NONE. .source names what the constants come from; ret is filled only on
- * success. -EBADMSG: not a _Py_DebugOffsets (cookie, short, values out of range or inconsistent);
- * -EPROTONOSUPPORT: a valid table of another version than 3.13.x, or a free-threaded build. */
-#define PYTHON_DEBUG_OFFSETS_SIZE 584
+/* The offsets of a 3.13 or 3.14 runtime from its own _Py_DebugOffsets: buf holds len bytes read
+ * from the start of the process's _PyRuntime (PYTHON_DEBUG_OFFSETS_SIZE are enough for every
+ * version). There is no cframe: tstate_frame is the offset of PyThreadState.current_frame (a
+ * _PyInterpreterFrame *, read directly) and tstate_cframe / cframe_current_frame are
+ * PYTHON_OFFSET_NONE; frame_code is f_executable (3.14: a _PyStackRef, the object's address with tag
+ * bits in its low 3 bits), frame_prev_instr is instr_ptr (the instruction running, not the one
+ * before). Members the table does not carry (runtime_autotss_key, runtime_tstate_current, lnotab,
+ * co_code) are PYTHON_OFFSET_NONE. .source names what the constants come from; ret is filled only
+ * on success. -EBADMSG: not a _Py_DebugOffsets (cookie, short, values out of range or
+ * inconsistent); -EPROTONOSUPPORT: a valid table of another version than 3.13.x or 3.14.x, or a
+ * free-threaded build. */
+#define PYTHON_DEBUG_OFFSETS_SIZE 760
 int python_offsets_from_debug(const void *buf, size_t len, PythonOffsets *ret);
 
 /* Every entry, oldest first, for tools and tests. */

@@ -13,6 +13,7 @@
 
 #include "bpf/profd-python.h"
 #include "runtimes/python-code.h"
+#include "runtimes/python-eval-cold.h"
 #include "runtimes/python-procs.h"
 #include "runtimes/remote-memory.h"
 #include "util/log.h"
@@ -21,7 +22,7 @@
 /* Files probed: the interpreter of most hosts is one or two files; a bound against a host with
  * many private builds (each probe reads one symbol table). Past it, the oldest entry goes. */
 #define PYTHON_ELF_CACHE_MAX 64
-/* Bytes of _Py_DebugOffsets read from a 3.13 process (python-offsets.h). */
+/* Bytes of _Py_DebugOffsets read from a 3.13+ process (python-offsets.h). */
 #define PYTHON_DEBUG_OFFSETS_READ PYTHON_DEBUG_OFFSETS_SIZE
 
 typedef enum PyDetectResult {
@@ -238,6 +239,9 @@ int python_elf_probe(int fd, const char *path, PythonElf *ret)
         } else if (!version_from_path(path ?: "", &r.major, &r.minor)) {
                 r.major = r.minor = 0;
         }
+        /* Optional: without it only the eval function's own symbol marks eval frames. */
+        if (python_eval_cold_find(elf, r.eval, r.eval_size, &r.eval_cold, &r.eval_cold_size) < 0)
+                r.eval_cold = r.eval_cold_size = 0;
         *ret = r;
         res = 0;
 out:
@@ -309,6 +313,11 @@ static int describe(const PythonOffsets *o, uint64_t bias, const PythonElf *elf,
         PythonFingerprintLayout fl;
         unsigned end = 0;
         int r;
+
+        if (elf->eval_cold_size > 0 && elf->eval_cold_size <= UINT32_MAX) {
+                d.eval_cold = bias + elf->eval_cold;
+                d.eval_cold_len = (uint32_t)elf->eval_cold_size;
+        }
 
         if (o->tstate_lookup == PYTHON_TSTATE_GILSTATE_CURRENT && o->runtime_tstate_current != N)
                 d.tstate_current = d.runtime + o->runtime_tstate_current;

@@ -45,6 +45,8 @@ void python_procs_write_metrics(const PythonProcs *pp, FILE *f);
 /* Symbols of a CPython runtime file, as ELF virtual addresses (tests). -ENOENT: not one. */
 typedef struct PythonElf {
         uint64_t runtime, eval, eval_size, code_type, str_type;
+        /* The part of the eval function the compiler moved out of it (python-eval-cold.h); 0: none. */
+        uint64_t eval_cold, eval_cold_size;
         unsigned major, minor; /* 0.0: unknown */
         bool debug_build;      /* Py_DEBUG (python3.X-dbg): a layout the offsets do not describe */
 } PythonElf;

@@ -1,5 +1,5 @@
 """Debian roots of other releases for tests that check profd against their real programs (CPython
-3.9 of Debian 11 "bullseye", 3.13 of Debian 13 "trixie", ...).
+3.9 of Debian 11 "bullseye", 3.13 of Debian 13 "trixie", 3.14 of Debian 14 "forky" (testing), ...).
 
 A root is built once with debootstrap (variant minbase, plus the suite's packages below) from the
 Debian archive this machine's own apt uses, and kept under ROOTS_DIR/<suite> for every later run.
@@ -35,6 +35,15 @@ STAMP_VERSION = 1
 SUITES = {
     "bullseye": ["python3", "python3.9-dbg"],
     "trixie": ["python3", "python3.13-dbg"],
+    "forky": ["python3", "python3.14-dbg"],
+}
+
+# Suites newer than this machine's debootstrap knows get the script of the release they follow
+# (Debian 12's debootstrap has none for forky; testing is bootstrapped like sid). debootstrap
+# checks the Release file's signature only, not its Valid-Until, so a mirror that serves an expired
+# testing Release still works.
+SCRIPTS = {
+    "forky": "sid",
 }
 
 
@@ -144,9 +153,12 @@ def ensure_root(suite, log=print):
             t0 = time.monotonic()
             logpath = tmp + ".log"
             with open(logpath, "w") as out:
-                rc = subprocess.run(
-                    ["debootstrap", "--variant=minbase", "--include=" + ",".join(SUITES[suite]),
-                     suite, os.path.join(tmp, "root"), mirror],
+                argv = ["debootstrap", "--variant=minbase", "--include=" + ",".join(SUITES[suite]),
+                        suite, os.path.join(tmp, "root"), mirror]
+                script = SCRIPTS.get(suite)
+                if script and not os.path.exists("/usr/share/debootstrap/scripts/" + suite):
+                    argv.append("/usr/share/debootstrap/scripts/" + script)
+                rc = subprocess.run(argv,
                     stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL).returncode
             if rc != 0:
                 with open(logpath) as f:
