@@ -7,7 +7,7 @@ code object's; a process's memory is gone when it exits. profd reads code object
 reports a new stack with them, and names a frame only when the object it read has the fingerprint
 BPF took at the sample (bpf/profd-python.h).
 
-On each interpreter (Debian 12's python3.11; Debian 11's 3.9 and Debian 13's 3.13 in their
+On each interpreter (Debian 12's python3.11; Debian 11's 3.9, 13's 3.13 and forky's 3.14 in their
 debootstrapped roots, tests/lib/debianroot.py):
 - imports: one process imports 200 generated modules in turn, each spending ~15 ms in its module
   body and defining a dozen functions of distinctive names and lines (so that freed code objects'
@@ -201,7 +201,7 @@ def main():
     if not shutil.which("go"):
         skip("go (golang-go) is not installed: the profile is read with go tool pprof")
     roots, missing = {}, []
-    for suite in ("bullseye", "trixie"):
+    for suite in ("bullseye", "trixie", "forky"):
         try:
             roots[suite] = debianroot.ensure_root(suite, log)
         except debianroot.RootUnavailable as e:
@@ -210,7 +210,7 @@ def main():
     cleanup = []
     its = [Interpreter("i0", "python3.11", ["/usr/bin/python3.11"], os.path.join(work, "py311"),
                        os.path.join(work, "py311"))]
-    for suite, ver in (("bullseye", "3.9"), ("trixie", "3.13")):
+    for suite, ver in (("bullseye", "3.9"), ("trixie", "3.13"), ("forky", "3.14")):
         if suite not in roots:
             continue
         d = tempfile.mkdtemp(prefix="profd-pyimports-", dir=os.path.join(roots[suite], "tmp"))
@@ -234,7 +234,7 @@ def main():
     finally:
         for c in cleanup:
             shutil.rmtree(c, ignore_errors=True)
-    for m in re.findall(r"^profd_(?:python_code_errors_total|python_stack_report\w+|python_frames_without_\w+|remote_read\w+)\S* \S+$",
+    for m in re.findall(r"^profd_(?:python_code_errors_total|python_stack_report\w+|python_frames_without_\w+|remote_read\w+|event_loop\w+)\S* \S+$",
                         metrics, re.M):
         log(m)
     shutil.copy(path, "/tmp/pyimports.pb.gz") if os.environ.get("PROFD_KEEP") else None
