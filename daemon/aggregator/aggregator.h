@@ -89,3 +89,5 @@ const AggSample *aggregator_cursor_next(const Aggregator *a, AggCursor *c);
  * frees *ret_pids. */
 size_t aggregator_take_pids(Aggregator *a, uint32_t **ret_pids);
 void aggregator_write_metrics(const Aggregator *a, FILE *f);
+/* Memory of the history (sample records, interned stacks), for profd_memory_bytes. */
+uint64_t aggregator_memory_bytes(const Aggregator *a);

@@ -216,6 +216,15 @@ static int find_by_debuglink(DebuginfoSearch *ds, const char *file_name, const c
         return -1;
 }
 
+/* Which file libdwfl got: libelf maps it whole, and the symbolizer counts its resident part. */
+static void remember_file(MemoryFile *f, int fd)
+{
+        struct stat st;
+
+        if (fd >= 0 && fstat(fd, &st) == 0)
+                *f = (MemoryFile){.dev = st.st_dev, .ino = st.st_ino, .size = (uint64_t)st.st_size};
+}
+
 int debuginfo_search_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
                                     const char *file_name, const char *debuglink_file,
                                     GElf_Word debuglink_crc, char **debuginfo_file_name)
@@ -255,6 +264,7 @@ int debuginfo_search_find_debuginfo(Dwfl_Module *mod, void **userdata, const cha
                                 fd = try_roots(ds, path, &w, debuginfo_file_name);
                 }
                 ds->alt_given = fd >= 0;
+                remember_file(&ds->files[DEBUGINFO_FILE_ALT], fd);
                 return fd;
         }
         n = ds->main_elf ? dwelf_elf_gnu_build_id(ds->main_elf, &bid) : -1;
@@ -274,6 +284,7 @@ int debuginfo_search_find_debuginfo(Dwfl_Module *mod, void **userdata, const cha
         if (fd < 0)
                 fd = find_by_debuglink(ds, file_name, debuglink_file, &w, debuginfo_file_name);
         ds->debug_given = fd >= 0;
+        remember_file(&ds->files[DEBUGINFO_FILE_DEBUG], fd);
         return fd;
 }
 

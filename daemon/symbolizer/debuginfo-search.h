@@ -13,6 +13,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "util/memory-owners.h"
+
 typedef struct DebuginfoSearch {
         const char *path; /* libdwfl's format (":.debug:/usr/lib/debug"); NULL: that default */
         char *root;       /* "/proc/PID/root" when the process sees another filesystem, else NULL */
@@ -26,7 +28,11 @@ typedef struct DebuginfoSearch {
         /* The dwz file was found: libdwfl hands it to libdw. Without it, libdw would look for it
          * itself with a blocking open() of a path the file names, when DWARF refers to it. */
         bool alt_given;
+        /* The separate debug file and dwz file handed to libdwfl (.size 0: none). */
+        MemoryFile files[2];
 } DebuginfoSearch;
+
+enum { DEBUGINFO_FILE_DEBUG, DEBUGINFO_FILE_ALT };
 
 /* After dwfl_report_elf(): makes mod's userdata point at ds (which must outlive the Dwfl). */
 void debuginfo_search_attach(DebuginfoSearch *ds, Dwfl_Module *mod);

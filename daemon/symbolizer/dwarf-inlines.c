@@ -151,10 +151,19 @@ static bool scope_chain(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *chain, size
 }
 
 /* File and line of pc from the CU's line table. */
-void dwarf_inlines_srcline(Dwarf_Die *cudie, Dwarf_Addr dwpc, const char **ret_file, int *ret_line)
+void dwarf_inlines_srcline(ExeCache *c, Exe *e, Dwarf_Die *cudie, Dwarf_Addr dwpc, const char **ret_file,
+                           int *ret_line)
 {
-        Dwarf_Line *l = dwarf_getsrc_die(cudie, dwpc);
+        Dwarf_Lines *lines;
+        Dwarf_Line *l;
+        size_t n_lines;
         int line = 0;
+
+        /* libdw keeps every line table it parsed until the Dwfl is closed: counted against the
+         * symbolizer's memory bound. */
+        if (dwarf_getsrclines(cudie, &lines, &n_lines) == 0)
+                exe_note_line_table(c, e, dwarf_dieoffset(cudie), n_lines);
+        l = dwarf_getsrc_die(cudie, dwpc);
 
         *ret_file = NULL;
         *ret_line = 0;
@@ -181,7 +190,7 @@ size_t dwarf_inlines_frames(ExeCache *c, ResultFrames *r, Exe *e, Dwarf_Addr pc,
                 return 0;
         if (!scope_chain(cudie, pc - bias, chain, &nchain, 0) || nchain == 0)
                 return 0;
-        dwarf_inlines_srcline(cudie, pc - bias, &file, &line);
+        dwarf_inlines_srcline(c, e, cudie, pc - bias, &file, &line);
         (void)dwarf_getsrcfiles(cudie, &files, &nfiles);
 
         /* chain is outermost first and may have been cut at SYMBOLIZER_MAX_INLINE + 1 entries:

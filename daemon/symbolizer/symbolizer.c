@@ -245,6 +245,7 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
                         return r;
         }
         e->last_use = ++s->elf.tick;
+        e->last_use_ns = now_ns(CLOCK_MONOTONIC);
 
         if (!e->dwfl || !(m->bias_known)) {
                 s->n_user_no_file++;
@@ -273,7 +274,7 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
                 Dwarf_Addr bias;
                 Dwarf_Die *cudie = exe_addrcu(&s->elf, e, vaddr, &bias);
                 if (cudie)
-                        dwarf_inlines_srcline(cudie, vaddr - bias, &file, &line);
+                        dwarf_inlines_srcline(&s->elf, e, cudie, vaddr - bias, &file, &line);
                 result_frames_set(&s->results, &s->results.frames[0], symname, file, line, 0);
                 n = 1;
         } else {
@@ -439,6 +440,14 @@ void symbolizer_write_metrics(const Symbolizer *s, FILE *f)
         metric_labelled(f, "profd_symbolizer_executables_total", "counter",
                         "Executables opened, evicted or failed to open.", "event", exe_events, exe_counts,
                         ELEMENTSOF(exe_events));
+        metric_labelled(f, "profd_symbolizer_executables_closed_total", "counter",
+                        "Open executables closed, by reason: not used for a while (idle), or all of them "
+                        "over their memory bound (memory).",
+                        "reason", (const char *const[]){"idle", "memory"},
+                        (const uint64_t[]){s->elf.n_exe_closed_idle, s->elf.n_exe_closed_memory}, 2);
+        metric_gauge(f, "profd_symbolizer_executables_resident_bytes",
+                     "Resident part of the open executables' mapped files (at the last check).",
+                     s->elf.mapped_rss);
         metric_family(f, "profd_symbolizer_lookups_total", "counter", "Addresses looked up, by result.");
         for (size_t i = 0; i < ELEMENTSOF(lookups); i++)
                 metric_sample(f, "profd_symbolizer_lookups_total", lookups[i], lookup_counts[i]);
@@ -463,4 +472,19 @@ void symbolizer_note_process(Symbolizer *s, const Process *p)
 void symbolizer_tick(Symbolizer *s, const Process *(*find)(pid_t pid, void *userdata), void *userdata)
 {
         perf_maps_tick(s->perf_maps, find, userdata);
+        exe_cache_trim(&s->elf, now_ns(CLOCK_MONOTONIC));
+}
+
+void symbolizer_memory(const Symbolizer *s, SymbolizerMemory *ret)
+{
+        size_t heap = 0;
+
+        for (size_t i = 0; i < s->elf.n_exes; i++)
+                heap += exe_heap_bytes(s->elf.exes[i]);
+        *ret = (SymbolizerMemory){
+                .dwarf_elf = heap + s->elf.mapped_rss,
+                .symbol_cache = s->cache_bytes + (s->cache ? SYMBOLIZER_CACHE_SLOTS * sizeof(CacheEntry) : 0),
+                .jit_names = perf_maps_memory(s->perf_maps),
+                .kallsyms = s->kernel.n_ksyms * sizeof(*s->kernel.ksyms) + s->kernel.knames_size,
+        };
 }
