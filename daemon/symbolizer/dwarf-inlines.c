@@ -3,6 +3,7 @@
  * scopes holding it, and the call sites between them. */
 #include <dwarf.h>
 #include <elfutils/libdwfl.h>
+#include <gelf.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,6 +59,37 @@ done:
         qsort_safe(e->cus, e->n_cus, sizeof(*e->cus), curange_cmp);
 }
 
+/* Heap libdw holds for elf's DWARF sections: those stored compressed (SHF_COMPRESSED, as in
+ * Debian's -dbgsym files) are inflated into memory when the Dwarf is opened, the others are read
+ * from the mapping. The raw image keeps the file's own section headers (libelf rewrites only its
+ * copy), so it tells which were compressed and how large they are inflated. */
+static uint64_t dwarf_inflated_bytes(Elf *elf)
+{
+        const Elf64_Ehdr *eh;
+        size_t size, shstrndx;
+        const char *raw = elf ? elf_rawfile(elf, &size) : NULL;
+        uint64_t sum = 0;
+
+        if (!raw || size < sizeof(*eh) || elf_getshdrstrndx(elf, &shstrndx) < 0)
+                return 0;
+        eh = (const Elf64_Ehdr *)raw;
+        if (eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_shentsize != sizeof(Elf64_Shdr) ||
+            eh->e_shoff > size || (size - eh->e_shoff) / sizeof(Elf64_Shdr) < eh->e_shnum)
+                return 0;
+        for (size_t i = 1; i < eh->e_shnum; i++) {
+                const Elf64_Shdr *sh = (const Elf64_Shdr *)(raw + eh->e_shoff) + i;
+                const char *name = elf_strptr(elf, shstrndx, sh->sh_name);
+                Elf64_Chdr ch;
+
+                if (!(sh->sh_flags & SHF_COMPRESSED) || !name || strncmp(name, ".debug_", 7) != 0 ||
+                    sh->sh_offset > size || size - sh->sh_offset < sizeof(ch))
+                        continue;
+                memcpy(&ch, raw + sh->sh_offset, sizeof(ch));
+                sum += ch.ch_size;
+        }
+        return sum;
+}
+
 /* Whether e's DWARF may be read: see debuginfo_search_dwarf_unsafe(). Checked once, before
  * anything of it is. */
 static bool exe_dwarf_ok(ExeCache *c, Exe *e)
@@ -72,6 +104,8 @@ static bool exe_dwarf_ok(ExeCache *c, Exe *e)
         dw = dwfl_module_getdwarf(e->mod, &bias);
         if (!dw)
                 return false;
+        e->dwarf_bytes = dwarf_inflated_bytes(dwarf_getelf(dw));
+        exe_cache_make_room(c, e);
         why = debuginfo_search_dwarf_unsafe(&e->search, dw);
         if (why) {
                 c->n_dwarf_unsafe[strcmp(why, "split_dwarf") == 0]++;

@@ -54,7 +54,7 @@ static void exe_evict_lru(ExeCache *c)
 size_t exe_heap_bytes(const Exe *e)
 {
         size_t n = sizeof(*e) + e->n_syms * sizeof(ExeSym) + e->n_cus * sizeof(CuRange) + e->line_bytes +
-                   e->cap_line_cus * sizeof(uint64_t);
+                   e->dwarf_bytes + e->cap_line_cus * sizeof(uint64_t);
 
         for (size_t i = 0; i < e->n_plt; i++)
                 n += sizeof(ExeSym) + strlen(e->plt[i].name) + 1;
@@ -143,8 +143,6 @@ void exe_note_line_table(ExeCache *c, Exe *e, uint64_t cu_offset, size_t n_lines
 
 void exe_cache_trim(ExeCache *c, uint64_t now)
 {
-        bool closed = false;
-
         if (now - c->last_check_ns < SYMBOLIZER_CHECK_NS)
                 return;
         c->last_check_ns = now;
@@ -152,17 +150,15 @@ void exe_cache_trim(ExeCache *c, uint64_t now)
                 if (now - c->exes[i]->last_use_ns > SYMBOLIZER_IDLE_NS) {
                         exe_close_at(c, i);
                         c->n_exe_closed_idle++;
-                        closed = true;
                 } else
                         i++;
         exe_cache_measure(c);
         exe_cache_make_room(c, NULL);
-        closed = closed || c->closed_since_check;
         c->closed_since_check = false;
-        /* libdw's parsed DWARF (abbreviations, line tables, DIE caches) is heap: freed above, and
-         * resident until given back. */
-        if (closed)
-                memory_release_free();
+        /* libdw's parsed DWARF (inflated sections, line tables, abbreviations) is heap, freed when
+         * an executable closes and also by a profile's transient work: resident until given back.
+         * A trim costs ~1 ms; every check is cheaper than keeping a profile's peak. */
+        memory_release_free();
 }
 
 static bool same_file(const char *a, const char *b)

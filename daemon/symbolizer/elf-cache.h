@@ -55,7 +55,8 @@ typedef struct Exe {
         uint64_t *line_cus;
         size_t n_line_cus, cap_line_cus;
         uint64_t line_bytes;
-        uint64_t failed_ns; /* open failed at this time (CLOCK_MONOTONIC) */
+        uint64_t dwarf_bytes; /* DWARF sections libdw inflated (compressed in the file) */
+        uint64_t failed_ns;   /* open failed at this time (CLOCK_MONOTONIC) */
         /* Function symbols sorted by address: dwfl_module_addrinfo scans every symbol per
          * lookup, which dominates symbolization of large profiles. */
         ExeSym *syms;
@@ -91,7 +92,7 @@ typedef struct ExeCache {
         uint64_t n_exe_closed_idle, n_exe_closed_memory;
         uint64_t last_check_ns;
         bool closed_since_check; /* freed heap to give back at the next check */
-        uint64_t mapped_rss; /* sum of the exes' rss at the last check */
+        uint64_t mapped_rss;     /* sum of the exes' rss at the last check */
 } ExeCache;
 
 void exe_free(Exe *e);

@@ -483,7 +483,8 @@ void symbolizer_memory(const Symbolizer *s, SymbolizerMemory *ret)
                 heap += exe_heap_bytes(s->elf.exes[i]);
         *ret = (SymbolizerMemory){
                 .dwarf_elf = heap + s->elf.mapped_rss,
-                .symbol_cache = s->cache_bytes + (s->cache ? SYMBOLIZER_CACHE_SLOTS * sizeof(CacheEntry) : 0),
+                .symbol_cache =
+                        s->cache_bytes + (s->cache ? SYMBOLIZER_CACHE_SLOTS * sizeof(CacheEntry) : 0),
                 .jit_names = perf_maps_memory(s->perf_maps),
                 .kallsyms = s->kernel.n_ksyms * sizeof(*s->kernel.ksyms) + s->kernel.knames_size,
         };

@@ -74,8 +74,8 @@ void symbolizer_memory(const Symbolizer *s, SymbolizerMemory *ret);
 /* A process seen in samples: reads (a bounded step of) its perf map while it runs, if it has
  * anonymous executable memory (perf-map.h). */
 void symbolizer_note_process(Symbolizer *s, const Process *p);
-/* Periodic (every sample drain): forgets the perf maps of processes find() no longer knows, reads what live ones
- * appended (bounded). */
+/* Periodic (every sample drain): forgets the perf maps of processes find() no longer knows, reads what live
+ * ones appended (bounded). */
 void symbolizer_tick(Symbolizer *s, const Process *(*find)(pid_t pid, void *userdata), void *userdata);
 /* Where separate debuginfo is searched (libdwfl syntax, default ":.debug:/usr/lib/debug"). */
 int symbolizer_set_debuginfo_path(Symbolizer *s, const char *path);

@@ -155,7 +155,8 @@ int pool_shard_map(TablePool *p, uint32_t slot, uint32_t offset, uint32_t words,
         m = mmap(NULL, last - first, PROT_READ | PROT_WRITE, MAP_SHARED, p->shards[slot].fd, (off_t)first);
         if (m == MAP_FAILED)
                 return -errno;
-        *ret = (ShardWindow){.base = m, .len = last - first, .words = (uint32_t *)((uint8_t *)m + (start - first))};
+        *ret = (ShardWindow){
+                .base = m, .len = last - first, .words = (uint32_t *)((uint8_t *)m + (start - first))};
         p->mapped_bytes += ret->len;
         return 0;
 }

@@ -31,7 +31,7 @@ struct PoolTable {
 };
 
 typedef struct Shard {
-        int fd; /* -1: slot free */
+        int fd;        /* -1: slot free */
         uint32_t used; /* bump pointer, words */
         uint32_t live; /* words of tables placed here */
 } Shard;

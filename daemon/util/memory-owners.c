@@ -65,7 +65,8 @@ int memory_files_rss(const MemoryFile *files, size_t n, uint64_t *ret)
                         while ((ch = fgetc(f)) != EOF && ch != '\n')
                                 ;
                 }
-                if (sscanf(line, "%llx-%llx %*4s %llx %x:%x %llu", &start, &end, &off, &maj, &min, &ino) == 6) {
+                if (sscanf(line, "%llx-%llx %*4s %llx %x:%x %llu", &start, &end, &off, &maj, &min, &ino) ==
+                    6) {
                         cur = -1;
                         if (off != 0 || ino == 0)
                                 continue;
@@ -100,9 +101,10 @@ void memory_owners_write_metrics(MemoryOwners *m, FILE *f)
                         "Memory profd holds, by owner; other: resident memory (RSS) no owner accounts for.",
                         "owner", m->names, m->bytes, m->n);
         metric_counter(f, "profd_memory_releases_total",
-                       "Times free heap pages were given back to the kernel after a large free.", n_releases);
-        metric_counter(f, "profd_memory_released_bytes_total",
-                       "Resident bytes those releases gave back.", released_bytes);
+                       "Times free heap pages were given back to the kernel after a large free.",
+                       n_releases);
+        metric_counter(f, "profd_memory_released_bytes_total", "Resident bytes those releases gave back.",
+                       released_bytes);
 }
 
 void memory_release_free(void)
