@@ -13,7 +13,7 @@ What runs, for PROFD_BENCH_MINUTES (default 10) or --minutes:
   - java running a small CPU-loop class, 20 s each (if a JDK is installed).
 
     PROFD_BUILD_DIR=build PYTHONPATH=tests/lib python3 bench/memory-soak.py [--minutes M]
-        [--profd OTHER/daemon/profd] [--port 7433] [-- PROFD_ARGS...]
+        [--profd OTHER/daemon/profd] [--port 7433] [--wrap 'heaptrack -o FILE'] [-- PROFD_ARGS...]
     # or: meson test -C build --benchmark memory-soak
 """
 import argparse
@@ -120,6 +120,26 @@ def rss_parts(pid):
     return {k: v / 1024 for k, v in kb.items()}
 
 
+def daemon_pid(pid, name):
+    """profd's own pid: the child of a wrapper (--wrap) when there is one."""
+    for _ in range(100):
+        try:
+            with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+                kids = [int(k) for k in f.read().split()]
+        except OSError:
+            return pid
+        for k in kids:
+            try:
+                if os.path.basename(os.readlink("/proc/%d/exe" % k)) == os.path.basename(name):
+                    return k
+            except OSError:
+                pass
+        if not kids:
+            return pid
+        time.sleep(0.1)
+    return pid
+
+
 def copy_tree(dst):
     """profd's sources as committed (no build directories), for the compile loop."""
     os.makedirs(dst)
@@ -139,6 +159,7 @@ def main():
     ap.add_argument("--minutes", type=float, default=float(os.environ.get("PROFD_BENCH_MINUTES", "10")))
     ap.add_argument("--profd", help="another profd binary (default: this build's)")
     ap.add_argument("--port", type=int, default=int(os.environ.get("PROFD_BENCH_PORT", "7433")))
+    ap.add_argument("--wrap", default="", help="a command profd runs under, e.g. 'heaptrack -o FILE'")
     ap.add_argument("profd_args", nargs="*")
     a = ap.parse_args()
     require_bpf()
@@ -175,8 +196,8 @@ def main():
         loops.append(Loop("java", lambda: [[java, "-Xmx64m", os.path.join(work, "Loop.java"), "20"]], cwd=work))
     log("workloads: %s; %.0f minutes; bound %d MiB" % (", ".join(l.name for l in loops), a.minutes, BOUND_MIB))
 
-    with Daemon(*a.profd_args, port=a.port, binary=a.profd) as d:
-        pid = d.proc.pid
+    with Daemon(*a.profd_args, port=a.port, binary=a.profd, prefix=a.wrap.split()) as d:
+        pid = daemon_pid(d.proc.pid, a.profd or "profd")
         coll = Collector(d)
         for t in [coll, *loops]:
             t.start()
