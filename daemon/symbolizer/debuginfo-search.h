@@ -30,6 +30,10 @@ typedef struct DebuginfoSearch {
         bool alt_given;
         /* The separate debug file and dwz file handed to libdwfl (.size 0: none). */
         MemoryFile files[2];
+        /* DWARF bytes the debug file would take inflated (its compressed .debug_* sections); a
+         * debug file over max_dwarf_bytes (0: no limit) is refused, and refused_large set. */
+        uint64_t debug_dwarf_bytes, max_dwarf_bytes;
+        bool refused_large;
 } DebuginfoSearch;
 
 enum { DEBUGINFO_FILE_DEBUG, DEBUGINFO_FILE_ALT };
@@ -45,6 +49,10 @@ int debuginfo_search_find_debuginfo(Dwfl_Module *mod, void **userdata, const cha
 /* Dwfl_Callbacks.find_elf: modules are always reported with their descriptor; never by path. */
 int debuginfo_search_find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
                               char **file_name, Elf **elfp);
+
+/* Bytes libdw would allocate to inflate elf's compressed .debug_* sections (read from the file's
+ * own section headers, which libelf leaves as they are in the raw image). */
+uint64_t debuginfo_dwarf_inflated_bytes(Elf *elf);
 
 /* Whether libdw may be let loose on dw: it opens files by the names DWARF gives, blocking, for
  * split DWARF units (.dwo) and for a dwz file libdwfl was not given. Such DWARF is not read

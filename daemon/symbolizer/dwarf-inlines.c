@@ -3,7 +3,6 @@
  * scopes holding it, and the call sites between them. */
 #include <dwarf.h>
 #include <elfutils/libdwfl.h>
-#include <gelf.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,37 +58,6 @@ done:
         qsort_safe(e->cus, e->n_cus, sizeof(*e->cus), curange_cmp);
 }
 
-/* Heap libdw holds for elf's DWARF sections: those stored compressed (SHF_COMPRESSED, as in
- * Debian's -dbgsym files) are inflated into memory when the Dwarf is opened, the others are read
- * from the mapping. The raw image keeps the file's own section headers (libelf rewrites only its
- * copy), so it tells which were compressed and how large they are inflated. */
-static uint64_t dwarf_inflated_bytes(Elf *elf)
-{
-        const Elf64_Ehdr *eh;
-        size_t size, shstrndx;
-        const char *raw = elf ? elf_rawfile(elf, &size) : NULL;
-        uint64_t sum = 0;
-
-        if (!raw || size < sizeof(*eh) || elf_getshdrstrndx(elf, &shstrndx) < 0)
-                return 0;
-        eh = (const Elf64_Ehdr *)raw;
-        if (eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_shentsize != sizeof(Elf64_Shdr) ||
-            eh->e_shoff > size || (size - eh->e_shoff) / sizeof(Elf64_Shdr) < eh->e_shnum)
-                return 0;
-        for (size_t i = 1; i < eh->e_shnum; i++) {
-                const Elf64_Shdr *sh = (const Elf64_Shdr *)(raw + eh->e_shoff) + i;
-                const char *name = elf_strptr(elf, shstrndx, sh->sh_name);
-                Elf64_Chdr ch;
-
-                if (!(sh->sh_flags & SHF_COMPRESSED) || !name || strncmp(name, ".debug_", 7) != 0 ||
-                    sh->sh_offset > size || size - sh->sh_offset < sizeof(ch))
-                        continue;
-                memcpy(&ch, raw + sh->sh_offset, sizeof(ch));
-                sum += ch.ch_size;
-        }
-        return sum;
-}
-
 /* Whether e's DWARF may be read: see debuginfo_search_dwarf_unsafe(). Checked once, before
  * anything of it is. */
 static bool exe_dwarf_ok(ExeCache *c, Exe *e)
@@ -101,14 +69,29 @@ static bool exe_dwarf_ok(ExeCache *c, Exe *e)
         if (e->dwarf_checked)
                 return e->dwarf_ok;
         e->dwarf_checked = true;
+        /* Compressed DWARF is inflated into memory whole when libdw opens it: a file whose DWARF
+         * alone would take much of the symbolizer's bound is named from its symbol table only.
+         * A debug file not found yet is checked as it is found (debuginfo-search.c). */
+        if ((e->search.debug_given
+                     ? e->search.debug_dwarf_bytes
+                     : debuginfo_dwarf_inflated_bytes(e->search.main_elf)) > SYMBOLIZER_MAX_DWARF_BYTES) {
+                c->n_dwarf_unsafe[DWARF_UNUSED_TOO_LARGE]++;
+                return false;
+        }
+        e->search.max_dwarf_bytes = SYMBOLIZER_MAX_DWARF_BYTES;
         dw = dwfl_module_getdwarf(e->mod, &bias);
+        e->search.max_dwarf_bytes = 0;
+        if (e->search.refused_large) {
+                c->n_dwarf_unsafe[DWARF_UNUSED_TOO_LARGE]++;
+                return false;
+        }
         if (!dw)
                 return false;
-        e->dwarf_bytes = dwarf_inflated_bytes(dwarf_getelf(dw));
+        e->dwarf_bytes = debuginfo_dwarf_inflated_bytes(dwarf_getelf(dw));
         exe_cache_make_room(c, e);
         why = debuginfo_search_dwarf_unsafe(&e->search, dw);
         if (why) {
-                c->n_dwarf_unsafe[strcmp(why, "split_dwarf") == 0]++;
+                c->n_dwarf_unsafe[strcmp(why, "split_dwarf") == 0 ? DWARF_UNUSED_SPLIT : DWARF_UNUSED_DWZ]++;
                 log_debug("Not reading the DWARF of %s: %s", e->identity, why);
                 return false;
         }

@@ -25,6 +25,12 @@
  * mapping would stay resident as long as it is open. */
 #define SYMBOLIZER_IDLE_NS (180 * NSEC_PER_SEC)
 #define SYMBOLIZER_CHECK_NS (10 * NSEC_PER_SEC)
+/* DWARF stored compressed is inflated whole into memory when opened (Debian's debug packages
+ * compress it): a file with more than this is named from its symbol table only. */
+#define SYMBOLIZER_MAX_DWARF_BYTES (24ULL << 20)
+
+/* Why an executable's DWARF was not read. */
+enum { DWARF_UNUSED_DWZ, DWARF_UNUSED_SPLIT, DWARF_UNUSED_TOO_LARGE, _DWARF_UNUSED_MAX };
 
 typedef struct ExeSym {
         uint64_t addr, size;
@@ -88,7 +94,7 @@ typedef struct ExeCache {
         char *debuginfo_path;
         Dwfl_Callbacks callbacks;
         uint64_t n_exe_opened, n_exe_evicted, n_exe_failed;
-        uint64_t n_dwarf_unsafe[2]; /* dwz file missing, split DWARF */
+        uint64_t n_dwarf_unsafe[_DWARF_UNUSED_MAX];
         uint64_t n_exe_closed_idle, n_exe_closed_memory;
         uint64_t last_check_ns;
         bool closed_since_check; /* freed heap to give back at the next check */

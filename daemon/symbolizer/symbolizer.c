@@ -422,7 +422,11 @@ void symbolizer_write_metrics(const Symbolizer *s, FILE *f)
                 "space=\"user\",result=\"no_file\"",  "space=\"user\",result=\"perf_map\"",
                 "space=\"kernel\",result=\"symbol\"", "space=\"kernel\",result=\"unknown\"",
         };
-        static const char *const dwarf_unused[] = {"dwz_file_missing", "split_dwarf"};
+        static const char *const dwarf_unused[_DWARF_UNUSED_MAX] = {
+                [DWARF_UNUSED_DWZ] = "dwz_file_missing",
+                [DWARF_UNUSED_SPLIT] = "split_dwarf",
+                [DWARF_UNUSED_TOO_LARGE] = "too_large",
+        };
         const uint64_t exe_counts[] = {s->elf.n_exe_opened, s->elf.n_exe_evicted, s->elf.n_exe_failed};
         const uint64_t lookup_counts[] = {
                 s->n_cache_hits,
