@@ -118,6 +118,13 @@ static void test_files_rss(void)
         check(r == 0 && rss[0] == 16 * page && rss[1] == 0,
               "whole mapping: 16 pages read -> %llu bytes; partial mapping and size 0 not counted",
               (unsigned long long)rss[0]);
+        /* Dropped: no longer resident, and read again it is still the file's data. */
+        CHECK(pwrite(fd, "profd", 5, 3 * page) == 5);
+        r = memory_files_rss_drop(two, 2, rss);
+        CHECK(r == 0 && rss[0] == 16 * page, "measured before the drop: %llu", (unsigned long long)rss[0]);
+        r = memory_files_rss(two, 2, rss);
+        check(r == 0 && rss[0] == 0 && memcmp((const char *)whole + 3 * page, "profd", 5) == 0,
+              "dropped pages: %llu bytes resident, read again from the file", (unsigned long long)rss[0]);
         munmap((void *)whole, size);
         munmap((void *)part, 4 * page);
         close(fd);

@@ -79,7 +79,9 @@ static void exe_cache_measure(ExeCache *c)
                 files[n++] = c->exes[i]->search.files[DEBUGINFO_FILE_DEBUG];
                 files[n++] = c->exes[i]->search.files[DEBUGINFO_FILE_ALT];
         }
-        if (memory_files_rss(files, n, rss) < 0)
+        /* Pages of the mapped files are needed while lookups read them (symbol table at load,
+         * names, DWARF): dropped at every check, they count only while in use. */
+        if (memory_files_rss_drop(files, n, rss) < 0)
                 return;
         c->mapped_rss = 0;
         for (size_t i = 0; i < c->n_exes; i++) {

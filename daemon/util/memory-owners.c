@@ -5,6 +5,7 @@
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -42,11 +43,16 @@ int memory_self_rss(uint64_t *ret)
         return 0;
 }
 
-int memory_files_rss(const MemoryFile *files, size_t n, uint64_t *ret)
+static int files_rss(const MemoryFile *files, size_t n, uint64_t *ret, bool drop)
 {
         _cleanup_fclose_ FILE *f = NULL;
         char line[4096];
         ssize_t cur = -1;
+        typedef struct Range {
+                uint64_t start, end;
+        } Range;
+        Range to_drop[512];
+        size_t n_drop = 0;
 
         for (size_t i = 0; i < n; i++)
                 ret[i] = 0;
@@ -58,6 +64,7 @@ int memory_files_rss(const MemoryFile *files, size_t n, uint64_t *ret)
         while (fgets(line, sizeof(line), f)) {
                 unsigned long long start, end, off, ino, kb;
                 unsigned maj, min;
+                char perms[8];
 
                 if (!strchr(line, '\n')) {
                         /* A long path: skip the rest of the line. */
@@ -65,22 +72,39 @@ int memory_files_rss(const MemoryFile *files, size_t n, uint64_t *ret)
                         while ((ch = fgetc(f)) != EOF && ch != '\n')
                                 ;
                 }
-                if (sscanf(line, "%llx-%llx %*4s %llx %x:%x %llu", &start, &end, &off, &maj, &min, &ino) ==
-                    6) {
+                if (sscanf(line, "%llx-%llx %4s %llx %x:%x %llu", &start, &end, perms, &off, &maj, &min,
+                           &ino) == 7) {
                         cur = -1;
-                        if (off != 0 || ino == 0)
+                        /* Private and not executable: not a segment ld.so mapped. */
+                        if (off != 0 || ino == 0 || perms[3] != 'p' || perms[2] == 'x')
                                 continue;
                         for (size_t i = 0; i < n; i++)
                                 if (files[i].size > 0 && files[i].ino == ino &&
                                     files[i].dev == (uint64_t)makedev(maj, min) &&
                                     end - start >= (files[i].size & ~4095ULL)) {
                                         cur = (ssize_t)i;
+                                        if (drop && n_drop < ELEMENTSOF(to_drop))
+                                                to_drop[n_drop++] = (Range){start, end};
                                         break;
                                 }
                 } else if (cur >= 0 && sscanf(line, "Rss: %llu kB", &kb) == 1)
                         ret[cur] += (uint64_t)kb * 1024;
         }
+        /* After reading: smaps is not to change under the reader. */
+        for (size_t i = 0; i < n_drop; i++)
+                (void)madvise((void *)(uintptr_t)to_drop[i].start, to_drop[i].end - to_drop[i].start,
+                              MADV_DONTNEED);
         return 0;
+}
+
+int memory_files_rss(const MemoryFile *files, size_t n, uint64_t *ret)
+{
+        return files_rss(files, n, ret, false);
+}
+
+int memory_files_rss_drop(const MemoryFile *files, size_t n, uint64_t *ret)
+{
+        return files_rss(files, n, ret, true);
 }
 
 void memory_owners_write_metrics(MemoryOwners *m, FILE *f)
