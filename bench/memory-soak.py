@@ -228,7 +228,12 @@ def main():
                     for p in l.pids:
                         if os.path.exists("/tmp/perf-%d.map" % p):
                             os.unlink("/tmp/perf-%d.map" % p)
+        if d.proc.poll() is not None:
+            return 1
         hwm = proc_status_kb(pid, "VmHWM") / 1024
+        if pid != d.proc.pid:
+            # Under a wrapper: profd itself is stopped here (the wrapper may not pass SIGTERM on).
+            os.kill(pid, signal.SIGTERM)
         log("profiles fetched: %d (%.1f MiB), failed: %d; runs: %s" % (
             coll.ok, coll.bytes / 2**20, coll.failed, ", ".join("%s %d" % (l.name, l.runs) for l in loops)))
         log("peak RSS %.1f MiB at %.0f s (VmHWM %.1f MiB), bound %d MiB: %s" % (

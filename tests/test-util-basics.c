@@ -125,6 +125,19 @@ static void test_files_rss(void)
         r = memory_files_rss(two, 2, rss);
         check(r == 0 && rss[0] == 0 && memcmp((const char *)whole + 3 * page, "profd", 5) == 0,
               "dropped pages: %llu bytes resident, read again from the file", (unsigned long long)rss[0]);
+        /* A page written in a private mapping (as libelf rewrites section headers) is kept. */
+        char *rw = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+        if (check(rw != MAP_FAILED, "writable private mapping")) {
+                for (size_t i = 0; i < 8; i++)
+                        (void)*(volatile char *)(rw + i * page);
+                memcpy(rw + 2 * page, "copy", 4);
+                MemoryFile one = f;
+                r = memory_files_rss_drop(&one, 1, rss);
+                check(r == 0 && memcmp(rw + 2 * page, "copy", 4) == 0 &&
+                              memcmp(rw + 3 * page, "profd", 5) == 0,
+                      "drop keeps the written page, file pages read again");
+                munmap(rw, size);
+        }
         munmap((void *)whole, size);
         munmap((void *)part, 4 * page);
         close(fd);

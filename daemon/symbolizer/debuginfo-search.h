@@ -50,8 +50,9 @@ int debuginfo_search_find_debuginfo(Dwfl_Module *mod, void **userdata, const cha
 int debuginfo_search_find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
                               char **file_name, Elf **elfp);
 
-/* Bytes libdw would allocate to inflate elf's compressed .debug_* sections (read from the file's
- * own section headers, which libelf leaves as they are in the raw image). */
+/* Bytes libdw would allocate to inflate elf's compressed .debug_* sections, read from the raw
+ * image's section headers: valid only before libdw opened elf's DWARF (inflating, libelf rewrites
+ * its headers, in the mapped image itself when it reads them from there). */
 uint64_t debuginfo_dwarf_inflated_bytes(Elf *elf);
 
 /* Whether libdw may be let loose on dw: it opens files by the names DWARF gives, blocking, for

@@ -63,6 +63,7 @@ done:
 static bool exe_dwarf_ok(ExeCache *c, Exe *e)
 {
         Dwarf_Addr bias;
+        uint64_t main_bytes;
         Dwarf *dw;
         const char *why;
 
@@ -72,9 +73,10 @@ static bool exe_dwarf_ok(ExeCache *c, Exe *e)
         /* Compressed DWARF is inflated into memory whole when libdw opens it: a file whose DWARF
          * alone would take much of the symbolizer's bound is named from its symbol table only.
          * A debug file not found yet is checked as it is found (debuginfo-search.c). */
-        if ((e->search.debug_given
-                     ? e->search.debug_dwarf_bytes
-                     : debuginfo_dwarf_inflated_bytes(e->search.main_elf)) > SYMBOLIZER_MAX_DWARF_BYTES) {
+        /* Read before libdw inflates anything: libelf then rewrites the section headers. */
+        main_bytes = debuginfo_dwarf_inflated_bytes(e->search.main_elf);
+        if ((e->search.debug_given ? e->search.debug_dwarf_bytes : main_bytes) >
+            SYMBOLIZER_MAX_DWARF_BYTES) {
                 c->n_dwarf_unsafe[DWARF_UNUSED_TOO_LARGE]++;
                 return false;
         }
@@ -87,7 +89,7 @@ static bool exe_dwarf_ok(ExeCache *c, Exe *e)
         }
         if (!dw)
                 return false;
-        e->dwarf_bytes = debuginfo_dwarf_inflated_bytes(dwarf_getelf(dw));
+        e->dwarf_bytes = dwarf_getelf(dw) == e->search.main_elf ? main_bytes : e->search.debug_dwarf_bytes;
         exe_cache_make_room(c, e);
         why = debuginfo_search_dwarf_unsafe(&e->search, dw);
         if (why) {

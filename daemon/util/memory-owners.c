@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <inttypes.h>
 #include <malloc.h>
@@ -43,13 +44,54 @@ int memory_self_rss(uint64_t *ret)
         return 0;
 }
 
+/* PM_PRESENT and PM_FILE of a /proc/PID/pagemap entry (Documentation/admin-guide/mm/pagemap.rst). */
+#define PAGEMAP_PRESENT (1ULL << 63)
+#define PAGEMAP_FILE (1ULL << 61)
+
+/* MADV_DONTNEED on [start, end) but for pages that are private copies (written since mapped):
+ * those hold data the file does not, and dropping them would bring the file's back. */
+static void drop_clean_pages(uint64_t start, uint64_t end, bool has_copies)
+{
+        const uint64_t page = 4096;
+        _cleanup_close_ int fd = -EBADF;
+        uint64_t run = start, entries[512];
+
+        if (!has_copies) {
+                (void)madvise((void *)(uintptr_t)start, end - start, MADV_DONTNEED);
+                return;
+        }
+        fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return; /* nothing dropped: safe */
+        for (uint64_t a = start; a < end; a += page) {
+                uint64_t e, k = (a - start) / page % ELEMENTSOF(entries);
+
+                if (k == 0) {
+                        size_t n = (size_t)((end - a) / page), want;
+
+                        want = (n < ELEMENTSOF(entries) ? n : ELEMENTSOF(entries)) * sizeof(uint64_t);
+
+                        if (pread(fd, entries, want, (off_t)(a / page * sizeof(uint64_t))) != (ssize_t)want)
+                                return;
+                }
+                e = entries[k];
+                if ((e & PAGEMAP_PRESENT) && !(e & PAGEMAP_FILE)) {
+                        if (a > run)
+                                (void)madvise((void *)(uintptr_t)run, a - run, MADV_DONTNEED);
+                        run = a + page;
+                }
+        }
+        if (end > run)
+                (void)madvise((void *)(uintptr_t)run, end - run, MADV_DONTNEED);
+}
+
 static int files_rss(const MemoryFile *files, size_t n, uint64_t *ret, bool drop)
 {
         _cleanup_fclose_ FILE *f = NULL;
         char line[4096];
         ssize_t cur = -1;
         typedef struct Range {
-                uint64_t start, end;
+                uint64_t start, end, anon_kb;
         } Range;
         Range to_drop[512];
         size_t n_drop = 0;
@@ -89,11 +131,12 @@ static int files_rss(const MemoryFile *files, size_t n, uint64_t *ret, bool drop
                                 }
                 } else if (cur >= 0 && sscanf(line, "Rss: %llu kB", &kb) == 1)
                         ret[cur] += (uint64_t)kb * 1024;
+                else if (cur >= 0 && n_drop > 0 && sscanf(line, "Anonymous: %llu kB", &kb) == 1)
+                        to_drop[n_drop - 1].anon_kb = kb;
         }
         /* After reading: smaps is not to change under the reader. */
         for (size_t i = 0; i < n_drop; i++)
-                (void)madvise((void *)(uintptr_t)to_drop[i].start, to_drop[i].end - to_drop[i].start,
-                              MADV_DONTNEED);
+                drop_clean_pages(to_drop[i].start, to_drop[i].end, to_drop[i].anon_kb > 0);
         return 0;
 }
 

@@ -33,9 +33,10 @@ typedef struct MemoryFile {
 /* ret[i]: the resident bytes (smaps "Rss:") of profd's mappings of files[i] from offset 0 that span
  * the whole file (so not the segments of a library profd itself runs, mapped by ld.so). -errno. */
 int memory_files_rss(const MemoryFile *files, size_t n, uint64_t *ret);
-/* The same, then drops those mappings' pages from profd's page tables (MADV_DONTNEED): they are
- * private mappings of files nobody writes, so a page read again comes back from the file (the page
- * cache, usually) unchanged, while one not needed since stops counting in profd's RSS. */
+/* The same, then drops those mappings' pages from profd's page tables (MADV_DONTNEED) but for
+ * pages written since they were mapped (libelf rewrites section headers in place when it
+ * inflates compressed sections; /proc/self/pagemap tells them apart): a page of the file read
+ * again comes back from the file unchanged, and one not needed since stops counting in RSS. */
 int memory_files_rss_drop(const MemoryFile *files, size_t n, uint64_t *ret);
 
 /* Gives free heap pages back to the kernel (malloc_trim): after work that freed much at once
