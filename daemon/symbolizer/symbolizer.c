@@ -20,6 +20,7 @@
 #include "symbolizer/plt-names.h"
 #include "symbolizer/result-frames.h"
 #include "symbolizer/symbolizer.h"
+#include "util/hash.h"
 #include "util/log.h"
 #include "util/metrics-writer.h"
 #include "util/time-util.h"
@@ -32,6 +33,10 @@
 #define SYMBOLIZER_CACHE_SLOTS 32768
 
 typedef struct CacheEntry {
+        /* The hash of the file's identity (device, inode, size, times, build ID), not of its open
+         * Exe: an address resolved once stays named after its executable was closed, so the
+         * symbolizer can close executables (memory bound, idle) without reading them again for
+         * addresses it already named. */
         uint64_t exe_id, vaddr;
         SymFrame *frames; /* one block: frames, then their strings */
         size_t n_frames, size;
@@ -112,6 +117,12 @@ int symbolizer_set_debuginfo_path(Symbolizer *s, const char *path)
         for (size_t i = 0; i < s->elf.n_exes; i++)
                 exe_free(s->elf.exes[i]);
         s->elf.n_exes = 0;
+        if (s->cache)
+                for (size_t i = 0; i < SYMBOLIZER_CACHE_SLOTS; i++) {
+                        free(s->cache[i].frames);
+                        s->cache[i] = (CacheEntry){};
+                }
+        s->cache_entries = s->cache_bytes = 0;
         free(s->elf.debuginfo_path);
         s->elf.debuginfo_path = p;
         return 0;
@@ -229,6 +240,17 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
                         ret);
                 return 0;
         }
+        uint64_t key = hash_fnv1a(HASH_FNV1A_INIT, identity, strlen(identity));
+        CacheEntry *c = NULL;
+        if (m->bias_known) {
+                vaddr = addr - m->load_bias;
+                c = cache_slot(s, key, vaddr);
+                if (c && c->frames && c->exe_id == key && c->vaddr == vaddr) {
+                        s->n_cache_hits++;
+                        *ret = (SymResult){.frames = c->frames, .n_frames = c->n_frames, .symbolized = true};
+                        return 0;
+                }
+        }
         e = exe_lookup(&s->elf, identity);
         if (e && !e->dwfl && now_ns(CLOCK_MONOTONIC) - e->failed_ns > SYMBOLIZER_RETRY_NS) {
                 for (size_t i = 0; i < s->elf.n_exes; i++)
@@ -257,13 +279,6 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
         }
         vaddr = addr - m->load_bias;
 
-        CacheEntry *c = cache_slot(s, e->id, vaddr);
-        if (c && c->frames && c->exe_id == e->id && c->vaddr == vaddr) {
-                s->n_cache_hits++;
-                *ret = (SymResult){.frames = c->frames, .n_frames = c->n_frames, .symbolized = true};
-                return 0;
-        }
-
         symname = exe_addrsym(e, vaddr);
         n = dwarf_inlines_frames(&s->elf, &s->results, e, vaddr, symname);
         if (n > 0) {
@@ -287,7 +302,7 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
                 return 0;
         }
         s->n_user_symbolized++;
-        *ret = (SymResult){.frames = c ? cache_store(s, c, e->id, vaddr, s->results.frames, n)
+        *ret = (SymResult){.frames = c ? cache_store(s, c, key, vaddr, s->results.frames, n)
                                        : s->results.frames,
                            .n_frames = n,
                            .symbolized = true};
