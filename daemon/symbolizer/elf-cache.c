@@ -67,6 +67,16 @@ static void exe_close_at(ExeCache *c, size_t i)
         c->exes[i] = c->exes[--c->n_exes];
 }
 
+void exe_drop_pages(Exe *e)
+{
+        MemoryFile files[3] = {e->file, e->search.files[DEBUGINFO_FILE_DEBUG],
+                               e->search.files[DEBUGINFO_FILE_ALT]};
+        uint64_t rss[3];
+
+        (void)memory_files_rss_drop(files, 3, rss);
+        e->rss = 0;
+}
+
 /* Resident bytes of every open executable's mapped files, one read of /proc/self/smaps. */
 static void exe_cache_measure(ExeCache *c)
 {

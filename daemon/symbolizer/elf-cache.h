@@ -118,6 +118,9 @@ void exe_note_line_table(ExeCache *c, Exe *e, uint64_t cu_offset, size_t n_lines
 /* Closes least recently used executables other than keep while the estimate of what all hold
  * (resident mapped files as last measured, tables, line tables) exceeds SYMBOLIZER_MAX_BYTES. */
 void exe_cache_make_room(ExeCache *c, const Exe *keep);
+/* Drops the resident pages of e's mapped files (a symbol table read whole once is not needed
+ * again: its entries were copied, and names are read back on demand). */
+void exe_drop_pages(Exe *e);
 /* Every SYMBOLIZER_CHECK_NS: closes executables idle for SYMBOLIZER_IDLE_NS, then the least
  * recently used while all of them hold more than SYMBOLIZER_MAX_BYTES; gives what they freed back
  * to the kernel. */

@@ -132,8 +132,11 @@ int symbolizer_set_debuginfo_path(Symbolizer *s, const char *path)
  * symbol containing it (or the nearest sizeless one before it). */
 static const char *exe_addrsym(Exe *e, uint64_t vaddr)
 {
-        if (!e->syms_loaded && exe_load_syms(e) >= 0)
+        if (!e->syms_loaded && exe_load_syms(e) >= 0) {
                 exe_load_plt(e);
+                /* A large binary's symbol table is tens of MiB of pages read once. */
+                exe_drop_pages(e);
+        }
         return exe_plt_lookup(e, vaddr) ?: exe_symtab_lookup(e, vaddr);
 }
 
