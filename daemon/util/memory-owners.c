@@ -44,8 +44,10 @@ int memory_self_rss(uint64_t *ret)
         return 0;
 }
 
-/* PM_PRESENT and PM_FILE of a /proc/PID/pagemap entry (Documentation/admin-guide/mm/pagemap.rst). */
+/* PM_PRESENT, PM_SWAP and PM_FILE of a /proc/PID/pagemap entry (Documentation/admin-guide/mm/pagemap.rst).
+ */
 #define PAGEMAP_PRESENT (1ULL << 63)
+#define PAGEMAP_SWAPPED (1ULL << 62)
 #define PAGEMAP_FILE (1ULL << 61)
 
 /* MADV_DONTNEED on [start, end) but for pages that are private copies (written since mapped):
@@ -75,7 +77,8 @@ static void drop_clean_pages(uint64_t start, uint64_t end, bool has_copies)
                                 return;
                 }
                 e = entries[k];
-                if ((e & PAGEMAP_PRESENT) && !(e & PAGEMAP_FILE)) {
+                /* A private copy: resident, or swapped out (dropped, it would be lost). */
+                if (((e & PAGEMAP_PRESENT) && !(e & PAGEMAP_FILE)) || (e & PAGEMAP_SWAPPED)) {
                         if (a > run)
                                 (void)madvise((void *)(uintptr_t)run, a - run, MADV_DONTNEED);
                         run = a + page;
