@@ -102,17 +102,23 @@ static void exe_cache_measure(ExeCache *c)
 
 void exe_cache_make_room(ExeCache *c, const Exe *keep)
 {
-        uint64_t total = 0;
+        uint64_t total = 0, now = now_ns(CLOCK_MONOTONIC);
 
         for (size_t i = 0; i < c->n_exes; i++)
                 total += c->exes[i]->rss + exe_heap_bytes(c->exes[i]);
-        while (total > SYMBOLIZER_MAX_BYTES && c->n_exes > (keep ? 1 : 0)) {
+        while (total > SYMBOLIZER_MAX_BYTES) {
                 size_t victim = SIZE_MAX;
 
+                /* Not one a profile being built may still need: an exited process's deleted file
+                 * may not open again, and closing what is in use only reads it again. */
                 for (size_t i = 0; i < c->n_exes; i++)
-                        if (c->exes[i] != keep &&
+                        if (c->exes[i] != keep && now - c->exes[i]->last_use_ns > SYMBOLIZER_KEEP_NS &&
                             (victim == SIZE_MAX || c->exes[i]->last_use < c->exes[victim]->last_use))
                                 victim = i;
+                if (victim == SIZE_MAX) {
+                        c->over_bound = true;
+                        return;
+                }
                 total -= c->exes[victim]->rss + exe_heap_bytes(c->exes[victim]);
                 c->mapped_rss -= c->exes[victim]->rss;
                 exe_close_at(c, victim);
@@ -166,6 +172,8 @@ void exe_cache_trim(ExeCache *c, uint64_t now)
                         i++;
         exe_cache_measure(c);
         exe_cache_make_room(c, NULL);
+        c->n_over_bound += c->over_bound;
+        c->over_bound = false;
         c->closed_since_check = false;
         /* libdw's parsed DWARF (inflated sections, line tables, abbreviations) is heap, freed when
          * an executable closes and also by a profile's transient work: resident until given back.

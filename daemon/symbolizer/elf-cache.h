@@ -25,6 +25,9 @@
  * mapping would stay resident as long as it is open. */
 #define SYMBOLIZER_IDLE_NS (180 * NSEC_PER_SEC)
 #define SYMBOLIZER_CHECK_NS (10 * NSEC_PER_SEC)
+/* ... but never one used this recently: the bound is exceeded rather than a profile's files
+ * closed under it (counted: profd_symbolizer_over_bound_total). */
+#define SYMBOLIZER_KEEP_NS (15 * NSEC_PER_SEC)
 /* DWARF stored compressed is inflated whole into memory when opened (Debian's debug packages
  * compress it): a file with more than this is named from its symbol table only. */
 #define SYMBOLIZER_MAX_DWARF_BYTES (24ULL << 20)
@@ -98,6 +101,8 @@ typedef struct ExeCache {
         uint64_t n_exe_closed_idle, n_exe_closed_memory;
         uint64_t last_check_ns;
         bool closed_since_check; /* freed heap to give back at the next check */
+        bool over_bound;         /* over SYMBOLIZER_MAX_BYTES with nothing to close, since the check */
+        uint64_t n_over_bound;   /* checks that found it so */
         uint64_t mapped_rss;     /* sum of the exes' rss at the last check */
 } ExeCache;
 

@@ -467,6 +467,11 @@ void symbolizer_write_metrics(const Symbolizer *s, FILE *f)
                         "over their memory bound (memory).",
                         "reason", (const char *const[]){"idle", "memory"},
                         (const uint64_t[]){s->elf.n_exe_closed_idle, s->elf.n_exe_closed_memory}, 2);
+        metric_counter(
+                f, "profd_symbolizer_over_bound_total",
+                "10-second periods in which the open executables went over their bound with every one "
+                "of them used in the last 15 s (none closed).",
+                s->elf.n_over_bound);
         metric_gauge(f, "profd_symbolizer_executables_resident_bytes",
                      "Resident part of the open executables' mapped files (at the last check).",
                      s->elf.mapped_rss);
