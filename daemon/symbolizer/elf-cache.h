@@ -27,7 +27,7 @@
 #define SYMBOLIZER_CHECK_NS (10 * NSEC_PER_SEC)
 /* ... but never one used this recently: the bound is exceeded rather than a profile's files
  * closed under it (counted: profd_symbolizer_over_bound_total). */
-#define SYMBOLIZER_KEEP_NS (15 * NSEC_PER_SEC)
+#define SYMBOLIZER_KEEP_NS (5 * NSEC_PER_SEC)
 /* DWARF stored compressed is inflated whole into memory when opened (Debian's debug packages
  * compress it): a file with more than this is named from its symbol table only. */
 #define SYMBOLIZER_MAX_DWARF_BYTES (24ULL << 20)

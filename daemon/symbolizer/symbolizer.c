@@ -470,7 +470,7 @@ void symbolizer_write_metrics(const Symbolizer *s, FILE *f)
         metric_counter(
                 f, "profd_symbolizer_over_bound_total",
                 "10-second periods in which the open executables went over their bound with every one "
-                "of them used in the last 15 s (none closed).",
+                "of them used in the last 5 s (none closed).",
                 s->elf.n_over_bound);
         metric_gauge(f, "profd_symbolizer_executables_resident_bytes",
                      "Resident part of the open executables' mapped files (at the last check).",
