@@ -74,14 +74,10 @@ void exe_drop_pages(Exe *e)
         uint64_t rss[3];
 
         (void)memory_files_rss_drop(files, 3, rss);
-        e->rss = 0;
 }
 
-/* Resident bytes of every open executable's mapped files, one read of /proc/self/smaps. */
-static void exe_cache_measure(ExeCache *c)
+static size_t exe_cache_files(const ExeCache *c, MemoryFile *files)
 {
-        MemoryFile files[SYMBOLIZER_MAX_EXES * 3];
-        uint64_t rss[SYMBOLIZER_MAX_EXES * 3];
         size_t n = 0;
 
         for (size_t i = 0; i < c->n_exes; i++) {
@@ -89,15 +85,35 @@ static void exe_cache_measure(ExeCache *c)
                 files[n++] = c->exes[i]->search.files[DEBUGINFO_FILE_DEBUG];
                 files[n++] = c->exes[i]->search.files[DEBUGINFO_FILE_ALT];
         }
-        /* Pages of the mapped files are needed while lookups read them (symbol table at load,
-         * names, DWARF): dropped at every check, they count only while in use. */
+        return n;
+}
+
+uint64_t exe_cache_mapped_bytes(const ExeCache *c)
+{
+        MemoryFile files[SYMBOLIZER_MAX_EXES * 3];
+        uint64_t rss[SYMBOLIZER_MAX_EXES * 3], sum = 0;
+        size_t n = exe_cache_files(c, files);
+
+        if (memory_files_rss(files, n, rss) < 0)
+                return 0;
+        for (size_t i = 0; i < n; i++)
+                sum += rss[i];
+        return sum;
+}
+
+/* Pages of the mapped files are needed while lookups read them (the symbol table once, names,
+ * DWARF): dropped at every check, they count only while in use, and the bound is on the rest. */
+static void exe_cache_drop_pages(ExeCache *c)
+{
+        MemoryFile files[SYMBOLIZER_MAX_EXES * 3];
+        uint64_t rss[SYMBOLIZER_MAX_EXES * 3];
+        size_t n = exe_cache_files(c, files);
+
         if (memory_files_rss_drop(files, n, rss) < 0)
                 return;
         c->mapped_rss = 0;
-        for (size_t i = 0; i < c->n_exes; i++) {
-                c->exes[i]->rss = rss[3 * i] + rss[3 * i + 1] + rss[3 * i + 2];
-                c->mapped_rss += c->exes[i]->rss;
-        }
+        for (size_t i = 0; i < n; i++)
+                c->mapped_rss += rss[i];
 }
 
 void exe_cache_make_room(ExeCache *c, const Exe *keep)
@@ -105,7 +121,7 @@ void exe_cache_make_room(ExeCache *c, const Exe *keep)
         uint64_t total = 0, now = now_ns(CLOCK_MONOTONIC);
 
         for (size_t i = 0; i < c->n_exes; i++)
-                total += c->exes[i]->rss + exe_heap_bytes(c->exes[i]);
+                total += exe_heap_bytes(c->exes[i]);
         while (total > SYMBOLIZER_MAX_BYTES) {
                 size_t victim = SIZE_MAX;
 
@@ -119,8 +135,7 @@ void exe_cache_make_room(ExeCache *c, const Exe *keep)
                         c->over_bound = true;
                         return;
                 }
-                total -= c->exes[victim]->rss + exe_heap_bytes(c->exes[victim]);
-                c->mapped_rss -= c->exes[victim]->rss;
+                total -= exe_heap_bytes(c->exes[victim]);
                 exe_close_at(c, victim);
                 c->n_exe_closed_memory++;
                 c->closed_since_check = true;
@@ -170,7 +185,7 @@ void exe_cache_trim(ExeCache *c, uint64_t now)
                         c->n_exe_closed_idle++;
                 } else
                         i++;
-        exe_cache_measure(c);
+        exe_cache_drop_pages(c);
         exe_cache_make_room(c, NULL);
         c->n_over_bound += c->over_bound;
         c->over_bound = false;

@@ -17,9 +17,10 @@
 /* Executables with an open Dwfl at once; the least recently used is closed beyond this.
  * Each holds a mapping of the file plus whatever DWARF was parsed from it. */
 #define SYMBOLIZER_MAX_EXES 128
-/* ... and in bytes: the resident part of their mapped files (the executable, its debug and dwz
- * files) plus the tables read from them; checked every SYMBOLIZER_CHECK_NS, least recently used
- * closed first. A large binary's symbol table and a .debug file's DWARF are 5-20 MiB each. */
+/* ... and in bytes: the tables read from them (symbols, DWARF inflated from compressed sections,
+ * line tables libdw parsed); least recently used closed first. The pages of their mapped files
+ * (the executable, its debug and dwz files) are dropped every SYMBOLIZER_CHECK_NS instead. A large
+ * binary's symbol table and a .debug file's DWARF are 5-20 MiB each. */
 #define SYMBOLIZER_MAX_BYTES (48ULL << 20)
 /* An executable no lookup used for this long is closed: its process is usually gone, and its
  * mapping would stay resident as long as it is open. */
@@ -58,7 +59,6 @@ typedef struct Exe {
         uint64_t last_use;
         uint64_t last_use_ns; /* CLOCK_MONOTONIC */
         MemoryFile file;      /* the executable as libelf mapped it */
-        uint64_t rss;         /* resident bytes of its mapped files at the last check */
         /* CUs whose line table libdw parsed (a set of DIE offsets, open addressing, 0 = empty)
          * and the estimated heap of those tables. */
         uint64_t *line_cus;
@@ -103,7 +103,7 @@ typedef struct ExeCache {
         bool closed_since_check; /* freed heap to give back at the next check */
         bool over_bound;         /* over SYMBOLIZER_MAX_BYTES with nothing to close, since the check */
         uint64_t n_over_bound;   /* checks that found it so */
-        uint64_t mapped_rss;     /* sum of the exes' rss at the last check */
+        uint64_t mapped_rss;     /* resident bytes of the mapped files at the last check, before the drop */
 } ExeCache;
 
 void exe_free(Exe *e);
@@ -123,6 +123,8 @@ void exe_note_line_table(ExeCache *c, Exe *e, uint64_t cu_offset, size_t n_lines
 /* Closes least recently used executables other than keep while the estimate of what all hold
  * (resident mapped files as last measured, tables, line tables) exceeds SYMBOLIZER_MAX_BYTES. */
 void exe_cache_make_room(ExeCache *c, const Exe *keep);
+/* Resident bytes of the open executables' mapped files now (one read of /proc/self/smaps). */
+uint64_t exe_cache_mapped_bytes(const ExeCache *c);
 /* Drops the resident pages of e's mapped files (a symbol table read whole once is not needed
  * again: its entries were copied, and names are read back on demand). */
 void exe_drop_pages(Exe *e);

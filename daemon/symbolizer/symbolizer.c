@@ -472,9 +472,11 @@ void symbolizer_write_metrics(const Symbolizer *s, FILE *f)
                 "10-second periods in which the open executables went over their bound with every one "
                 "of them used in the last 5 s (none closed).",
                 s->elf.n_over_bound);
-        metric_gauge(f, "profd_symbolizer_executables_resident_bytes",
-                     "Resident part of the open executables' mapped files (at the last check).",
-                     s->elf.mapped_rss);
+        metric_gauge(
+                f, "profd_symbolizer_executables_resident_bytes",
+                "Resident part of the open executables' mapped files at the last check, before its pages "
+                "were dropped: what lookups read in 10 s.",
+                s->elf.mapped_rss);
         metric_family(f, "profd_symbolizer_lookups_total", "counter", "Addresses looked up, by result.");
         for (size_t i = 0; i < ELEMENTSOF(lookups); i++)
                 metric_sample(f, "profd_symbolizer_lookups_total", lookups[i], lookup_counts[i]);
@@ -509,7 +511,7 @@ void symbolizer_memory(const Symbolizer *s, SymbolizerMemory *ret)
         for (size_t i = 0; i < s->elf.n_exes; i++)
                 heap += exe_heap_bytes(s->elf.exes[i]);
         *ret = (SymbolizerMemory){
-                .dwarf_elf = heap + s->elf.mapped_rss,
+                .dwarf_elf = heap + exe_cache_mapped_bytes(&s->elf),
                 .symbol_cache =
                         s->cache_bytes + (s->cache ? SYMBOLIZER_CACHE_SLOTS * sizeof(CacheEntry) : 0),
                 .jit_names = perf_maps_memory(s->perf_maps),
