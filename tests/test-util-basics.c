@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /* The shared basics: growable arrays, arrays sorted by pid, the Prometheus writer. */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "lib/test-util.h"
 #include "util/array.h"
 #include "util/macro.h"
+#include "util/memory-owners.h"
 #include "util/metrics-writer.h"
 
 typedef struct Item {
@@ -76,8 +81,100 @@ static void test_metrics(void)
                      "# HELP profd_z_total By reason.\n# TYPE profd_z_total counter\n"
                      "profd_z_total{reason=\"a\"} 1\nprofd_z_total{reason=\"c\"} 3\n"
                      "profd_w{a=\"1\",b=\"2\"} 18446744073709551615\n"
-                          "process_cpu_seconds_total 1.00\n") == 0,
+                     "process_cpu_seconds_total 1.00\n") == 0,
               "exposition:\n%s", buf);
+        free(buf);
+}
+
+/* A file mapped whole and partly read: its resident part is what was read, and a mapping
+ * of part of it (a library's segment) is not counted. */
+static void test_files_rss(void)
+{
+        char path[] = "/tmp/profd-memtest-XXXXXX";
+        const size_t page = 4096, size = 64 * page;
+        MemoryFile f = {};
+        uint64_t rss[2] = {1, 1}, before = 0, after = 0;
+        struct stat st;
+        int fd = mkstemp(path);
+
+        if (!check(fd >= 0, "scratch file"))
+                return;
+        unlink(path);
+        CHECK(ftruncate(fd, size) == 0);
+        CHECK(fstat(fd, &st) == 0);
+        f = (MemoryFile){.dev = st.st_dev, .ino = st.st_ino, .size = size};
+        volatile const char *whole = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+        const char *part = mmap(NULL, 4 * page, PROT_READ, MAP_PRIVATE, fd, 0);
+        CHECK(whole != MAP_FAILED && part != MAP_FAILED);
+        CHECK(memory_files_rss(&f, 1, rss) == 0 && rss[0] == 0, "untouched: %llu",
+              (unsigned long long)rss[0]);
+        /* Only pages read are in the page cache (the file is all holes), so fault-around maps
+         * no others. */
+        for (size_t i = 0; i < 16; i++)
+                (void)whole[i * page];
+        (void)*(volatile const char *)part;
+        MemoryFile two[2] = {f, {}};
+        int r = memory_files_rss(two, 2, rss);
+        check(r == 0 && rss[0] == 16 * page && rss[1] == 0,
+              "whole mapping: 16 pages read -> %llu bytes; partial mapping and size 0 not counted",
+              (unsigned long long)rss[0]);
+        /* Dropped: no longer resident, and read again it is still the file's data. */
+        CHECK(pwrite(fd, "profd", 5, 3 * page) == 5);
+        r = memory_files_rss_drop(two, 2, rss);
+        CHECK(r == 0 && rss[0] == 16 * page, "measured before the drop: %llu", (unsigned long long)rss[0]);
+        r = memory_files_rss(two, 2, rss);
+        check(r == 0 && rss[0] == 0 && memcmp((const char *)whole + 3 * page, "profd", 5) == 0,
+              "dropped pages: %llu bytes resident, read again from the file", (unsigned long long)rss[0]);
+        /* A page written in a private mapping (as libelf rewrites section headers) is kept. */
+        char *rw = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+        if (check(rw != MAP_FAILED, "writable private mapping")) {
+                for (size_t i = 0; i < 8; i++)
+                        (void)*(volatile char *)(rw + i * page);
+                memcpy(rw + 2 * page, "copy", 4);
+                MemoryFile one = f;
+                r = memory_files_rss_drop(&one, 1, rss);
+                check(r == 0 && memcmp(rw + 2 * page, "copy", 4) == 0 &&
+                              memcmp(rw + 3 * page, "profd", 5) == 0,
+                      "drop keeps the written page, file pages read again");
+                munmap(rw, size);
+        }
+        munmap((void *)whole, size);
+        munmap((void *)part, 4 * page);
+        close(fd);
+
+        /* A freed peak is given back: 32 MiB in 4 KiB blocks, all freed but the last (the heap's
+         * top stays put, so only malloc_trim's release of free pages inside it helps). */
+        enum { N = 8192 };
+        char **v = calloc(N, sizeof(*v));
+        CHECK(v);
+        for (size_t i = 0; v && i < N; i++) {
+                v[i] = malloc(4000);
+                if (v[i])
+                        memset(v[i], 1, 4000);
+        }
+        for (size_t i = 0; v && i + 1 < N; i++)
+                free(v[i]);
+        CHECK(memory_self_rss(&before) == 0);
+        memory_release_free();
+        CHECK(memory_self_rss(&after) == 0);
+        check(before > after && before - after >= 16u << 20, "free heap given back: RSS %llu -> %llu KiB",
+              (unsigned long long)before >> 10, (unsigned long long)after >> 10);
+        if (v)
+                free(v[N - 1]);
+        free(v);
+
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&buf, &len);
+        MemoryOwners o = {};
+        memory_owners_add(&o, "a", 1);
+        memory_owners_add(&o, "a", 2);
+        memory_owners_write_metrics(&o, m);
+        fclose(m);
+        CHECK(buf && strstr(buf, "profd_memory_bytes{owner=\"a\"} 3\n") &&
+                      strstr(buf, "profd_memory_bytes{owner=\"allocator_free\"} ") &&
+                      strstr(buf, "profd_memory_bytes{owner=\"other\"} "),
+              "%s", buf);
         free(buf);
 }
 
@@ -86,6 +183,7 @@ int main(void)
         test_grow();
         test_sorted();
         test_metrics();
+        test_files_rss();
         printf("%s: %u failures\n", failures ? "FAIL" : "ok", failures);
         return failures ? 1 : 0;
 }

@@ -384,6 +384,11 @@ void aggregator_add_interval(Aggregator *a, uint64_t start_ns, uint64_t end_ns, 
         fire_waiters(a);
 }
 
+uint64_t aggregator_memory_bytes(const Aggregator *a)
+{
+        return a ? history_bytes(a) : 0;
+}
+
 uint64_t aggregator_latest_end(const Aggregator *a)
 {
         return a->latest_end;

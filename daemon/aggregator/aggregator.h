@@ -16,7 +16,7 @@ typedef struct Stack {
         uint64_t hash;
         unsigned refs;
         uint32_t n;
-        uint32_t flags;     /* user stacks: PROFD_STACK_* | stop reason; 0 for kernel */
+        uint32_t flags; /* user stacks: PROFD_STACK_* | stop reason; 0 for kernel */
         /* User stacks: per frame 1 = exact pc (symbolize as is), 0 = return address (pc - 1).
          * NULL: frame 0 exact, the others not (SampleRecord.user_exact). */
         const uint8_t *exact;
@@ -47,7 +47,8 @@ Aggregator *aggregator_free(Aggregator *a);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Aggregator *, aggregator_free);
 
 /* The sampler's interval callback feeds this. */
-void aggregator_add_interval(Aggregator *a, uint64_t start_ns, uint64_t end_ns, const SampleRecord *r, size_t n);
+void aggregator_add_interval(Aggregator *a, uint64_t start_ns, uint64_t end_ns, const SampleRecord *r,
+                             size_t n);
 /* Latest interval end received so far (0 if none). */
 uint64_t aggregator_latest_end(const Aggregator *a);
 
@@ -55,7 +56,8 @@ typedef void (*aggregator_wait_cb_t)(void *userdata);
 /* Calls cb once an interval ending at or after t_ns has been added; the handle (for cancel) is
  * invalid once cb has run. If that interval is already there, cb runs before this returns and
  * *ret_handle is NULL. */
-int aggregator_wait_for(Aggregator *a, uint64_t t_ns, aggregator_wait_cb_t cb, void *userdata, void **ret_handle);
+int aggregator_wait_for(Aggregator *a, uint64_t t_ns, aggregator_wait_cb_t cb, void *userdata,
+                        void **ret_handle);
 void aggregator_cancel_wait(Aggregator *a, void *handle);
 
 /* Merge intervals with start >= t0 && end <= t1. -ENODATA if t0 is older than the history. */
@@ -89,3 +91,5 @@ const AggSample *aggregator_cursor_next(const Aggregator *a, AggCursor *c);
  * frees *ret_pids. */
 size_t aggregator_take_pids(Aggregator *a, uint32_t **ret_pids);
 void aggregator_write_metrics(const Aggregator *a, FILE *f);
+/* Memory of the history (sample records, interned stacks), for profd_memory_bytes. */
+uint64_t aggregator_memory_bytes(const Aggregator *a);

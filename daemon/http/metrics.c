@@ -21,6 +21,7 @@
 #include "tracker/proc-tracker.h"
 #include "unwind/table-pool.h"
 #include "util/log.h"
+#include "util/memory-owners.h"
 #include "util/metrics-writer.h"
 #include "util/safe-open.h"
 #include "util/time-util.h"
@@ -217,6 +218,27 @@ static void write_self(Daemon *d, FILE *f)
                      hwm_kb * 1024);
 }
 
+/* profd_memory_bytes: every box's own figure, then what only the process knows (memory-owners.h). */
+static void write_memory(Daemon *d, FILE *f)
+{
+        MemoryOwners m = {};
+
+        if (d->symbolizer) {
+                SymbolizerMemory sm;
+
+                symbolizer_memory(d->symbolizer, &sm);
+                memory_owners_add(&m, "dwarf_elf", sm.dwarf_elf);
+                memory_owners_add(&m, "symbol_cache", sm.symbol_cache);
+                memory_owners_add(&m, "jit_names", sm.jit_names);
+                memory_owners_add(&m, "kallsyms", sm.kallsyms);
+        }
+        memory_owners_add(&m, "history", aggregator_memory_bytes(d->aggregator));
+        memory_owners_add(&m, "process_table", d->processes ? process_table_memory(d->processes) : 0);
+        memory_owners_add(&m, "python_code", python_symbols_memory(d->python_symbols));
+        memory_owners_add(&m, "unwind_pool", table_pool_mapped_bytes(d->pool));
+        memory_owners_write_metrics(&m, f);
+}
+
 int metrics_render(Daemon *d, char **ret_text, size_t *ret_size)
 {
         char *buf = NULL;
@@ -259,6 +281,7 @@ int metrics_render(Daemon *d, char **ret_text, size_t *ret_size)
         frame_names_write_metrics(f);
         remote_memory_write_metrics(f);
         safe_open_write_metrics(f);
+        write_memory(d, f);
 
         if (ferror(f)) {
                 fclose(f);

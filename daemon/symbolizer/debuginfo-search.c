@@ -216,6 +216,15 @@ static int find_by_debuglink(DebuginfoSearch *ds, const char *file_name, const c
         return -1;
 }
 
+/* Which file libdwfl got: libelf maps it whole, and the symbolizer counts its resident part. */
+static void remember_file(MemoryFile *f, int fd)
+{
+        struct stat st;
+
+        if (fd >= 0 && fstat(fd, &st) == 0)
+                *f = (MemoryFile){.dev = st.st_dev, .ino = st.st_ino, .size = (uint64_t)st.st_size};
+}
+
 int debuginfo_search_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
                                     const char *file_name, const char *debuglink_file,
                                     GElf_Word debuglink_crc, char **debuginfo_file_name)
@@ -255,6 +264,7 @@ int debuginfo_search_find_debuginfo(Dwfl_Module *mod, void **userdata, const cha
                                 fd = try_roots(ds, path, &w, debuginfo_file_name);
                 }
                 ds->alt_given = fd >= 0;
+                remember_file(&ds->files[DEBUGINFO_FILE_ALT], fd);
                 return fd;
         }
         n = ds->main_elf ? dwelf_elf_gnu_build_id(ds->main_elf, &bid) : -1;
@@ -273,8 +283,50 @@ int debuginfo_search_find_debuginfo(Dwfl_Module *mod, void **userdata, const cha
         fd = find_by_build_id(ds, &w, debuginfo_file_name);
         if (fd < 0)
                 fd = find_by_debuglink(ds, file_name, debuglink_file, &w, debuginfo_file_name);
+        if (fd >= 0) {
+                Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+
+                ds->debug_dwarf_bytes = debuginfo_dwarf_inflated_bytes(elf);
+                elf_end(elf);
+                if (ds->max_dwarf_bytes > 0 && ds->debug_dwarf_bytes > ds->max_dwarf_bytes) {
+                        /* Asked for DWARF only (a symbol table would have found it earlier). */
+                        close(fd);
+                        free(*debuginfo_file_name);
+                        *debuginfo_file_name = NULL;
+                        ds->refused_large = true;
+                        return -1;
+                }
+        }
         ds->debug_given = fd >= 0;
+        remember_file(&ds->files[DEBUGINFO_FILE_DEBUG], fd);
         return fd;
+}
+
+uint64_t debuginfo_dwarf_inflated_bytes(Elf *elf)
+{
+        const Elf64_Ehdr *eh;
+        size_t size, shstrndx;
+        const char *raw = elf ? elf_rawfile(elf, &size) : NULL;
+        uint64_t sum = 0;
+
+        if (!raw || size < sizeof(*eh) || elf_getshdrstrndx(elf, &shstrndx) < 0)
+                return 0;
+        eh = (const Elf64_Ehdr *)raw;
+        if (eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_shentsize != sizeof(Elf64_Shdr) ||
+            eh->e_shoff > size || (size - eh->e_shoff) / sizeof(Elf64_Shdr) < eh->e_shnum)
+                return 0;
+        for (size_t i = 1; i < eh->e_shnum; i++) {
+                const Elf64_Shdr *sh = (const Elf64_Shdr *)(raw + eh->e_shoff) + i;
+                const char *name = elf_strptr(elf, shstrndx, sh->sh_name);
+                Elf64_Chdr ch;
+
+                if (!(sh->sh_flags & SHF_COMPRESSED) || !name || strncmp(name, ".debug_", 7) != 0 ||
+                    sh->sh_offset > size || size - sh->sh_offset < sizeof(ch))
+                        continue;
+                memcpy(&ch, raw + sh->sh_offset, sizeof(ch));
+                sum += ch.ch_size;
+        }
+        return sum;
 }
 
 const char *debuginfo_search_dwarf_unsafe(const DebuginfoSearch *ds, Dwarf *dw)

@@ -13,6 +13,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "util/memory-owners.h"
+
 typedef struct DebuginfoSearch {
         const char *path; /* libdwfl's format (":.debug:/usr/lib/debug"); NULL: that default */
         char *root;       /* "/proc/PID/root" when the process sees another filesystem, else NULL */
@@ -26,7 +28,15 @@ typedef struct DebuginfoSearch {
         /* The dwz file was found: libdwfl hands it to libdw. Without it, libdw would look for it
          * itself with a blocking open() of a path the file names, when DWARF refers to it. */
         bool alt_given;
+        /* The separate debug file and dwz file handed to libdwfl (.size 0: none). */
+        MemoryFile files[2];
+        /* DWARF bytes the debug file would take inflated (its compressed .debug_* sections); a
+         * debug file over max_dwarf_bytes (0: no limit) is refused, and refused_large set. */
+        uint64_t debug_dwarf_bytes, max_dwarf_bytes;
+        bool refused_large;
 } DebuginfoSearch;
+
+enum { DEBUGINFO_FILE_DEBUG, DEBUGINFO_FILE_ALT };
 
 /* After dwfl_report_elf(): makes mod's userdata point at ds (which must outlive the Dwfl). */
 void debuginfo_search_attach(DebuginfoSearch *ds, Dwfl_Module *mod);
@@ -39,6 +49,11 @@ int debuginfo_search_find_debuginfo(Dwfl_Module *mod, void **userdata, const cha
 /* Dwfl_Callbacks.find_elf: modules are always reported with their descriptor; never by path. */
 int debuginfo_search_find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
                               char **file_name, Elf **elfp);
+
+/* Bytes libdw would allocate to inflate elf's compressed .debug_* sections, read from the raw
+ * image's section headers: valid only before libdw opened elf's DWARF (inflating, libelf rewrites
+ * its headers, in the mapped image itself when it reads them from there). */
+uint64_t debuginfo_dwarf_inflated_bytes(Elf *elf);
 
 /* Whether libdw may be let loose on dw: it opens files by the names DWARF gives, blocking, for
  * split DWARF units (.dwo) and for a dwz file libdwfl was not given. Such DWARF is not read

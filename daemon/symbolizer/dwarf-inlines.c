@@ -63,18 +63,37 @@ done:
 static bool exe_dwarf_ok(ExeCache *c, Exe *e)
 {
         Dwarf_Addr bias;
+        uint64_t main_bytes;
         Dwarf *dw;
         const char *why;
 
         if (e->dwarf_checked)
                 return e->dwarf_ok;
         e->dwarf_checked = true;
+        /* Compressed DWARF is inflated into memory whole when libdw opens it: a file whose DWARF
+         * alone would take much of the symbolizer's bound is named from its symbol table only.
+         * A debug file not found yet is checked as it is found (debuginfo-search.c). */
+        /* Read before libdw inflates anything: libelf then rewrites the section headers. */
+        main_bytes = debuginfo_dwarf_inflated_bytes(e->search.main_elf);
+        if ((e->search.debug_given ? e->search.debug_dwarf_bytes : main_bytes) >
+            SYMBOLIZER_MAX_DWARF_BYTES) {
+                c->n_dwarf_unsafe[DWARF_UNUSED_TOO_LARGE]++;
+                return false;
+        }
+        e->search.max_dwarf_bytes = SYMBOLIZER_MAX_DWARF_BYTES;
         dw = dwfl_module_getdwarf(e->mod, &bias);
+        e->search.max_dwarf_bytes = 0;
+        if (e->search.refused_large) {
+                c->n_dwarf_unsafe[DWARF_UNUSED_TOO_LARGE]++;
+                return false;
+        }
         if (!dw)
                 return false;
+        e->dwarf_bytes = dwarf_getelf(dw) == e->search.main_elf ? main_bytes : e->search.debug_dwarf_bytes;
+        exe_cache_make_room(c, e);
         why = debuginfo_search_dwarf_unsafe(&e->search, dw);
         if (why) {
-                c->n_dwarf_unsafe[strcmp(why, "split_dwarf") == 0]++;
+                c->n_dwarf_unsafe[strcmp(why, "split_dwarf") == 0 ? DWARF_UNUSED_SPLIT : DWARF_UNUSED_DWZ]++;
                 log_debug("Not reading the DWARF of %s: %s", e->identity, why);
                 return false;
         }
@@ -151,10 +170,19 @@ static bool scope_chain(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *chain, size
 }
 
 /* File and line of pc from the CU's line table. */
-void dwarf_inlines_srcline(Dwarf_Die *cudie, Dwarf_Addr dwpc, const char **ret_file, int *ret_line)
+void dwarf_inlines_srcline(ExeCache *c, Exe *e, Dwarf_Die *cudie, Dwarf_Addr dwpc, const char **ret_file,
+                           int *ret_line)
 {
-        Dwarf_Line *l = dwarf_getsrc_die(cudie, dwpc);
+        Dwarf_Lines *lines;
+        Dwarf_Line *l;
+        size_t n_lines;
         int line = 0;
+
+        /* libdw keeps every line table it parsed until the Dwfl is closed: counted against the
+         * symbolizer's memory bound. */
+        if (dwarf_getsrclines(cudie, &lines, &n_lines) == 0)
+                exe_note_line_table(c, e, dwarf_dieoffset(cudie), n_lines);
+        l = dwarf_getsrc_die(cudie, dwpc);
 
         *ret_file = NULL;
         *ret_line = 0;
@@ -181,7 +209,7 @@ size_t dwarf_inlines_frames(ExeCache *c, ResultFrames *r, Exe *e, Dwarf_Addr pc,
                 return 0;
         if (!scope_chain(cudie, pc - bias, chain, &nchain, 0) || nchain == 0)
                 return 0;
-        dwarf_inlines_srcline(cudie, pc - bias, &file, &line);
+        dwarf_inlines_srcline(c, e, cudie, pc - bias, &file, &line);
         (void)dwarf_getsrcfiles(cudie, &files, &nfiles);
 
         /* chain is outermost first and may have been cut at SYMBOLIZER_MAX_INLINE + 1 entries:

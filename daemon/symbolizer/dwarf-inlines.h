@@ -12,7 +12,8 @@
  * DWARF for pc or its DWARF may not be read (counted in c). */
 Dwarf_Die *exe_addrcu(ExeCache *c, Exe *e, Dwarf_Addr pc, Dwarf_Addr *ret_bias);
 /* File and line of pc from the CU's line table. */
-void dwarf_inlines_srcline(Dwarf_Die *cudie, Dwarf_Addr dwpc, const char **ret_file, int *ret_line);
+void dwarf_inlines_srcline(ExeCache *c, Exe *e, Dwarf_Die *cudie, Dwarf_Addr dwpc, const char **ret_file,
+                           int *ret_line);
 /* Inline chain at pc into r->frames: innermost first; each inlined_subroutine's call site gives
  * the file:line of the frame around it. outer_sym, if any, names the outermost function. Returns
  * frames written (0: no DWARF for pc). */

@@ -25,6 +25,7 @@ void exe_free(Exe *e)
                 free((char *)e->plt[i].name);
         free(e->plt);
         free(e->cus);
+        free(e->line_cus);
         free(e->identity);
         debuginfo_search_done(&e->search);
         free(e);
@@ -48,6 +49,151 @@ static void exe_evict_lru(ExeCache *c)
         exe_free(c->exes[victim]);
         c->exes[victim] = c->exes[--c->n_exes];
         c->n_exe_evicted++;
+}
+
+size_t exe_heap_bytes(const Exe *e)
+{
+        size_t n = sizeof(*e) + e->n_syms * sizeof(ExeSym) + e->n_cus * sizeof(CuRange) + e->line_bytes +
+                   e->dwarf_bytes + e->cap_line_cus * sizeof(uint64_t);
+
+        for (size_t i = 0; i < e->n_plt; i++)
+                n += sizeof(ExeSym) + strlen(e->plt[i].name) + 1;
+        return n;
+}
+
+static void exe_close_at(ExeCache *c, size_t i)
+{
+        exe_free(c->exes[i]);
+        c->exes[i] = c->exes[--c->n_exes];
+}
+
+void exe_drop_pages(Exe *e)
+{
+        MemoryFile files[3] = {e->file, e->search.files[DEBUGINFO_FILE_DEBUG],
+                               e->search.files[DEBUGINFO_FILE_ALT]};
+        uint64_t rss[3];
+
+        (void)memory_files_rss_drop(files, 3, rss);
+}
+
+static size_t exe_cache_files(const ExeCache *c, MemoryFile *files)
+{
+        size_t n = 0;
+
+        for (size_t i = 0; i < c->n_exes; i++) {
+                files[n++] = c->exes[i]->file;
+                files[n++] = c->exes[i]->search.files[DEBUGINFO_FILE_DEBUG];
+                files[n++] = c->exes[i]->search.files[DEBUGINFO_FILE_ALT];
+        }
+        return n;
+}
+
+uint64_t exe_cache_mapped_bytes(const ExeCache *c)
+{
+        MemoryFile files[SYMBOLIZER_MAX_EXES * 3];
+        uint64_t rss[SYMBOLIZER_MAX_EXES * 3], sum = 0;
+        size_t n = exe_cache_files(c, files);
+
+        if (memory_files_rss(files, n, rss) < 0)
+                return 0;
+        for (size_t i = 0; i < n; i++)
+                sum += rss[i];
+        return sum;
+}
+
+/* Pages of the mapped files are needed while lookups read them (the symbol table once, names,
+ * DWARF): dropped at every check, they count only while in use, and the bound is on the rest. */
+static void exe_cache_drop_pages(ExeCache *c)
+{
+        MemoryFile files[SYMBOLIZER_MAX_EXES * 3];
+        uint64_t rss[SYMBOLIZER_MAX_EXES * 3];
+        size_t n = exe_cache_files(c, files);
+
+        if (memory_files_rss_drop(files, n, rss) < 0)
+                return;
+        c->mapped_rss = 0;
+        for (size_t i = 0; i < n; i++)
+                c->mapped_rss += rss[i];
+}
+
+void exe_cache_make_room(ExeCache *c, const Exe *keep)
+{
+        uint64_t total = 0, now = now_ns(CLOCK_MONOTONIC);
+
+        for (size_t i = 0; i < c->n_exes; i++)
+                total += exe_heap_bytes(c->exes[i]);
+        while (total > SYMBOLIZER_MAX_BYTES) {
+                size_t victim = SIZE_MAX;
+
+                /* Not one a profile being built may still need: an exited process's deleted file
+                 * may not open again, and closing what is in use only reads it again. */
+                for (size_t i = 0; i < c->n_exes; i++)
+                        if (c->exes[i] != keep && now - c->exes[i]->last_use_ns > SYMBOLIZER_KEEP_NS &&
+                            (victim == SIZE_MAX || c->exes[i]->last_use < c->exes[victim]->last_use))
+                                victim = i;
+                if (victim == SIZE_MAX) {
+                        c->over_bound = true;
+                        return;
+                }
+                total -= exe_heap_bytes(c->exes[victim]);
+                exe_close_at(c, victim);
+                c->n_exe_closed_memory++;
+                c->closed_since_check = true;
+        }
+}
+
+void exe_note_line_table(ExeCache *c, Exe *e, uint64_t cu_offset, size_t n_lines)
+{
+        uint64_t key = cu_offset + 1; /* 0 marks an empty slot */
+        size_t i;
+
+        if ((e->n_line_cus + 1) * 2 > e->cap_line_cus) {
+                size_t cap = e->cap_line_cus ? e->cap_line_cus * 2 : 16;
+                uint64_t *v = calloc(cap, sizeof(*v));
+
+                if (!v)
+                        return;
+                for (size_t k = 0; k < e->cap_line_cus; k++)
+                        if (e->line_cus[k]) {
+                                for (i = (e->line_cus[k] * 0x9e3779b97f4a7c15ULL) >> 32 & (cap - 1); v[i];
+                                     i = (i + 1) & (cap - 1))
+                                        ;
+                                v[i] = e->line_cus[k];
+                        }
+                free(e->line_cus);
+                e->line_cus = v;
+                e->cap_line_cus = cap;
+        }
+        for (i = (key * 0x9e3779b97f4a7c15ULL) >> 32 & (e->cap_line_cus - 1); e->line_cus[i];
+             i = (i + 1) & (e->cap_line_cus - 1))
+                if (e->line_cus[i] == key)
+                        return;
+        e->line_cus[i] = key;
+        e->n_line_cus++;
+        e->line_bytes += (uint64_t)n_lines * EXE_LINE_BYTES;
+        exe_cache_make_room(c, e);
+}
+
+void exe_cache_trim(ExeCache *c, uint64_t now)
+{
+        if (now - c->last_check_ns < SYMBOLIZER_CHECK_NS)
+                return;
+        c->last_check_ns = now;
+        for (size_t i = 0; i < c->n_exes;)
+                if (now - c->exes[i]->last_use_ns > SYMBOLIZER_IDLE_NS) {
+                        exe_close_at(c, i);
+                        c->n_exe_closed_idle++;
+                } else
+                        i++;
+        exe_cache_drop_pages(c);
+        exe_cache_make_room(c, NULL);
+        c->n_over_bound += c->over_bound;
+        c->over_bound = false;
+        c->closed_since_check = false;
+        /* libdw's parsed DWARF (inflated sections, line tables, abbreviations) is heap, freed when
+         * an executable closes and also by a profile's transient work: resident until given back.
+         * A trim costs ~1 ms; every check is cheaper than keeping a profile's peak. */
+        memory_release_free();
 }
 
 static bool same_file(const char *a, const char *b)
@@ -80,6 +226,7 @@ int exe_open(ExeCache *c, const Process *p, const ProcMapping *m, const char *id
 
         if (c->n_exes >= SYMBOLIZER_MAX_EXES)
                 exe_evict_lru(c);
+        exe_cache_make_room(c, NULL);
         e = calloc(1, sizeof(*e));
         if (!e)
                 return -ENOMEM;
@@ -90,6 +237,7 @@ int exe_open(ExeCache *c, const Process *p, const ProcMapping *m, const char *id
         }
         e->hash = hash_fnv1a(HASH_FNV1A_INIT, identity, strlen(identity));
         e->id = ++c->next_exe_id;
+        e->last_use_ns = now_ns(CLOCK_MONOTONIC);
         c->exes[c->n_exes++] = e;
 
         fd = process_open_mapping(p, m);
@@ -105,6 +253,7 @@ int exe_open(ExeCache *c, const Process *p, const ProcMapping *m, const char *id
         if (fstat(fd, &st) == 0) {
                 e->search.main_dev = st.st_dev;
                 e->search.main_ino = st.st_ino;
+                e->file = (MemoryFile){.dev = st.st_dev, .ino = st.st_ino, .size = (uint64_t)st.st_size};
         }
         e->dwfl = dwfl_begin(&e->callbacks);
         if (!e->dwfl) {

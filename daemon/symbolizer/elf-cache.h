@@ -11,10 +11,30 @@
 
 #include "symbolizer/debuginfo-search.h"
 #include "tracker/process-table.h"
+#include "util/memory-owners.h"
+#include "util/time-util.h"
 
 /* Executables with an open Dwfl at once; the least recently used is closed beyond this.
  * Each holds a mapping of the file plus whatever DWARF was parsed from it. */
 #define SYMBOLIZER_MAX_EXES 128
+/* ... and in bytes: the tables read from them (symbols, DWARF inflated from compressed sections,
+ * line tables libdw parsed); least recently used closed first. The pages of their mapped files
+ * (the executable, its debug and dwz files) are dropped every SYMBOLIZER_CHECK_NS instead. A large
+ * binary's symbol table and a .debug file's DWARF are 5-20 MiB each. */
+#define SYMBOLIZER_MAX_BYTES (48ULL << 20)
+/* An executable no lookup used for this long is closed: its process is usually gone, and its
+ * mapping would stay resident as long as it is open. */
+#define SYMBOLIZER_IDLE_NS (180 * NSEC_PER_SEC)
+#define SYMBOLIZER_CHECK_NS (10 * NSEC_PER_SEC)
+/* ... but never one used this recently: the bound is exceeded rather than a profile's files
+ * closed under it (counted: profd_symbolizer_over_bound_total). */
+#define SYMBOLIZER_KEEP_NS (5 * NSEC_PER_SEC)
+/* DWARF stored compressed is inflated whole into memory when opened (Debian's debug packages
+ * compress it): a file with more than this is named from its symbol table only. */
+#define SYMBOLIZER_MAX_DWARF_BYTES (24ULL << 20)
+
+/* Why an executable's DWARF was not read. */
+enum { DWARF_UNUSED_DWZ, DWARF_UNUSED_SPLIT, DWARF_UNUSED_TOO_LARGE, _DWARF_UNUSED_MAX };
 
 typedef struct ExeSym {
         uint64_t addr, size;
@@ -37,7 +57,15 @@ typedef struct Exe {
         Dwfl *dwfl;
         Dwfl_Module *mod;
         uint64_t last_use;
-        uint64_t failed_ns; /* open failed at this time (CLOCK_MONOTONIC) */
+        uint64_t last_use_ns; /* CLOCK_MONOTONIC */
+        MemoryFile file;      /* the executable as libelf mapped it */
+        /* CUs whose line table libdw parsed (a set of DIE offsets, open addressing, 0 = empty)
+         * and the estimated heap of those tables. */
+        uint64_t *line_cus;
+        size_t n_line_cus, cap_line_cus;
+        uint64_t line_bytes;
+        uint64_t dwarf_bytes; /* DWARF sections libdw inflated (compressed in the file) */
+        uint64_t failed_ns;   /* open failed at this time (CLOCK_MONOTONIC) */
         /* Function symbols sorted by address: dwfl_module_addrinfo scans every symbol per
          * lookup, which dominates symbolization of large profiles. */
         ExeSym *syms;
@@ -69,7 +97,13 @@ typedef struct ExeCache {
         char *debuginfo_path;
         Dwfl_Callbacks callbacks;
         uint64_t n_exe_opened, n_exe_evicted, n_exe_failed;
-        uint64_t n_dwarf_unsafe[2]; /* dwz file missing, split DWARF */
+        uint64_t n_dwarf_unsafe[_DWARF_UNUSED_MAX];
+        uint64_t n_exe_closed_idle, n_exe_closed_memory;
+        uint64_t last_check_ns;
+        bool closed_since_check; /* freed heap to give back at the next check */
+        bool over_bound;         /* over SYMBOLIZER_MAX_BYTES with nothing to close, since the check */
+        uint64_t n_over_bound;   /* checks that found it so */
+        uint64_t mapped_rss;     /* resident bytes of the mapped files at the last check, before the drop */
 } ExeCache;
 
 void exe_free(Exe *e);
@@ -78,4 +112,24 @@ Exe *exe_lookup(ExeCache *c, const char *identity);
 /* Opens the file of mapping m of p (evicting the least recently used beyond
  * SYMBOLIZER_MAX_EXES) and adds it to c; an executable that cannot be read is added too, with no
  * Dwfl and its failure time. */
+/* Heap of the tables profd read from e (symbols, PLT names, CU ranges); not libdw's own. */
+size_t exe_heap_bytes(const Exe *e);
+/* Heap of one parsed line table row in libdw (struct Dwarf_Line_s and its share of the table),
+ * an estimate: libdw does not say. */
+#define EXE_LINE_BYTES 56
+/* Counts the line table of the CU at cu_offset of e once; closes least recently used others
+ * while the cache is over SYMBOLIZER_MAX_BYTES. */
+void exe_note_line_table(ExeCache *c, Exe *e, uint64_t cu_offset, size_t n_lines);
+/* Closes least recently used executables other than keep while the estimate of what all hold
+ * (resident mapped files as last measured, tables, line tables) exceeds SYMBOLIZER_MAX_BYTES. */
+void exe_cache_make_room(ExeCache *c, const Exe *keep);
+/* Resident bytes of the open executables' mapped files now (one read of /proc/self/smaps). */
+uint64_t exe_cache_mapped_bytes(const ExeCache *c);
+/* Drops the resident pages of e's mapped files (a symbol table read whole once is not needed
+ * again: its entries were copied, and names are read back on demand). */
+void exe_drop_pages(Exe *e);
+/* Every SYMBOLIZER_CHECK_NS: closes executables idle for SYMBOLIZER_IDLE_NS, then the least
+ * recently used while all of them hold more than SYMBOLIZER_MAX_BYTES; gives what they freed back
+ * to the kernel. */
+void exe_cache_trim(ExeCache *c, uint64_t now_ns);
 int exe_open(ExeCache *c, const Process *p, const ProcMapping *m, const char *identity, Exe **ret);

@@ -221,3 +221,8 @@ void python_symbols_write_metrics(const PythonSymbols *ps, FILE *f)
                 return;
         python_code_cache_write_metrics(ps->code, f);
 }
+
+size_t python_symbols_memory(const PythonSymbols *ps)
+{
+        return ps ? python_code_cache_bytes(ps->code) : 0;
+}

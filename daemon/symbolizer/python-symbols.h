@@ -34,3 +34,5 @@ int python_symbols_name(void *userdata, const Process *p, uint64_t frame, SymFra
 void python_module_name(const char *file, char *buf, size_t size);
 
 void python_symbols_write_metrics(const PythonSymbols *ps, FILE *f);
+/* Memory of the code cache, for profd_memory_bytes. */
+size_t python_symbols_memory(const PythonSymbols *ps);

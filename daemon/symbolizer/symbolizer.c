@@ -20,6 +20,7 @@
 #include "symbolizer/plt-names.h"
 #include "symbolizer/result-frames.h"
 #include "symbolizer/symbolizer.h"
+#include "util/hash.h"
 #include "util/log.h"
 #include "util/metrics-writer.h"
 #include "util/time-util.h"
@@ -32,6 +33,10 @@
 #define SYMBOLIZER_CACHE_SLOTS 32768
 
 typedef struct CacheEntry {
+        /* The hash of the file's identity (device, inode, size, times, build ID), not of its open
+         * Exe: an address resolved once stays named after its executable was closed, so the
+         * symbolizer can close executables (memory bound, idle) without reading them again for
+         * addresses it already named. */
         uint64_t exe_id, vaddr;
         SymFrame *frames; /* one block: frames, then their strings */
         size_t n_frames, size;
@@ -112,6 +117,12 @@ int symbolizer_set_debuginfo_path(Symbolizer *s, const char *path)
         for (size_t i = 0; i < s->elf.n_exes; i++)
                 exe_free(s->elf.exes[i]);
         s->elf.n_exes = 0;
+        if (s->cache)
+                for (size_t i = 0; i < SYMBOLIZER_CACHE_SLOTS; i++) {
+                        free(s->cache[i].frames);
+                        s->cache[i] = (CacheEntry){};
+                }
+        s->cache_entries = s->cache_bytes = 0;
         free(s->elf.debuginfo_path);
         s->elf.debuginfo_path = p;
         return 0;
@@ -121,8 +132,11 @@ int symbolizer_set_debuginfo_path(Symbolizer *s, const char *path)
  * symbol containing it (or the nearest sizeless one before it). */
 static const char *exe_addrsym(Exe *e, uint64_t vaddr)
 {
-        if (!e->syms_loaded && exe_load_syms(e) >= 0)
+        if (!e->syms_loaded && exe_load_syms(e) >= 0) {
                 exe_load_plt(e);
+                /* A large binary's symbol table is tens of MiB of pages read once. */
+                exe_drop_pages(e);
+        }
         return exe_plt_lookup(e, vaddr) ?: exe_symtab_lookup(e, vaddr);
 }
 
@@ -229,6 +243,17 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
                         ret);
                 return 0;
         }
+        uint64_t key = hash_fnv1a(HASH_FNV1A_INIT, identity, strlen(identity));
+        CacheEntry *c = NULL;
+        if (m->bias_known) {
+                vaddr = addr - m->load_bias;
+                c = cache_slot(s, key, vaddr);
+                if (c && c->frames && c->exe_id == key && c->vaddr == vaddr) {
+                        s->n_cache_hits++;
+                        *ret = (SymResult){.frames = c->frames, .n_frames = c->n_frames, .symbolized = true};
+                        return 0;
+                }
+        }
         e = exe_lookup(&s->elf, identity);
         if (e && !e->dwfl && now_ns(CLOCK_MONOTONIC) - e->failed_ns > SYMBOLIZER_RETRY_NS) {
                 for (size_t i = 0; i < s->elf.n_exes; i++)
@@ -245,6 +270,7 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
                         return r;
         }
         e->last_use = ++s->elf.tick;
+        e->last_use_ns = now_ns(CLOCK_MONOTONIC);
 
         if (!e->dwfl || !(m->bias_known)) {
                 s->n_user_no_file++;
@@ -256,13 +282,6 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
         }
         vaddr = addr - m->load_bias;
 
-        CacheEntry *c = cache_slot(s, e->id, vaddr);
-        if (c && c->frames && c->exe_id == e->id && c->vaddr == vaddr) {
-                s->n_cache_hits++;
-                *ret = (SymResult){.frames = c->frames, .n_frames = c->n_frames, .symbolized = true};
-                return 0;
-        }
-
         symname = exe_addrsym(e, vaddr);
         n = dwarf_inlines_frames(&s->elf, &s->results, e, vaddr, symname);
         if (n > 0) {
@@ -273,7 +292,7 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
                 Dwarf_Addr bias;
                 Dwarf_Die *cudie = exe_addrcu(&s->elf, e, vaddr, &bias);
                 if (cudie)
-                        dwarf_inlines_srcline(cudie, vaddr - bias, &file, &line);
+                        dwarf_inlines_srcline(&s->elf, e, cudie, vaddr - bias, &file, &line);
                 result_frames_set(&s->results, &s->results.frames[0], symname, file, line, 0);
                 n = 1;
         } else {
@@ -286,7 +305,7 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
                 return 0;
         }
         s->n_user_symbolized++;
-        *ret = (SymResult){.frames = c ? cache_store(s, c, e->id, vaddr, s->results.frames, n)
+        *ret = (SymResult){.frames = c ? cache_store(s, c, key, vaddr, s->results.frames, n)
                                        : s->results.frames,
                            .n_frames = n,
                            .symbolized = true};
@@ -423,7 +442,11 @@ void symbolizer_write_metrics(const Symbolizer *s, FILE *f)
                 "space=\"user\",result=\"no_file\"",  "space=\"user\",result=\"perf_map\"",
                 "space=\"kernel\",result=\"symbol\"", "space=\"kernel\",result=\"unknown\"",
         };
-        static const char *const dwarf_unused[] = {"dwz_file_missing", "split_dwarf"};
+        static const char *const dwarf_unused[_DWARF_UNUSED_MAX] = {
+                [DWARF_UNUSED_DWZ] = "dwz_file_missing",
+                [DWARF_UNUSED_SPLIT] = "split_dwarf",
+                [DWARF_UNUSED_TOO_LARGE] = "too_large",
+        };
         const uint64_t exe_counts[] = {s->elf.n_exe_opened, s->elf.n_exe_evicted, s->elf.n_exe_failed};
         const uint64_t lookup_counts[] = {
                 s->n_cache_hits,
@@ -441,6 +464,21 @@ void symbolizer_write_metrics(const Symbolizer *s, FILE *f)
         metric_labelled(f, "profd_symbolizer_executables_total", "counter",
                         "Executables opened, evicted or failed to open.", "event", exe_events, exe_counts,
                         ELEMENTSOF(exe_events));
+        metric_labelled(f, "profd_symbolizer_executables_closed_total", "counter",
+                        "Open executables closed, by reason: not used for a while (idle), or all of them "
+                        "over their memory bound (memory).",
+                        "reason", (const char *const[]){"idle", "memory"},
+                        (const uint64_t[]){s->elf.n_exe_closed_idle, s->elf.n_exe_closed_memory}, 2);
+        metric_counter(
+                f, "profd_symbolizer_over_bound_total",
+                "10-second periods in which the open executables went over their bound with every one "
+                "of them used in the last 5 s (none closed).",
+                s->elf.n_over_bound);
+        metric_gauge(
+                f, "profd_symbolizer_executables_resident_bytes",
+                "Resident part of the open executables' mapped files at the last check, before its pages "
+                "were dropped: what lookups read in 10 s.",
+                s->elf.mapped_rss);
         metric_family(f, "profd_symbolizer_lookups_total", "counter", "Addresses looked up, by result.");
         for (size_t i = 0; i < ELEMENTSOF(lookups); i++)
                 metric_sample(f, "profd_symbolizer_lookups_total", lookups[i], lookup_counts[i]);
@@ -465,4 +503,20 @@ void symbolizer_note_process(Symbolizer *s, const Process *p)
 void symbolizer_tick(Symbolizer *s, const Process *(*find)(pid_t pid, void *userdata), void *userdata)
 {
         perf_maps_tick(s->perf_maps, find, userdata);
+        exe_cache_trim(&s->elf, now_ns(CLOCK_MONOTONIC));
+}
+
+void symbolizer_memory(const Symbolizer *s, SymbolizerMemory *ret)
+{
+        size_t heap = 0;
+
+        for (size_t i = 0; i < s->elf.n_exes; i++)
+                heap += exe_heap_bytes(s->elf.exes[i]);
+        *ret = (SymbolizerMemory){
+                .dwarf_elf = heap + exe_cache_mapped_bytes(&s->elf),
+                .symbol_cache =
+                        s->cache_bytes + (s->cache ? SYMBOLIZER_CACHE_SLOTS * sizeof(CacheEntry) : 0),
+                .jit_names = perf_maps_memory(s->perf_maps),
+                .kallsyms = s->kernel.n_ksyms * sizeof(*s->kernel.ksyms) + s->kernel.knames_size,
+        };
 }

@@ -63,11 +63,19 @@ void symbolizer_set_kernel_addresses(Symbolizer *s, bool show);
 /* Whether kernel addresses may be served now (pprof location addresses, mapping range). */
 bool symbolizer_kernel_addresses_shown(Symbolizer *s);
 void symbolizer_write_metrics(const Symbolizer *s, FILE *f);
+/* What the symbolizer holds, in bytes (profd_memory_bytes). */
+typedef struct SymbolizerMemory {
+        uint64_t dwarf_elf;    /* open executables: resident mapped files, tables read from them */
+        uint64_t symbol_cache; /* resolved addresses */
+        uint64_t jit_names;    /* perf maps */
+        uint64_t kallsyms;     /* kernel symbols */
+} SymbolizerMemory;
+void symbolizer_memory(const Symbolizer *s, SymbolizerMemory *ret);
 /* A process seen in samples: reads (a bounded step of) its perf map while it runs, if it has
  * anonymous executable memory (perf-map.h). */
 void symbolizer_note_process(Symbolizer *s, const Process *p);
-/* Periodic (every sample drain): forgets the perf maps of processes find() no longer knows, reads what live ones
- * appended (bounded). */
+/* Periodic (every sample drain): forgets the perf maps of processes find() no longer knows, reads what live
+ * ones appended (bounded). */
 void symbolizer_tick(Symbolizer *s, const Process *(*find)(pid_t pid, void *userdata), void *userdata);
 /* Where separate debuginfo is searched (libdwfl syntax, default ":.debug:/usr/lib/debug"). */
 int symbolizer_set_debuginfo_path(Symbolizer *s, const char *path);

@@ -9,6 +9,7 @@
 
 #include "unwind/exe-cache.h"
 #include "util/log.h"
+#include "util/memory-owners.h"
 #include "util/metrics-writer.h"
 #include "util/safe-open.h"
 #include "util/time-util.h"
@@ -23,6 +24,8 @@
 #define EXE_CACHE_MAX_QUEUED_FDS 128
 /* Unused entries kept at most (the grace period usually forgets them sooner). */
 #define EXE_CACHE_MAX_UNUSED 1024
+/* Builds of at least this many rows give their freed heap back to the kernel afterwards. */
+#define EXE_CACHE_RELEASE_ROWS (256u << 10)
 /* A table that did not fit the pool is tried again after this long. */
 #define EXE_CACHE_POOL_FULL_RETRY_NS (30 * NSEC_PER_SEC)
 
@@ -489,6 +492,10 @@ static int run_one_build(ExeCache *c)
         t->id_is_hash = false;
         r = table_pool_acquire(c->pool, t, &pt);
         unwind_table_free(t);
+        /* A large table's build peaks at several times the table in heap (parsed CFI, rows
+         * sorted and merged); freed in pieces, that peak would otherwise stay resident. */
+        if (e->n_rows >= EXE_CACHE_RELEASE_ROWS)
+                memory_release_free();
         if (r < 0) {
                 entry_failed(c, e, r, "does not fit the unwind table pool");
                 goto done;

@@ -36,8 +36,6 @@ void pool_shard_drop(TablePool *p, uint32_t slot)
         if (s->fd < 0)
                 return;
         (void)bpf_map_delete_elem(p->shards_fd, &slot);
-        if (s->mem)
-                munmap(s->mem, PROFD_SHARD_BYTES);
         close(s->fd);
         *s = (Shard){.fd = -1};
         p->n_shards--;
@@ -131,13 +129,6 @@ int pool_shard_create(TablePool *p, uint32_t *ret_slot)
                 s->fd = -1;
                 return r;
         }
-        s->mem = mmap(NULL, PROFD_SHARD_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
-        if (s->mem == MAP_FAILED) {
-                r = -errno;
-                close(s->fd);
-                *s = (Shard){.fd = -1};
-                return r;
-        }
         p->n_shards++;
         /* Visible to BPF only once it is in the outer map; nothing points into it yet. */
         if (bpf_map_update_elem(p->shards_fd, &slot, &s->fd, BPF_ANY) < 0) {
@@ -147,6 +138,36 @@ int pool_shard_create(TablePool *p, uint32_t *ret_slot)
         }
         *ret_slot = slot;
         return 0;
+}
+
+/* A shard is mapped into profd only while a segment is written or copied: the kernel maps every
+ * page of a BPF array at mmap() (remap_vmalloc_range), so a shard kept mapped was 4 MiB of profd's
+ * RSS from its creation, and the pool's limit (256 MiB by default) a bound on RSS as well. */
+int pool_shard_map(TablePool *p, uint32_t slot, uint32_t offset, uint32_t words, ShardWindow *ret)
+{
+        uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), start = (uint64_t)offset * sizeof(uint32_t),
+                 end = start + (uint64_t)words * sizeof(uint32_t), first = start & ~(page - 1),
+                 last = (end + page - 1) & ~(page - 1);
+        void *m;
+
+        if (end > PROFD_SHARD_BYTES || last == first)
+                return -EINVAL;
+        m = mmap(NULL, last - first, PROT_READ | PROT_WRITE, MAP_SHARED, p->shards[slot].fd, (off_t)first);
+        if (m == MAP_FAILED)
+                return -errno;
+        *ret = (ShardWindow){
+                .base = m, .len = last - first, .words = (uint32_t *)((uint8_t *)m + (start - first))};
+        p->mapped_bytes += ret->len;
+        return 0;
+}
+
+void pool_shard_unmap(TablePool *p, ShardWindow *w)
+{
+        if (!w->base)
+                return;
+        munmap(w->base, w->len);
+        p->mapped_bytes -= w->len;
+        *w = (ShardWindow){};
 }
 
 /* Shards for tables: all but one, which compaction needs as its target (a one-shard pool

@@ -10,6 +10,14 @@ void pool_new_generation(TablePool *p);
 
 int pool_shard_create(TablePool *p, uint32_t *ret_slot);
 void pool_shard_drop(TablePool *p, uint32_t slot);
+/* words words of the shard at offset (in words) mapped for writing, until pool_shard_unmap(). */
+typedef struct ShardWindow {
+        void *base;
+        size_t len;
+        uint32_t *words;
+} ShardWindow;
+int pool_shard_map(TablePool *p, uint32_t slot, uint32_t offset, uint32_t words, ShardWindow *ret);
+void pool_shard_unmap(TablePool *p, ShardWindow *w);
 /* Shards for tables: all but one, which compaction needs as its target (a one-shard pool
  * cannot compact, only evict). */
 unsigned pool_usable_shards(const TablePool *p);

@@ -31,8 +31,7 @@ struct PoolTable {
 };
 
 typedef struct Shard {
-        int fd; /* -1: slot free */
-        uint32_t *mem;
+        int fd;        /* -1: slot free */
         uint32_t used; /* bump pointer, words */
         uint32_t live; /* words of tables placed here */
 } Shard;
@@ -51,6 +50,7 @@ struct TablePool {
         uint64_t limit;
         unsigned max_shards; /* including the one kept for compaction */
         unsigned n_shards;
+        uint64_t mapped_bytes; /* of shards mapped into profd right now (only while written) */
         Shard shards[PROFD_POOL_MAX_SHARDS];
 
         PoolTable **tables;

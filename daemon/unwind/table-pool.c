@@ -165,14 +165,34 @@ static int compact_one(TablePool *p)
         if (r < 0)
                 return r;
 
+        /* Copied first, repointed after: a copy that fails leaves every segment where it was. */
+        for (size_t i = 0; i < p->n_tables; i++)
+                for (size_t k = 0; k < p->tables[i]->n_segs; k++) {
+                        const Segment *g = &p->tables[i]->segs[k];
+                        ShardWindow src = {}, dst = {};
+
+                        if (g->shard != victim)
+                                continue;
+                        r = pool_shard_map(p, victim, g->offset, g->words, &src);
+                        if (r >= 0)
+                                r = pool_shard_map(p, fresh, off, g->words, &dst);
+                        if (r >= 0)
+                                memcpy(dst.words, src.words, (size_t)g->words * sizeof(uint32_t));
+                        pool_shard_unmap(p, &src);
+                        pool_shard_unmap(p, &dst);
+                        if (r < 0) {
+                                pool_shard_drop(p, fresh);
+                                return r;
+                        }
+                        off += g->words;
+                }
+        off = 0;
         for (size_t i = 0; i < p->n_tables; i++)
                 for (size_t k = 0; k < p->tables[i]->n_segs; k++) {
                         Segment *g = &p->tables[i]->segs[k];
 
                         if (g->shard != victim)
                                 continue;
-                        memcpy(p->shards[fresh].mem + off, p->shards[victim].mem + g->offset,
-                               (size_t)g->words * sizeof(uint32_t));
                         g->shard = fresh;
                         g->offset = off;
                         off += g->words;
@@ -266,7 +286,12 @@ int table_pool_acquire(TablePool *p, const UnwindTable *t, PoolTable **ret)
                 g->shard = slot;
                 g->offset = p->shards[slot].used;
                 /* Written before any mapping entry can point here. */
-                pool_segment_write(t, remap, g, p->shards[slot].mem + g->offset);
+                ShardWindow w = {};
+                r = pool_shard_map(p, slot, p->shards[slot].used, g->words, &w);
+                if (r < 0)
+                        break;
+                pool_segment_write(t, remap, g, w.words);
+                pool_shard_unmap(p, &w);
                 p->shards[slot].used += g->words;
                 p->shards[slot].live += g->words;
         }
@@ -331,6 +356,11 @@ void table_pool_write_metrics(const TablePool *p, FILE *f)
         metric_counter(f, "profd_unwind_pool_stale_snapshots_total",
                        "Process mappings not installed: read before the process exec'd.",
                        p->stale_snapshots);
+}
+
+uint64_t table_pool_mapped_bytes(const TablePool *p)
+{
+        return p ? p->mapped_bytes : 0;
 }
 
 size_t table_pool_n_tables(const TablePool *p)

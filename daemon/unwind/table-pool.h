@@ -50,4 +50,6 @@ int table_pool_last_exec(TablePool *p, pid_t pid, uint64_t *ret_ns);
 int table_pool_remove_process(TablePool *p, pid_t pid);
 /* Tables placed in the pool (for the service STATUS= line). */
 size_t table_pool_n_tables(const TablePool *p);
+/* Bytes of shards mapped into profd (its RSS) right now: only while a table is written. */
+uint64_t table_pool_mapped_bytes(const TablePool *p);
 void table_pool_write_metrics(const TablePool *p, FILE *f);

@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <inttypes.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/sysmacros.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "util/macro.h"
+#include "util/memory-owners.h"
+#include "util/metrics-writer.h"
+
+static uint64_t n_releases, released_bytes;
+
+void memory_owners_add(MemoryOwners *m, const char *name, uint64_t bytes)
+{
+        for (size_t i = 0; i < m->n; i++)
+                if (strcmp(m->names[i], name) == 0) {
+                        m->bytes[i] += bytes;
+                        return;
+                }
+        if (m->n >= MEMORY_OWNERS_MAX)
+                return; /* shows in "other" */
+        m->names[m->n] = name;
+        m->bytes[m->n++] = bytes;
+}
+
+int memory_self_rss(uint64_t *ret)
+{
+        _cleanup_fclose_ FILE *f = fopen("/proc/self/statm", "re");
+        unsigned long long size, resident;
+        long page = sysconf(_SC_PAGESIZE);
+
+        if (!f)
+                return -errno;
+        if (fscanf(f, "%llu %llu", &size, &resident) != 2 || page <= 0)
+                return -EBADMSG;
+        *ret = (uint64_t)resident * (uint64_t)page;
+        return 0;
+}
+
+/* PM_PRESENT, PM_SWAP and PM_FILE of a /proc/PID/pagemap entry (Documentation/admin-guide/mm/pagemap.rst).
+ */
+#define PAGEMAP_PRESENT (1ULL << 63)
+#define PAGEMAP_SWAPPED (1ULL << 62)
+#define PAGEMAP_FILE (1ULL << 61)
+
+/* MADV_DONTNEED on [start, end) but for pages that are private copies (written since mapped):
+ * those hold data the file does not, and dropping them would bring the file's back. */
+static void drop_clean_pages(uint64_t start, uint64_t end, bool has_copies)
+{
+        const uint64_t page = 4096;
+        _cleanup_close_ int fd = -EBADF;
+        uint64_t run = start, entries[512];
+
+        if (!has_copies) {
+                (void)madvise((void *)(uintptr_t)start, end - start, MADV_DONTNEED);
+                return;
+        }
+        fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return; /* nothing dropped: safe */
+        for (uint64_t a = start; a < end; a += page) {
+                uint64_t e, k = (a - start) / page % ELEMENTSOF(entries);
+
+                if (k == 0) {
+                        size_t n = (size_t)((end - a) / page), want;
+
+                        want = (n < ELEMENTSOF(entries) ? n : ELEMENTSOF(entries)) * sizeof(uint64_t);
+
+                        if (pread(fd, entries, want, (off_t)(a / page * sizeof(uint64_t))) != (ssize_t)want)
+                                return;
+                }
+                e = entries[k];
+                /* A private copy: resident, or swapped out (dropped, it would be lost). */
+                if (((e & PAGEMAP_PRESENT) && !(e & PAGEMAP_FILE)) || (e & PAGEMAP_SWAPPED)) {
+                        if (a > run)
+                                (void)madvise((void *)(uintptr_t)run, a - run, MADV_DONTNEED);
+                        run = a + page;
+                }
+        }
+        if (end > run)
+                (void)madvise((void *)(uintptr_t)run, end - run, MADV_DONTNEED);
+}
+
+static int files_rss(const MemoryFile *files, size_t n, uint64_t *ret, bool drop)
+{
+        _cleanup_fclose_ FILE *f = NULL;
+        char line[4096];
+        ssize_t cur = -1;
+        typedef struct Range {
+                uint64_t start, end, anon_kb;
+        } Range;
+        Range to_drop[512];
+        size_t n_drop = 0;
+
+        for (size_t i = 0; i < n; i++)
+                ret[i] = 0;
+        if (n == 0)
+                return 0;
+        f = fopen("/proc/self/smaps", "re");
+        if (!f)
+                return -errno;
+        while (fgets(line, sizeof(line), f)) {
+                unsigned long long start, end, off, ino, kb;
+                unsigned maj, min;
+                char perms[8];
+
+                if (!strchr(line, '\n')) {
+                        /* A long path: skip the rest of the line. */
+                        int ch;
+                        while ((ch = fgetc(f)) != EOF && ch != '\n')
+                                ;
+                }
+                if (sscanf(line, "%llx-%llx %4s %llx %x:%x %llu", &start, &end, perms, &off, &maj, &min,
+                           &ino) == 7) {
+                        cur = -1;
+                        /* Private and not executable: not a segment ld.so mapped. */
+                        if (off != 0 || ino == 0 || perms[3] != 'p' || perms[2] == 'x')
+                                continue;
+                        for (size_t i = 0; i < n; i++)
+                                if (files[i].size > 0 && files[i].ino == ino &&
+                                    files[i].dev == (uint64_t)makedev(maj, min) &&
+                                    end - start >= (files[i].size & ~4095ULL)) {
+                                        cur = (ssize_t)i;
+                                        if (drop && n_drop < ELEMENTSOF(to_drop))
+                                                to_drop[n_drop++] = (Range){start, end};
+                                        break;
+                                }
+                } else if (cur >= 0 && sscanf(line, "Rss: %llu kB", &kb) == 1)
+                        ret[cur] += (uint64_t)kb * 1024;
+                else if (cur >= 0 && n_drop > 0 && sscanf(line, "Anonymous: %llu kB", &kb) == 1)
+                        to_drop[n_drop - 1].anon_kb = kb;
+        }
+        /* After reading: smaps is not to change under the reader. */
+        for (size_t i = 0; i < n_drop; i++)
+                drop_clean_pages(to_drop[i].start, to_drop[i].end, to_drop[i].anon_kb > 0);
+        return 0;
+}
+
+int memory_files_rss(const MemoryFile *files, size_t n, uint64_t *ret)
+{
+        return files_rss(files, n, ret, false);
+}
+
+int memory_files_rss_drop(const MemoryFile *files, size_t n, uint64_t *ret)
+{
+        return files_rss(files, n, ret, true);
+}
+
+void memory_owners_write_metrics(MemoryOwners *m, FILE *f)
+{
+        /* Walks malloc's free lists: milliseconds on a heap of many free chunks, so once per
+         * scrape and never in a hot path. Free bytes malloc_trim gave back stay counted here (the
+         * chunks are still free-listed) although they are no longer resident. */
+        struct mallinfo2 mi = mallinfo2();
+        uint64_t rss = 0, owned = 0;
+
+        memory_owners_add(m, "allocator_free", mi.fordblks + mi.fsmblks);
+        for (size_t i = 0; i < m->n; i++)
+                owned += m->bytes[i];
+        (void)memory_self_rss(&rss);
+        memory_owners_add(m, "other", rss > owned ? rss - owned : 0);
+
+        metric_labelled(f, "profd_memory_bytes", "gauge",
+                        "Memory profd holds, by owner; other: resident memory (RSS) no owner accounts for.",
+                        "owner", m->names, m->bytes, m->n);
+        metric_counter(f, "profd_memory_releases_total",
+                       "Times free heap pages were given back to the kernel after a large free.",
+                       n_releases);
+        metric_counter(f, "profd_memory_released_bytes_total", "Resident bytes those releases gave back.",
+                       released_bytes);
+}
+
+void memory_release_free(void)
+{
+        uint64_t before = 0, after = 0;
+
+        (void)memory_self_rss(&before);
+        (void)malloc_trim(0);
+        (void)memory_self_rss(&after);
+        n_releases++;
+        if (before > after)
+                released_bytes += before - after;
+}
