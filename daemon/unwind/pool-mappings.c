@@ -19,6 +19,7 @@ void pool_proc_free(Proc *pr)
                 return;
         free(pr->maps);
         free(pr->keys);
+        free(pr->values);
         free(pr);
 }
 
@@ -102,12 +103,25 @@ static int mapping_entries(pid_t pid, const PoolMapping *m, struct profd_unwind_
         return 0;
 }
 
-/* Writes pr's entries for m (new ones first, then deletes the keys no longer used, so a pc
- * never goes missing during the update). */
+typedef struct Entry {
+        struct profd_unwind_mapping_key key;
+        struct profd_unwind_mapping value;
+} Entry;
+
+static int cmp_entry(const void *a, const void *b)
+{
+        return cmp_key(&((const Entry *)a)->key, &((const Entry *)b)->key);
+}
+
+/* Writes pr's entries for m (new and changed ones first, then deletes the keys no longer used, so
+ * a pc never goes missing during the update). An entry the map already holds with the same value
+ * is not written again: the loader's start-up read of a new process, a table placed for one of
+ * its files, or a compaction touch a few of the process's entries, not all of them. */
 int pool_proc_write_entries(TablePool *p, Proc *pr, const PoolMapping *m, size_t n)
 {
         _cleanup_free_ struct profd_unwind_mapping_key *keys = NULL;
         _cleanup_free_ struct profd_unwind_mapping *values = NULL;
+        _cleanup_free_ Entry *e = NULL;
         size_t n_keys = 0, cap = 0, j = 0;
         int r, ret = 0;
 
@@ -118,15 +132,38 @@ int pool_proc_write_entries(TablePool *p, Proc *pr, const PoolMapping *m, size_t
                 if (r < 0)
                         return r; /* nothing written yet */
         }
+        e = calloc(n_keys ?: 1, sizeof(*e));
+        if (!e)
+                return -ENOMEM;
         for (size_t k = 0; k < n_keys; k++)
+                e[k] = (Entry){.key = keys[k], .value = values[k]};
+        if (n_keys > 1)
+                qsort_safe(e, n_keys, sizeof(*e), cmp_entry);
+        for (size_t k = 0; k < n_keys; k++) {
+                keys[k] = e[k].key;
+                values[k] = e[k].value;
+        }
+
+        /* pr->keys is sorted: write what it lacks or holds with another value. */
+        for (size_t k = 0; k < n_keys; k++) {
+                while (j < pr->n_keys && cmp_key(&pr->keys[j], &keys[k]) < 0)
+                        j++;
+                if (j < pr->n_keys && cmp_key(&pr->keys[j], &keys[k]) == 0 &&
+                    memcmp(&pr->values[j], &values[k], sizeof(values[k])) == 0) {
+                        p->entries_unchanged++;
+                        continue;
+                }
+                p->entries_written++;
                 if (bpf_map_update_elem(p->mappings_fd, &keys[k], &values[k], BPF_ANY) < 0) {
                         ret = -errno;
                         p->entry_errors++;
+                        /* Not what the map holds: never taken as written next time. */
+                        values[k].flags = UINT32_MAX;
                 }
-        if (n_keys > 1)
-                qsort_safe(keys, n_keys, sizeof(*keys), cmp_key);
+        }
 
-        /* pr->keys is sorted too: delete what the new set lacks. */
+        /* Delete what the new set lacks. */
+        j = 0;
         for (size_t i = 0; i < pr->n_keys; i++) {
                 while (j < n_keys && cmp_key(&keys[j], &pr->keys[i]) < 0)
                         j++;
@@ -136,7 +173,9 @@ int pool_proc_write_entries(TablePool *p, Proc *pr, const PoolMapping *m, size_t
         }
         p->n_mapping_entries = p->n_mapping_entries - pr->n_keys + n_keys;
         free(pr->keys);
+        free(pr->values);
         pr->keys = TAKE_PTR(keys);
+        pr->values = TAKE_PTR(values);
         pr->n_keys = n_keys;
         return ret;
 }
