@@ -128,17 +128,16 @@ static int read_cb(const ProcMapsLine *l, void *userdata)
         return 0;
 }
 
-/* starttime (field 22), comm and state of /proc/PID/stat. comm may hold spaces and ')', so
- * fields are counted from the last ')'. */
-static int read_stat_full(pid_t pid, uint64_t *ret_start, char comm[17], char *ret_state)
+/* starttime (field 22), comm and state of /proc/PID/stat (path relative to dirfd). comm may hold
+ * spaces and ')', so fields are counted from the last ')'. */
+static int read_stat_at(int dirfd, const char *path, uint64_t *ret_start, char comm[17], char *ret_state)
 {
-        char path[64], buf[1024];
+        char buf[1024];
         _cleanup_close_ int fd = -1;
         ssize_t n;
         char *open_paren, *close_paren, *p;
 
-        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
+        fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
                 return errno == ENOENT ? -ESRCH : -errno;
         n = read(fd, buf, sizeof(buf) - 1);
@@ -170,6 +169,14 @@ static int read_stat_full(pid_t pid, uint64_t *ret_start, char comm[17], char *r
         return errno ? -errno : 0;
 }
 
+static int read_stat_full(pid_t pid, uint64_t *ret_start, char comm[17], char *ret_state)
+{
+        char path[64];
+
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        return read_stat_at(AT_FDCWD, path, ret_start, comm, ret_state);
+}
+
 int process_read_stat(pid_t pid, uint64_t *ret_start, char comm[17])
 {
         return read_stat_full(pid, ret_start, comm, NULL);
@@ -197,14 +204,26 @@ int process_read(ProcessTable *t, Process *p)
         ReadCtx c = {
                 .t = t, .pid = p->pid, .now = now_ns(CLOCK_MONOTONIC), .max_mappings = PROCESS_MAX_MAPPINGS};
         bool over_budget = process_table_memory(t) > t->max_bytes;
+        _cleanup_close_ int dirfd = -1;
         struct stat ns;
-        uint64_t start, start_after;
+        uint64_t start;
         char comm[17], state = 0;
         unsigned bad = 0;
-        int r;
+        int fd, r;
 
         t->n_reads++;
-        r = read_stat_full(p->pid, &start, comm, &state);
+        /* Everything through one descriptor of /proc/PID: it names this very process, so a pid
+         * reused while we read fails the reads (ENOENT, ESRCH) instead of handing us another
+         * process's maps, and the start time need not be read again afterwards. */
+        snprintf(path, sizeof(path), "/proc/%d", (int)p->pid);
+        dirfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (dirfd < 0) {
+                r = errno == ENOENT ? -ESRCH : -errno;
+                goto fail;
+        }
+        r = read_stat_at(dirfd, "stat", &start, comm, &state);
+        if (r == -ENOENT)
+                r = -ESRCH;
         if (r < 0)
                 goto fail;
         /* A zombie (or a dying task) has no mappings left: reading them would replace what we
@@ -215,14 +234,18 @@ int process_read(ProcessTable *t, Process *p)
         }
         if (over_budget)
                 c.max_mappings = PROCESS_MAX_MAPPINGS_OVER_BUDGET;
-        snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)p->pid);
         if (t->self_mnt_ns == 0 && stat("/proc/self/ns/mnt", &ns) == 0)
                 t->self_mnt_ns = ns.st_ino;
-        c.foreign_ns = stat(path, &ns) == 0 && ns.st_ino != t->self_mnt_ns;
-        snprintf(path, sizeof(path), "/proc/%d/maps", (int)p->pid);
-        f = fopen(path, "re");
-        if (!f) {
+        c.foreign_ns = fstatat(dirfd, "ns/mnt", &ns, 0) == 0 && ns.st_ino != t->self_mnt_ns;
+        fd = openat(dirfd, "maps", O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
                 r = errno == ENOENT ? -ESRCH : -errno;
+                goto fail;
+        }
+        f = fdopen(fd, "re");
+        if (!f) {
+                r = -errno;
+                close(fd);
                 goto fail;
         }
         r = proc_maps_read(f, read_cb, &c, &bad);
@@ -230,17 +253,16 @@ int process_read(ProcessTable *t, Process *p)
                 mappings_free(t, c.mappings, c.n);
                 goto fail;
         }
-        /* The pid may have been reused while we read: then the maps belong to someone else. */
-        r = process_read_stat(p->pid, &start_after, NULL);
-        if (r >= 0 && start_after != start)
-                r = -ESRCH;
         /* A process that had executable mappings and now has none is either tearing its memory
          * down on the way out or in the middle of an exec (the old image gone, the new one not
          * mapped yet): keep what we knew and let the caller look again; its exit event says
          * which. Calling it exited here lost the new image for good (the start time does not
          * change at exec, so no later read undid it). */
-        if (r >= 0 && c.n == 0 && p->n_mappings > 0 && start == p->start_time)
+        if (c.n == 0 && p->n_mappings > 0 && start == p->start_time)
                 r = -EAGAIN;
+        /* No mappings at all: a kernel thread, or a process gone while we read. */
+        else if (c.n == 0 && read_stat_at(dirfd, "stat", &start, NULL, NULL) < 0)
+                r = -ESRCH;
         if (r < 0) {
                 mappings_free(t, c.mappings, c.n);
                 goto fail;
