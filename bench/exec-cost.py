@@ -3,7 +3,8 @@
 700 compiler, linker and generator processes) with profd running at its defaults, and the same
 build without profd. Prints per run: execs profd saw (profd_process_events_received_total
 {type="exec"}), profd's CPU time during the build (utime+stime of /proc/PID/stat), CPU per exec,
-the share of one core, and the build's wall time without and with profd (ratio).
+the share of one core, the part of it spent building unwind tables of files never seen before,
+and the build's wall time without and with profd (ratio).
 
     bench/exec-cost.py [--runs 2] [--port 7422] [--profd OTHER/daemon/profd]   (compare another build)
 
@@ -31,6 +32,13 @@ def exec_count(metrics):
     return int(m.group(1)) if m else 0
 
 
+def build_seconds(metrics):
+    """Unwind table builds: files never seen before (new binaries of this build and of whatever
+    else the machine runs), a cost per new file rather than per exec."""
+    m = re.search(r'^profd_exe_cache_build_seconds_total ([0-9.e+-]+)$', metrics, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
 def build(bdir):
     subprocess.run(["ninja", "-C", bdir, "clean"], check=True, stdout=subprocess.DEVNULL)
     t0 = time.monotonic()
@@ -46,7 +54,8 @@ def with_profd(binary, bdir, port):
         wall = build(bdir)
         cpu1 = proc_cpu_seconds(dm.proc.pid)
         _, _, m1 = dm.get("/metrics")
-    return wall, cpu1 - cpu0, exec_count(m1.decode()) - exec_count(m0.decode())
+    m0, m1 = m0.decode(), m1.decode()
+    return wall, cpu1 - cpu0, exec_count(m1) - exec_count(m0), build_seconds(m1) - build_seconds(m0)
 
 
 def main():
@@ -65,11 +74,12 @@ def main():
     for i in range(args.runs):
         base = build(bdir)
         for label, binary in builds:
-            wall, cpu, execs = with_profd(binary, bdir, args.port)
-            log("run %d, %s: %d execs in %.1f s; profd CPU %.3f s = %.3f ms per exec, %.2f%% of one core; "
+            wall, cpu, execs, tables = with_profd(binary, bdir, args.port)
+            log("run %d, %s: %d execs in %.1f s; profd CPU %.3f s = %.3f ms per exec, %.2f%% of one core "
+                "(of which unwind table builds %.3f s; without them %.3f ms per exec); "
                 "build wall %.1f s without profd, %.1f s with (ratio %.3f)"
-                % (i + 1, label, execs, wall, cpu, 1000.0 * cpu / max(execs, 1), 100.0 * cpu / wall, base,
-                   wall, wall / base))
+                % (i + 1, label, execs, wall, cpu, 1000.0 * cpu / max(execs, 1), 100.0 * cpu / wall, tables,
+                   1000.0 * (cpu - tables) / max(execs, 1), base, wall, wall / base))
 
 
 if __name__ == "__main__":
