@@ -35,7 +35,7 @@ def exec_count(metrics):
 def build_seconds(metrics):
     """Unwind table builds: files never seen before (new binaries of this build and of whatever
     else the machine runs), a cost per new file rather than per exec."""
-    m = re.search(r'^profd_exe_cache_build_seconds_total ([0-9.e+-]+)$', metrics, re.M)
+    m = re.search(r'^profd_exe_cache_build_cpu_seconds_total ([0-9.e+-]+)$', metrics, re.M)
     return float(m.group(1)) if m else 0.0
 
 
