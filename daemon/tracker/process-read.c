@@ -248,7 +248,21 @@ int process_read(ProcessTable *t, Process *p)
                 close(fd);
                 goto fail;
         }
-        r = proc_maps_read(f, read_cb, &c, &bad);
+        /* Only the executable mappings, without the kernel printing every other one: most of
+         * what reading a process cost. */
+        r = t->maps_query_unsupported ? -EOPNOTSUPP : proc_maps_query_executable(fd, read_cb, &c);
+        if (r == -EOPNOTSUPP)
+                t->maps_query_unsupported = true;
+        if (r == -EOPNOTSUPP || r == -ENAMETOOLONG || r == -ESRCH) {
+                mappings_free(t, c.mappings, c.n);
+                c.mappings = NULL;
+                c.n = c.cap = 0;
+                c.truncated = false;
+                c.no_file = c.dropped = 0;
+                /* ESRCH: the memory the file was opened on is gone (exit, or exec since): no
+                 * mappings, as the text would read; what that means is decided below. */
+                r = r == -ESRCH ? 0 : proc_maps_read(f, read_cb, &c, &bad);
+        }
         if (r < 0) {
                 mappings_free(t, c.mappings, c.n);
                 goto fail;

@@ -18,7 +18,8 @@ struct ProcessTable {
         size_t n_files, n_file_buckets;
         unsigned n_open_fds, max_open_fds;
         StringPool *paths;
-        uint64_t self_mnt_ns; /* inode of profd's mount namespace */
+        uint64_t self_mnt_ns;        /* inode of profd's mount namespace */
+        bool maps_query_unsupported; /* no PROCMAP_QUERY (Linux < 6.11): maps read as text */
         size_t max_bytes;
         size_t proc_bytes; /* Process structs and their mapping arrays */
         ProcFile *vdso;
