@@ -20,6 +20,10 @@
 #include "util/log.h"
 #include "util/time-util.h"
 
+/* A process read again this soon after its stat file was read (and not exec'd since) is taken to
+ * be the same process with the same name: see process_read(). */
+#define STAT_REUSE_NS (100 * 1000 * 1000ULL)
+
 static void mapping_set_bias(ProcMapping *m)
 {
         const ProcFile *f = m->file;
@@ -209,6 +213,7 @@ int process_read(ProcessTable *t, Process *p)
         uint64_t start;
         char comm[17], state = 0;
         unsigned bad = 0;
+        bool quick;
         int fd, r;
 
         t->n_reads++;
@@ -221,22 +226,33 @@ int process_read(ProcessTable *t, Process *p)
                 r = errno == ENOENT ? -ESRCH : -errno;
                 goto fail;
         }
-        r = read_stat_at(dirfd, "stat", &start, comm, &state);
-        if (r == -ENOENT)
-                r = -ESRCH;
-        if (r < 0)
-                goto fail;
-        /* A zombie (or a dying task) has no mappings left: reading them would replace what we
-         * knew with nothing. It is gone for our purposes. */
-        if (state == 'Z' || state == 'X' || state == 'x') {
-                r = -ESRCH;
-                goto fail;
+        /* The loader's start-up report reads a new process again a millisecond after its exec
+         * was read: its start time, name and mount namespace are those of that read (an exec
+         * clears stat_ns, and a pid is not reused within STAT_REUSE_NS). */
+        quick = p->stat_ns && c.now - p->stat_ns < STAT_REUSE_NS;
+        if (quick) {
+                start = p->start_time;
+                memcpy(comm, p->comm, sizeof(comm));
+                c.foreign_ns = p->foreign_ns;
+                t->n_quick_reads++;
+        } else {
+                r = read_stat_at(dirfd, "stat", &start, comm, &state);
+                if (r == -ENOENT)
+                        r = -ESRCH;
+                if (r < 0)
+                        goto fail;
+                /* A zombie (or a dying task) has no mappings left: reading them would replace
+                 * what we knew with nothing. It is gone for our purposes. */
+                if (state == 'Z' || state == 'X' || state == 'x') {
+                        r = -ESRCH;
+                        goto fail;
+                }
+                if (t->self_mnt_ns == 0 && stat("/proc/self/ns/mnt", &ns) == 0)
+                        t->self_mnt_ns = ns.st_ino;
+                c.foreign_ns = fstatat(dirfd, "ns/mnt", &ns, 0) == 0 && ns.st_ino != t->self_mnt_ns;
         }
         if (over_budget)
                 c.max_mappings = PROCESS_MAX_MAPPINGS_OVER_BUDGET;
-        if (t->self_mnt_ns == 0 && stat("/proc/self/ns/mnt", &ns) == 0)
-                t->self_mnt_ns = ns.st_ino;
-        c.foreign_ns = fstatat(dirfd, "ns/mnt", &ns, 0) == 0 && ns.st_ino != t->self_mnt_ns;
         fd = openat(dirfd, "maps", O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
                 r = errno == ENOENT ? -ESRCH : -errno;
@@ -272,11 +288,15 @@ int process_read(ProcessTable *t, Process *p)
          * mapped yet): keep what we knew and let the caller look again; its exit event says
          * which. Calling it exited here lost the new image for good (the start time does not
          * change at exec, so no later read undid it). */
-        if (c.n == 0 && p->n_mappings > 0 && start == p->start_time)
-                r = -EAGAIN;
-        /* No mappings at all: a kernel thread, or a process gone while we read. */
-        else if (c.n == 0 && read_stat_at(dirfd, "stat", &start, NULL, NULL) < 0)
-                r = -ESRCH;
+        if (c.n == 0) {
+                /* No mappings at all: a kernel thread, a process gone (or a zombie) while we
+                 * read, or one mid-exec: the stat file tells. */
+                r = read_stat_at(dirfd, "stat", &start, NULL, &state);
+                if (r < 0 || state == 'Z' || state == 'X' || state == 'x')
+                        r = -ESRCH;
+                else if (p->n_mappings > 0 && start == p->start_time)
+                        r = -EAGAIN;
+        }
         if (r < 0) {
                 mappings_free(t, c.mappings, c.n);
                 goto fail;
@@ -294,6 +314,9 @@ int process_read(ProcessTable *t, Process *p)
         p->n_mappings = c.n;
         p->start_time = start;
         memcpy(p->comm, comm, sizeof(comm));
+        p->foreign_ns = c.foreign_ns;
+        if (!quick)
+                p->stat_ns = c.now;
         p->generation++;
         p->bad_lines = bad;
         p->mappings_truncated = c.truncated;

@@ -27,7 +27,7 @@ struct ProcessTable {
         size_t gc_cursor;
 
         uint64_t n_forks_copied, n_fork_no_parent, n_fork_skipped, n_fork_copies_dropped;
-        uint64_t n_reads, n_read_errors, n_bad_lines, n_pid_reuse, n_exited_total, n_forgotten, n_evicted,
-                n_table_full, n_truncated, n_no_file, n_not_elf, n_evicted_memory, n_truncated_memory,
-                n_fd_evicted;
+        uint64_t n_reads, n_quick_reads, n_read_errors, n_bad_lines, n_pid_reuse, n_exited_total,
+                n_forgotten, n_evicted, n_table_full, n_truncated, n_no_file, n_not_elf, n_evicted_memory,
+                n_truncated_memory, n_fd_evicted;
 };

@@ -327,7 +327,8 @@ void process_table_exec(ProcessTable *t, pid_t pid)
         if (found && t->procs[i]->inherited) {
                 process_table_remove_at(t, i);
                 t->n_fork_copies_dropped++;
-        }
+        } else if (found)
+                t->procs[i]->stat_ns = 0; /* a new name, perhaps a new mount namespace */
 }
 
 void process_table_gc(ProcessTable *t, uint64_t now_ns)
