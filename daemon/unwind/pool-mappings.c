@@ -28,30 +28,6 @@ static int cmp_key(const void *a, const void *b)
         return memcmp(a, b, sizeof(struct profd_unwind_mapping_key));
 }
 
-/* Covers [start, end) with aligned power-of-two blocks, each one LPM entry. */
-static int add_range_keys(pid_t pid, uint64_t start, uint64_t end, struct profd_unwind_mapping_key **keys,
-                          size_t *n, size_t *cap)
-{
-        while (start < end) {
-                unsigned bits = start ? __builtin_ctzll(start) : 63;
-                struct profd_unwind_mapping_key *k;
-                int r;
-
-                while (bits > 0 &&
-                       (bits >= 64 || start + (1ULL << bits) > end || start + (1ULL << bits) < start))
-                        bits--;
-                r = ARRAY_GROW(*keys, *cap, *n + 1, 32);
-                if (r < 0)
-                        return r;
-                k = &(*keys)[(*n)++];
-                k->prefixlen = 32 + 64 - bits;
-                k->pid_be = __builtin_bswap32((uint32_t)pid);
-                k->addr_be = __builtin_bswap64(start);
-                start += 1ULL << bits;
-        }
-        return 0;
-}
-
 /* Appends the pieces of one process mapping: its range and the entry BPF finds for a pc in it. A
  * table in several segments yields one piece per segment; pieces cover the whole mapping, so a pc
  * outside the table's pages finds its neighbour segment and stops with "no row" rather than "no
@@ -97,24 +73,6 @@ static int mapping_pieces(const PoolMapping *m, struct profd_unwind_mapping **pi
         return 0;
 }
 
-/* The smallest aligned power-of-two block holding [start, end): log2 of its size, its first
- * address. */
-static unsigned block_bits(const struct profd_unwind_mapping *v, uint64_t *ret_first)
-{
-        uint64_t x = v->start ^ (v->end - 1);
-        unsigned bits = x ? 64 - (unsigned)__builtin_clzll(x) : 0;
-
-        *ret_first = bits >= 64 ? 0 : v->start & ~((1ULL << bits) - 1);
-        return bits;
-}
-
-static bool block_holds(uint64_t first, unsigned bits, uint64_t lo, uint64_t hi)
-{
-        uint64_t last = bits >= 64 ? UINT64_MAX : first + ((1ULL << bits) - 1);
-
-        return lo <= last && hi > first;
-}
-
 static int cmp_piece(const void *a, const void *b)
 {
         const struct profd_unwind_mapping *x = a, *y = b;
@@ -122,37 +80,45 @@ static int cmp_piece(const void *a, const void *b)
         return x->start < y->start ? -1 : x->start > y->start;
 }
 
-/* Which pieces (sorted by start, disjoint) can be one LPM entry each: the smallest aligned block
- * holding the piece, wider than the piece. BPF checks that the pc lies in the entry's [start, end),
- * so a pc in the block but outside the piece is "no mapping" as before. That holds as long as no
- * other piece's block is the same block, or a narrower one reaching into this piece (it would win
- * the longest-prefix match there); such a narrower piece is covered exactly instead (blocks inside
- * it, more specific than any block holding it, never beyond it). A process's mappings then cost a
- * few entries each instead of up to ~2 per bit of their size: fewer BPF map writes per exec and
- * per exit. Blocks are nested or disjoint, so only pieces inside this piece's block can conflict. */
-static void mark_exact(const struct profd_unwind_mapping *pc, size_t n, bool *exact)
+/* Covers [start, end) with aligned power-of-two blocks that may reach past it into
+ * [room_lo, room_last], the space up to the neighbouring pieces: each block as large as that room
+ * allows. BPF checks that the pc lies in the entry's [start, end), so a pc in the room finds "no
+ * mapping" as before, and no block of one piece ever holds a pc of another. A mapping amid other
+ * files' data segments and gaps then takes one or two entries instead of up to two per bit of its
+ * size: fewer BPF map writes per exec, and fewer deletes at exit. */
+static int add_piece_keys(pid_t pid, uint64_t start, uint64_t end, uint64_t room_lo, uint64_t room_last,
+                          struct profd_unwind_mapping_key **keys, size_t *n, size_t *cap)
 {
-        for (size_t i = 0; i < n; i++) {
-                uint64_t first, fj;
-                unsigned bits = block_bits(&pc[i], &first), bj;
+        while (start < end) {
+                struct profd_unwind_mapping_key *k;
+                uint64_t base = start, last = start;
+                unsigned bits = 0;
+                int r;
 
-                if (exact[i])
-                        continue;
-                for (size_t dir = 0; dir < 2; dir++)
-                        for (size_t j = dir ? i + 1 : i - 1; j < n; j = dir ? j + 1 : j - 1) {
-                                if (!block_holds(first, bits, pc[j].start, pc[j].end))
-                                        break;
-                                if (exact[j])
-                                        continue;
-                                bj = block_bits(&pc[j], &fj);
-                                /* Same block: j gets exact entries, inside it and more specific. */
-                                if (bj == bits && fj == first)
-                                        exact[j] = true;
-                                /* A narrower block of j reaching into i: j is covered exactly. */
-                                else if (bj < bits && block_holds(fj, bj, pc[i].start, pc[i].end))
-                                        exact[j] = true;
+                for (; bits < 64; bits++) {
+                        uint64_t b = start & ~((2ULL << bits) - 1), l = b + ((2ULL << bits) - 1);
+
+                        if (bits == 63) {
+                                b = 0;
+                                l = UINT64_MAX;
                         }
+                        if (b < room_lo || l > room_last)
+                                break;
+                        base = b;
+                        last = l;
+                }
+                r = ARRAY_GROW(*keys, *cap, *n + 1, 32);
+                if (r < 0)
+                        return r;
+                k = &(*keys)[(*n)++];
+                k->prefixlen = 32 + 64 - bits;
+                k->pid_be = __builtin_bswap32((uint32_t)pid);
+                k->addr_be = __builtin_bswap64(base);
+                if (last == UINT64_MAX)
+                        break;
+                start = last + 1;
         }
+        return 0;
 }
 
 typedef struct Entry {
@@ -173,7 +139,6 @@ int pool_proc_write_entries(TablePool *p, Proc *pr, const PoolMapping *m, size_t
 {
         _cleanup_free_ struct profd_unwind_mapping_key *keys = NULL;
         _cleanup_free_ struct profd_unwind_mapping *values = NULL, *pieces = NULL;
-        _cleanup_free_ bool *exact = NULL;
         _cleanup_free_ Entry *e = NULL;
         size_t n_keys = 0, cap = 0, n_pieces = 0, cap_pieces = 0, j = 0;
         int r, ret = 0;
@@ -187,34 +152,20 @@ int pool_proc_write_entries(TablePool *p, Proc *pr, const PoolMapping *m, size_t
         }
         if (n_pieces > 1)
                 qsort_safe(pieces, n_pieces, sizeof(*pieces), cmp_piece);
-        exact = calloc(n_pieces ?: 1, sizeof(*exact));
-        if (!exact)
-                return -ENOMEM;
-        for (size_t i = 1; i < n_pieces; i++)
-                if (pieces[i].start < pieces[i - 1].end)
-                        /* Overlapping (never from /proc/PID/maps): exact entries, as they come. */
-                        exact[i] = exact[i - 1] = true;
-        mark_exact(pieces, n_pieces, exact);
         for (size_t i = 0; i < n_pieces; i++) {
                 size_t first = n_keys;
+                /* Overlapping pieces (never from /proc/PID/maps) get no room beyond themselves. */
+                uint64_t room_lo = i == 0 ? 0 : pieces[i - 1].end,
+                         room_last = i + 1 == n_pieces ? UINT64_MAX : pieces[i + 1].start - 1;
 
-                if (exact[i]) {
-                        r = add_range_keys(pr->pid, pieces[i].start, pieces[i].end, &keys, &n_keys, &cap);
-                        if (r < 0)
-                                return r;
-                } else {
-                        uint64_t start;
-                        unsigned bits = block_bits(&pieces[i], &start);
-
-                        r = ARRAY_GROW(keys, cap, n_keys + 1, 32);
-                        if (r < 0)
-                                return r;
-                        keys[n_keys++] = (struct profd_unwind_mapping_key){
-                                .prefixlen = 32 + 64 - bits,
-                                .pid_be = __builtin_bswap32((uint32_t)pr->pid),
-                                .addr_be = __builtin_bswap64(start),
-                        };
-                }
+                if (room_lo > pieces[i].start)
+                        room_lo = pieces[i].start;
+                if (room_last < pieces[i].end - 1)
+                        room_last = pieces[i].end - 1;
+                r = add_piece_keys(pr->pid, pieces[i].start, pieces[i].end, room_lo, room_last, &keys,
+                                   &n_keys, &cap);
+                if (r < 0)
+                        return r;
                 void *nv = reallocarray(values, cap, sizeof(*values));
                 if (!nv)
                         return -ENOMEM;
