@@ -210,7 +210,24 @@ int proc_maps_query_executable(int fd, proc_maps_cb_t cb, void *userdata)
                 l.executable = true;
                 l.shared = q.vma_flags & PROFD_PROCMAP_QUERY_VMA_SHARED;
                 l.path = name;
-                r = cb(&l, userdata);
+                if (strchr(name, '\n')) {
+                        /* The text escapes a newline in a path ("\012", seq_file_path()): the same
+                         * path whichever way it was read. */
+                        _cleanup_free_ char *esc = malloc(4 * strlen(name) + 1);
+                        char *o = esc;
+
+                        if (!esc)
+                                return -ENOMEM;
+                        for (const char *i = name; *i; i++)
+                                if (*i == '\n')
+                                        o = stpcpy(o, "\\012");
+                                else
+                                        *o++ = *i;
+                        *o = 0;
+                        l.path = esc;
+                        r = cb(&l, userdata);
+                } else
+                        r = cb(&l, userdata);
                 if (r < 0)
                         return r;
                 addr = q.vma_end;
