@@ -77,9 +77,9 @@ def main():
             wall, cpu, execs, tables = with_profd(binary, bdir, args.port)
             log("run %d, %s: %d execs in %.1f s; profd CPU %.3f s = %.3f ms per exec, %.2f%% of one core "
                 "(of which unwind table builds %.3f s; without them %.3f ms per exec); "
-                "build wall %.1f s without profd, %.1f s with (ratio %.3f)"
+                "build wall %.1f s without profd, %.1f s with (ratio %.3f); load average %.1f"
                 % (i + 1, label, execs, wall, cpu, 1000.0 * cpu / max(execs, 1), 100.0 * cpu / wall, tables,
-                   1000.0 * (cpu - tables) / max(execs, 1), base, wall, wall / base))
+                   1000.0 * (cpu - tables) / max(execs, 1), base, wall, wall / base, os.getloadavg()[0]))
 
 
 if __name__ == "__main__":
