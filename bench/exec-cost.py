@@ -48,7 +48,13 @@ def build(bdir):
 
 def with_profd(binary, bdir, port):
     with Daemon(binary=binary, port=port) as dm:
-        time.sleep(3)  # start-up scan and its table builds are not the build's cost
+        # The start-up scan and its table builds are not the build's cost: wait for them.
+        deadline = time.monotonic() + 60
+        time.sleep(3)
+        while time.monotonic() < deadline and re.search(r"^profd_exe_cache_build_queue [1-9]",
+                                                        dm.get("/metrics")[2].decode(), re.M):
+            time.sleep(0.5)
+        time.sleep(2)
         _, _, m0 = dm.get("/metrics")
         cpu0 = proc_cpu_seconds(dm.proc.pid)
         wall = build(bdir)
