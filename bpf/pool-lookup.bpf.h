@@ -115,7 +115,8 @@ static __always_inline bool find_mapping(struct sample_state *st, __u64 lookup_p
                 key.pid_be = __builtin_bswap32(st->key.pid);
                 key.addr_be = __builtin_bswap64(lookup_pc);
                 m = bpf_map_lookup_elem(&unwind_mappings, &key);
-                if (!m)
+                /* An entry's prefix may be wider than its mapping (pool-mappings.c). */
+                if (!m || lookup_pc < m->start || lookup_pc >= m->end)
                         return false;
                 st->cache = *m;
                 if (ce) {

@@ -132,7 +132,7 @@ static int bpf_view_lookup(const Maps *m, pid_t pid, uint64_t pc, struct profd_u
         if (bpf_map_lookup_elem(m->mappings, &key, &v) < 0)
                 return -ENOENT;
         if (pc < v.start || pc >= v.end)
-                return -EBADMSG;
+                return -ENOENT; /* an entry's prefix may be wider than its mapping: no mapping */
         elf_pc = pc - v.load_bias;
         if (elf_pc < v.base || ((elf_pc - v.base) >> PROFD_UT_PAGE_SHIFT) >= v.n_pages)
                 return -ENOENT;
@@ -199,6 +199,141 @@ static int map_table(TablePool *pool, pid_t pid, PoolTable *pt, const UnwindTabl
         return table_pool_set_process(pool, pid, &m, 1);
 }
 
+/* Which of pid's mappings BPF finds for pc: the longest-prefix entry, if pc lies in its range (the
+ * test mappings carry their index + 1 as load bias); 0 for none. */
+static uint64_t entry_owner(const Maps *m, pid_t pid, uint64_t pc)
+{
+        struct profd_unwind_mapping_key key = {
+                .prefixlen = 96, .pid_be = __builtin_bswap32(pid), .addr_be = __builtin_bswap64(pc)};
+        struct profd_unwind_mapping v;
+
+        if (bpf_map_lookup_elem(m->mappings, &key, &v) < 0 || pc < v.start || pc >= v.end)
+                return 0;
+        return v.load_bias;
+}
+
+/* A metric of the pool's /metrics text (first sample whose line starts with name). */
+static uint64_t pool_metric(const TablePool *pool, const char *name)
+{
+        char *buf = NULL, *at;
+        size_t size = 0;
+        uint64_t v = UINT64_MAX;
+        FILE *f = open_memstream(&buf, &size);
+
+        if (!f)
+                return v;
+        table_pool_write_metrics(pool, f);
+        fclose(f);
+        for (at = buf; at && *at; at = strchr(at, '\n') ? strchr(at, '\n') + 1 : NULL)
+                if (strncmp(at, name, strlen(name)) == 0 && at[strlen(name)] == ' ') {
+                        v = strtoull(at + strlen(name) + 1, NULL, 10);
+                        break;
+                }
+        free(buf);
+        return v;
+}
+
+/* Mapping entries may be wider than their mapping (one per mapping where the neighbours allow):
+ * every pc of every mapping must still find that very mapping, and a pc between mappings none.
+ * Random layouts: adjacent mappings, single pages beside huge ones, many in one aligned block. */
+static int check_cover(TablePool *pool, const Maps *m)
+{
+        const pid_t pid = FAKE_PID_BASE + 10;
+        PoolMapping maps[48];
+        unsigned bad = 0, lookups = 0;
+
+        for (int round = 0; round < 300; round++) {
+                uint64_t at = 0x7f0000000000ULL + (next_rand() % 0x100000) * 4096;
+                size_t n = 1 + next_rand() % ELEMENTSOF(maps);
+
+                for (size_t i = 0; i < n; i++) {
+                        uint64_t pages = round % 3 == 0         ? 1 + next_rand() % 4
+                                         : next_rand() % 4 == 0 ? 1 + next_rand() % 65536
+                                                                : 1 + next_rand() % 64;
+                        uint64_t gap = next_rand() % 3 == 0 ? 0 : next_rand() % 512;
+
+                        at += gap * 4096;
+                        maps[i] = (PoolMapping){.start = at, .end = at + pages * 4096, .load_bias = i + 1};
+                        at += pages * 4096;
+                }
+                if (table_pool_set_process(pool, pid, maps, n) < 0) {
+                        fprintf(stderr, "FAIL: cover round %d: pushing %zu mappings failed\n", round, n);
+                        return 1;
+                }
+                for (size_t i = 0; i < n; i++) {
+                        uint64_t span = maps[i].end - maps[i].start;
+                        uint64_t pcs[] = {maps[i].start, maps[i].end - 1,
+                                          maps[i].start + next_rand() % span};
+
+                        for (size_t k = 0; k < ELEMENTSOF(pcs); k++, lookups++)
+                                if (entry_owner(m, pid, pcs[k]) != i + 1 && bad++ < 3)
+                                        fprintf(stderr,
+                                                "cover round %d: pc %#" PRIx64
+                                                " of mapping %zu found %" PRIu64 "\n",
+                                                round, pcs[k], i + 1, entry_owner(m, pid, pcs[k]));
+                        /* Just below it, when that is a gap. */
+                        if ((i == 0 || maps[i - 1].end < maps[i].start) && maps[i].start > 0) {
+                                lookups++;
+                                if (entry_owner(m, pid, maps[i].start - 1) != 0 && bad++ < 3)
+                                        fprintf(stderr,
+                                                "cover round %d: gap pc %#" PRIx64 " found a mapping\n",
+                                                round, maps[i].start - 1);
+                        }
+                }
+                lookups++;
+                if (entry_owner(m, pid, maps[n - 1].end) != 0 && bad++ < 3)
+                        fprintf(stderr, "cover round %d: pc past the last mapping found one\n", round);
+        }
+        table_pool_remove_process(pool, pid);
+        if (bad) {
+                fprintf(stderr, "FAIL: mapping cover: %u of %u lookups wrong\n", bad, lookups);
+                return 1;
+        }
+        printf("ok: mapping cover (%u lookups over 300 random layouts)\n", lookups);
+        return 0;
+}
+
+/* A process as an exec leaves it (executable, loader, libc, vDSO at their usual places): few
+ * entries, and a second push of the same mappings writes none. */
+static int check_entries_written(TablePool *pool)
+{
+        const pid_t pid = FAKE_PID_BASE + 11;
+        PoolMapping maps[] = {
+                {.start = 0x55d4c3a0f000ULL, .end = 0x55d4c3a8e000ULL, .load_bias = 1},
+                {.start = 0x7f3e91a28000ULL, .end = 0x7f3e91b7d000ULL, .load_bias = 2},
+                {.start = 0x7f3e91c21000ULL, .end = 0x7f3e91c22000ULL, .load_bias = 3},
+                {.start = 0x7f3e91c4c000ULL, .end = 0x7f3e91c71000ULL, .load_bias = 4},
+                {.start = 0x7ffd2b5f1000ULL, .end = 0x7ffd2b5f3000ULL, .load_bias = 5},
+        };
+        uint64_t e0 = pool_metric(pool, "profd_unwind_pool_mapping_entries"), e1, w0, w1, u0, u1;
+        int failures = 0;
+
+        table_pool_set_process(pool, pid, maps, ELEMENTSOF(maps));
+        e1 = pool_metric(pool, "profd_unwind_pool_mapping_entries");
+        w0 = pool_metric(pool, "profd_unwind_pool_entry_writes_total{outcome=\"written\"}");
+        u0 = pool_metric(pool, "profd_unwind_pool_entry_writes_total{outcome=\"unchanged\"}");
+        /* The exact power-of-two cover of these takes 24 entries. */
+        if (e1 - e0 > 2 * ELEMENTSOF(maps)) {
+                fprintf(stderr, "FAIL: %" PRIu64 " entries for %zu mappings\n", e1 - e0, ELEMENTSOF(maps));
+                failures++;
+        }
+        table_pool_set_process(pool, pid, maps, ELEMENTSOF(maps));
+        w1 = pool_metric(pool, "profd_unwind_pool_entry_writes_total{outcome=\"written\"}");
+        u1 = pool_metric(pool, "profd_unwind_pool_entry_writes_total{outcome=\"unchanged\"}");
+        if (w1 != w0 || u1 - u0 != e1 - e0) {
+                fprintf(stderr,
+                        "FAIL: pushing the same mappings again wrote %" PRIu64 " entries, left %" PRIu64
+                        " of %" PRIu64 "\n",
+                        w1 - w0, u1 - u0, e1 - e0);
+                failures++;
+        }
+        table_pool_remove_process(pool, pid);
+        if (!failures)
+                printf("ok: %" PRIu64 " entries for %zu mappings, none written again\n", e1 - e0,
+                       ELEMENTSOF(maps));
+        return failures;
+}
+
 int main(void)
 {
         struct profile_bpf *skel;
@@ -234,6 +369,8 @@ int main(void)
                 fprintf(stderr, "FAIL: table_pool_new: %s\n", strerror(-r));
                 return 1;
         }
+        failures += check_cover(pool, &m);
+        failures += check_entries_written(pool);
 
         t1 = make_table(1, 1500000, 60000); /* > one shard: two segments */
         t2 = make_table(2, 400000, 50000);

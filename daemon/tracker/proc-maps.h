@@ -27,6 +27,13 @@ int proc_maps_parse_line(char *line, ProcMapsLine *ret);
 typedef int (*proc_maps_cb_t)(const ProcMapsLine *l, void *userdata);
 int proc_maps_read(FILE *f, proc_maps_cb_t cb, void *userdata, unsigned *ret_bad);
 
+/* Calls cb for every executable mapping of the maps file fd through the PROCMAP_QUERY ioctl
+ * (Linux 6.11+): one call per executable mapping, without the kernel formatting the other ones.
+ * -EOPNOTSUPP before any cb call: the kernel has no such ioctl; -ENAMETOOLONG (possibly after cb
+ * calls): a path longer than the ioctl takes. Read the text instead then. Does not move the file
+ * position. */
+int proc_maps_query_executable(int fd, proc_maps_cb_t cb, void *userdata);
+
 /* Pseudo mappings the kernel names in brackets: "[vdso]", "[vsyscall]", "[stack]", ... */
 static inline bool proc_maps_path_is_pseudo(const char *path)
 {

@@ -20,6 +20,10 @@
 #include "util/log.h"
 #include "util/time-util.h"
 
+/* A process read again this soon after its stat file was read (and not exec'd since) is taken to
+ * be the same process with the same name: see process_read(). */
+#define STAT_REUSE_NS (100 * 1000 * 1000ULL)
+
 static void mapping_set_bias(ProcMapping *m)
 {
         const ProcFile *f = m->file;
@@ -61,6 +65,11 @@ static int read_cb(const ProcMapsLine *l, void *userdata)
         ProcMapping m = {};
 
         if (!l->executable)
+                return 0;
+        /* The kernel's out-of-line slots for uprobes (profd's own on the loader): created when a
+         * process first hits one, between the loader's two start-up reports, so it changed the
+         * maps of every new process after the first report; a pc in it runs one instruction. */
+        if (strcmp(l->path, "[uprobes]") == 0)
                 return 0;
         if (c->n >= c->max_mappings) {
                 c->truncated = true;
@@ -128,17 +137,16 @@ static int read_cb(const ProcMapsLine *l, void *userdata)
         return 0;
 }
 
-/* starttime (field 22), comm and state of /proc/PID/stat. comm may hold spaces and ')', so
- * fields are counted from the last ')'. */
-static int read_stat_full(pid_t pid, uint64_t *ret_start, char comm[17], char *ret_state)
+/* starttime (field 22), comm and state of /proc/PID/stat (path relative to dirfd). comm may hold
+ * spaces and ')', so fields are counted from the last ')'. */
+static int read_stat_at(int dirfd, const char *path, uint64_t *ret_start, char comm[17], char *ret_state)
 {
-        char path[64], buf[1024];
+        char buf[1024];
         _cleanup_close_ int fd = -1;
         ssize_t n;
         char *open_paren, *close_paren, *p;
 
-        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
+        fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
                 return errno == ENOENT ? -ESRCH : -errno;
         n = read(fd, buf, sizeof(buf) - 1);
@@ -170,6 +178,14 @@ static int read_stat_full(pid_t pid, uint64_t *ret_start, char comm[17], char *r
         return errno ? -errno : 0;
 }
 
+static int read_stat_full(pid_t pid, uint64_t *ret_start, char comm[17], char *ret_state)
+{
+        char path[64];
+
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        return read_stat_at(AT_FDCWD, path, ret_start, comm, ret_state);
+}
+
 int process_read_stat(pid_t pid, uint64_t *ret_start, char comm[17])
 {
         return read_stat_full(pid, ret_start, comm, NULL);
@@ -197,50 +213,95 @@ int process_read(ProcessTable *t, Process *p)
         ReadCtx c = {
                 .t = t, .pid = p->pid, .now = now_ns(CLOCK_MONOTONIC), .max_mappings = PROCESS_MAX_MAPPINGS};
         bool over_budget = process_table_memory(t) > t->max_bytes;
+        _cleanup_close_ int dirfd = -1;
         struct stat ns;
-        uint64_t start, start_after;
+        uint64_t start;
         char comm[17], state = 0;
         unsigned bad = 0;
-        int r;
+        bool quick;
+        int fd, r;
 
         t->n_reads++;
-        r = read_stat_full(p->pid, &start, comm, &state);
-        if (r < 0)
-                goto fail;
-        /* A zombie (or a dying task) has no mappings left: reading them would replace what we
-         * knew with nothing. It is gone for our purposes. */
-        if (state == 'Z' || state == 'X' || state == 'x') {
-                r = -ESRCH;
-                goto fail;
-        }
-        if (over_budget)
-                c.max_mappings = PROCESS_MAX_MAPPINGS_OVER_BUDGET;
-        snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)p->pid);
-        if (t->self_mnt_ns == 0 && stat("/proc/self/ns/mnt", &ns) == 0)
-                t->self_mnt_ns = ns.st_ino;
-        c.foreign_ns = stat(path, &ns) == 0 && ns.st_ino != t->self_mnt_ns;
-        snprintf(path, sizeof(path), "/proc/%d/maps", (int)p->pid);
-        f = fopen(path, "re");
-        if (!f) {
+        /* Everything through one descriptor of /proc/PID: it names this very process, so a pid
+         * reused while we read fails the reads (ENOENT, ESRCH) instead of handing us another
+         * process's maps, and the start time need not be read again afterwards. */
+        snprintf(path, sizeof(path), "/proc/%d", (int)p->pid);
+        dirfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (dirfd < 0) {
                 r = errno == ENOENT ? -ESRCH : -errno;
                 goto fail;
         }
-        r = proc_maps_read(f, read_cb, &c, &bad);
+        /* The loader's start-up report reads a new process again a millisecond after its exec
+         * was read: its start time, name and mount namespace are those of that read (an exec
+         * clears stat_ns, and a pid is not reused within STAT_REUSE_NS). */
+        quick = p->stat_ns && c.now - p->stat_ns < STAT_REUSE_NS;
+        if (quick) {
+                start = p->start_time;
+                memcpy(comm, p->comm, sizeof(comm));
+                c.foreign_ns = p->foreign_ns;
+                t->n_quick_reads++;
+        } else {
+                r = read_stat_at(dirfd, "stat", &start, comm, &state);
+                if (r == -ENOENT)
+                        r = -ESRCH;
+                if (r < 0)
+                        goto fail;
+                /* A zombie (or a dying task) has no mappings left: reading them would replace
+                 * what we knew with nothing. It is gone for our purposes. */
+                if (state == 'Z' || state == 'X' || state == 'x') {
+                        r = -ESRCH;
+                        goto fail;
+                }
+                if (t->self_mnt_ns == 0 && stat("/proc/self/ns/mnt", &ns) == 0)
+                        t->self_mnt_ns = ns.st_ino;
+                c.foreign_ns = fstatat(dirfd, "ns/mnt", &ns, 0) == 0 && ns.st_ino != t->self_mnt_ns;
+        }
+        if (over_budget)
+                c.max_mappings = PROCESS_MAX_MAPPINGS_OVER_BUDGET;
+        fd = openat(dirfd, "maps", O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+                r = errno == ENOENT ? -ESRCH : -errno;
+                goto fail;
+        }
+        f = fdopen(fd, "re");
+        if (!f) {
+                r = -errno;
+                close(fd);
+                goto fail;
+        }
+        /* Only the executable mappings, without the kernel printing every other one: most of
+         * what reading a process cost. */
+        r = t->maps_query_unsupported ? -EOPNOTSUPP : proc_maps_query_executable(fd, read_cb, &c);
+        if (r == -EOPNOTSUPP)
+                t->maps_query_unsupported = true;
+        if (r == -EOPNOTSUPP || r == -ENAMETOOLONG || r == -ESRCH) {
+                mappings_free(t, c.mappings, c.n);
+                c.mappings = NULL;
+                c.n = c.cap = 0;
+                c.truncated = false;
+                c.no_file = c.dropped = 0;
+                /* ESRCH: the memory the file was opened on is gone (exit, or exec since): no
+                 * mappings, as the text would read; what that means is decided below. */
+                r = r == -ESRCH ? 0 : proc_maps_read(f, read_cb, &c, &bad);
+        }
         if (r < 0) {
                 mappings_free(t, c.mappings, c.n);
                 goto fail;
         }
-        /* The pid may have been reused while we read: then the maps belong to someone else. */
-        r = process_read_stat(p->pid, &start_after, NULL);
-        if (r >= 0 && start_after != start)
-                r = -ESRCH;
         /* A process that had executable mappings and now has none is either tearing its memory
          * down on the way out or in the middle of an exec (the old image gone, the new one not
          * mapped yet): keep what we knew and let the caller look again; its exit event says
          * which. Calling it exited here lost the new image for good (the start time does not
          * change at exec, so no later read undid it). */
-        if (r >= 0 && c.n == 0 && p->n_mappings > 0 && start == p->start_time)
-                r = -EAGAIN;
+        if (c.n == 0) {
+                /* No mappings at all: a kernel thread, a process gone (or a zombie) while we
+                 * read, or one mid-exec: the stat file tells. */
+                r = read_stat_at(dirfd, "stat", &start, NULL, &state);
+                if (r < 0 || state == 'Z' || state == 'X' || state == 'x')
+                        r = -ESRCH;
+                else if (p->n_mappings > 0 && (start == p->start_time || (p->inherited && !p->start_time)))
+                        r = -EAGAIN;
+        }
         if (r < 0) {
                 mappings_free(t, c.mappings, c.n);
                 goto fail;
@@ -258,6 +319,9 @@ int process_read(ProcessTable *t, Process *p)
         p->n_mappings = c.n;
         p->start_time = start;
         memcpy(p->comm, comm, sizeof(comm));
+        p->foreign_ns = c.foreign_ns;
+        if (!quick)
+                p->stat_ns = c.now;
         p->generation++;
         p->bad_lines = bad;
         p->mappings_truncated = c.truncated;

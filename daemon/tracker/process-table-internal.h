@@ -18,7 +18,8 @@ struct ProcessTable {
         size_t n_files, n_file_buckets;
         unsigned n_open_fds, max_open_fds;
         StringPool *paths;
-        uint64_t self_mnt_ns; /* inode of profd's mount namespace */
+        uint64_t self_mnt_ns;        /* inode of profd's mount namespace */
+        bool maps_query_unsupported; /* no PROCMAP_QUERY (Linux < 6.11): maps read as text */
         size_t max_bytes;
         size_t proc_bytes; /* Process structs and their mapping arrays */
         ProcFile *vdso;
@@ -26,7 +27,7 @@ struct ProcessTable {
         size_t gc_cursor;
 
         uint64_t n_forks_copied, n_fork_no_parent, n_fork_skipped, n_fork_copies_dropped;
-        uint64_t n_reads, n_read_errors, n_bad_lines, n_pid_reuse, n_exited_total, n_forgotten, n_evicted,
-                n_table_full, n_truncated, n_no_file, n_not_elf, n_evicted_memory, n_truncated_memory,
-                n_fd_evicted;
+        uint64_t n_reads, n_quick_reads, n_read_errors, n_bad_lines, n_pid_reuse, n_exited_total,
+                n_forgotten, n_evicted, n_table_full, n_truncated, n_no_file, n_not_elf, n_evicted_memory,
+                n_truncated_memory, n_fd_evicted;
 };

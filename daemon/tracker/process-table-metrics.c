@@ -26,6 +26,10 @@ void process_table_write_metrics(const ProcessTable *t, FILE *f)
         metric_gauge(f, "profd_process_table_open_files_limit",
                      "Most mapped files held open (half the fd limit, <= 256).", t->max_open_fds);
         metric_counter(f, "profd_process_table_reads_total", "Reads of /proc/PID/maps.", t->n_reads);
+        metric_counter(f, "profd_process_table_quick_reads_total",
+                       "Reads of /proc/PID/maps within 100 ms of the last one of the same image, which "
+                       "take its stat and mount namespace from that one.",
+                       t->n_quick_reads);
         metric_labelled(f, "profd_process_table_errors_total", "counter",
                         "Problems reading processes, by reason.", "reason",
                         (const char *const[]){"read_failed", "malformed_maps_line", "mappings_truncated",

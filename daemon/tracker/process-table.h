@@ -22,13 +22,13 @@ typedef struct ProcFile ProcFile;
 typedef struct ProcMapping {
         uint64_t start, end, offset; /* runtime addresses, file offset */
         uint64_t dev, inode;
-        const char *path;         /* as in /proc/PID/maps, interned; "[vdso]", "" for anonymous */
-        ProcFile *file;           /* NULL for anonymous mappings and when the file could not be opened */
-        const uint8_t *build_id;  /* the file's GNU build ID (build_id_size bytes), else NULL */
-        uint64_t load_bias;       /* runtime address - ELF vaddr; valid when bias_known */
-        uint8_t build_id_size;    /* 0: unknown / none */
+        const char *path;        /* as in /proc/PID/maps, interned; "[vdso]", "" for anonymous */
+        ProcFile *file;          /* NULL for anonymous mappings and when the file could not be opened */
+        const uint8_t *build_id; /* the file's GNU build ID (build_id_size bytes), else NULL */
+        uint64_t load_bias;      /* runtime address - ELF vaddr; valid when bias_known */
+        uint8_t build_id_size;   /* 0: unknown / none */
         bool executable;
-        bool deleted;             /* "(deleted)" suffix */
+        bool deleted; /* "(deleted)" suffix */
         bool bias_known;
         uint8_t pad_[4];
 } ProcMapping;
@@ -36,16 +36,18 @@ _Static_assert(sizeof(ProcMapping) == 80, "ProcMapping grew: every exited proces
 
 typedef struct Process {
         pid_t pid;
-        uint64_t start_time;      /* /proc/PID/stat starttime: tells pid reuse apart */
-        uint64_t exited_ns;       /* CLOCK_REALTIME of exit; 0 while alive */
+        uint64_t start_time; /* /proc/PID/stat starttime: tells pid reuse apart; 0 not known (fork copy) */
+        uint64_t exited_ns;  /* CLOCK_REALTIME of exit; 0 while alive */
         char comm[17];
-        ProcMapping *mappings;    /* sorted by start */
+        ProcMapping *mappings; /* sorted by start */
         size_t n_mappings;
-        unsigned generation;      /* bumped whenever mappings change */
-        uint64_t checked_ns;      /* CLOCK_REALTIME of the last read or liveness check */
-        unsigned bad_lines;       /* malformed /proc/PID/maps lines skipped at the last read */
-        bool mappings_truncated;  /* more executable mappings than PROCESS_MAX_MAPPINGS */
-        bool inherited;           /* a fork child's copy of its parent's mappings, not read yet */
+        unsigned generation;     /* bumped whenever mappings change */
+        uint64_t checked_ns;     /* CLOCK_REALTIME of the last read or liveness check */
+        unsigned bad_lines;      /* malformed /proc/PID/maps lines skipped at the last read */
+        bool mappings_truncated; /* more executable mappings than PROCESS_MAX_MAPPINGS */
+        bool inherited;          /* a fork child's copy of its parent's mappings, not read yet */
+        bool foreign_ns;         /* in another mount namespace than profd, at the last stat read */
+        uint64_t stat_ns;        /* CLOCK_MONOTONIC of the last stat read of this image; 0 at exec */
 } Process;
 
 /* Bounds: beyond these, the oldest exited processes are forgotten first; a process with more

@@ -19,6 +19,7 @@ void pool_proc_free(Proc *pr)
                 return;
         free(pr->maps);
         free(pr->keys);
+        free(pr->values);
         free(pr);
 }
 
@@ -27,42 +28,17 @@ static int cmp_key(const void *a, const void *b)
         return memcmp(a, b, sizeof(struct profd_unwind_mapping_key));
 }
 
-/* Covers [start, end) with aligned power-of-two blocks, each one LPM entry. */
-static int add_range_keys(pid_t pid, uint64_t start, uint64_t end, struct profd_unwind_mapping_key **keys,
-                          size_t *n, size_t *cap)
-{
-        while (start < end) {
-                unsigned bits = start ? __builtin_ctzll(start) : 63;
-                struct profd_unwind_mapping_key *k;
-                int r;
-
-                while (bits > 0 &&
-                       (bits >= 64 || start + (1ULL << bits) > end || start + (1ULL << bits) < start))
-                        bits--;
-                r = ARRAY_GROW(*keys, *cap, *n + 1, 32);
-                if (r < 0)
-                        return r;
-                k = &(*keys)[(*n)++];
-                k->prefixlen = 32 + 64 - bits;
-                k->pid_be = __builtin_bswap32((uint32_t)pid);
-                k->addr_be = __builtin_bswap64(start);
-                start += 1ULL << bits;
-        }
-        return 0;
-}
-
-/* Appends the LPM entries of one process mapping. A table in several segments yields one piece
- * per segment; pieces cover the whole mapping, so a pc outside the table's pages finds its
- * neighbour segment and stops with "no row" rather than "no mapping". */
-static int mapping_entries(pid_t pid, const PoolMapping *m, struct profd_unwind_mapping_key **keys,
-                           struct profd_unwind_mapping **values, size_t *n, size_t *cap)
+/* Appends the pieces of one process mapping: its range and the entry BPF finds for a pc in it. A
+ * table in several segments yields one piece per segment; pieces cover the whole mapping, so a pc
+ * outside the table's pages finds its neighbour segment and stops with "no row" rather than "no
+ * mapping". */
+static int mapping_pieces(const PoolMapping *m, struct profd_unwind_mapping **pieces, size_t *n, size_t *cap)
 {
         size_t n_pieces = m->table ? m->table->n_segs : 1;
 
         for (size_t i = 0; i < n_pieces; i++) {
                 struct profd_unwind_mapping v = {.load_bias = m->load_bias};
                 uint64_t lo = m->start, hi = m->end;
-                size_t first = *n;
                 int r;
 
                 if (!m->table) {
@@ -89,44 +65,146 @@ static int mapping_entries(pid_t pid, const PoolMapping *m, struct profd_unwind_
                         continue;
                 v.start = lo;
                 v.end = hi;
-                r = add_range_keys(pid, lo, hi, keys, n, cap);
+                r = ARRAY_GROW(*pieces, *cap, *n + 1, 16);
                 if (r < 0)
                         return r;
-                void *nv = reallocarray(*values, *cap, sizeof(**values));
-                if (!nv)
-                        return -ENOMEM;
-                *values = nv;
-                for (size_t k = first; k < *n; k++)
-                        (*values)[k] = v;
+                (*pieces)[(*n)++] = v;
         }
         return 0;
 }
 
-/* Writes pr's entries for m (new ones first, then deletes the keys no longer used, so a pc
- * never goes missing during the update). */
+static int cmp_piece(const void *a, const void *b)
+{
+        const struct profd_unwind_mapping *x = a, *y = b;
+
+        return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Covers [start, end) with aligned power-of-two blocks that may reach past it into
+ * [room_lo, room_last], the space up to the neighbouring pieces: each block as large as that room
+ * allows. BPF checks that the pc lies in the entry's [start, end), so a pc in the room finds "no
+ * mapping" as before, and no block of one piece ever holds a pc of another. A mapping amid other
+ * files' data segments and gaps then takes one or two entries instead of up to two per bit of its
+ * size: fewer BPF map writes per exec, and fewer deletes at exit. */
+static int add_piece_keys(pid_t pid, uint64_t start, uint64_t end, uint64_t room_lo, uint64_t room_last,
+                          struct profd_unwind_mapping_key **keys, size_t *n, size_t *cap)
+{
+        while (start < end) {
+                struct profd_unwind_mapping_key *k;
+                uint64_t base = start, last = start;
+                unsigned bits = 0;
+                int r;
+
+                for (; bits < 64; bits++) {
+                        uint64_t b = start & ~((2ULL << bits) - 1), l = b + ((2ULL << bits) - 1);
+
+                        if (bits == 63) {
+                                b = 0;
+                                l = UINT64_MAX;
+                        }
+                        if (b < room_lo || l > room_last)
+                                break;
+                        base = b;
+                        last = l;
+                }
+                r = ARRAY_GROW(*keys, *cap, *n + 1, 32);
+                if (r < 0)
+                        return r;
+                k = &(*keys)[(*n)++];
+                k->prefixlen = 32 + 64 - bits;
+                k->pid_be = __builtin_bswap32((uint32_t)pid);
+                k->addr_be = __builtin_bswap64(base);
+                if (last == UINT64_MAX)
+                        break;
+                start = last + 1;
+        }
+        return 0;
+}
+
+typedef struct Entry {
+        struct profd_unwind_mapping_key key;
+        struct profd_unwind_mapping value;
+} Entry;
+
+static int cmp_entry(const void *a, const void *b)
+{
+        return cmp_key(&((const Entry *)a)->key, &((const Entry *)b)->key);
+}
+
+/* Writes pr's entries for m (new and changed ones first, then deletes the keys no longer used, so
+ * a pc never goes missing during the update). An entry the map already holds with the same value
+ * is not written again: the loader's start-up read of a new process, a table placed for one of
+ * its files, or a compaction touch a few of the process's entries, not all of them. */
 int pool_proc_write_entries(TablePool *p, Proc *pr, const PoolMapping *m, size_t n)
 {
         _cleanup_free_ struct profd_unwind_mapping_key *keys = NULL;
-        _cleanup_free_ struct profd_unwind_mapping *values = NULL;
-        size_t n_keys = 0, cap = 0, j = 0;
+        _cleanup_free_ struct profd_unwind_mapping *values = NULL, *pieces = NULL;
+        _cleanup_free_ Entry *e = NULL;
+        size_t n_keys = 0, cap = 0, n_pieces = 0, cap_pieces = 0, j = 0;
         int r, ret = 0;
 
         for (size_t i = 0; i < n; i++) {
                 if (m[i].end <= m[i].start)
                         continue;
-                r = mapping_entries(pr->pid, &m[i], &keys, &values, &n_keys, &cap);
+                r = mapping_pieces(&m[i], &pieces, &n_pieces, &cap_pieces);
                 if (r < 0)
                         return r; /* nothing written yet */
         }
+        if (n_pieces > 1)
+                qsort_safe(pieces, n_pieces, sizeof(*pieces), cmp_piece);
+        for (size_t i = 0; i < n_pieces; i++) {
+                size_t first = n_keys;
+                /* Overlapping pieces (never from /proc/PID/maps) get no room beyond themselves. */
+                uint64_t room_lo = i == 0 ? 0 : pieces[i - 1].end,
+                         room_last = i + 1 == n_pieces ? UINT64_MAX : pieces[i + 1].start - 1;
+
+                if (room_lo > pieces[i].start)
+                        room_lo = pieces[i].start;
+                if (room_last < pieces[i].end - 1)
+                        room_last = pieces[i].end - 1;
+                r = add_piece_keys(pr->pid, pieces[i].start, pieces[i].end, room_lo, room_last, &keys,
+                                   &n_keys, &cap);
+                if (r < 0)
+                        return r;
+                void *nv = reallocarray(values, cap, sizeof(*values));
+                if (!nv)
+                        return -ENOMEM;
+                values = nv;
+                for (size_t k = first; k < n_keys; k++)
+                        values[k] = pieces[i];
+        }
+        e = calloc(n_keys ?: 1, sizeof(*e));
+        if (!e)
+                return -ENOMEM;
         for (size_t k = 0; k < n_keys; k++)
+                e[k] = (Entry){.key = keys[k], .value = values[k]};
+        if (n_keys > 1)
+                qsort_safe(e, n_keys, sizeof(*e), cmp_entry);
+        for (size_t k = 0; k < n_keys; k++) {
+                keys[k] = e[k].key;
+                values[k] = e[k].value;
+        }
+
+        /* pr->keys is sorted: write what it lacks or holds with another value. */
+        for (size_t k = 0; k < n_keys; k++) {
+                while (j < pr->n_keys && cmp_key(&pr->keys[j], &keys[k]) < 0)
+                        j++;
+                if (j < pr->n_keys && cmp_key(&pr->keys[j], &keys[k]) == 0 &&
+                    memcmp(&pr->values[j], &values[k], sizeof(values[k])) == 0) {
+                        p->entries_unchanged++;
+                        continue;
+                }
+                p->entries_written++;
                 if (bpf_map_update_elem(p->mappings_fd, &keys[k], &values[k], BPF_ANY) < 0) {
                         ret = -errno;
                         p->entry_errors++;
+                        /* Not what the map holds: never taken as written next time. */
+                        values[k].flags = UINT32_MAX;
                 }
-        if (n_keys > 1)
-                qsort_safe(keys, n_keys, sizeof(*keys), cmp_key);
+        }
 
-        /* pr->keys is sorted too: delete what the new set lacks. */
+        /* Delete what the new set lacks. */
+        j = 0;
         for (size_t i = 0; i < pr->n_keys; i++) {
                 while (j < n_keys && cmp_key(&keys[j], &pr->keys[i]) < 0)
                         j++;
@@ -136,7 +214,9 @@ int pool_proc_write_entries(TablePool *p, Proc *pr, const PoolMapping *m, size_t
         }
         p->n_mapping_entries = p->n_mapping_entries - pr->n_keys + n_keys;
         free(pr->keys);
+        free(pr->values);
         pr->keys = TAKE_PTR(keys);
+        pr->values = TAKE_PTR(values);
         pr->n_keys = n_keys;
         return ret;
 }

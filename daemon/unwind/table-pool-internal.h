@@ -40,7 +40,8 @@ typedef struct Proc {
         pid_t pid;
         PoolMapping *maps;
         size_t n_maps;
-        struct profd_unwind_mapping_key *keys;
+        struct profd_unwind_mapping_key *keys; /* sorted */
+        struct profd_unwind_mapping *values;   /* what the map holds for keys[i] */
         size_t n_keys;
 } Proc;
 
@@ -67,5 +68,6 @@ struct TablePool {
         uint32_t generation, active;
         uint64_t placed, evicted, compactions, place_failures, entry_errors;
         uint64_t stale_snapshots;
+        uint64_t entries_written, entries_unchanged;
         uint32_t proc_version; /* last profd_unwind_proc.version written */
 };

@@ -353,6 +353,11 @@ void table_pool_write_metrics(const TablePool *p, FILE *f)
                        p->place_failures);
         metric_counter(f, "profd_unwind_pool_entry_errors_total",
                        "Mapping entries that could not be written.", p->entry_errors);
+        metric_labelled(f, "profd_unwind_pool_entry_writes_total", "counter",
+                        "Mapping entries of pushed processes: written, or already in the map with the "
+                        "same value (not written again).",
+                        "outcome", (const char *const[]){"written", "unchanged"},
+                        (const uint64_t[]){p->entries_written, p->entries_unchanged}, 2);
         metric_counter(f, "profd_unwind_pool_stale_snapshots_total",
                        "Process mappings not installed: read before the process exec'd.",
                        p->stale_snapshots);

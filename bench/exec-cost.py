@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""What an exec costs profd: a clean `ninja -j2` build of a copy of profd's own source tree (some
+700 compiler, linker and generator processes) with profd running at its defaults, and the same
+build without profd. Prints per run: execs profd saw (profd_process_events_received_total
+{type="exec"}), profd's CPU time during the build (utime+stime of /proc/PID/stat), CPU per exec,
+the share of one core, the part of it spent building unwind tables of files never seen before,
+and the build's wall time without and with profd (ratio).
+
+    bench/exec-cost.py [--runs 2] [--port 7422] [--profd OTHER/daemon/profd]   (compare another build)
+
+The copy and its `meson setup` are made once, outside the measured part; each measured build is
+`ninja clean` then `ninja -j2`. Everything goes under the test session folder, removed at exit."""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import time
+
+from profdtest import PROFD, SRC, Daemon, log, proc_cpu_seconds, require_bpf, tmpdir
+
+
+def copy_tree(dst):
+    """profd's sources without build folders or git metadata."""
+    def ignore(folder, names):
+        return [n for n in names if n == ".git" or (folder == os.path.abspath(SRC) and n.startswith("build"))]
+    shutil.copytree(os.path.abspath(SRC), dst, ignore=ignore, symlinks=True)
+
+
+def exec_count(metrics):
+    m = re.search(r'^profd_process_events_received_total\{type="exec"\} (\d+)$', metrics, re.M)
+    return int(m.group(1)) if m else 0
+
+
+def build_seconds(metrics):
+    """Unwind table builds: files never seen before (new binaries of this build and of whatever
+    else the machine runs), a cost per new file rather than per exec."""
+    m = re.search(r'^profd_exe_cache_build_cpu_seconds_total ([0-9.e+-]+)$', metrics, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+def build(bdir):
+    subprocess.run(["ninja", "-C", bdir, "clean"], check=True, stdout=subprocess.DEVNULL)
+    t0 = time.monotonic()
+    subprocess.run(["ninja", "-C", bdir, "-j2"], check=True, stdout=subprocess.DEVNULL)
+    return time.monotonic() - t0
+
+
+def with_profd(binary, bdir, port):
+    with Daemon(binary=binary, port=port) as dm:
+        # The start-up scan and its table builds are not the build's cost: wait for them.
+        deadline = time.monotonic() + 60
+        time.sleep(3)
+        while time.monotonic() < deadline and re.search(r"^profd_exe_cache_build_queue [1-9]",
+                                                        dm.get("/metrics")[2].decode(), re.M):
+            time.sleep(0.5)
+        time.sleep(2)
+        _, _, m0 = dm.get("/metrics")
+        cpu0 = proc_cpu_seconds(dm.proc.pid)
+        wall = build(bdir)
+        cpu1 = proc_cpu_seconds(dm.proc.pid)
+        _, _, m1 = dm.get("/metrics")
+    m0, m1 = m0.decode(), m1.decode()
+    return wall, cpu1 - cpu0, exec_count(m1) - exec_count(m0), build_seconds(m1) - build_seconds(m0)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--port", type=int, default=7422)
+    ap.add_argument("--profd", default=None, help="another profd build to compare")
+    args = ap.parse_args()
+    require_bpf()
+    src = os.path.join(tmpdir(), "profd-src")
+    copy_tree(src)
+    bdir = os.path.join(tmpdir(), "build")
+    subprocess.run(["meson", "setup", bdir, src], check=True, stdout=subprocess.DEVNULL)
+    build(bdir)  # warm the page cache: the first build reads every header from disk
+    builds = [("this build", PROFD)] + ([("other build", args.profd)] if args.profd else [])
+    for i in range(args.runs):
+        base = build(bdir)
+        for label, binary in builds:
+            wall, cpu, execs, tables = with_profd(binary, bdir, args.port)
+            log("run %d, %s: %d execs in %.1f s; profd CPU %.3f s = %.3f ms per exec, %.2f%% of one core "
+                "(of which unwind table builds %.3f s; without them %.3f ms per exec); "
+                "build wall %.1f s without profd, %.1f s with (ratio %.3f); load average %.1f"
+                % (i + 1, label, execs, wall, cpu, 1000.0 * cpu / max(execs, 1), 100.0 * cpu / wall, tables,
+                   1000.0 * (cpu - tables) / max(execs, 1), base, wall, wall / base, os.getloadavg()[0]))
+
+
+if __name__ == "__main__":
+    main()
