@@ -299,7 +299,7 @@ int process_read(ProcessTable *t, Process *p)
                 r = read_stat_at(dirfd, "stat", &start, NULL, &state);
                 if (r < 0 || state == 'Z' || state == 'X' || state == 'x')
                         r = -ESRCH;
-                else if (p->n_mappings > 0 && (start == p->start_time || (p->inherited && !p->start_time)))
+                else if (p->n_mappings > 0 && start == p->start_time)
                         r = -EAGAIN;
         }
         if (r < 0) {

@@ -122,8 +122,7 @@ int process_table_get(ProcessTable *t, pid_t pid, Process **ret)
                 /* An exited entry whose pid is alive again with another start time was reused:
                  * new samples of this pid belong to the new process. Checked at most once a
                  * second per entry: a profile asks for the same pid once per sample. */
-                if (p->exited_ns && p->start_time &&
-                    p->checked_ns + NSEC_PER_SEC <= now_ns(CLOCK_REALTIME) &&
+                if (p->exited_ns && p->checked_ns + NSEC_PER_SEC <= now_ns(CLOCK_REALTIME) &&
                     (p->checked_ns = now_ns(CLOCK_REALTIME), process_read_stat(pid, &start, NULL) >= 0) &&
                     start != p->start_time) {
                         t->n_pid_reuse++;
@@ -309,9 +308,9 @@ int process_table_fork(ProcessTable *t, pid_t parent, pid_t child)
         c->inherited = true;
         memcpy(c->comm, pp->comm, sizeof(c->comm));
         c->checked_ns = now_ns(CLOCK_REALTIME);
-        /* Its start time (0: not known yet) is left to the liveness check: most children exec at
-         * once, and the exec drops this copy, so reading it here cost a /proc/PID/stat read per
-         * fork for nothing. Its exit event says when it is gone. */
+        /* Its own start time tells a reused pid apart later; a child already gone has none. */
+        if (process_read_stat(child, &c->start_time, NULL) < 0)
+                c->exited_ns = c->checked_ns;
         t->proc_bytes += process_bytes(c);
         r = table_insert(t, c);
         if (r < 0)
@@ -360,8 +359,6 @@ void process_table_gc(ProcessTable *t, uint64_t now_ns)
                 checks++;
                 r = process_read_stat(p->pid, &start, NULL);
                 p->checked_ns = now_ns;
-                if (r >= 0 && !p->start_time)
-                        p->start_time = start; /* a fork copy's first look */
                 if (r == -ESRCH || (r >= 0 && start != p->start_time)) {
                         p->exited_ns = now_ns;
                         t->n_exited_total++;

@@ -36,7 +36,7 @@ _Static_assert(sizeof(ProcMapping) == 80, "ProcMapping grew: every exited proces
 
 typedef struct Process {
         pid_t pid;
-        uint64_t start_time; /* /proc/PID/stat starttime: tells pid reuse apart; 0 not known (fork copy) */
+        uint64_t start_time; /* /proc/PID/stat starttime: tells pid reuse apart */
         uint64_t exited_ns;  /* CLOCK_REALTIME of exit; 0 while alive */
         char comm[17];
         ProcMapping *mappings; /* sorted by start */
