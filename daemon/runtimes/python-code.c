@@ -72,7 +72,7 @@ struct PythonCodeCache {
 };
 
 #define REMOTE_SNAPSHOT_NS (1000 * 1000 * 1000ULL)
-#define REMOTE_RETAKE_NS (20 * 1000 * 1000ULL)
+#define REMOTE_RETAKE_NS (2 * 1000 * 1000ULL)
 
 int python_code_cache_new(size_t max_entries, size_t max_bytes, PythonCodeCache **ret)
 {
@@ -810,7 +810,7 @@ static void fill(PythonCodeCache *c, const PythonCode *e, uint32_t instr, Python
                 c->n_lines_unknown++;
 }
 
-/* A code object that cannot be the one sampled any more: its memory was reused, or is not one.
+/* A code object that cannot be the one sampled any more: its memory holds another one now.
  * Remembered (a small entry, within the cache's bounds) so that the drains and later reports do
  * not read it again and again while the loop waits. */
 static void remember_failure(PythonCodeCache *c, pid_t pid, uint64_t start_time, uint64_t addr, uint32_t fp,
@@ -882,7 +882,9 @@ int python_code_resolve(PythonCodeCache *c, pid_t pid, uint64_t start_time, cons
                             : r == -EPERM || r == -EACCES ? ERR_PERMISSION
                             : r == -ESTALE                ? ERR_REPLACED
                                                           : ERR_OTHER]++;
-                if (r == -EFAULT || r == -EBADMSG || r == -ESTALE)
+                /* Only what is certain: memory outside the snapshot (EFAULT, and EBADMSG for a
+                 * string there) may be mapped since; a later read can succeed. */
+                if (r == -ESTALE)
                         remember_failure(c, pid, start_time, code_addr, fp, r);
                 return r;
         }
@@ -920,10 +922,11 @@ void python_code_cache_write_metrics(const PythonCodeCache *c, FILE *f)
         metric_gauge(f, "profd_python_code_entries",
                      "Python code objects whose names and line tables are kept.",
                      c->n_entries - c->n_failed);
-        metric_gauge(f, "profd_python_code_failures_remembered",
-                     "Code objects (address and fingerprint) remembered as not readable as the one sampled, "
-                     "so that they are not read again.",
-                     c->n_failed);
+        metric_gauge(
+                f, "profd_python_code_failures_remembered",
+                "Code objects (address and fingerprint) found replaced by another code object, remembered "
+                "so that they are not read again.",
+                c->n_failed);
         metric_gauge(f, "profd_python_code_bytes",
                      "Memory of the kept code objects (names, line tables, index).",
                      python_code_cache_bytes(c));
