@@ -200,12 +200,7 @@ def main():
     require_bpf()
     if not shutil.which("go"):
         skip("go (golang-go) is not installed: the profile is read with go tool pprof")
-    roots, missing = {}, []
-    for suite in ("bullseye", "trixie", "forky"):
-        try:
-            roots[suite] = debianroot.ensure_root(suite, log)
-        except debianroot.RootUnavailable as e:
-            missing.append("%s (%s)" % (suite, e))
+    roots, missing = debianroot.ensure_roots(("bullseye", "trixie", "forky"), log)
     work = tmpdir()
     cleanup = []
     its = [Interpreter("i0", "python3.11", ["/usr/bin/python3.11"], os.path.join(work, "py311"),

@@ -271,12 +271,7 @@ def main():
     require_bpf()
     if not shutil.which("go"):
         skip("go (golang-go) is not installed: the profile is read with go tool pprof")
-    roots, missing = {}, []
-    for suite in ("bullseye", "trixie", "forky"):
-        try:
-            roots[suite] = debianroot.ensure_root(suite, log)
-        except debianroot.RootUnavailable as e:
-            missing.append("%s (%s)" % (suite, e))
+    roots, missing = debianroot.ensure_roots(("bullseye", "trixie", "forky"), log)
     work = tmpdir()
     runtimes, cleanup = [], []
 

@@ -56,8 +56,7 @@ static const uint8_t *section_data(Elf *elf, const char *name, uint32_t type, GE
         return NULL;
 }
 
-/* The section holding [addr, addr + n) in the file, as a pointer to addr's bytes. */
-static const uint8_t *vaddr_bytes(Elf *elf, uint64_t addr, uint64_t n)
+const uint8_t *python_elf_vaddr_bytes(Elf *elf, uint64_t addr, uint64_t n)
 {
         Elf_Scn *scn = NULL;
         GElf_Shdr sh;
@@ -152,7 +151,7 @@ static size_t eh_find(const EhHdr *h, uint64_t addr)
 static int eh_fde_range(Elf *elf, const EhHdr *h, size_t i, uint64_t *ret_start, uint64_t *ret_size)
 {
         uint64_t fde = h->vaddr + (int64_t)get_s32(h->table + 8 * i + 4), begin;
-        const uint8_t *p = vaddr_bytes(elf, fde, 16);
+        const uint8_t *p = python_elf_vaddr_bytes(elf, fde, 16);
 
         if (!p || get_u32(p) < 12 || get_u32(p) == UINT32_MAX || get_u32(p + 4) == 0)
                 return -EBADMSG;
@@ -183,7 +182,7 @@ static int from_jumps(Elf *elf, uint64_t eval, uint64_t eval_size, uint64_t *ret
         r = eh_hdr(elf, &h);
         if (r < 0)
                 return r;
-        if (eval_size > EVAL_SCAN_MAX || !(b = vaddr_bytes(elf, eval, eval_size)))
+        if (eval_size > EVAL_SCAN_MAX || !(b = python_elf_vaddr_bytes(elf, eval, eval_size)))
                 return -ENOENT;
         hits = malloc(eval_size * sizeof(*hits));
         if (!hits)

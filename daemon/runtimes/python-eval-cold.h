@@ -17,3 +17,7 @@
  * malformed sections. */
 int python_eval_cold_find(Elf *elf, uint64_t eval, uint64_t eval_size, uint64_t *ret_start,
                           uint64_t *ret_size);
+
+/* The bytes at [addr, addr + n) (ELF virtual addresses) of elf's contents, in the allocated
+ * section holding them; NULL when none does (or it has no data in the file). */
+const uint8_t *python_elf_vaddr_bytes(Elf *elf, uint64_t addr, uint64_t n);

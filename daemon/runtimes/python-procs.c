@@ -158,23 +158,12 @@ static bool version_from_path(const char *path, unsigned *ret_major, unsigned *r
 /* Reads n bytes at the virtual address addr of the file's contents (a symbol's initial value). */
 static int read_vaddr(Elf *elf, uint64_t addr, void *buf, size_t n)
 {
-        Elf_Scn *scn = NULL;
-        GElf_Shdr sh;
+        const uint8_t *p = python_elf_vaddr_bytes(elf, addr, n);
 
-        while ((scn = elf_nextscn(elf, scn))) {
-                Elf_Data *d;
-
-                if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS || !(sh.sh_flags & SHF_ALLOC))
-                        continue;
-                if (addr < sh.sh_addr || addr - sh.sh_addr + n > sh.sh_size)
-                        continue;
-                d = elf_getdata(scn, NULL);
-                if (!d || !d->d_buf || addr - sh.sh_addr + n > d->d_size)
-                        return -EBADMSG;
-                memcpy(buf, (const uint8_t *)d->d_buf + (addr - sh.sh_addr), n);
-                return 0;
-        }
-        return -ENOENT;
+        if (!p)
+                return -ENOENT;
+        memcpy(buf, p, n);
+        return 0;
 }
 
 int python_elf_probe(int fd, const char *path, PythonElf *ret)

@@ -116,6 +116,17 @@ def _unmount_under(path):
         subprocess.run(["umount", "-l", p], stderr=subprocess.DEVNULL)
 
 
+def ensure_roots(suites, log=print):
+    """({suite: path} of those that are there or could be built, ["suite (why not)"] of the others)."""
+    roots, missing = {}, []
+    for suite in suites:
+        try:
+            roots[suite] = ensure_root(suite, log)
+        except RootUnavailable as e:
+            missing.append("%s (%s)" % (suite, e))
+    return roots, missing
+
+
 def ensure_root(suite, log=print):
     """Path of the cached root of suite, building it first if needed (a few minutes, once).
     Raises RootUnavailable when it is absent and cannot be built."""
