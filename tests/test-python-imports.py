@@ -9,7 +9,7 @@ BPF took at the sample (bpf/profd-python.h).
 
 On each interpreter (Debian 12's python3.11; Debian 11's 3.9, 13's 3.13 and forky's 3.14 in their
 debootstrapped roots, tests/lib/debianroot.py):
-- imports: one process imports 200 generated modules in turn, each spending ~15 ms in its module
+- imports: one process imports 300 generated modules in turn, each spending ~15 ms in its module
   body and defining a dozen functions of distinctive names and lines (so that freed code objects'
   memory is reused by others), then calls one of them for ~4 ms. Before each import it names its
   thread after the interpreter and the module (prctl), so every sample says which module ran. Checked: no frame carries another
@@ -30,7 +30,7 @@ import debianroot
 import profdtest
 from profdtest import Daemon, check, finish, log, require_bpf, skip, tmpdir, traces
 
-N_MODULES = 200
+N_MODULES = 300
 N_SHORT = 8
 
 MAIN = r'''import ctypes, importlib, sys
