@@ -128,9 +128,10 @@ def main():
     shutil.copy(lib, os.path.join(storm_dir, "lib.so"))
     os.chown(storm_dir, 65534, 65534)
 
-    # A small process-table budget, so that the storm crosses it however many of its processes
-    # profd gets to read (the default, 32M, holds the storm's ~80,000 mappings).
-    with Daemon("--process-table-memory", "2M") as d:
+    # The smallest process-table budget, so that the storm crosses it however many of its processes
+    # profd gets to read (the default, 32M, holds the storm's ~80,000 mappings; only executable
+    # mappings are kept, ~2 MiB for what a sanitizer build reads of the storm).
+    with Daemon("--process-table-memory", "1M") as d:
         pid = d.proc.pid
 
         # 1. the mapping storm
