@@ -258,6 +258,11 @@ def main():
         check(st == 200, "folded stacks of the past window: %d" % st)
         st, _, fg_body = dmn.get("/debug/pprof/flamegraph?" + q, timeout=60)
         check(st == 200, "flame graph of the past window: %d" % st)
+    for p in procs:  # the JIT program's perf map: named, it is no longer needed
+        try:
+            os.unlink("/tmp/perf-%d.map" % p.pid)
+        except FileNotFoundError:
+            pass
 
     pp, folded = from_pprof(ppath), from_folded(folded_body)
     fg, merged = from_flamegraph(fg_body)
