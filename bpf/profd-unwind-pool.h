@@ -80,12 +80,18 @@ struct profd_row_cache_entry {
 };
 _Static_assert(sizeof(struct profd_row_cache_entry) == 24, "profd_row_cache_entry layout");
 
+/* profd_unwind_proc.runtimes: the interpreters whose frames BPF walks in this process. A sample
+ * of a process without the bit skips that runtime's map lookup altogether. */
+#define PROFD_PROC_RUNTIME_PYTHON 1u
+
 struct profd_unwind_proc {
         __u32 n_mappings;
         __u32 version; /* unique per write (pool-wide counter): validates the BPF mapping cache */
         __u64 maps_ns; /* CLOCK_MONOTONIC time the mappings were read (before the read) */
+        __u32 runtimes; /* PROFD_PROC_RUNTIME_* */
+        __u32 _pad;
 };
-_Static_assert(sizeof(struct profd_unwind_proc) == 16, "profd_unwind_proc layout");
+_Static_assert(sizeof(struct profd_unwind_proc) == 24, "profd_unwind_proc layout");
 
 /* LRU hash "unwind_execs": pid -> CLOCK_MONOTONIC time of its last exec, written by the BPF exec
  * hook, which also deletes the pid from unwind_procs (its mapping entries describe the old image).

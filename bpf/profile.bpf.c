@@ -183,13 +183,16 @@ int profd_sample(struct bpf_perf_event_data *ctx)
                 struct profd_unwind_proc *proc = bpf_map_lookup_elem(&unwind_procs, &pid);
 
                 if (proc) {
-                        struct profd_python_proc *py = bpf_map_lookup_elem(&python_procs, &pid);
-
                         st->proc_version = proc->version;
                         st->fp_only = 0;
-                        if (py) {
-                                st->py = *py;
-                                st->py_active = 1;
+                        /* Only a process the daemon found CPython in pays for the lookup. */
+                        if (proc->runtimes & PROFD_PROC_RUNTIME_PYTHON) {
+                                struct profd_python_proc *py = bpf_map_lookup_elem(&python_procs, &pid);
+
+                                if (py) {
+                                        st->py = *py;
+                                        st->py_active = 1;
+                                }
                         }
                 } else {
                         /* Its code may have no frame pointers: a walk that ends "normally"

@@ -170,8 +170,13 @@ static void log_ready_line(Daemon *d)
 static void runtimes_mapped(void *userdata, const Process *p)
 {
         Daemon *d = userdata;
+        int r;
 
         python_procs_note(d->python, p);
+        r = table_pool_set_process_runtimes(
+                d->pool, p->pid, python_procs_get(d->python, p->pid) ? TABLE_POOL_RUNTIME_PYTHON : 0);
+        if (r < 0 && r != -ENOENT)
+                log_debug_errno(r, "Marking the runtimes of pid %d for BPF failed: %m", (int)p->pid);
 }
 
 static void runtimes_forgotten(void *userdata, pid_t pid)

@@ -299,6 +299,7 @@ int table_pool_set_process_at(TablePool *p, pid_t pid, uint64_t maps_ns, const P
         info.n_mappings = n;
         info.version = ++p->proc_version;
         info.maps_ns = maps_ns;
+        info.runtimes = pr->runtimes;
         if (exec_after(p, pid, maps_ns)) {
                 (void)bpf_map_delete_elem(p->procs_fd, &key);
                 p->stale_snapshots++;
@@ -317,6 +318,33 @@ int table_pool_set_process_at(TablePool *p, pid_t pid, uint64_t maps_ns, const P
         if (r >= 0 && p->reported_fd >= 0)
                 (void)bpf_map_delete_elem(p->reported_fd, &key);
         return r;
+}
+
+_Static_assert(TABLE_POOL_RUNTIME_PYTHON == PROFD_PROC_RUNTIME_PYTHON, "runtime bits");
+
+int table_pool_set_process_runtimes(TablePool *p, pid_t pid, uint32_t runtimes)
+{
+        struct profd_unwind_proc info;
+        uint32_t key = pid;
+        bool found;
+        size_t i;
+
+        if (!p || pid <= 0)
+                return -EINVAL;
+        i = SORTED_INDEX(p->procs, p->n_procs, _e->pid, pid, &found);
+        if (!found)
+                return -ENOENT;
+        if (p->procs[i]->runtimes == runtimes)
+                return 0;
+        p->procs[i]->runtimes = runtimes;
+        /* BPF_EXIST: an exec since the last push deleted the entry, and the next push writes the
+         * new image's mappings with these bits; writing it here would revive the old ones. */
+        if (bpf_map_lookup_elem(p->procs_fd, &key, &info) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        info.runtimes = runtimes;
+        if (bpf_map_update_elem(p->procs_fd, &key, &info, BPF_EXIST) < 0 && errno != ENOENT)
+                return -errno;
+        return 0;
 }
 
 int table_pool_remove_process(TablePool *p, pid_t pid)

@@ -43,6 +43,7 @@ typedef struct Proc {
         struct profd_unwind_mapping_key *keys; /* sorted */
         struct profd_unwind_mapping *values;   /* what the map holds for keys[i] */
         size_t n_keys;
+        uint32_t runtimes; /* profd_unwind_proc.runtimes, kept across pushes */
 } Proc;
 
 struct TablePool {

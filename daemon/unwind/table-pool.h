@@ -48,6 +48,10 @@ int table_pool_set_process(TablePool *p, pid_t pid, const PoolMapping *m, size_t
 /* CLOCK_MONOTONIC time of pid's last exec as the BPF exec hook recorded it (-ENOENT: none known). */
 int table_pool_last_exec(TablePool *p, pid_t pid, uint64_t *ret_ns);
 int table_pool_remove_process(TablePool *p, pid_t pid);
+#define TABLE_POOL_RUNTIME_PYTHON 1u /* = PROFD_PROC_RUNTIME_PYTHON */
+/* Which runtimes' frames BPF walks in pid (TABLE_POOL_RUNTIME_* bits): samples of a pid without a
+ * bit skip that runtime's lookup. Kept across set_process() calls; -ENOENT before the first. */
+int table_pool_set_process_runtimes(TablePool *p, pid_t pid, uint32_t runtimes);
 /* Tables placed in the pool (for the service STATUS= line). */
 size_t table_pool_n_tables(const TablePool *p);
 /* Bytes of shards mapped into profd (its RSS) right now: only while a table is written. */
