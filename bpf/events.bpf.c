@@ -108,7 +108,8 @@ static __always_inline int handle_fork(struct task_struct *parent, struct task_s
         /* New threads share the mappings the daemon already knows; only new processes matter. */
         if (pid != (__u32)BPF_CORE_READ(child, tgid) || is_kthread(child))
                 return 0;
-        emit(PROFD_EV_FORK, pid, BPF_CORE_READ(parent, tgid), 0, 0);
+        emit(PROFD_EV_FORK, pid, BPF_CORE_READ(parent, tgid),
+             BPF_CORE_READ(child, mm) == BPF_CORE_READ(parent, mm) ? PROFD_EV_FORK_SHARED_MM : 0, 0);
         return 0;
 }
 

@@ -104,15 +104,15 @@ static __always_inline bool find_mapping(struct sample_state *st, __u64 lookup_p
         if (st->cache_valid && lookup_pc >= m->start && lookup_pc < m->end)
                 return true;
 
-        ci = ((lookup_pc >> 16) ^ ((__u64)st->key.pid << 20)) * 0x9e3779b97f4a7c15ULL >> 56;
+        ci = ((lookup_pc >> 16) ^ ((__u64)st->map_pid << 20)) * 0x9e3779b97f4a7c15ULL >> 56;
         ci &= PROFD_MAPPING_CACHE_SIZE - 1;
         ce = bpf_map_lookup_elem(&mapping_cache, &ci);
-        if (ce && ce->valid && ce->pid == st->key.pid && ce->version == st->proc_version &&
+        if (ce && ce->valid && ce->pid == st->map_pid && ce->version == st->proc_version &&
             ce->generation == st->pool_gen && lookup_pc >= ce->m.start && lookup_pc < ce->m.end) {
                 st->cache = ce->m;
         } else {
                 key.prefixlen = 32 + 64;
-                key.pid_be = __builtin_bswap32(st->key.pid);
+                key.pid_be = __builtin_bswap32(st->map_pid);
                 key.addr_be = __builtin_bswap64(lookup_pc);
                 m = bpf_map_lookup_elem(&unwind_mappings, &key);
                 /* An entry's prefix may be wider than its mapping (pool-mappings.c). */
@@ -120,7 +120,7 @@ static __always_inline bool find_mapping(struct sample_state *st, __u64 lookup_p
                         return false;
                 st->cache = *m;
                 if (ce) {
-                        ce->pid = st->key.pid;
+                        ce->pid = st->map_pid;
                         ce->version = st->proc_version;
                         ce->generation = st->pool_gen;
                         ce->m = *m;

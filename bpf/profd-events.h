@@ -17,7 +17,7 @@ struct profd_event {
         __u32 pid;
         __u32 ppid; /* FORK: parent */
         __u32 _pad;
-        __u64 addr; /* MMAP_EXEC, ANON_EXEC: start; UNKNOWN_PC: the pc */
+        __u64 addr; /* MMAP_EXEC, ANON_EXEC: start; UNKNOWN_PC: the pc; FORK: PROFD_EV_FORK_* */
         __u64 len;  /* MMAP_EXEC, ANON_EXEC: length */
         __u64 ktime_ns;
 };
@@ -35,6 +35,11 @@ _Static_assert(sizeof(struct profd_event) == 40, "profd_event layout");
 #define PROFD_EVCNT_ANON_RATELIMITED 18
 #define PROFD_EVCNT_ANON_DEDUPED 19
 #define PROFD_EVCNT__MAX 20
+
+/* FORK with addr PROFD_EV_FORK_SHARED_MM: the child shares its parent's memory (vfork,
+ * posix_spawn: CLONE_VM without CLONE_THREAD) until it execs or exits. The unwinder uses the
+ * parent's pool entries for it (same mm, same mappings), so the daemon writes none. */
+#define PROFD_EV_FORK_SHARED_MM 1
 
 /* MMAP_EXEC with addr 0: "some executable file mapping is being created, address not known yet"
  * (fallback hooks that run before the mapping exists); the daemon re-reads maps a little later. */

@@ -97,5 +97,6 @@ enum profd_counter {
         PROFD_CNT_PY_EVENTS,              /* new Python stacks reported to the daemon */
         PROFD_CNT_PY_EVENTS_RATELIMITED,  /* not reported: the process's burst was used up */
         PROFD_CNT_PY_EVENTS_FULL,         /* not reported: ring buffer full */
+        PROFD_CNT_SHARED_MM,              /* a vfork child's stack unwound with its parent's entries */
         PROFD_CNT__MAX,
 };

@@ -69,6 +69,29 @@ _Static_assert((PROFD_MAX_USER_FRAMES + 1 + PROFD_FRAMES_PER_STEP - 1) / PROFD_F
                "too few frames per step to reach PROFD_MAX_USER_FRAMES within the tail-call limit");
 _Static_assert((PROFD_MAX_USER_FRAMES & (PROFD_MAX_USER_FRAMES - 1)) == 0, "frame index is masked");
 
+/* A child made by vfork or posix_spawn (CLONE_VM, no CLONE_THREAD) runs in its parent's memory
+ * until it execs: the same mm, so the parent's pool entries are its mappings exactly. The daemon
+ * writes none for it (PROFD_EV_FORK_SHARED_MM): a build's thousands of spawns cost no map writes.
+ * Sets st->map_pid to the parent's pid when it applies. */
+static __always_inline struct profd_unwind_proc *shared_mm_parent(struct sample_state *st,
+                                                                   struct task_struct *task)
+{
+        struct task_struct *parent = BPF_CORE_READ(task, group_leader, real_parent);
+        struct mm_struct *mm = BPF_CORE_READ(task, mm);
+        struct profd_unwind_proc *proc;
+        __u32 ppid;
+
+        if (!mm || !parent || BPF_CORE_READ(parent, mm) != mm)
+                return NULL;
+        ppid = BPF_CORE_READ(parent, tgid);
+        proc = bpf_map_lookup_elem(&unwind_procs, &ppid);
+        if (proc) {
+                st->map_pid = ppid;
+                count(PROFD_CNT_SHARED_MM);
+        }
+        return proc;
+}
+
 /* Benchmarks: time every recorded sample from entry to the end of finalize. */
 const volatile bool profd_measure_cost = false;
 
@@ -182,11 +205,15 @@ int profd_sample(struct bpf_perf_event_data *ctx)
                 __u32 pid = st->key.pid;
                 struct profd_unwind_proc *proc = bpf_map_lookup_elem(&unwind_procs, &pid);
 
+                st->map_pid = pid;
+                if (!proc)
+                        proc = shared_mm_parent(st, task);
                 if (proc) {
                         st->proc_version = proc->version;
                         st->fp_only = 0;
-                        /* Only a process the daemon found CPython in pays for the lookup. */
-                        if (proc->runtimes & PROFD_PROC_RUNTIME_PYTHON) {
+                        /* Only a process the daemon found CPython in pays for the lookup (not a
+                         * vfork child: its Python frames would be its parent's thread's). */
+                        if ((proc->runtimes & PROFD_PROC_RUNTIME_PYTHON) && st->map_pid == pid) {
                                 struct profd_python_proc *py = bpf_map_lookup_elem(&python_procs, &pid);
 
                                 if (py) {

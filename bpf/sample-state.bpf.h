@@ -37,7 +37,8 @@ struct sample_state {
         __u32 proc_version; /* profd_unwind_proc.version at sample start */
         __u32 switches;     /* stack switches followed (PROFD_MAX_STACK_SWITCHES) */
         __u32 aux_valid;    /* aux is this frame's: not after a frame-pointer step */
-        __u32 _pad0;
+        __u32 map_pid;      /* whose pool entries describe this memory: key.pid, or the parent a
+                             * vfork child shares its mm with */
         __u64 uhash;        /* hash of the user frames recorded so far */
         __u64 start_ns;     /* profd_measure_cost */
         __u64 entry_end_ns; /* profd_measure_cost: when the entry program tail-called */

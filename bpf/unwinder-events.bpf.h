@@ -31,7 +31,7 @@ struct {
 
 static __always_inline void report(struct sample_state *st, __u32 type, __u64 addr)
 {
-        __u32 pid = st->key.pid;
+        __u32 pid = st->map_pid; /* whose mappings are missing */
         __u64 now = bpf_ktime_get_ns();
         struct profd_event *ev;
 

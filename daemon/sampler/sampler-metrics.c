@@ -121,6 +121,10 @@ void sampler_write_metrics(const Sampler *s, FILE *f)
                         "Stacks walked with frame pointers because the pid's mappings were not loaded "
                         "yet.",
                         c[PROFD_CNT_UNKNOWN_PID_FP]);
+                metric_counter(f, "profd_bpf_shared_mm_samples_total",
+                               "Samples of a child sharing its parent's memory (vfork, posix_spawn) "
+                               "unwound with the parent's mappings.",
+                               c[PROFD_CNT_SHARED_MM]);
                 if (s->opts.measure_cost) {
                         /* Nanoseconds: 9 decimals, finer than metric_counter_seconds(). */
                         metric_family(f, "profd_bpf_recorded_seconds_total", "counter",

@@ -19,10 +19,19 @@
  * the first milliseconds and each step must reach the unwinder at once. */
 #define EXEC_FAST_READS 4
 
-static void on_fork(ProcTracker *t, pid_t child, pid_t parent)
+static void on_fork(ProcTracker *t, pid_t child, pid_t parent, bool shared_mm)
 {
-        Tracked *pp = tracked_find(t, parent), *c;
+        Tracked *pp, *c;
 
+        if (shared_mm) {
+                /* vfork, posix_spawn: the child runs in its parent's memory until it execs (an
+                 * event) or exits. The unwinder uses the parent's entries for it (same mm), so a
+                 * build's spawns write nothing here; a child whose parent is unknown is reported
+                 * as an unknown pid and read then. */
+                t->n_forks_shared++;
+                return;
+        }
+        pp = tracked_find(t, parent);
         c = tracked_get(t, child);
         if (!c)
                 return;
@@ -134,7 +143,7 @@ void tracker_on_event(const struct profd_event *ev, void *userdata)
                 /* Symbolization too: a child that exits before anyone reads its maps still has
                  * its parent's snapshot. */
                 (void)process_table_fork(t->procs, (pid_t)ev->ppid, pid);
-                on_fork(t, pid, (pid_t)ev->ppid);
+                on_fork(t, pid, (pid_t)ev->ppid, ev->addr == PROFD_EV_FORK_SHARED_MM);
                 return;
         case PROFD_EV_EXEC:
                 process_table_exec(t->procs, pid);

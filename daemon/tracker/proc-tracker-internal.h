@@ -100,8 +100,8 @@ struct ProcTracker {
         uint64_t n_refresh_deferred, n_refresh_coalesced;
         uint64_t n_anon_added, n_anon_known, n_anon_reread, n_anon_dropped;
         uint64_t n_mid_exec, n_exec_fast;
-        uint64_t n_refreshes, n_unchanged, n_pushes, n_forks_copied, n_unknown_ratelimited, n_reconcile_new,
-                n_reconcile_gone, n_rechecks, n_exits;
+        uint64_t n_refreshes, n_unchanged, n_pushes, n_forks_copied, n_forks_shared, n_unknown_ratelimited,
+                n_reconcile_new, n_reconcile_gone, n_rechecks, n_exits;
         uint64_t map_errors[_MAP_ERR_MAX];
         uint64_t refresh_errors[_REFRESH_ERR_MAX];
         uint64_t ready_hist[N_READY_BUCKETS];

@@ -49,6 +49,10 @@ void proc_tracker_write_metrics(const ProcTracker *t, FILE *f)
         metric_counter(f, "profd_proc_tracker_forks_copied_total",
                        "New processes given their parent's entries without reading /proc.",
                        t->n_forks_copied);
+        metric_counter(f, "profd_proc_tracker_forks_shared_total",
+                       "New processes sharing their parent's memory (vfork, posix_spawn): unwound with "
+                       "the parent's entries until they exec, nothing written.",
+                       t->n_forks_shared);
         metric_counter(f, "profd_proc_tracker_exits_total", "Process exits handled.", t->n_exits);
         metric_counter(f, "profd_proc_tracker_rechecks_total",
                        "Re-reads of maps for a mapping not yet visible.", t->n_rechecks);
