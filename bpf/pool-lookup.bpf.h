@@ -158,11 +158,11 @@ static __always_inline __u32 find_rule(struct sample_state *st, const struct pro
             st->last_shard == m->shard)
                 return st->last_rule;
 
-        ci = ((elf_pc ^ m->offset) * 0x9e3779b97f4a7c15ULL) >> 54;
+        ci = (((elf_pc >> PROFD_ROW_CACHE_SHIFT) ^ m->offset) * 0x9e3779b97f4a7c15ULL) >> 54;
         ci &= PROFD_ROW_CACHE_SIZE - 1;
         ce = bpf_map_lookup_elem(&row_cache, &ci);
-        if (ce && ce->rule && ce->elf_pc == elf_pc && ce->offset == m->offset && ce->shard == m->shard &&
-            ce->generation == st->pool_gen) {
+        if (ce && ce->rule && elf_pc >= ce->elf_lo && elf_pc - ce->elf_lo < ce->len &&
+            ce->offset == m->offset && ce->shard == m->shard && ce->generation == st->pool_gen) {
                 remember_rule(st, m, elf_pc, ce->rule);
                 return ce->rule;
         }
@@ -182,6 +182,7 @@ static __always_inline __u32 find_rule(struct sample_state *st, const struct pro
         hi = sh->words[(m->offset + page + 1) & (PROFD_SHARD_WORDS - 1)];
         rows = m->offset + m->n_pages + 1;
 
+        count(PROFD_CNT_ROW_SEARCHES);
         /* First row of [lo, hi) whose pc_low is above target; the row in force is the one before. */
         l = lo;
         r = hi;
@@ -201,7 +202,14 @@ static __always_inline __u32 find_rule(struct sample_state *st, const struct pro
                 return 0;
         w = sh->words[(rows + l - 1) & (PROFD_SHARD_WORDS - 1)];
         if (ce) {
-                ce->elf_pc = elf_pc;
+                /* The row holds from its own pc to the next row's in this page, or the page end
+                 * (every page starts with a row of its own: profd-unwind-table.h). */
+                __u32 row_lo = w & 0xffff, row_end = PROFD_UT_PAGE_SIZE;
+
+                if (l < hi)
+                        row_end = sh->words[(rows + l) & (PROFD_SHARD_WORDS - 1)] & 0xffff;
+                ce->elf_lo = m->base + ((__u64)page << PROFD_UT_PAGE_SHIFT) + row_lo;
+                ce->len = row_end > row_lo ? row_end - row_lo : 0;
                 ce->shard = m->shard;
                 ce->offset = m->offset;
                 ce->generation = st->pool_gen;

@@ -98,5 +98,6 @@ enum profd_counter {
         PROFD_CNT_PY_EVENTS_RATELIMITED,  /* not reported: the process's burst was used up */
         PROFD_CNT_PY_EVENTS_FULL,         /* not reported: ring buffer full */
         PROFD_CNT_SHARED_MM,              /* a vfork child's stack unwound with its parent's entries */
+        PROFD_CNT_ROW_SEARCHES,           /* binary searches of a table page (row cache misses) */
         PROFD_CNT__MAX,
 };

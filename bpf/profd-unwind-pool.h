@@ -56,8 +56,12 @@ struct profd_unwind_config {
 };
 _Static_assert(sizeof(struct profd_unwind_config) == 8, "profd_unwind_config layout");
 
-/* Per-CPU direct-mapped cache of (table location, ELF pc) -> rule: hot pcs repeat across
- * samples and recursion repeats one return address, and a hit skips the binary search. */
+/* Per-CPU direct-mapped cache of (table location, ELF pc range) -> rule: the range is the whole
+ * row the rule came from, [row's pc, next row's pc or the page end), so the varying pcs of a hot
+ * loop's body hit one row as well as repeated return addresses do, and a hit skips the binary
+ * search. Slots are chosen by the pc's 16-byte block (PROFD_ROW_CACHE_SHIFT): a row spanning
+ * several blocks fills one slot per block. */
+#define PROFD_ROW_CACHE_SHIFT 4
 #define PROFD_ROW_CACHE_SIZE 1024
 /* Per-CPU direct-mapped cache of mapping entries: (pid, pc >> 16) -> the entry covering pc, valid
  * while the pid's profd_unwind_proc.version and the pool generation are unchanged. An LPM trie
@@ -73,12 +77,14 @@ struct profd_mapping_cache_entry {
 _Static_assert(sizeof(struct profd_mapping_cache_entry) == 64, "profd_mapping_cache_entry layout");
 
 struct profd_row_cache_entry {
-        __u64 elf_pc;
+        __u64 elf_lo; /* the row's first ELF pc */
+        __u32 len;    /* bytes the row covers (<= PROFD_UT_PAGE_SIZE) */
         __u32 shard, offset;
         __u32 generation;
         __u32 rule; /* global rule index + 1; 0: empty */
+        __u32 _pad;
 };
-_Static_assert(sizeof(struct profd_row_cache_entry) == 24, "profd_row_cache_entry layout");
+_Static_assert(sizeof(struct profd_row_cache_entry) == 32, "profd_row_cache_entry layout");
 
 /* profd_unwind_proc.runtimes: the interpreters whose frames BPF walks in this process. A sample
  * of a process without the bit skips that runtime's map lookup altogether. */

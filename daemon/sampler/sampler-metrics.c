@@ -125,6 +125,10 @@ void sampler_write_metrics(const Sampler *s, FILE *f)
                                "Samples of a child sharing its parent's memory (vfork, posix_spawn) "
                                "unwound with the parent's mappings.",
                                c[PROFD_CNT_SHARED_MM]);
+                metric_counter(f, "profd_bpf_row_searches_total",
+                               "Binary searches of an unwind table page: lookups the per-CPU row cache "
+                               "did not answer.",
+                               c[PROFD_CNT_ROW_SEARCHES]);
                 if (s->opts.measure_cost) {
                         /* Nanoseconds: 9 decimals, finer than metric_counter_seconds(). */
                         metric_family(f, "profd_bpf_recorded_seconds_total", "counter",
