@@ -22,7 +22,7 @@ while [ $# -gt 0 ]; do
                 a64=$(mktemp -d)
                 printf '\t.globl ext_func\n\t.type ext_func, %%function\next_func:\n\tret\n' >"$a64/ext.S"
                 aarch64-linux-gnu-gcc -nostdlib -shared "$a64/ext.S" -o "$a64/libext.so"
-                aarch64-linux-gnu-gcc -nostdlib -no-pie -Wl,--build-id=sha1 -Wl,-Ttext=0x40ffc0 \
+                aarch64-linux-gnu-gcc -nostdlib -no-pie -Wl,--build-id=sha1 -Wl,-z,max-page-size=4096 -Wl,-Ttext=0x40ffc0 \
                         -Wl,--section-start=.farcode=0x480000 -Wl,--dynamic-linker=/lib/ld-linux-aarch64.so.1 \
                         fixtures/cfi-zoo-aarch64.S "$a64/libext.so" -o snapshots/cfi-zoo-aarch64.elf
                 rm -r "$a64"
