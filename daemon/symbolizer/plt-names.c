@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-/* PLT entries named "func@plt": each x86-64 entry's jump is decoded to its GOT slot, whose
- * relocation names the function. */
+/* PLT entries named "func@plt": each entry's jump (x86-64, aarch64) is decoded to its GOT slot,
+ * whose relocation names the function. */
+#include <errno.h>
 #include <gelf.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,8 +37,8 @@ typedef struct PltRelocs {
 
 /* Reads one SHT_RELA section: JUMP_SLOT and GLOB_DAT slots by their symbol, IRELATIVE slots (no
  * symbol; static binaries) by the IFUNC symbol at the resolver address. */
-static void plt_read_relocs(Exe *e, Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, bool is_rela_plt,
-                            PltRelocs *pr)
+static void plt_read_relocs(Exe *e, Elf *elf, unsigned machine, Elf_Scn *scn, const GElf_Shdr *sh,
+                            bool is_rela_plt, PltRelocs *pr)
 {
         Elf_Scn *symscn = elf_getscn(elf, sh->sh_link);
         GElf_Shdr symsh;
@@ -67,6 +68,11 @@ static void plt_read_relocs(Exe *e, Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh,
                 if (!gelf_getrela(d, (int)i, &rela))
                         break;
                 type = (unsigned)GELF_R_TYPE(rela.r_info);
+                if (machine == EM_AARCH64)
+                        type = type == R_AARCH64_JUMP_SLOT   ? R_X86_64_JUMP_SLOT
+                               : type == R_AARCH64_GLOB_DAT  ? R_X86_64_GLOB_DAT
+                               : type == R_AARCH64_IRELATIVE ? R_X86_64_IRELATIVE
+                                                             : R_X86_64_NONE;
                 if (type == R_X86_64_JUMP_SLOT || type == R_X86_64_GLOB_DAT) {
                         if (gelf_getsym(symd, (int)GELF_R_SYM(rela.r_info), &sym))
                                 name = elf_strptr(elf, symsh.sh_link, sym.st_name);
@@ -127,6 +133,82 @@ static const char *plt_entry_name(const PltRelocs *pr, const uint8_t *p, size_t 
         return NULL;
 }
 
+#define A64_BTI_C 0xd503245fu
+
+static uint32_t a64_insn(const uint8_t *p, size_t avail, size_t off)
+{
+        uint32_t w = 0;
+
+        if (off + 4 <= avail)
+                memcpy(&w, p + off, 4); /* aarch64 ELF files profd reads are little-endian */
+        return w;
+}
+
+/* "adrp x16, page" then "ldr x17, [x16, #imm]" at off: the GOT slot they load (GNU ld's and
+ * lld's aarch64 PLT entry, also the lazy-binding header's, whose slot has no relocation). */
+static bool a64_got_load(const uint8_t *p, size_t avail, size_t off, uint64_t vaddr, uint64_t *ret_got)
+{
+        uint32_t adrp = a64_insn(p, avail, off), ldr = a64_insn(p, avail, off + 4);
+        int64_t page;
+
+        if ((adrp & 0x9f00001fu) != 0x90000010u || (ldr & 0xffc003ffu) != 0xf9400211u)
+                return false;
+        page = (int64_t)((((adrp >> 5) & 0x7ffffu) << 2) | ((adrp >> 29) & 3u));
+        if (page & (1 << 20))
+                page -= 1 << 21; /* 21-bit signed page count */
+        *ret_got = ((vaddr + off) & ~0xfffULL) + (uint64_t)(page * 4096) + ((ldr >> 10) & 0xfffu) * 8;
+        return true;
+}
+
+static int plt_add(Exe *e, size_t *cap, const char *fn, uint64_t addr, uint64_t size)
+{
+        char *label;
+
+        if (!fn)
+                return 0;
+        if (ARRAY_GROW(e->plt, *cap, e->n_plt + 1, 16) < 0 || asprintf(&label, "%s@plt", fn) < 0)
+                return -ENOMEM;
+        e->plt[e->n_plt++] = (ExeSym){.addr = addr, .size = size, .name = label};
+        return 0;
+}
+
+#define A64_BR_X17 0xd61f0220u
+
+/* aarch64 PLT sections have no sh_entsize: entries are found by their GOT load (16 bytes, or 24
+ * with BTI or PAC: "bti c" before it, "autia1716" after), each ending with its "br x17" (what
+ * follows the last one may be the TLS descriptor trampoline, no function's entry). */
+static int plt_load_aarch64(Exe *e, const PltRelocs *pr, const uint8_t *p, size_t size, uint64_t addr,
+                            uint64_t bias, size_t *cap)
+{
+        size_t start = SIZE_MAX, end = 0;
+        const char *fn = NULL;
+        int r;
+
+        for (size_t off = 0; off + 8 <= size; off += 4) {
+                uint64_t got;
+                size_t at;
+
+                if (!a64_got_load(p, size, off, addr, &got))
+                        continue;
+                at = off >= 4 && a64_insn(p, size, off - 4) == A64_BTI_C ? off - 4 : off;
+                if (start != SIZE_MAX && (r = plt_add(e, cap, fn, addr + start + bias, end - start)) < 0)
+                        return r;
+                start = at;
+                fn = plt_slot_name(pr, got);
+                /* add, [autia1716,] br x17: within the next three instructions */
+                end = off + 8;
+                for (size_t k = off + 8; k < off + 20 && k + 4 <= size; k += 4)
+                        if (a64_insn(p, size, k) == A64_BR_X17) {
+                                end = k + 4;
+                                break;
+                        }
+                if (end == off + 8)
+                        fn = NULL; /* not an entry after all */
+                off += 4;
+        }
+        return start == SIZE_MAX ? 0 : plt_add(e, cap, fn, addr + start + bias, end - start);
+}
+
 static bool is_plt_section(const char *name)
 {
         return strcmp(name, ".plt") == 0 || strcmp(name, ".plt.sec") == 0 || strcmp(name, ".plt.got") == 0 ||
@@ -134,7 +216,7 @@ static bool is_plt_section(const char *name)
 }
 
 /* Names the entries of the PLT sections "func@plt", as objdump, gdb and newer perf do (the
- * nearest symbol before them is whatever ends .init, typically _init). x86-64 only; other
+ * nearest symbol before them is whatever ends .init, typically _init). x86-64 and aarch64; other
  * machines get "[plt]" for every PLT address. */
 void exe_load_plt(Exe *e)
 {
@@ -161,7 +243,7 @@ void exe_load_plt(Exe *e)
                         have_plt_got |= strcmp(name, ".plt.got") == 0;
                 }
         }
-        if (e->n_plt_secs == 0 || eh.e_machine != EM_X86_64)
+        if (e->n_plt_secs == 0 || (eh.e_machine != EM_X86_64 && eh.e_machine != EM_AARCH64))
                 return;
         /* .rela.plt first: its order is the index lazy stubs push. */
         for (int pass = 0; pass < 2; pass++)
@@ -172,9 +254,9 @@ void exe_load_plt(Exe *e)
                             !(name = elf_strptr(elf, shstrndx, sh.sh_name)))
                                 continue;
                         if (pass == 0 && strcmp(name, ".rela.plt") == 0)
-                                plt_read_relocs(e, elf, scn, &sh, true, &pr);
+                                plt_read_relocs(e, elf, eh.e_machine, scn, &sh, true, &pr);
                         else if (pass == 1 && have_plt_got && strcmp(name, ".rela.dyn") == 0)
-                                plt_read_relocs(e, elf, scn, &sh, false, &pr);
+                                plt_read_relocs(e, elf, eh.e_machine, scn, &sh, false, &pr);
                 }
         qsort_safe(pr.slots, pr.n_slots, sizeof(*pr.slots), gotslot_cmp);
 
@@ -185,6 +267,11 @@ void exe_load_plt(Exe *e)
                 if (!gelf_getshdr(plt_scns[k], &sh) || !d || !d->d_buf)
                         continue;
                 const uint8_t *p = d->d_buf;
+                if (eh.e_machine == EM_AARCH64) {
+                        if (plt_load_aarch64(e, &pr, p, d->d_size, sh.sh_addr, bias, &cap) < 0)
+                                goto done;
+                        continue;
+                }
                 /* Static binaries leave sh_entsize 0 in .plt: entries of 8 bytes ("jmp *GOT;
                  * xchg"), recognised by a second jmp right after the first. */
                 entsize = sh.sh_entsize;
