@@ -272,6 +272,10 @@ def main():
                     p.kill()
                     p.wait()
             log("%s: requests %s, %.1f s" % (kind, requests, time.monotonic() - t0))
+            # A fetch in the loop would have held it for the whole fetch (4 s when the server hangs).
+            lag = re.search(r"^profd_event_loop_lag_max_seconds (\S+)$", text, re.M)
+            check(lag is not None and float(lag.group(1)) < 3, "%s: the event loop was never held 3 s (longest %s s)"
+                  % (kind, lag.group(1) if lag else None))
             # The whole host is profiled: other stripped files are asked for too.
             check(requests.get(want_path) == asked.get(want_path) == 1,
                   "%s: the program's build ID was asked once and not again" % kind)

@@ -80,6 +80,24 @@ size_t debuginfo_elf_altlink_id(Elf *elf, uint8_t id[64])
         return elf_altlink_id(elf, id);
 }
 
+bool debuginfo_elf_has_dwarf(Elf *elf)
+{
+        size_t shstrndx;
+        Elf_Scn *scn = NULL;
+
+        if (!elf || elf_getshdrstrndx(elf, &shstrndx) < 0)
+                return false;
+        while ((scn = elf_nextscn(elf, scn))) {
+                GElf_Shdr sh;
+                const char *name;
+
+                if (gelf_getshdr(scn, &sh) && sh.sh_type != SHT_NOBITS &&
+                    (name = elf_strptr(elf, shstrndx, sh.sh_name)) && strcmp(name, ".debug_info") == 0)
+                        return true;
+        }
+        return false;
+}
+
 static bool crc_matches(int fd, uint32_t want)
 {
         _cleanup_free_ uint8_t *buf = malloc(1 << 20);

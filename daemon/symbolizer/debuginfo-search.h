@@ -56,6 +56,8 @@ int debuginfo_search_find_elf(Dwfl_Module *mod, void **userdata, const char *mod
 /* The build ID that follows the file name in elf's .gnu_debugaltlink (the dwz file's); its size,
  * 0 if none. */
 size_t debuginfo_elf_altlink_id(Elf *elf, uint8_t id[64]);
+/* Whether elf has DWARF of its own (a .debug_info with contents). */
+bool debuginfo_elf_has_dwarf(Elf *elf);
 
 /* Bytes libdw would allocate to inflate elf's compressed .debug_* sections, read from the raw
  * image's section headers: valid only before libdw opened elf's DWARF (inflating, libelf rewrites

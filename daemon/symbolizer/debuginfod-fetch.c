@@ -62,7 +62,10 @@ struct DebuginfodFetch {
         Recent *recent; /* DEBUGINFOD_RECENT_MAX */
         size_t n_recent;
         uint64_t n_results[_FETCH_RESULT_MAX], n_skipped[_SKIP_MAX];
-        uint64_t fetched_bytes, n_evicted, n_cache_unscanned;
+        uint64_t fetched_bytes, n_evicted;
+        /* Bounds reached: a remembered build ID replaced (it may be asked again sooner); a size
+         * check that stopped at DEBUGINFOD_CACHE_MAX_FILES (the rest is not summed). */
+        uint64_t n_recent_replaced, n_cache_unscanned;
         uint64_t cache_bytes, cache_files;
         uint64_t fetch_ns; /* time spent in fetches, summed */
 };
@@ -88,11 +91,13 @@ static Recent *recent_add(DebuginfodFetch *f, const uint8_t *id, size_t size)
 
         if (f->n_recent < DEBUGINFOD_RECENT_MAX)
                 r = &f->recent[f->n_recent++];
-        else
+        else {
                 for (size_t i = 0; i < f->n_recent; i++)
                         if (f->recent[i].state != RECENT_PENDING &&
                             (!r || f->recent[i].until_ns < r->until_ns))
                                 r = &f->recent[i];
+                f->n_recent_replaced += r != NULL;
+        }
         if (!r)
                 return NULL;
         *r = (Recent){.size = size};
@@ -425,4 +430,9 @@ void debuginfod_fetch_write_metrics(const DebuginfodFetch *f, FILE *out)
         metric_counter(out, "profd_debuginfod_cache_evicted_total",
                        "Debug files removed to keep the cache directory under its size bound.",
                        f->n_evicted);
+        metric_labelled(out, "profd_debuginfod_bound_reached_total", "counter",
+                        "Bounds reached: a remembered build ID replaced (4096 kept), a cache size check "
+                        "stopped at 8192 files.",
+                        "bound", (const char *const[]){"build_ids", "cache_files"},
+                        (const uint64_t[]){f->n_recent_replaced, f->n_cache_unscanned}, 2);
 }

@@ -180,7 +180,10 @@ static void maybe_fetch_debuginfo(Symbolizer *s, Exe *e)
         if (!s->debuginfod || e->debuginfod_asked)
                 return;
         e->debuginfod_asked = true;
-        if (e->dwarf_ok || e->search.debug_given || !e->search.main_elf)
+        /* DWARF of its own that profd does not read (too large, dwz file missing, split) would
+         * be no different in a debug file: not worth telling a server of the build ID. */
+        if (e->dwarf_ok || e->search.debug_given || !e->search.main_elf ||
+            debuginfo_elf_has_dwarf(e->search.main_elf))
                 return;
         n = dwelf_elf_gnu_build_id(e->search.main_elf, &bid);
         if (n > 0)
