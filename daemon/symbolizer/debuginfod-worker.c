@@ -4,6 +4,7 @@
  * threads (queued, running), and changes hands under the mutex only. */
 #include <elfutils/debuginfod.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -40,6 +41,7 @@ struct DebuginfodWorkers {
         bool stop;
         uint64_t timeout_ns, next_seq;
         int efd;
+        int null_fd; /* libdebuginfod's verbose output, see worker_main() */
         Slot slots[DEBUGINFOD_QUEUE_MAX];
         Thread threads[DEBUGINFOD_WORKERS];
 };
@@ -80,10 +82,15 @@ static void *worker_main(void *arg)
         if (client) {
                 debuginfod_set_user_data(client, t);
                 debuginfod_set_progressfn(client, on_progress);
+                /* libdebuginfod 0.188 writes "using max size" to its verbose descriptor when it is
+                 * not 0, also when it is -1 (none), and glibc's dprintf() leaks its 8 KiB buffer
+                 * on a bad descriptor: one leak per fetch. A valid descriptor that discards. */
+                if (w->null_fd >= 0)
+                        debuginfod_set_verbose_fd(client, w->null_fd);
         }
         pthread_mutex_lock(&w->lock);
         for (;;) {
-                Slot *s;
+                Slot *s = NULL;
                 DebuginfodJob job;
                 uint64_t start;
                 uint64_t one = 1;
@@ -136,6 +143,7 @@ int debuginfod_workers_new(uint64_t timeout_ns, DebuginfodWorkers **ret, int *re
                 free(w);
                 return -errno;
         }
+        w->null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC | O_NOCTTY);
         pthread_mutex_init(&w->lock, NULL);
         pthread_cond_init(&w->wake, NULL);
         /* Signals stay the loop's (signalfd): the threads block all of them. */
@@ -178,6 +186,8 @@ DebuginfodWorkers *debuginfod_workers_free(DebuginfodWorkers *w)
         pthread_cond_destroy(&w->wake);
         pthread_mutex_destroy(&w->lock);
         close(w->efd);
+        if (w->null_fd >= 0)
+                close(w->null_fd);
         return mfree(w);
 }
 
