@@ -291,6 +291,32 @@ def main():
         finally:
             srv.shutdown()
             srv.server_close()
+
+    # --- a fetch that hangs does not hold profd's exit either ---
+    srv, requests = hostile_server("hang")
+    try:
+        with Daemon("--debuginfod-urls", "http://127.0.0.1:%d" % srv.server_address[1], "--debuginfod-cache",
+                    os.path.join(work, "cache-exit"), "--debuginfod-timeout", "600") as d:
+            p = subprocess.Popen([prog, "60"])
+            try:
+                unwind_ready(d, p.pid, "dbgd-prog", "dbgd-prog")
+                timed_profile(d, 1, "exit")
+                check(wait_for(lambda: requests.get(want_path, 0) >= 1, 20), "exit: the server was asked")
+            finally:
+                p.kill()
+                p.wait()
+            t0 = time.monotonic()
+            d.proc.send_signal(signal.SIGTERM)
+            try:
+                d.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            took = time.monotonic() - t0
+        check(d.proc.returncode == 0 and took < 5,
+              "profd exits within 5 s of SIGTERM while a fetch hangs (%.1f s, status %s)" % (took, d.proc.returncode))
+    finally:
+        srv.shutdown()
+        srv.server_close()
     finish()
 
 
