@@ -229,6 +229,14 @@ static FetchResult check_file(int fd, const uint8_t *id, size_t size, uint8_t *a
         return r;
 }
 
+/* libdebuginfod names files in the cache directory it was given; nothing else is removed. */
+static bool path_in_cache(const DebuginfodFetch *f, const char *path)
+{
+        size_t n = strlen(f->cache_dir);
+
+        return strncmp(path, f->cache_dir, n) == 0 && path[n] == '/' && !strstr(path + n, "/../");
+}
+
 static void handle_result(DebuginfodFetch *f, DebuginfodJob *job)
 {
         uint8_t alt_id[DEBUGINFOD_BUILD_ID_MAX];
@@ -243,7 +251,7 @@ static void handle_result(DebuginfodFetch *f, DebuginfodJob *job)
                 res = check_file(job->fd, job->build_id, job->build_id_size, alt_id, &alt_size);
                 /* A file that is not what was asked for is not left where the lookup finds it
                  * (it would be refused there too, its build ID is checked again). */
-                if (res != FETCH_OK && job->path) {
+                if (res != FETCH_OK && job->path && path_in_cache(f, job->path)) {
                         if (unlink(job->path) < 0)
                                 log_debug("Cannot remove %s: %m", job->path);
                 } else if (res == FETCH_OK && fstat(job->fd, &st) == 0)
