@@ -62,6 +62,49 @@ int main(int argc, char **argv)
 }
 """
 
+# Debian's debug files are made smaller with dwz: DWARF two programs share (here the inline function
+# and its struct) moves to one file that each debug file names by build ID (.gnu_debugaltlink).
+COMMON_H = r"""
+struct dwz_state { unsigned long a, b, c; double d[4]; const char *name; };
+static inline __attribute__((always_inline)) unsigned long dwz_shared_mix(struct dwz_state *s, unsigned long x)
+{
+        for (int k = 0; k < 64; k++)
+                x = x * 2654435761u + (x >> 7) + s->a;
+        return x;
+}
+"""
+
+DWZ_SRC = r"""
+#include <stdlib.h>
+#include <time.h>
+#include "dwz-common.h"
+volatile unsigned long sink;
+struct dwz_state state = {.a = 1};
+__attribute__((noinline)) void dwz_hot_leaf(int n)
+{
+        for (int i = 0; i < n; i++)
+                sink += dwz_shared_mix(&state, (unsigned long)i);
+}
+int main(int argc, char **argv)
+{
+        struct timespec ts;
+        double end;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        end = ts.tv_sec + ts.tv_nsec / 1e9 + atof(argv[1]);
+        do {
+                dwz_hot_leaf(2000);
+                clock_gettime(CLOCK_MONOTONIC, &ts);
+        } while (ts.tv_sec + ts.tv_nsec / 1e9 < end);
+        return 0;
+}
+"""
+
+DWZ_OTHER_SRC = r"""
+#include "dwz-common.h"
+struct dwz_state other = {.a = 2};
+int main(int argc, char **argv) { return (int)dwz_shared_mix(&other, (unsigned long)argc); }
+"""
+
 OTHER_SRC = r"""
 int other_function(int x) { return x * 3; }
 int main(int argc, char **argv) { return other_function(argc); }
@@ -72,6 +115,24 @@ def build_id(path):
     out = subprocess.run(["readelf", "-n", path], capture_output=True, text=True).stdout
     m = re.search(r"Build ID: ([0-9a-f]+)", out)
     return m.group(1) if m else None
+
+
+def make_dwz(work, served):
+    """A stripped program whose debug file refers to a dwz file; both go to served."""
+    with open(os.path.join(work, "dwz-common.h"), "w") as f:
+        f.write(COMMON_H)
+    prog = cc(DWZ_SRC, os.path.join(work, "dwz-prog"), ["-O2", "-g", "-I", work])
+    other = cc(DWZ_OTHER_SRC, os.path.join(work, "dwz-other"), ["-O2", "-g", "-I", work])
+    common = os.path.join(served, "dwz-common.debug")
+    subprocess.run(["dwz", "-m", common, "-M", "/usr/lib/debug/.dwz/profd-test-dwz-common.debug", prog, other],
+                   check=True)
+    subprocess.run(["objcopy", "--only-keep-debug", prog, os.path.join(served, "dwz-prog.debug")], check=True)
+    subprocess.run(["strip", "--strip-all", prog], check=True)
+    sections = subprocess.run(["readelf", "-SW", os.path.join(served, "dwz-prog.debug")], capture_output=True,
+                              text=True).stdout
+    check(".gnu_debugaltlink" in sections and build_id(common) is not None,
+          "dwz-prog's debug file names a dwz file (%s)" % build_id(common))
+    return prog
 
 
 def make_stripped(work, src, name):
@@ -170,6 +231,8 @@ def main():
         skip("debuginfod (Debian package debuginfod) is not installed")
     if not shutil.which("go"):
         skip("go (golang-go) is not installed")
+    if not shutil.which("dwz"):
+        skip("dwz is not installed")
     work = tmpdir()
     prog, debug = make_stripped(work, C_SRC, "dbgd-prog")
     other, other_debug = make_stripped(work, OTHER_SRC, "dbgd-other")
@@ -178,6 +241,7 @@ def main():
     served = os.path.join(work, "served")
     os.makedirs(served)
     shutil.move(debug, os.path.join(served, "dbgd-prog.debug"))
+    dwz_prog = make_dwz(work, served)
     want_path = "/buildid/%s/debuginfo" % bid
 
     # --- Debian's debuginfod, serving the debug file ---
@@ -189,15 +253,19 @@ def main():
         cache = os.path.join(work, "cache")
         with Daemon("--frequency", "99", "--debuginfod-urls", url, "--debuginfod-cache", cache) as d:
             p = subprocess.Popen([prog, "60"])
+            q = subprocess.Popen([dwz_prog, "60"])
             try:
                 unwind_ready(d, p.pid, "dbgd-prog", "dbgd-prog")
+                unwind_ready(d, q.pid, "dwz-prog", "dwz-prog")
                 timed_profile(d, 2, "before the fetch")
-                check(wait_for(lambda: fetches(d, "ok") == 1, 30), "the debug file was fetched (result ok)")
+                # dbgd-prog's, dwz-prog's, then the dwz file dwz-prog's debug file names.
+                check(wait_for(lambda: fetches(d, "ok") == 3, 30), "the 3 debug files were fetched (result ok)")
                 path = timed_profile(d, 3, "after the fetch")
                 text = metrics(d)
             finally:
-                p.kill()
-                p.wait()
+                for r in (p, q):
+                    r.kill()
+                    r.wait()
         frames = prog_frames(path, p.pid)
         log("a trace of the program: %s" % (frames[0] if frames else None))
         joined = ["\n".join(f) for f in frames]
@@ -205,10 +273,15 @@ def main():
                             r"dbgd_hot_leaf \S*dbgd-prog\.c:\d+\ndbgd_hot_mid \S*dbgd-prog\.c:\d+\n", j)
                   for j in joined),
               "the stripped program's frames: inlined step, leaf, mid, with file:line")
-        check(metric(text, "profd_debuginfod_fetched_bytes_total") == os.path.getsize(
-              os.path.join(served, "dbgd-prog.debug")), "fetched bytes counted")
+        dwz_frames = ["\n".join(f) for f in prog_frames(path, q.pid)]
+        log("a trace of dwz-prog: %s" % (dwz_frames[0] if dwz_frames else None))
+        check(any(re.search(r"^dwz_shared_mix \S*dwz-common\.h:\d+ \(inline\)\ndwz_hot_leaf \S*dwz-prog\.c:\d+\n"
+                            r"main \S*dwz-prog\.c:\d+\n", j) for j in dwz_frames),
+              "dwz-prog's frames: the inline function from the dwz file, leaf, main, with file:line")
+        check(metric(text, "profd_debuginfod_fetched_bytes_total") == sum(
+              os.path.getsize(os.path.join(served, n)) for n in os.listdir(served)), "fetched bytes counted")
         check(os.path.isfile(os.path.join(cache, bid, "debuginfo")), "the file is in the cache directory")
-        check(metric(text, "profd_debuginfod_cache_files") == 1, "cache files counted")
+        check(metric(text, "profd_debuginfod_cache_files") == 3, "cache files counted")
         # go tool pprof as a user runs it on the saved profile: nothing at the program's path could
         # name anything (stripped), so the names are profd's.
         top = pprof("-top", path, symbolize=True).stdout
@@ -224,7 +297,9 @@ def main():
     with open(os.path.join(old, "debuginfo"), "wb") as f:
         f.write(b"\0" * (2 << 20))
     time.sleep(0.05)
-    os.utime(os.path.join(cache, bid, "debuginfo"))  # newer ctime than the filler
+    for name in os.listdir(cache):  # the fetched files: a newer ctime than the filler
+        if name != os.path.basename(old) and os.path.isfile(os.path.join(cache, name, "debuginfo")):
+            os.utime(os.path.join(cache, name, "debuginfo"))
     with Daemon("--frequency", "99", "--debuginfod-urls", url, "--debuginfod-cache", cache,
                 "--debuginfod-cache-size", "1M") as d:
         p = subprocess.Popen([prog, "30"])
