@@ -4,13 +4,16 @@ samples, real HTTP, Debian's own debuginfod server, go tool pprof):
 
 - a stripped C program whose debug file (objcopy --only-keep-debug) exists only on a debuginfod
   server the test starts on 127.0.0.1: after the fetch its hot functions are named with file:line
-  and its inlined frame, in go tool pprof, with no local debug file anywhere; the fetch is counted,
+  and its inlined frame, in go tool pprof, with no local debug file anywhere; a program whose debug
+  file was made smaller with dwz (as Debian's are) gets its inline frame from the dwz file, which
+  profd fetches next by the build ID the debug file names; the fetches are counted,
   the cache directory holds it, and a profd started again with the server gone still names them
   from that directory; an older file over the cache's size bound is evicted at start;
 - a server that hangs (never answers), one that answers with another program's debug file
   (another build ID), one that answers garbage: profiles and /metrics keep answering at once while
   they do, nothing of the program is named, each case is counted by result, the wrong files are
-  removed from the cache, and the build ID is not asked again (one request per server).
+  removed from the cache, the build ID is not asked again (one request per server), and the event
+  loop is never held for as long as a fetch; profd exits at once on SIGTERM while a fetch hangs.
 
 The hostile servers are small http.server instances in this process."""
 import http.server
