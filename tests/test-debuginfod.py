@@ -9,6 +9,8 @@ samples, real HTTP, Debian's own debuginfod server, go tool pprof):
   profd fetches next by the build ID the debug file names; the fetches are counted,
   the cache directory holds it, and a profd started again with the server gone still names them
   from that directory; an older file over the cache's size bound is evicted at start;
+- a slow server (6 s): the profile made meanwhile comes at once with the program unnamed, a later
+  one names it;
 - a server that hangs (never answers), one that answers with another program's debug file
   (another build ID), one that answers garbage: profiles and /metrics keep answering at once while
   they do, nothing of the program is named, each case is counted by result, the wrong files are
@@ -155,8 +157,9 @@ class Hostile(socketserver.ThreadingMixIn, http.server.HTTPServer):
     allow_reuse_address = True
 
 
-def hostile_server(kind, body=b""):
-    """A server on 127.0.0.1 that hangs, or answers 200 with body; counts requests by path."""
+def hostile_server(kind, body=b"", only=None, delay=0):
+    """A server on 127.0.0.1 that hangs, or answers 200 with body (after delay seconds; 404 for
+    paths other than only, when given); counts requests by path."""
     requests = {}
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -168,6 +171,10 @@ def hostile_server(kind, body=b""):
             if kind == "hang":
                 time.sleep(3600)  # daemon thread: gone with the test
                 return
+            if only and self.path != only:
+                self.send_error(404)
+                return
+            time.sleep(delay)
             self.send_response(200)
             self.send_header("Content-Type", "application/octet-stream")
             self.send_header("Content-Length", str(len(body)))
@@ -369,6 +376,31 @@ def main():
         finally:
             srv.shutdown()
             srv.server_close()
+
+    # --- a slow server: profiles do not wait for it, a later one has the names ---
+    with open(os.path.join(served, "dbgd-prog.debug"), "rb") as f:
+        srv, requests = hostile_server("answer", f.read(), only=want_path, delay=6)
+    try:
+        with Daemon("--frequency", "99", "--debuginfod-urls", "http://127.0.0.1:%d" % srv.server_address[1],
+                    "--debuginfod-cache", os.path.join(work, "cache-slow")) as d:
+            p = subprocess.Popen([prog, "60"])
+            try:
+                unwind_ready(d, p.pid, "dbgd-prog", "dbgd-prog")
+                first = timed_profile(d, 2, "slow")
+                asked = requests.get(want_path, 0)
+                check(wait_for(lambda: fetches(d, "ok") == 1, 30), "slow: the debug file arrived (result ok)")
+                later = timed_profile(d, 2, "slow, after the fetch")
+            finally:
+                p.kill()
+                p.wait()
+        first_named = [f for t in prog_frames(first, p.pid) for f in t if "dbgd_" in f]
+        check(asked == 1 and prog_frames(first, p.pid) and not first_named,
+              "slow: the profile made while the server took 6 s came at once, the program unnamed")
+        check(any("dbgd_hot_leaf" in f for t in prog_frames(later, p.pid) for f in t),
+              "slow: a later profile names the program")
+    finally:
+        srv.shutdown()
+        srv.server_close()
 
     # --- a fetch that hangs does not hold profd's exit either ---
     srv, requests = hostile_server("hang")
