@@ -79,7 +79,6 @@ static void *worker_main(void *arg)
         DebuginfodWorkers *w = t->w;
         debuginfod_client *client = debuginfod_begin();
 
-        (void)pthread_setname_np(pthread_self(), "profd-debuginfo"); /* 15 characters at most */
         if (client) {
                 debuginfod_set_user_data(client, t);
                 debuginfod_set_progressfn(client, on_progress);
