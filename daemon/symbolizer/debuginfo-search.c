@@ -122,6 +122,13 @@ typedef struct Want {
         bool alt;
 } Want;
 
+static bool in_debuginfod_cache(const DebuginfoSearch *ds, const char *root, const char *path)
+{
+        size_t n = ds->debuginfod_dir ? strlen(ds->debuginfod_dir) : 0;
+
+        return !root && n > 0 && strncmp(path, ds->debuginfod_dir, n) == 0 && path[n] == '/';
+}
+
 /* Opens and checks one candidate; its descriptor, or -1. */
 static int try_candidate(DebuginfoSearch *ds, const char *root, const char *path, const Want *w,
                          char **ret_name)
@@ -140,9 +147,11 @@ static int try_candidate(DebuginfoSearch *ds, const char *root, const char *path
         if (st.st_dev == ds->main_dev && st.st_ino == ds->main_ino)
                 return -1;
         /* The dwz file is read by libdw after we return: only one nobody but root (or profd
-         * itself: its debuginfod cache) can change (a file truncated meanwhile could leave libdw
-         * without it, looking for it itself). */
-        if (w->alt && ((st.st_uid != 0 && st.st_uid != geteuid()) || (st.st_mode & (S_IWGRP | S_IWOTH))))
+         * itself, in its debuginfod cache) can change (a file truncated meanwhile could leave
+         * libdw without it, looking for it itself). */
+        if (w->alt &&
+            ((st.st_uid != 0 && !(st.st_uid == geteuid() && in_debuginfod_cache(ds, root, path))) ||
+             (st.st_mode & (S_IWGRP | S_IWOTH))))
                 return -1;
         /* pread-based (not mmap): the file is someone else's and may change under us. */
         elf = elf_begin(fd, ELF_C_READ, NULL);
