@@ -9,6 +9,9 @@ samples, real HTTP, Debian's own debuginfod server, go tool pprof):
   profd fetches next by the build ID the debug file names; the fetches are counted,
   the cache directory holds it, and a profd started again with the server gone still names them
   from that directory; an older file over the cache's size bound is evicted at start;
+- profd as an unprivileged user with the unit's capabilities and its own cache directory (as
+  under DynamicUser= and CacheDirectory=): the fetched files are its user's, and used, the dwz
+  file too;
 - a slow server (6 s): the profile made meanwhile comes at once with the program unnamed, a later
   one names it;
 - a server that hangs (never answers), one that answers with another program's debug file
@@ -28,8 +31,8 @@ import subprocess
 import threading
 import time
 
-from profdtest import (Daemon, cc, check, fetch_profile, finish, free_port, http_get, log, pprof, require_bpf,
-                       skip, tmpdir, traces, unwind_ready)
+from profdtest import (BUILD, PROFD, Daemon, cc, check, fetch_profile, finish, free_port, http_get, log, pprof,
+                       require_bpf, skip, tmpdir, traces, unwind_ready)
 
 C_SRC = r"""
 #include <stdlib.h>
@@ -217,6 +220,50 @@ def prog_frames(path, pid):
     return [t.frames for t in traces(path, lines=True) if t.labels.get("pid") == [str(pid)]]
 
 
+PROFD_UID = 61234  # stands in for the unit's DynamicUser
+
+
+def unit_capabilities():
+    with open(os.path.join(BUILD, "systemd", "profd.service")) as f:
+        return re.search(r"^AmbientCapabilities=(.*)$", f.read(), re.M).group(1).split()
+
+
+def as_dynamic_user(work, url, dwz_prog):
+    """profd as an unprivileged user holding the unit's capabilities, its cache directory its own
+    (CacheDirectory=): the fetched files, the dwz file too, are that user's, and used."""
+    if not shutil.which("setpriv"):
+        log("(setpriv not installed: the unprivileged run is not checked)")
+        return
+    caps = ",".join("+" + c.lower().removeprefix("cap_") for c in unit_capabilities())
+    capset = "-all," + caps
+    prefix = ["setpriv", "--reuid=%d" % PROFD_UID, "--regid=%d" % PROFD_UID, "--clear-groups",
+              "--inh-caps=" + capset, "--ambient-caps=" + capset, "--bounding-set=" + capset]
+    d = tmpdir()
+    os.chmod(d, 0o755)
+    binary = os.path.join(d, "profd")
+    shutil.copy(PROFD, binary)
+    os.chmod(binary, 0o755)
+    cache = os.path.join(d, "cache")
+    os.mkdir(cache, 0o700)
+    os.chown(cache, PROFD_UID, PROFD_UID)
+    with Daemon("--frequency", "99", "--debuginfod-urls", url, "--debuginfod-cache", cache, prefix=prefix,
+                binary=binary) as dm:
+        q = subprocess.Popen([dwz_prog, "60"])
+        try:
+            unwind_ready(dm, q.pid, "dwz-prog", "dwz-prog (unprivileged profd)")
+            timed_profile(dm, 1, "unprivileged")
+            check(wait_for(lambda: fetches(dm, "ok") == 2, 30), "unprivileged: dwz-prog's 2 files were fetched")
+            path = timed_profile(dm, 2, "unprivileged")
+        finally:
+            q.kill()
+            q.wait()
+    owners = {os.stat(os.path.join(cache, n, "debuginfo")).st_uid for n in os.listdir(cache)
+              if os.path.isfile(os.path.join(cache, n, "debuginfo"))}
+    frames = ["\n".join(f) for f in prog_frames(path, q.pid)]
+    check(owners == {PROFD_UID} and any(f.startswith("dwz_shared_mix ") for f in frames),
+          "unprivileged: the fetched files are profd's user's (%s) and the dwz file's inline frame is named" % owners)
+
+
 def start_debuginfod(work, srcdir):
     port = free_port()
     db = os.path.join(work, "debuginfod.sqlite")
@@ -297,6 +344,7 @@ def main():
         top = pprof("-top", path, symbolize=True).stdout
         check("dbgd_hot_leaf" in top and "dbgd_inlined_step" in top,
               "go tool pprof -top names the stripped program's functions with no local debug file")
+        as_dynamic_user(work, url, dwz_prog)
     finally:
         server.terminate()
         server.wait()
