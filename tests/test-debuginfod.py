@@ -435,6 +435,7 @@ def main():
             try:
                 unwind_ready(d, p.pid, "dbgd-prog", "dbgd-prog")
                 first = timed_profile(d, 2, "slow")
+                wait_for(lambda: requests.get(want_path, 0) >= 1, 5)  # sent while the profile was made
                 asked = requests.get(want_path, 0)
                 check(wait_for(lambda: fetches(d, "ok") == 1, 30), "slow: the debug file arrived (result ok)")
                 later = timed_profile(d, 2, "slow, after the fetch")
@@ -453,13 +454,17 @@ def main():
     # --- a fetch that hangs does not hold profd's exit either ---
     srv, requests = hostile_server("hang")
     try:
-        with Daemon("--debuginfod-urls", "http://127.0.0.1:%d" % srv.server_address[1], "--debuginfod-cache",
-                    os.path.join(work, "cache-exit"), "--debuginfod-timeout", "600") as d:
+        with Daemon("--frequency", "99", "--debuginfod-urls", "http://127.0.0.1:%d" % srv.server_address[1],
+                    "--debuginfod-cache", os.path.join(work, "cache-exit"), "--debuginfod-timeout", "600") as d:
             p = subprocess.Popen([prog, "60"])
             try:
                 unwind_ready(d, p.pid, "dbgd-prog", "dbgd-prog")
-                timed_profile(d, 1, "exit")
-                check(wait_for(lambda: requests.get(want_path, 0) >= 1, 20), "exit: the server was asked")
+                # The build ID is asked for when a profile first names the program's frames.
+                for _ in range(5):
+                    timed_profile(d, 1, "exit")
+                    if wait_for(lambda: requests.get(want_path, 0) >= 1, 3):
+                        break
+                check(requests.get(want_path, 0) >= 1, "exit: the server was asked")
             finally:
                 p.kill()
                 p.wait()
