@@ -35,6 +35,7 @@ static __always_inline bool step_frame_pointer(struct sample_state *st)
                 stop(st, PROFD_STOP_BAD_READ);
                 return true;
         }
+        frame[ARCH_FP_SLOT_RA] = arch_strip_ra(frame[ARCH_FP_SLOT_RA]);
         if (frame[ARCH_FP_SLOT_RA] == 0) {
                 stop(st, PROFD_STOP_OK);
                 return true;
@@ -72,6 +73,7 @@ static __always_inline bool step_stack_switch(struct sample_state *st)
                 stop(st, PROFD_STOP_BAD_READ);
                 return true;
         }
+        frame[ARCH_FP_SLOT_RA] = arch_strip_ra(frame[ARCH_FP_SLOT_RA]);
         if (frame[ARCH_FP_SLOT_RA] == 0 || frame[ARCH_FP_SLOT_RA] > ARCH_USER_ADDR_MAX) {
                 stop(st, PROFD_STOP_BAD_FRAME);
                 return true;
