@@ -35,15 +35,38 @@ enum profd_rbp_kind {
         PROFD_RBX_UNKNOWN = 2,    /* rbx only: the caller's rbx cannot be recovered */
 };
 
-/* rbx, like rbp, is tracked so that a CFA based on it can be evaluated: rbx_kind/rbx_offset
- * take the values of enum profd_rbp_kind. */
+/* flags: bit 0 (aarch64): at this row the return address is signed with pointer authentication
+ * (DW_CFA_AARCH64_negate_ra_state toggled an odd number of times, remember_state/restore_state
+ * included). The BPF side strips PAC bits from every aarch64 return address anyway (keeps the low
+ * 48 bits), so the flag is for dumps and the reference check. Always 0 on x86-64. */
+#define PROFD_RULE_RA_SIGNED 0x01
+
+/* x86-64: rbx, like rbp, is tracked so that a CFA based on it can be evaluated: rbx_kind/
+ * rbx_offset take the values of enum profd_rbp_kind.
+ *
+ * aarch64, the same 12 bytes read with the names of bpf/arch.bpf.h (.sp = sp, .fp = x29,
+ * .aux = x30, the link register):
+ *   cfa_kind    PROFD_CFA_RSP: CFA = sp + cfa_offset; PROFD_CFA_RBP: CFA = x29 + cfa_offset;
+ *               END, SIGNAL, UNDEF (x30 undefined: _start, thread start), UNSUPPORTED (CFA from
+ *               another register or an expression) and GO_SWITCH as on x86-64; PLT1, PLT2 and
+ *               RBX are never written (.plt/.plt.sec get the plain row CFA = sp + 0, x29
+ *               unchanged, return address in x30).
+ *   rbp_*       x29, exactly as rbp on x86-64 (unchanged, or saved at CFA + rbp_offset).
+ *   rbx_*       the RETURN ADDRESS (DWARF column 30): PROFD_RBP_UNCHANGED = still in x30 (no rule
+ *               for x30 yet: leaf functions, prologues before the store, epilogues after the
+ *               reload, PLT; BPF trusts x30 only in the first user frame and the frame right
+ *               after a signal frame); PROFD_RBP_CFA_OFFSET = saved at CFA + rbx_offset;
+ *               PROFD_RBX_UNKNOWN = cannot be recovered (in another register, an expression).
+ *   flags       PROFD_RULE_RA_SIGNED as above.
+ * Go on aarch64 (.gopclntab): CFA = sp + spdelta; with a frame (spdelta > 0) the return address
+ * is at CFA - spdelta and the caller's x29 at CFA - spdelta - 8; frameless: in x30. */
 struct profd_unwind_rule {
         __u8 cfa_kind;
         __u8 rbp_kind;
         __s16 rbp_offset;
         __s32 cfa_offset;
         __u8 rbx_kind;
-        __u8 _pad;
+        __u8 flags; /* PROFD_RULE_* */
         __s16 rbx_offset;
 };
 _Static_assert(sizeof(struct profd_unwind_rule) == 12, "profd_unwind_rule layout");

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /* One pass over .eh_frame/.debug_frame bytes: CIE/FDE headers are decoded in place and each FDE's
  * CFA program is interpreted straight into table rows, without building per-FDE row lists. Only the
- * registers the BPF unwinder needs (CFA, rbp, rbx, return address) are tracked; every other register's
- * instructions are decoded (so malformed input is still caught) and ignored. */
+ * registers the BPF unwinder needs are tracked (x86-64: CFA, rbp, rbx, return address; aarch64:
+ * CFA, x29, x30 = the return address, and the pointer-authentication state of the return
+ * address); every other register's instructions are decoded (so malformed input is still caught)
+ * and ignored. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +28,10 @@
 #define REG_RBX 3
 #define REG_RBP 6
 #define REG_RSP 7
+/* aarch64 (DWARF for the Arm 64-bit Architecture): x29 the frame pointer, x30 the link register
+ * (every CIE GCC and LLVM write names it the return-address column), 31 sp */
+#define REG_A64_X29 29
+#define REG_A64_SP 31
 
 /* GCC nests remember_state at most a few levels deep; 64 bounds the interpreter's stack use. */
 #define REMEMBER_STACK_MAX 64
@@ -54,7 +60,11 @@ typedef struct CfaState {
         int64_t cfa_off;
         const uint8_t *cfa_expr; /* non-NULL: CFA is this DWARF expression */
         uint64_t cfa_expr_len;
+        /* x86-64: rbp and rbx; aarch64: rbp is x29, rbx is unused */
         RegRule rbp, rbx, ra;
+        /* aarch64: the return address is signed (DW_CFA_AARCH64_negate_ra_state toggled an odd
+         * number of times); remembered and restored with the rest */
+        bool ra_signed;
 } CfaState;
 
 typedef struct Cie {
@@ -65,6 +75,7 @@ typedef struct Cie {
         uint8_t addr_size;
         bool has_z;
         bool signal;
+        uint8_t machine; /* CfiMachine */
         const uint8_t *insns, *insns_end;
         CfaState initial;
 } Cie;
@@ -301,7 +312,7 @@ static int parse_cie(CfiParser *p, uint32_t si, uint64_t offset, Cie *cie)
                                 s->name, (unsigned long long)offset);
 
         Cursor c = {rec.body, rec.end, false};
-        *cie = (Cie){.fde_enc = DW_EH_PE_absptr, .addr_size = 8};
+        *cie = (Cie){.fde_enc = DW_EH_PE_absptr, .addr_size = 8, .machine = p->machine};
         uint8_t version = rd_u8(&c);
         if (version != 1 && version != 3 && version != 4)
                 return cfi_fail(p->err, -EOPNOTSUPP, "%s+%#llx: unsupported CIE version %u", s->name,
@@ -353,8 +364,9 @@ static int parse_cie(CfiParser *p, uint32_t si, uint64_t offset, Cie *cie)
                         case 'S':
                                 cie->signal = true;
                                 break;
-                        case 'B': /* AArch64 BTI / MTE markers: no data */
-                        case 'G':
+                        case 'B': /* aarch64: return addresses signed with the B key (PAC
+                                   * stripping does not depend on the key) */
+                        case 'G': /* aarch64: MTE-tagged stack frames */
                                 break;
                         default:
                                 return cfi_fail(p->err, -EOPNOTSUPP,
@@ -517,8 +529,56 @@ static const uint8_t plt_expr[2][11] = {
         {0x77, 0x08, 0x80, 0x00, 0x3f, 0x1a, 0x3a, 0x2a, 0x33, 0x24, 0x22},
 };
 
+/* aarch64 (the encoding of bpf/profd-unwind-table.h): CFA from sp or x29; rbp_* describe x29;
+ * rbx_* describe the return address (x30): still in x30, saved at CFA + N, or lost; flags say
+ * whether it is signed. */
+static int state_to_rule_aarch64(const CfaState *st, const Cie *cie, struct profd_unwind_rule *rule)
+{
+        *rule = (struct profd_unwind_rule){};
+        if (cie->signal) {
+                rule->cfa_kind = PROFD_CFA_SIGNAL;
+                return UNSUP_NONE;
+        }
+        if (st->ra.kind == RULE_UNDEF) {
+                rule->cfa_kind = PROFD_CFA_UNDEF;
+                return UNSUP_NONE;
+        }
+        if (st->cfa_expr || (st->cfa_reg != REG_A64_SP && st->cfa_reg != REG_A64_X29) ||
+            st->cfa_off < INT32_MIN || st->cfa_off > INT32_MAX)
+                goto unsupported_cfa;
+        rule->cfa_kind = st->cfa_reg == REG_A64_SP ? PROFD_CFA_RSP : PROFD_CFA_RBP;
+        rule->cfa_offset = (int32_t)st->cfa_off;
+        if (st->rbp.kind == RULE_OFFSET && st->rbp.value >= INT16_MIN && st->rbp.value <= INT16_MAX) {
+                rule->rbp_kind = PROFD_RBP_CFA_OFFSET;
+                rule->rbp_offset = (int16_t)st->rbp.value;
+        } else if (st->rbp.kind != RULE_UNSET && st->rbp.kind != RULE_SAME)
+                goto unsupported_rbp;
+        if (st->ra_signed)
+                rule->flags |= PROFD_RULE_RA_SIGNED;
+        /* No rule for x30 (leaf functions, prologues before the store, epilogues after the
+         * reload): the return address is still in the link register. */
+        if (st->ra.kind == RULE_OFFSET && st->ra.value >= INT16_MIN && st->ra.value <= INT16_MAX) {
+                rule->rbx_kind = PROFD_RBP_CFA_OFFSET;
+                rule->rbx_offset = (int16_t)st->ra.value;
+        } else if (st->ra.kind != RULE_UNSET && st->ra.kind != RULE_SAME) {
+                /* in another register or behind an expression: the walk ends at this frame */
+                rule->rbx_kind = PROFD_RBX_UNKNOWN;
+                return UNSUP_RA;
+        }
+        return UNSUP_NONE;
+
+unsupported_cfa:
+        *rule = (struct profd_unwind_rule){.cfa_kind = PROFD_CFA_UNSUPPORTED};
+        return UNSUP_CFA;
+unsupported_rbp:
+        *rule = (struct profd_unwind_rule){.cfa_kind = PROFD_CFA_UNSUPPORTED};
+        return UNSUP_RBP;
+}
+
 static int state_to_rule(const CfaState *st, const Cie *cie, struct profd_unwind_rule *rule)
 {
+        if (cie->machine == CFI_AARCH64)
+                return state_to_rule_aarch64(st, cie, rule);
         *rule = (struct profd_unwind_rule){};
         if (cie->signal) {
                 rule->cfa_kind = PROFD_CFA_SIGNAL;
@@ -574,6 +634,8 @@ static inline RegRule *reg_slot(CfaState *st, const Cie *cie, uint64_t reg)
 {
         if (reg == cie->ra_reg)
                 return &st->ra;
+        if (cie->machine == CFI_AARCH64)
+                return reg == REG_A64_X29 ? &st->rbp : NULL;
         if (reg == REG_RBP)
                 return &st->rbp;
         if (reg == REG_RBX)
@@ -589,9 +651,9 @@ static inline void set_reg(CfaState *st, const Cie *cie, uint64_t reg, uint8_t k
                 rr->value = value;
         }
         /* rbp/rbx as the return address column is nonsense, but keep both views consistent */
-        if (reg == REG_RBP && reg == cie->ra_reg)
+        if (cie->machine == CFI_X86_64 && reg == REG_RBP && reg == cie->ra_reg)
                 st->rbp = st->ra;
-        if (reg == REG_RBX && reg == cie->ra_reg)
+        if (cie->machine == CFI_X86_64 && reg == REG_RBX && reg == cie->ra_reg)
                 st->rbx = st->ra;
 }
 
@@ -757,6 +819,13 @@ static int execute(CfiParser *p, const CfiSection *s, const Cie *cie, const uint
                         set_reg(st, cie, reg, RULE_VAL_OFFSET,
                                 (int64_t)((uint64_t)sv * (uint64_t)cie->data_align));
                         break;
+                case 0x2d: /* aarch64: DW_CFA_AARCH64_negate_ra_state (elsewhere GNU_window_save,
+                            * SPARC's, which no x86-64 CFI has) */
+                        if (cie->machine != CFI_AARCH64)
+                                return cfi_fail(p->err, -EBADMSG, "%s+%#zx: unknown CFA instruction %#x",
+                                                s->name, (size_t)(op_pos - s->data), op);
+                        st->ra_signed = !st->ra_signed;
+                        break;
                 case 0x2e: /* GNU_args_size: only matters for exception landing pads */
                         rd_uleb(&c);
                         break;
@@ -794,9 +863,9 @@ static int execute(CfiParser *p, const CfiSection *s, const Cie *cie, const uint
                 if (rr) {
                         const RegRule *ir = init ? reg_slot((CfaState *)init, cie, reg) : NULL;
                         *rr = ir ? *ir : (RegRule){};
-                        if (reg == REG_RBP && reg == cie->ra_reg)
+                        if (cie->machine == CFI_X86_64 && reg == REG_RBP && reg == cie->ra_reg)
                                 st->rbp = st->ra;
-                        if (reg == REG_RBX && reg == cie->ra_reg)
+                        if (cie->machine == CFI_X86_64 && reg == REG_RBX && reg == cie->ra_reg)
                                 st->rbx = st->ra;
                 }
                 continue;

@@ -44,12 +44,20 @@ typedef struct FdeRef {
         uint32_t section; /* index into CfiParser.sections: lower wins when two FDEs overlap */
 } FdeRef;
 
+/* Whose registers the CFI speaks of: chosen from the file's e_machine, not from the machine the
+ * builder runs on (aarch64 tables are built and checked on x86-64 too). */
+typedef enum CfiMachine {
+        CFI_X86_64 = 0,
+        CFI_AARCH64,
+} CfiMachine;
+
 typedef struct CfiParser {
         const CfiSection *sections;
         size_t n_sections;
         const TextRanges *text;
         CfiError *err;
         UnwindTableStats *stats;
+        CfiMachine machine;
         struct CieCacheEntry *cie_cache; /* CIE_CACHE_SIZE entries */
         bool count_in_run;               /* FDEs are counted by cfi_run_fde (.eh_frame_hdr path) */
         /* CFA instruction bytes interpreted so far, and the budget: CIEs evicted from the cache are
@@ -77,7 +85,6 @@ struct CieCacheEntry *cfi_cie_cache_new(void); /* free() it */
 int cfi_collect_fdes(CfiParser *p, uint32_t s, FdeRef **fdes, size_t *n, size_t *cap);
 /* Interprets one FDE and feeds its rows to b; FDEs outside text or empty are skipped. */
 int cfi_run_fde(CfiParser *p, const FdeRef *f, TableBuilder *b);
-
 
 typedef struct Xxh64 {
         uint64_t v[4];

@@ -13,6 +13,13 @@
  *     vDSO clock calls, which move to it themselves: the callers are on the goroutine's stack,
  *     reached through the saved rbp (PROFD_CFA_GO_SWITCH);
  *   - the signal restorer (sigreturn__sigaction, sigreturn before Go 1.20): a signal frame.
+ *
+ * arm64: a call leaves the return address in x30, not on the stack, so CFA = sp + delta (sp at
+ * entry). A function with a frame stores x30 at the new sp and the caller's x29 just below it
+ * (small frames: MOVD.W R30, -size(RSP); MOVD R29, -8(RSP); large ones: SUB $size, RSP, R20;
+ * STP (R29, R30), -8(R20); MOVD R20, RSP): the return address is at CFA - delta, x29 at
+ * CFA - delta - 8. Frameless functions (delta 0, leaves) keep it in x30. Between the small
+ * frame's MOVD.W and its MOVD R29 (one instruction) the x29 slot is not written yet.
  * See docs/unwinder.md "Go". */
 #include "go-table.h"
 
@@ -40,7 +47,34 @@ static bool name_in(const char *name, const char *const *list, size_t n)
 /* A Go stack-pointer delta above this is not a real frame (Go's largest frames are a few MiB). */
 #define GO_MAX_FRAME (1 << 30)
 
-int go_table_rows(const GoPclntab *t, const TextRanges *text, TableBuilder *b, CfiError *err)
+/* The row of an ordinary Go frame whose stack-pointer delta is delta (checked: >= 0, 8-aligned,
+ * at most GO_MAX_FRAME). Returns UNSUP_NONE, or UNSUP_RA when the return address's slot is beyond
+ * the 16-bit offset the rule can hold (the walk ends there). */
+static int go_rule(int32_t delta, bool aarch64, struct profd_unwind_rule *rule)
+{
+        if (!aarch64) {
+                *rule = (struct profd_unwind_rule){.cfa_kind = PROFD_CFA_RSP, .cfa_offset = delta + 8};
+                if (delta >= 16) {
+                        rule->rbp_kind = PROFD_RBP_CFA_OFFSET;
+                        rule->rbp_offset = -16;
+                }
+                return UNSUP_NONE;
+        }
+        *rule = (struct profd_unwind_rule){.cfa_kind = PROFD_CFA_RSP, .cfa_offset = delta};
+        if (delta == 0)
+                return UNSUP_NONE; /* return address in x30, x29 untouched */
+        if (delta + 8 > -INT16_MIN) {
+                rule->rbx_kind = PROFD_RBX_UNKNOWN;
+                return UNSUP_RA;
+        }
+        rule->rbx_kind = PROFD_RBP_CFA_OFFSET;
+        rule->rbx_offset = (int16_t)-delta;
+        rule->rbp_kind = PROFD_RBP_CFA_OFFSET;
+        rule->rbp_offset = (int16_t)(-delta - 8);
+        return UNSUP_NONE;
+}
+
+int go_table_rows(const GoPclntab *t, const TextRanges *text, bool aarch64, TableBuilder *b, CfiError *err)
 {
         uint64_t emitted = 0;
         int r;
@@ -79,13 +113,8 @@ int go_table_rows(const GoPclntab *t, const TextRanges *text, TableBuilder *b, C
                                 rule = (struct profd_unwind_rule){.cfa_kind = PROFD_CFA_UNSUPPORTED};
                                 r = builder_interval(b, start, pc < end ? pc : end, &rule, UNSUP_CFA);
                         } else {
-                                rule = (struct profd_unwind_rule){.cfa_kind = PROFD_CFA_RSP,
-                                                                  .cfa_offset = delta + 8};
-                                if (delta >= 16) {
-                                        rule.rbp_kind = PROFD_RBP_CFA_OFFSET;
-                                        rule.rbp_offset = -16;
-                                }
-                                r = builder_interval(b, start, pc < end ? pc : end, &rule, UNSUP_NONE);
+                                int unsup = go_rule(delta, aarch64, &rule);
+                                r = builder_interval(b, start, pc < end ? pc : end, &rule, unsup);
                         }
                         if (r < 0)
                                 return r;

@@ -276,6 +276,8 @@ int builder_interval(TableBuilder *b, uint64_t a, uint64_t e, const struct profd
                 a = b->cov_end;
 
         b->stats->rows_raw++;
+        if (rule->flags & PROFD_RULE_RA_SIGNED)
+                b->stats->ra_signed_rows++;
         switch (unsup) {
         case UNSUP_CFA:
                 b->stats->unsupported_cfa++;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /* profd-unwind-dump [--text|--stats] [--debug-root DIR] [--no-debug-file] FILE
  * Prints the compact unwind table of FILE, one row per line (--text), or figures about it (--stats). */
+#include <elf.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -22,6 +23,37 @@ static const char *cfa_kind_name[] = {
         [PROFD_CFA_GO_SWITCH] = "go_switch",
         [PROFD_CFA_RBX] = "rbx",
 };
+
+/* aarch64: "<cfa> <x29> <return address>[ pac]", e.g. "sp+32 x29:c-32 ra:c-24 pac" or
+ * "sp+0 x29:u ra:lr" (the return address still in the link register). */
+static void format_rule_aarch64(const struct profd_unwind_rule *r, char *buf, size_t size)
+{
+        const char *k = r->cfa_kind == PROFD_CFA_RSP   ? "sp"
+                        : r->cfa_kind == PROFD_CFA_RBP ? "x29"
+                        : r->cfa_kind < sizeof(cfa_kind_name) / sizeof(cfa_kind_name[0])
+                                ? cfa_kind_name[r->cfa_kind]
+                                : "?";
+        int n;
+        if (r->cfa_kind == PROFD_CFA_RSP || r->cfa_kind == PROFD_CFA_RBP)
+                n = snprintf(buf, size, "%s%+d", k, r->cfa_offset);
+        else {
+                /* the other kinds say all there is */
+                snprintf(buf, size, "%s", k);
+                return;
+        }
+        if (r->rbp_kind == PROFD_RBP_CFA_OFFSET)
+                n += snprintf(buf + n, size - (size_t)n, " x29:c%+d", r->rbp_offset);
+        else
+                n += snprintf(buf + n, size - (size_t)n, " x29:u");
+        if (r->rbx_kind == PROFD_RBP_CFA_OFFSET)
+                n += snprintf(buf + n, size - (size_t)n, " ra:c%+d", r->rbx_offset);
+        else if (r->rbx_kind == PROFD_RBX_UNKNOWN)
+                n += snprintf(buf + n, size - (size_t)n, " ra:?");
+        else
+                n += snprintf(buf + n, size - (size_t)n, " ra:lr");
+        if (r->flags & PROFD_RULE_RA_SIGNED)
+                snprintf(buf + n, size - (size_t)n, " pac");
+}
 
 static void format_rule(const struct profd_unwind_rule *r, char *buf, size_t size)
 {
@@ -50,7 +82,10 @@ static int dump_text(const UnwindTable *t)
         for (uint32_t p = 0; p < t->n_pages; p++)
                 for (uint32_t i = t->page_index[p]; i < t->page_index[p + 1]; i++) {
                         uint64_t pc = t->base + ((uint64_t)p << PROFD_UT_PAGE_SHIFT) + t->rows[i].pc_low;
-                        format_rule(&t->rules[t->rows[i].rule], rule, sizeof(rule));
+                        if (t->machine == EM_AARCH64)
+                                format_rule_aarch64(&t->rules[t->rows[i].rule], rule, sizeof(rule));
+                        else
+                                format_rule(&t->rules[t->rows[i].rule], rule, sizeof(rule));
                         printf("%016llx %s\n", (unsigned long long)pc, rule);
                 }
         return fflush(stdout) == 0 ? 0 : -EIO;
@@ -63,6 +98,7 @@ static int dump_stats(const UnwindTable *t)
         for (size_t i = 0; i < t->id_size; i++)
                 printf("%02x", t->id[i]);
         printf("\nid_kind: %s\n", t->id_is_hash ? "xxh64+size" : "gnu-build-id");
+        printf("machine: %s\n", t->machine == EM_AARCH64 ? "aarch64" : "x86-64");
         printf("debug_file: %s\n", t->debug_file ? t->debug_file : "-");
         printf("eh_frame_hdr_used: %s\n", t->stats.eh_frame_hdr_used ? "yes" : "no");
         printf("cies: %llu\n", (unsigned long long)t->stats.cies);
@@ -79,6 +115,7 @@ static int dump_stats(const UnwindTable *t)
         printf("unsupported_cfa: %llu\n", (unsigned long long)t->stats.unsupported_cfa);
         printf("unsupported_ra: %llu\n", (unsigned long long)t->stats.unsupported_ra);
         printf("unsupported_rbp: %llu\n", (unsigned long long)t->stats.unsupported_rbp);
+        printf("ra_signed_rows_raw: %llu\n", (unsigned long long)t->stats.ra_signed_rows);
         printf("bytes: %zu\n", unwind_table_bytes(t));
         printf("bytes_per_row: %.2f\n", t->n_rows ? (double)unwind_table_bytes(t) / t->n_rows : 0.0);
         printf("build_peak_heap_bytes: %llu\n", (unsigned long long)t->stats.peak_bytes);

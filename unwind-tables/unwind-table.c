@@ -48,7 +48,8 @@ static char *error_string(const char *name, const CfiError *e)
         return s;
 }
 
-static int check_elf(Elf *elf, CfiError *err)
+/* A 64-bit little-endian x86-64 or aarch64 file (and of machine `want` unless it is 0). */
+static int check_elf(Elf *elf, uint16_t want, CfiError *err, uint16_t *ret_machine)
 {
         GElf_Ehdr eh;
 
@@ -57,8 +58,14 @@ static int check_elf(Elf *elf, CfiError *err)
         if (!gelf_getehdr(elf, &eh))
                 return cfi_fail(err, -EBADMSG, "bad ELF header: %s", elf_errmsg(-1));
         if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB ||
-            eh.e_machine != EM_X86_64)
-                return cfi_fail(err, -EOPNOTSUPP, "not an x86-64 ELF file");
+            (eh.e_machine != EM_X86_64 && eh.e_machine != EM_AARCH64))
+                return cfi_fail(err, -EOPNOTSUPP, "not an x86-64 or aarch64 ELF file");
+        if (want != 0 && eh.e_machine != want)
+                return cfi_fail(err, -EOPNOTSUPP, "an %s ELF file, not %s",
+                                eh.e_machine == EM_AARCH64 ? "aarch64" : "x86-64",
+                                want == EM_AARCH64 ? "aarch64" : "x86-64");
+        if (ret_machine)
+                *ret_machine = eh.e_machine;
         return 0;
 }
 
@@ -186,7 +193,7 @@ int unwind_table_identity(int fd, uint8_t ret_id[UNWIND_TABLE_ID_MAX], size_t *r
         Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
         if (!elf)
                 return -EBADMSG;
-        r = check_elf(elf, &err);
+        r = check_elf(elf, 0, &err, NULL);
         if (r >= 0)
                 r = elf_identity(elf, fd, ret_id, ret_size, ret_is_hash);
         elf_end(elf);
@@ -381,6 +388,85 @@ static int find_debug_file(Elf *elf, const uint8_t *id, size_t id_size, bool id_
         return 0;
 }
 
+/* aarch64 linkers write no CFI for .plt/.plt.sec. Their stubs (adrp/ldr/add/br) touch neither
+ * sp nor x29/x30, so each gets the plain row: CFA = sp + 0, x29 unchanged, return address in
+ * x30. The lazy-binding header at the start of .plt (PLT0: [bti c;] stp x16, x30, [sp, #-16]!;
+ * ... br x17) pushes 16 bytes: from its stp on, CFA = sp + 16. */
+#define PLT_MAX_RANGES 4
+#define A64_PLT0_SIZE 32
+#define A64_INSN_BTI_C 0xd503245fu
+#define A64_INSN_STP_X16_X30_PRE 0xa9bf7bf0u
+
+typedef struct PltRows {
+        size_t n, next;
+        uint64_t start[PLT_MAX_RANGES], end[PLT_MAX_RANGES];
+        int32_t cfa_offset[PLT_MAX_RANGES];
+} PltRows;
+
+static void plt_rows_add(PltRows *plt, uint64_t a, uint64_t e, int32_t cfa_offset)
+{
+        if (a < e && plt->n < PLT_MAX_RANGES) {
+                plt->start[plt->n] = a;
+                plt->end[plt->n] = e;
+                plt->cfa_offset[plt->n] = cfa_offset;
+                plt->n++;
+        }
+}
+
+static void plt_rows_aarch64(Elf *elf, const TextRanges *text, PltRows *plt)
+{
+        static const char *const names[] = {".plt", ".plt.sec"};
+
+        *plt = (PltRows){};
+        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+                GElf_Shdr sh;
+                Elf_Scn *scn = find_section(elf, names[i], &sh);
+                if (!scn || sh.sh_type != SHT_PROGBITS || !(sh.sh_flags & SHF_EXECINSTR) ||
+                    sh.sh_addr + sh.sh_size < sh.sh_addr ||
+                    !text_ranges_contain(text, sh.sh_addr, sh.sh_addr + sh.sh_size))
+                        continue;
+                uint64_t a = sh.sh_addr, e = sh.sh_addr + sh.sh_size;
+                Elf_Data *d = i == 0 && sh.sh_size >= A64_PLT0_SIZE ? elf_rawdata(scn, NULL) : NULL;
+                uint32_t insn[2] = {};
+                if (d && d->d_buf && d->d_size >= A64_PLT0_SIZE)
+                        memcpy(insn, d->d_buf, sizeof(insn));
+                unsigned stp = insn[0] == A64_INSN_STP_X16_X30_PRE                                ? 0
+                               : insn[0] == A64_INSN_BTI_C && insn[1] == A64_INSN_STP_X16_X30_PRE ? 1
+                                                                                                  : 2;
+                if (stp < 2) {
+                        plt_rows_add(plt, a, a + 4 * (stp + 1), 0);
+                        plt_rows_add(plt, a + 4 * (stp + 1), a + A64_PLT0_SIZE, 16);
+                        a += A64_PLT0_SIZE;
+                }
+                plt_rows_add(plt, a, e, 0);
+        }
+        /* the builder takes intervals in address order */
+        for (size_t i = 1; i < plt->n; i++)
+                for (size_t j = i; j > 0 && plt->start[j - 1] > plt->start[j]; j--) {
+                        uint64_t ts = plt->start[j], te = plt->end[j];
+                        int32_t to = plt->cfa_offset[j];
+                        plt->start[j] = plt->start[j - 1];
+                        plt->end[j] = plt->end[j - 1];
+                        plt->cfa_offset[j] = plt->cfa_offset[j - 1];
+                        plt->start[j - 1] = ts;
+                        plt->end[j - 1] = te;
+                        plt->cfa_offset[j - 1] = to;
+                }
+}
+
+/* Feeds the PLT rows that start below pc (the next FDE's start) to the builder. */
+static int plt_rows_emit(PltRows *plt, uint64_t pc, TableBuilder *b)
+{
+        for (; plt->next < plt->n && plt->start[plt->next] < pc; plt->next++) {
+                struct profd_unwind_rule rule = {.cfa_kind = PROFD_CFA_RSP,
+                                                 .cfa_offset = plt->cfa_offset[plt->next]};
+                int r = builder_interval(b, plt->start[plt->next], plt->end[plt->next], &rule, UNSUP_NONE);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 static int cmp_fde(const void *a, const void *b)
 {
         const FdeRef *x = a, *y = b;
@@ -413,7 +499,7 @@ static int build(Elf *elf, int fd, const UnwindTableOptions *opts, UnwindTable *
 
         if (!opts)
                 opts = &default_opts;
-        r = check_elf(elf, err);
+        r = check_elf(elf, opts->machine, err, &t->machine);
         if (r < 0)
                 return r;
         r = elf_identity(elf, fd, t->id, &t->id_size, &t->id_is_hash);
@@ -441,7 +527,7 @@ static int build(Elf *elf, int fd, const UnwindTableOptions *opts, UnwindTable *
                 if (!b)
                         return cfi_fail(err, -ENOMEM, "out of memory");
                 t->stats.fdes = go.nfunc;
-                r = go_table_rows(&go, &text, b, err);
+                r = go_table_rows(&go, &text, t->machine == EM_AARCH64, b, err);
                 if (r >= 0)
                         r = builder_finish(b, t);
                 t->stats.peak_bytes = builder_peak_bytes(b);
@@ -481,6 +567,7 @@ static int build(Elf *elf, int fd, const UnwindTableOptions *opts, UnwindTable *
                        .text = &text,
                        .err = err,
                        .stats = &t->stats,
+                       .machine = t->machine == EM_AARCH64 ? CFI_AARCH64 : CFI_X86_64,
                        .cie_cache = cache};
         size_t cfi_bytes = 0;
         for (uint32_t i = 0; i < n_sections; i++)
@@ -528,21 +615,31 @@ static int build(Elf *elf, int fd, const UnwindTableOptions *opts, UnwindTable *
         GElf_Ehdr eh;
         if (gelf_getehdr(elf, &eh) && eh.e_entry && text_ranges_contain(&text, eh.e_entry, eh.e_entry + 1))
                 builder_set_entry(b, eh.e_entry);
+        PltRows plt = {};
+        if (t->machine == EM_AARCH64)
+                plt_rows_aarch64(elf, &text, &plt);
         if (use_hdr) {
                 p.count_in_run = true;
                 for (size_t i = 0; i < hdr.count; i++) {
                         FdeRef f;
                         cfi_eh_frame_hdr_entry(&hdr, &sections[0], i, &f);
-                        r = cfi_run_fde(&p, &f, b);
+                        r = plt_rows_emit(&plt, f.start, b);
+                        if (r >= 0)
+                                r = cfi_run_fde(&p, &f, b);
                         if (r < 0)
                                 goto out_cache;
                 }
         } else
                 for (size_t i = 0; i < n_fdes; i++) {
-                        r = cfi_run_fde(&p, &fdes[i], b);
+                        r = plt_rows_emit(&plt, fdes[i].start, b);
+                        if (r >= 0)
+                                r = cfi_run_fde(&p, &fdes[i], b);
                         if (r < 0)
                                 goto out_cache;
                 }
+        r = plt_rows_emit(&plt, UINT64_MAX, b);
+        if (r < 0)
+                goto out_cache;
         r = builder_finish(b, t);
         t->stats.peak_bytes = builder_peak_bytes(b) + cap_fdes * sizeof(FdeRef);
 out_cache:

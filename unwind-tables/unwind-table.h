@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-/* ELF .eh_frame/.debug_frame -> compact unwind table (bpf/profd-unwind-table.h), x86-64.
- * No BPF or daemon dependency. */
+/* ELF .eh_frame/.debug_frame -> compact unwind table (bpf/profd-unwind-table.h), for x86-64 and
+ * aarch64 files alike (the registers follow the file's e_machine, not the host's). No BPF or
+ * daemon dependency. */
 #pragma once
 
 #include <linux/types.h>
@@ -28,6 +29,9 @@ typedef struct UnwindTableOptions {
         void *userdata;
         /* The build fails with -E2BIG rather than produce a larger table; 0: the default. */
         size_t max_table_bytes;
+        /* The e_machine a file must have (EM_X86_64, EM_AARCH64): a daemon loads tables only for
+         * its own machine's BPF walker. 0: any machine the builder knows. */
+        uint16_t machine;
 } UnwindTableOptions;
 
 #define UNWIND_TABLE_MAX_BYTES_DEFAULT (256u << 20)
@@ -37,7 +41,9 @@ typedef struct UnwindTableStats {
         uint64_t rows_raw;        /* rows before merging identical neighbours */
         uint64_t unsupported_cfa; /* rows whose CFA rule is not rsp/rbp+N, PLT or signal */
         uint64_t unsupported_rbp; /* rows whose rbp rule is not "unchanged" or "at CFA+N" */
-        uint64_t unsupported_ra;  /* rows whose return address is not at CFA-8 */
+        uint64_t unsupported_ra;  /* rows whose return address is not at CFA-8 (aarch64: not in x30
+                                   * or at CFA+N) */
+        uint64_t ra_signed_rows;  /* aarch64: rows (before merging) with PROFD_RULE_RA_SIGNED */
         uint64_t build_ns;
         uint64_t fdes_outside_text; /* FDEs starting outside every executable PT_LOAD: dropped */
         uint64_t page_fill_rows;    /* rows copied to offset 0 of a page (see profd-unwind-table.h) */
@@ -60,6 +66,8 @@ typedef struct UnwindTable {
         struct profd_unwind_rule *rules;
 
         UnwindTableStats stats;
+        /* e_machine of the file (EM_X86_64 or EM_AARCH64): whose registers the rules speak of */
+        uint16_t machine;
         /* Separate debug file whose .debug_frame was used (path under debug_root), or NULL. */
         char *debug_file;
 } UnwindTable;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 #include <errno.h>
+#include <elf.h>
 #include <fcntl.h>
 #include <search.h>
 #include <stdlib.h>
@@ -455,6 +456,13 @@ static int run_one_build(ExeCache *c)
         /* Names in the file (.gnu_debuglink) and paths in the process's root are its owner's to
          * choose: opened only as regular files, never blocking, never outside that root. */
         opts.open_debug_file = open_debug_file;
+        /* Rows for this machine's BPF walker only: a foreign binary (run through qemu-user, say)
+         * is refused, not given rules in another architecture's registers. */
+#if defined(__aarch64__)
+        opts.machine = EM_AARCH64;
+#else
+        opts.machine = EM_X86_64;
+#endif
         if (e->name && e->name[0] == '/' && strncmp(e->name, "/memfd:", 7) != 0)
                 opts.file_path = e->name;
         t0 = now_ns(CLOCK_MONOTONIC);

@@ -25,6 +25,7 @@ typedef struct Ref {
         Elf *elf, *dbgelf;
         Dwarf *dw, *dwfile;
         int fd, dbgfd;
+        bool aarch64; /* the file's registers: sp/x29/x30 (the table's aarch64 encoding) */
 } Ref;
 
 /* "address = CFA + off" as libdw spells a DW_CFA_offset rule */
@@ -69,6 +70,8 @@ static void describe_ops(const char *what, const Dwarf_Op *ops, size_t nops)
         fprintf(stderr, "\n");
 }
 
+static int reference_rule_aarch64(Dwarf_Frame *f, struct profd_unwind_rule *rule);
+
 /* The rule libdw's interpretation maps to, by the same priorities as the table: signal frame,
  * undefined return address, CFA, return address at CFA-8, rbp. Returns -1 on libdw errors, 1 when
  * libdw finds an FDE but cannot state its CFA (counted apart, not compared). */
@@ -93,6 +96,17 @@ static int reference_rule(Ref *ref, uint64_t pc, struct profd_unwind_rule *rule,
         if (!f) {
                 rule->cfa_kind = PROFD_CFA_END;
                 return 0;
+        }
+        if (ref->aarch64) {
+                int r = reference_rule_aarch64(f, rule);
+                if (verbose) {
+                        Dwarf_Op *cfa_ops;
+                        size_t cfa_nops;
+                        if (dwarf_frame_cfa(f, &cfa_ops, &cfa_nops) == 0)
+                                describe_ops("cfa", cfa_ops, cfa_nops);
+                }
+                free(f);
+                return r;
         }
 
         bool signal = false;
@@ -180,6 +194,66 @@ done:
         return 0;
 }
 
+/* aarch64, the encoding of bpf/profd-unwind-table.h: CFA from sp (31) or x29, x29's save slot,
+ * the return address (column 30) in x30, at CFA+N or lost. libdw ignores
+ * DW_CFA_AARCH64_negate_ra_state, so flags are not compared here (check-pac-state.py reads them
+ * from readelf instead). */
+static int reference_rule_aarch64(Dwarf_Frame *f, struct profd_unwind_rule *rule)
+{
+        bool signal = false;
+        int ra = dwarf_frame_info(f, NULL, NULL, &signal);
+        Dwarf_Op mem[3], *ops, *cfa_ops;
+        size_t nops, cfa_nops;
+        int64_t off;
+
+        if (signal) {
+                rule->cfa_kind = PROFD_CFA_SIGNAL;
+                return 0;
+        }
+        if (dwarf_frame_cfa(f, &cfa_ops, &cfa_nops) != 0)
+                return 1;
+        if (dwarf_frame_register(f, ra, mem, &ops, &nops) != 0)
+                goto unsupported;
+        if (nops == 0 && ops == mem) {
+                rule->cfa_kind = PROFD_CFA_UNDEF;
+                return 0;
+        }
+        if (cfa_nops == 1 && (cfa_ops[0].atom == DW_OP_breg31 || cfa_ops[0].atom == DW_OP_breg29) &&
+            (int64_t)cfa_ops[0].number >= INT32_MIN && (int64_t)cfa_ops[0].number <= INT32_MAX) {
+                rule->cfa_kind = cfa_ops[0].atom == DW_OP_breg31 ? PROFD_CFA_RSP : PROFD_CFA_RBP;
+                rule->cfa_offset = (int32_t)cfa_ops[0].number;
+        } else if (cfa_nops == 1 && cfa_ops[0].atom == DW_OP_bregx &&
+                   (cfa_ops[0].number == 31 || cfa_ops[0].number == 29) &&
+                   (int64_t)cfa_ops[0].number2 >= INT32_MIN && (int64_t)cfa_ops[0].number2 <= INT32_MAX) {
+                rule->cfa_kind = cfa_ops[0].number == 31 ? PROFD_CFA_RSP : PROFD_CFA_RBP;
+                rule->cfa_offset = (int32_t)cfa_ops[0].number2;
+        } else
+                goto unsupported;
+        if (dwarf_frame_register(f, 29, mem, &ops, &nops) != 0)
+                goto unsupported;
+        if (nops == 0 && ops == NULL)
+                ; /* same value */
+        else if (cfa_relative(ops, nops, &off) && off >= INT16_MIN && off <= INT16_MAX) {
+                rule->rbp_kind = PROFD_RBP_CFA_OFFSET;
+                rule->rbp_offset = (int16_t)off;
+        } else
+                goto unsupported;
+        /* the return address: same value = still in x30 */
+        if (dwarf_frame_register(f, ra, mem, &ops, &nops) != 0)
+                rule->rbx_kind = PROFD_RBX_UNKNOWN;
+        else if (nops == 0 && ops == NULL)
+                ;
+        else if (cfa_relative(ops, nops, &off) && off >= INT16_MIN && off <= INT16_MAX) {
+                rule->rbx_kind = PROFD_RBP_CFA_OFFSET;
+                rule->rbx_offset = (int16_t)off;
+        } else
+                rule->rbx_kind = PROFD_RBX_UNKNOWN;
+        return 0;
+unsupported:
+        *rule = (struct profd_unwind_rule){.cfa_kind = PROFD_CFA_UNSUPPORTED};
+        return 0;
+}
+
 static void fmt(const struct profd_unwind_rule *r, char *buf, size_t n)
 {
         snprintf(buf, n, "%s%+d rbp:%s%+d rbx:%s%+d", r->cfa_kind < 10 ? kind_name[r->cfa_kind] : "?",
@@ -219,13 +293,92 @@ static bool go_agrees(const struct profd_unwind_rule *ours, const struct profd_u
                        : theirs->rbp_kind == PROFD_RBP_UNCHANGED && ours->rbp_offset == -16;
 }
 
+/* Go on arm64: CFA = sp + delta; with a frame the return address at CFA - delta (Go's CFI says
+ * so too) and x29 below it at CFA - delta - 8 (which Go's CFI leaves out). */
+static const char *go_func_name(const GoPclntab *go, uint64_t pc)
+{
+        uint64_t lo = 0, hi = go->nfunc;
+        GoFunc f;
+
+        while (hi - lo > 1) {
+                uint64_t mid = lo + (hi - lo) / 2;
+                if (gopclntab_func(go, mid, &f) && f.entry <= pc)
+                        lo = mid;
+                else
+                        hi = mid;
+        }
+        return gopclntab_func(go, lo, &f) && pc >= f.entry && pc < f.end ? f.name : "";
+}
+
+static bool go_agrees_aarch64(const GoPclntab *go, uint64_t pc, const struct profd_unwind_rule *ours,
+                              const struct profd_unwind_rule *theirs)
+{
+        if (ours->cfa_kind == PROFD_CFA_GO_SWITCH || ours->cfa_kind == PROFD_CFA_UNDEF ||
+            ours->cfa_kind == PROFD_CFA_SIGNAL)
+                return true;
+        if (ours->cfa_kind == PROFD_CFA_UNSUPPORTED && theirs->cfa_kind == PROFD_CFA_RSP &&
+            theirs->cfa_offset > (1 << 30))
+                return true;
+        /* asyncPreempt and debugCallV2 pop more than they pushed (their caller was injected by a
+         * signal handler): a negative frame size, which the table does not follow */
+        if (ours->cfa_kind == PROFD_CFA_UNSUPPORTED && theirs->cfa_kind == PROFD_CFA_RSP &&
+            theirs->cfa_offset < 0)
+                return true;
+        /* Go's CFI ends its own tracebacks at the signal handler's trampoline; the table unwinds
+         * it as the ordinary frame it is, to the kernel's sigreturn trampoline its x30 holds */
+        if (theirs->cfa_kind == PROFD_CFA_UNDEF && strcmp(go_func_name(go, pc), "runtime.sigtramp") == 0 &&
+            ours->cfa_kind == PROFD_CFA_RSP)
+                return true;
+        if (ours->cfa_kind != theirs->cfa_kind || ours->cfa_offset != theirs->cfa_offset ||
+            ours->rbx_kind != theirs->rbx_kind || ours->rbx_offset != theirs->rbx_offset)
+                return false;
+        return ours->rbp_kind == theirs->rbp_kind
+                       ? ours->rbp_offset == theirs->rbp_offset
+                       : theirs->rbp_kind == PROFD_RBP_UNCHANGED && ours->rbp_offset == ours->rbx_offset - 8;
+}
+
+/* .plt and .plt.sec of an aarch64 file, from its section headers */
+static void plt_sections(Elf *elf, uint64_t start[2], uint64_t end[2])
+{
+        static const char *const names[2] = {".plt", ".plt.sec"};
+        size_t shstrndx;
+        Elf_Scn *scn = NULL;
+
+        if (elf_getshdrstrndx(elf, &shstrndx) < 0)
+                return;
+        while ((scn = elf_nextscn(elf, scn))) {
+                GElf_Shdr sh;
+                if (!gelf_getshdr(scn, &sh))
+                        continue;
+                const char *n = elf_strptr(elf, shstrndx, sh.sh_name);
+                for (int i = 0; i < 2; i++)
+                        if (n && strcmp(n, names[i]) == 0 && (sh.sh_flags & SHF_EXECINSTR)) {
+                                start[i] = sh.sh_addr;
+                                end[i] = sh.sh_addr + sh.sh_size;
+                        }
+        }
+}
+
+static bool plt_agrees(const struct profd_unwind_rule *r, uint64_t pc, const uint64_t start[2],
+                       const uint64_t end[2])
+{
+        for (int i = 0; i < 2; i++)
+                if (pc >= start[i] && pc < end[i])
+                        return r->cfa_kind == PROFD_CFA_RSP &&
+                               (r->cfa_offset == 0 ||
+                                (i == 0 && r->cfa_offset == 16 && pc < start[i] + 32)) &&
+                               r->rbp_kind == PROFD_RBP_UNCHANGED && r->rbx_kind == PROFD_RBP_UNCHANGED &&
+                               r->flags == 0;
+        return false;
+}
+
 static int check_file(const char *path, uint64_t *total_checked)
 {
         UnwindTableOptions opts = {.debug_root = "/", .use_debug_file = true, .file_path = path};
         UnwindTable *t = NULL;
         char *error = NULL;
         Ref ref = {.fd = -1, .dbgfd = -1};
-        uint64_t agree[10] = {}, checked = 0, mismatches = 0, undecided = 0;
+        uint64_t agree[10] = {}, checked = 0, mismatches = 0, undecided = 0, n_plt = 0, n_signed = 0;
         int r;
 
         r = unwind_table_build_path(path, &opts, &t, &error);
@@ -247,6 +400,10 @@ static int check_file(const char *path, uint64_t *total_checked)
         bool is_go = gopclntab_open(ref.elf, &go) > 0;
         GElf_Ehdr ehdr;
         bool have_ehdr = gelf_getehdr(ref.elf, &ehdr) != NULL;
+        ref.aarch64 = t->machine == EM_AARCH64;
+        uint64_t plt_start[2] = {}, plt_end[2] = {};
+        if (ref.aarch64)
+                plt_sections(ref.elf, plt_start, plt_end);
 
         for (uint32_t p = 0; p < t->n_pages; p++)
                 for (uint32_t i = t->page_index[p]; i < t->page_index[p + 1]; i++) {
@@ -287,7 +444,21 @@ static int check_file(const char *path, uint64_t *total_checked)
                                         agree[PROFD_CFA_UNDEF]++;
                                         continue;
                                 }
-                                if (is_go && go_agrees(&ours, &theirs)) {
+                                /* aarch64 .plt/.plt.sec, where no CFI is: CFA = sp (+16 after
+                                 * PLT0's push of x16/x30), x29 and x30 untouched */
+                                if (ref.aarch64 && theirs.cfa_kind == PROFD_CFA_END &&
+                                    plt_agrees(&ours, probes[k], plt_start, plt_end)) {
+                                        agree[PROFD_CFA_RSP]++;
+                                        n_plt++;
+                                        continue;
+                                }
+                                if (ref.aarch64) {
+                                        if (ours.flags & PROFD_RULE_RA_SIGNED)
+                                                n_signed++;
+                                        ours.flags = 0; /* libdw does not track it */
+                                }
+                                if (is_go && (ref.aarch64 ? go_agrees_aarch64(&go, probes[k], &ours, &theirs)
+                                                          : go_agrees(&ours, &theirs))) {
                                         agree[ours.cfa_kind < 10 ? ours.cfa_kind : 7]++;
                                         continue;
                                 }
@@ -311,6 +482,8 @@ static int check_file(const char *path, uint64_t *total_checked)
                 printf(" %s %" PRIu64, kind_name[k], agree[k]);
         if (undecided)
                 printf("; libdw cannot state the CFA at %" PRIu64 " probes", undecided);
+        if (ref.aarch64)
+                printf("; aarch64: plt %" PRIu64 ", ra signed %" PRIu64, n_plt, n_signed);
         printf("\n");
         *total_checked += checked;
 
