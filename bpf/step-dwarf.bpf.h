@@ -98,9 +98,11 @@ static __always_inline bool step_dwarf(struct sample_state *st, const struct pro
                 return true;
         }
 
-        /* The caller's frame lies above ours: a CFA at or below sp is a wrong row or a corrupt
-         * register, and following it could loop. */
-        if (cfa <= st->sp || (cfa & (ARCH_CFA_ALIGN - 1))) {
+        /* The caller's frame lies above ours: a CFA below sp is a wrong row or a corrupt
+         * register, and following it could loop. CFA == sp only where the return address is
+         * still in the link register (arm64: a leaf or a PLT stub, whose caller's frame starts
+         * at sp); it cannot repeat, since the link register is trusted for one frame only. */
+        if (cfa < st->sp || (cfa == st->sp && !arch_ra_in_register(rule)) || (cfa & (ARCH_CFA_ALIGN - 1))) {
                 stop(st, PROFD_STOP_BAD_FRAME);
                 return true;
         }
