@@ -164,14 +164,27 @@ static __always_inline __u64 arch_signal_tramp_base(struct task_struct *task)
         return (__u64)BPF_CORE_READ(task, mm, context.vdso);
 }
 
-/* pc is a return address into the vDSO: is it __kernel_rt_sigreturn's first instruction? */
-static __always_inline bool arch_is_signal_return(__u64 pc)
+/* pc is in the vDSO: is it __kernel_rt_sigreturn? A return address (a handler returns there) is
+ * its first instruction; an exact pc (the sample hit the trampoline itself, or rt_sigreturn in
+ * the kernel: the saved pc is past the svc) may be any of its two instructions or just past them.
+ * sp is the signal frame's at all of these. */
+static __always_inline bool arch_is_signal_return(__u64 pc, bool exact)
 {
-        __u64 code;
+        __u32 code[4];
 
-        if (bpf_probe_read_user(&code, sizeof(code), (void *)pc) < 0)
+        if (!exact) {
+                if (bpf_probe_read_user(code, 8, (void *)pc) < 0)
+                        return false;
+                return *(__u64 *)code == ARCH_ARM64_SIGRETURN_CODE;
+        }
+        if (bpf_probe_read_user(code, sizeof(code), (void *)(pc - 8)) < 0)
                 return false;
-        return code == ARCH_ARM64_SIGRETURN_CODE;
+        /* Bounded: the three places an exact pc may have in the two-instruction sequence. */
+        for (int i = 0; i < 3; i++) {
+                if (((__u64)code[i + 1] << 32 | code[i]) == ARCH_ARM64_SIGRETURN_CODE)
+                        return true;
+        }
+        return false;
 }
 
 /* TPIDR_EL0, which glibc and musl point at the thread's TCB (pthread_self() lies a libc-specific

@@ -145,7 +145,7 @@ static __always_inline __u64 arch_signal_tramp_base(struct task_struct *task)
         return 0;
 }
 
-static __always_inline bool arch_is_signal_return(__u64 pc)
+static __always_inline bool arch_is_signal_return(__u64 pc, bool exact)
 {
         return false;
 }

@@ -58,7 +58,7 @@
  *   __u64 arch_strip_ra(__u64 ra)
  *           the code address of a return address (arm64: pointer authentication bits removed)
  *   __u64 arch_signal_tramp_base(struct task_struct *task)
- *   bool arch_is_signal_return(__u64 pc)
+ *   bool arch_is_signal_return(__u64 pc, bool exact)
  *           see ARCH_SIGNAL_TRAMP_WINDOW (arm64: the vDSO base, __kernel_rt_sigreturn's code)
  *   __u64 arch_thread_pointer(struct task_struct *task)
  *           the thread pointer user space sees as pthread_self() (x86-64: the fs base), which
