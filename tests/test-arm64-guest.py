@@ -1,12 +1,18 @@
 #!/usr/bin/env python3
 """profd on aarch64, in a Debian arm64 guest under qemu-system-aarch64 (test-arm64-guest.py
 5.10|6.1|6.12): cross-builds profd (tests/arm64-cross-build.sh into BUILD/aarch64-cross, reusing
-its arm64 root and kernel BTF under /var/cache/profd-tests/arm64), builds scen-recursion for
-aarch64 statically with -O2 -fomit-frame-pointer (only CFI can unwind it: main -> rec_start ->
-rec_descend x300 -> rec_leaf, ~30 KiB of stack, the whole tail-call chain), runs it in the guest
-with tests/arm64-guest.sh (TCG, -cpu max: pointer authentication on) and checks with
-`go tool pprof -traces` that >= 99% of its samples carry the complete chain
-rec_leaf;rec_descend x300;rec_start;main ... _start, with those names."""
+its arm64 root and kernel BTF under /var/cache/profd-tests/arm64), builds scenario programs for
+aarch64 statically with -O2 -fomit-frame-pointer (only CFI can unwind them), runs each in its own
+guest with tests/arm64-guest.sh (TCG, -cpu max: pointer authentication on) and checks with
+`go tool pprof -traces` that >= 99% of each program's samples carry one of its complete chains,
+with those names:
+  recursion  rec_leaf;rec_descend x300;rec_start;main ... _start (~30 KiB of stack, the whole
+             tail-call chain)
+  signal     sig_handler_leaf;sig_handler;[vdso trampoline];sig_compute_leaf;sig_compute;main ...
+             _start (the rt_sigframe at the vDSO's __kernel_rt_sigreturn), or the interrupted
+             computation itself
+  threads    thr_worker_leaf;thr_worker_mid;thr_worker;start_thread;thread_start and the main
+             thread's chain"""
 import os
 import re
 import subprocess
@@ -20,7 +26,55 @@ CACHE = os.environ.get("PROFD_ARM64_CACHE", "/var/cache/profd-tests/arm64")
 CROSS_BUILD = os.path.join(BUILD, "aarch64-cross")
 THRESHOLD = 0.99
 MIN_SAMPLES = 200  # ~6 s at 99 Hz on one of two CPUs: fewer means the program was hardly sampled
-CHAIN = re.compile(r"(?:^|;)rec_leaf;(?:rec_descend;){300}rec_start;main;(?:[^;]+;)*?_start$")
+BELOW_MAIN = r"main;(?:[^;]+;)*?__libc_start[^;]*;(?:[^;]+;)*?_start"
+# name -> (program arguments, chains: leaf first, matched at the bottom of the ';'-joined stack,
+# frames above allowed (kernel, clock reads) unless the chain starts with ^)
+SCENARIOS = {
+    "recursion": (["40"], [r"rec_leaf;(?:rec_descend;){300}rec_start;" + BELOW_MAIN]),
+    # in the handler (one frame for the trampoline), or in the interrupted computation with no
+    # handler frame or trampoline above it (a lost signal frame must not pass as that)
+    "signal": (["40"], [r"sig_handler;[^;]+;sig_compute_leaf;sig_compute;" + BELOW_MAIN,
+                        r"^(?:(?!sig_|\[)[^;]*;)*sig_compute_leaf;sig_compute;" + BELOW_MAIN]),
+    "threads": (["40"], [r"thr_worker_leaf;thr_worker_mid;thr_worker;start_thread;thread_start",
+                         r"thr_main_leaf;thr_main_work;" + BELOW_MAIN,
+                         r"(?:__)?clock_gettime;thr_worker;start_thread;thread_start",
+                         r"(?:__)?clock_gettime;thr_main_work;" + BELOW_MAIN]),
+}
+
+
+def run_scenario(d, name, args, chains):
+    prog = os.path.join(d, "scen-" + name)
+    r = subprocess.run(["aarch64-linux-gnu-gcc", "--sysroot=" + os.path.join(CACHE, "sysroot"), "-O2",
+                        "-fomit-frame-pointer", "-fasynchronous-unwind-tables", "-g", "-static", "-pthread",
+                        "-I" + os.path.join(SRC, "tests", "scenarios"),
+                        os.path.join(SRC, "tests", "scenarios", name + ".c"), "-o", prog],
+                       capture_output=True, text=True)
+    if not check(r.returncode == 0, "static aarch64 scen-%s builds: %s" % (name, r.stderr[-1000:])):
+        return
+    out = os.path.join(d, name + ".pb.gz")
+    t1 = time.monotonic()
+    r = subprocess.run([os.path.join(SRC, "tests", "arm64-guest.sh"), "--kernel", KERNEL, "--out", out,
+                        "--seconds", "6", "--build", CROSS_BUILD, "--cache", CACHE, prog] + args,
+                       capture_output=True, text=True, timeout=900)
+    log(r.stderr.strip()[-3000:])
+    if not check(r.returncode == 0 and os.path.exists(out), "guest %s returned a profile of scen-%s" % (KERNEL, name)):
+        return
+    log("guest %s, scen-%s: %.0f s" % (KERNEL, name, time.monotonic() - t1))
+
+    def complete(t):
+        stack = ";".join(f for f in t.frames if not f.endswith(" (inline)"))
+        return any(c.search(stack) for c in chains)
+
+    mine = [t for t in traces(out) if t.labels.get("comm") == ["prog"]]
+    total = sum(t.value for t in mine)
+    good = sum(t.value for t in mine if complete(t))
+    for t in sorted(mine, key=lambda t: -t.value)[:8]:
+        if not complete(t):
+            log("incomplete (%d): %s" % (t.value, ";".join(t.frames)[:600]))
+    check(total >= MIN_SAMPLES, "scen-%s sampled in the %s guest: %d samples (>= %d)" %
+          (name, KERNEL, total, MIN_SAMPLES))
+    check(total and good >= THRESHOLD * total, "scen-%s: %d of %d samples (%.1f%%) complete (>= %.0f%%)"
+          % (name, good, total, 100.0 * good / max(total, 1), THRESHOLD * 100))
 
 
 def main():
@@ -38,36 +92,8 @@ def main():
     log("cross-build: %.0f s" % (time.monotonic() - t0))
 
     d = tmpdir()
-    prog = os.path.join(d, "scen-recursion")
-    r = subprocess.run(["aarch64-linux-gnu-gcc", "--sysroot=" + os.path.join(CACHE, "sysroot"), "-O2",
-                        "-fomit-frame-pointer", "-fasynchronous-unwind-tables", "-g", "-static",
-                        "-I" + os.path.join(SRC, "tests", "scenarios"),
-                        os.path.join(SRC, "tests", "scenarios", "recursion.c"), "-o", prog],
-                       capture_output=True, text=True)
-    if not check(r.returncode == 0, "static aarch64 scen-recursion builds: %s" % r.stderr[-1000:]):
-        finish()
-
-    out = os.path.join(d, "profile.pb.gz")
-    t1 = time.monotonic()
-    r = subprocess.run([os.path.join(SRC, "tests", "arm64-guest.sh"), "--kernel", KERNEL, "--out", out,
-                        "--seconds", "6", "--build", CROSS_BUILD, "--cache", CACHE, prog, "40"],
-                       capture_output=True, text=True, timeout=900)
-    log(r.stderr.strip()[-3000:])
-    if not check(r.returncode == 0 and os.path.exists(out), "guest %s returned a profile" % KERNEL):
-        finish()
-    log("guest %s: %.0f s" % (KERNEL, time.monotonic() - t1))
-
-    mine = [t for t in traces(out) if t.labels.get("comm") == ["prog"]]
-    total = sum(t.value for t in mine)
-    good = sum(t.value for t in mine if CHAIN.search(";".join(f for f in t.frames if not f.endswith(" (inline)"))))
-    for t in sorted(mine, key=lambda t: -t.value)[:8]:
-        if not CHAIN.search(";".join(f for f in t.frames if not f.endswith(" (inline)"))):
-            log("incomplete (%d): %s" % (t.value, ";".join(t.frames)[:600]))
-    check(total >= MIN_SAMPLES, "scen-recursion sampled in the %s guest: %d samples (>= %d)" %
-          (KERNEL, total, MIN_SAMPLES))
-    check(total and good >= THRESHOLD * total,
-          "%d of %d samples (%.1f%%) carry rec_leaf;rec_descend x300;rec_start;main..._start (>= %.0f%%)"
-          % (good, total, 100.0 * good / max(total, 1), THRESHOLD * 100))
+    for name, (args, chains) in SCENARIOS.items():
+        run_scenario(d, name, args, [re.compile((c if c.startswith("^") else r"(?:^|;)" + c) + "$") for c in chains])
     finish()
 
 
