@@ -140,8 +140,9 @@ def build_initramfs(work, args, sysroot):
     copy_with_libraries(root, sysroot, args.program, "/prog")
     shutil.copy2(os.path.join(SRC, "tests", "arm64", "guest-init"), os.path.join(root, "init"))
     with open(os.path.join(root, "guest.conf"), "w") as f:
-        f.write("SECONDS_WINDOW=%d\nFREQUENCY=%d\nPROG_ARGS=%s\n"
-                % (args.seconds, args.frequency, shlex.quote(" ".join(shlex.quote(a) for a in args.args))))
+        f.write("SECONDS_WINDOW=%d\nFREQUENCY=%d\nBPF_STATS=%d\nPROG_ARGS=%s\n"
+                % (args.seconds, args.frequency, args.bpf_stats,
+                   shlex.quote(" ".join(shlex.quote(a) for a in args.args))))
     out = os.path.join(work, "initrd.gz")
     with open(out, "wb") as f:
         files = subprocess.run(["find", "."], cwd=root, capture_output=True, check=True).stdout
@@ -171,6 +172,9 @@ def main():
     p.add_argument("--build", default=os.environ.get("PROFD_ARM64_BUILD", os.path.join(SRC, "build-aarch64")))
     p.add_argument("--cache", default=os.environ.get("PROFD_ARM64_CACHE", "/var/cache/profd-tests/arm64"))
     p.add_argument("--smp", type=int, default=2)
+    p.add_argument("--bpf-stats", action="store_true",
+                   help="start the program first, profd with --pid on it and kernel.bpf_stats_enabled; "
+                        "print the entry program's run_time_ns and run_cnt")
     p.add_argument("program")
     p.add_argument("args", nargs=argparse.REMAINDER)
     args = p.parse_args()
@@ -206,6 +210,15 @@ def main():
     for line in console.splitlines():
         if line.startswith(("GUEST-", "PROGRAM-PID", "WGET-EXIT", "NOT-READY", "PROFD-NOT-HEALTHY")):
             log(line.strip())
+    stats = section(console, "BPF-STATS")
+    if args.bpf_stats and stats:
+        for line in stats.splitlines():
+            rt = re.search(r"run_time_ns:\s*(\d+)", line)
+            rc = re.search(r"run_cnt:\s*(\d+)", line)
+            if rt and rc and int(rc.group(1)):
+                log("BPF-STATS prog_type %s: run_cnt %s run_time_ns %s (%.0f ns per run)" % (
+                    (re.search(r"prog_type:\s*(\d+)", line) or re.search("()", "")).group(1),
+                    rc.group(1), rt.group(1), int(rt.group(1)) / int(rc.group(1))))
     metrics = section(console, "METRICS")
     if metrics:
         log("metrics:\n" + metrics.strip())
