@@ -34,7 +34,9 @@ SCENARIOS = {
     # in the handler (one frame for the trampoline), or in the interrupted computation with no
     # handler frame or trampoline above it (a lost signal frame must not pass as that)
     "signal": (["40"], [r"sig_handler;[^;]+;sig_compute_leaf;sig_compute;" + BELOW_MAIN,
-                        r"^(?:(?!sig_|\[)[^;]*;)*sig_compute_leaf;sig_compute;" + BELOW_MAIN]),
+                        r"^(?:(?!sig_|\[)[^;]*;)*sig_compute_leaf;sig_compute;" + BELOW_MAIN,
+                        # in rt_sigreturn (kernel frames), the trampoline, the interrupted frames
+                        r"^(?:(?!sig_|\[)[^;]*;)*\[\[vdso\]\];sig_compute_leaf;sig_compute;" + BELOW_MAIN]),
     "threads": (["40"], [r"thr_worker_leaf;thr_worker_mid;thr_worker;start_thread;thread_start",
                          r"thr_main_leaf;thr_main_work;" + BELOW_MAIN,
                          r"(?:__)?clock_gettime;thr_worker;start_thread;thread_start",
