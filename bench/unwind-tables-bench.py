@@ -3,6 +3,7 @@
 
 Usage: bench/unwind-tables-bench.py DUMP [FILE...]
   DUMP: build/unwind-tables/profd-unwind-dump; FILE default: libLLVM-14.so.1 and libc.so.6.
+  Files that do not exist are reported and left out.
 Or: meson test -C BUILD --benchmark unwind-tables-libllvm --verbose
 
 Every process is pinned to one CPU. For each file it prints rows, bytes/row, build time (the
@@ -46,7 +47,11 @@ def main():
         print(__doc__)
         return 2
     dump = sys.argv[1]
-    files = sys.argv[2:] or [f for f in DEFAULT_FILES if os.path.exists(f)]
+    files = sys.argv[2:] or DEFAULT_FILES
+    for f in files:
+        if not os.path.exists(f):
+            print(f'{f}: not present, not measured')
+    files = [f for f in files if os.path.exists(f)]
     if not files:
         print('SKIP: none of the benchmark files is installed')
         return 77

@@ -32,6 +32,9 @@ static const char *const go_switch[] = {"runtime.systemstack", "runtime.morestac
                                         /* vDSO calls on the g0 stack; they keep their own rbp frame */
                                         "runtime.nanotime1", "runtime.walltime", "runtime.walltime1",
                                         "time.now"};
+/* time.now is assembly that calls the vDSO itself on linux/amd64 only; elsewhere it is Go code
+ * calling runtime.walltime and runtime.nanotime1, an ordinary frame (runtime/timestub.go) */
+#define GO_SWITCH_ARM64_N (sizeof(go_switch) / sizeof(go_switch[0]) - 1)
 static const char *const go_signal[] = {"runtime.sigreturn__sigaction", "runtime.sigreturn"};
 
 static bool name_in(const char *name, const char *const *list, size_t n)
@@ -91,10 +94,11 @@ int go_table_rows(const GoPclntab *t, const TextRanges *text, bool aarch64, Tabl
                         end--;
 
                 struct profd_unwind_rule rule = {};
-                if (NAME_IN(f.name, go_outermost) || NAME_IN(f.name, go_switch) ||
-                    NAME_IN(f.name, go_signal)) {
+                bool is_switch =
+                        aarch64 ? name_in(f.name, go_switch, GO_SWITCH_ARM64_N) : NAME_IN(f.name, go_switch);
+                if (NAME_IN(f.name, go_outermost) || is_switch || NAME_IN(f.name, go_signal)) {
                         rule.cfa_kind = NAME_IN(f.name, go_outermost) ? PROFD_CFA_UNDEF
-                                        : NAME_IN(f.name, go_switch)  ? PROFD_CFA_GO_SWITCH
+                                        : is_switch                   ? PROFD_CFA_GO_SWITCH
                                                                       : PROFD_CFA_SIGNAL;
                         uint64_t start = NAME_IN(f.name, go_signal) && f.entry > 0 ? f.entry - 1 : f.entry;
                         r = builder_interval(b, start, end, &rule, UNSUP_NONE);

@@ -21,17 +21,25 @@ apt_opts="-o Dir::Etc::SourceList=$apt_dir/sources.list -o Dir::Etc::SourceParts
  -o Dir::State::Lists=$apt_dir/lists -o Dir::Cache=$apt_dir -o Dir::Cache::archives=$apt_dir/archives
  -o Dir::State::status=/dev/null -o APT::Architecture=arm64 -o APT::Architectures=arm64
  -o Debug::NoLocking=1 -o Acquire::Retries=3"
+# apt's words for a mirror it cannot reach (anything else, a bad signature or a hash mismatch
+# above all, is a failure, never a skip)
+unreachable='Could not resolve\|Temporary failure resolving\|Unable to connect\|Could not connect\|Connection failed\|Connection timed out\|No route to host\|Network is unreachable'
 # Lists at most a day old are reused (tests run many times a day; the packages barely change).
 if [ -z "$(find "$apt_dir/lists" -maxdepth 1 -name '*_Packages*' -mmin -1440 2>/dev/null | head -n1)" ]; then
         # shellcheck disable=SC2086
         if ! apt-get $apt_opts -q update >"$apt_dir/update.log" 2>&1 ||
-                grep -q '^\(E\|W\): Failed to fetch' "$apt_dir/update.log"; then
+                grep -q '^\(E\|W\): ' "$apt_dir/update.log"; then
+                if ! grep -q "$unreachable" "$apt_dir/update.log"; then
+                        echo "FAIL: apt-get update ($suite, arm64):" >&2
+                        grep '^\(E\|W\): ' "$apt_dir/update.log" >&2
+                        exit 1
+                fi
                 if ! ls "$apt_dir/lists/"*_Packages* >/dev/null 2>&1; then
                         echo "SKIP: the Debian mirror $mirror ($suite, arm64) is unreachable:" >&2
                         tail -n 3 "$apt_dir/update.log" >&2
                         exit 77
                 fi
-                echo "warning: apt-get update failed, using the lists from an earlier run" >&2
+                echo "warning: $mirror unreachable, using the lists from an earlier run" >&2
         fi
 fi
 cd "$apt_dir/archives"
@@ -45,7 +53,7 @@ for pkg in "$@"; do
         # shellcheck disable=SC2086
         apt-get $apt_opts -q download "$pkg:arm64=$ver" >"$apt_dir/download.log" 2>&1 || {
                 cat "$apt_dir/download.log" >&2
-                if grep -q 'Could not resolve\|Failed to fetch\|Unable to connect' "$apt_dir/download.log"; then
+                if grep -q "$unreachable" "$apt_dir/download.log"; then
                         echo "SKIP: the Debian mirror $mirror is unreachable" >&2
                         exit 77
                 fi
