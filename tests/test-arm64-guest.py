@@ -7,7 +7,8 @@ guest with tests/arm64-guest.sh (TCG, -cpu max: pointer authentication on) and c
 `go tool pprof -traces` that >= 99% of each program's samples carry one of its complete chains,
 with those names:
   recursion  rec_leaf;rec_descend x300;rec_start;main ... _start (~30 KiB of stack, the whole
-             tail-call chain)
+             tail-call chain); recursion-pac: the same built with -mbranch-protection=pac-ret
+             (every saved return address signed)
   signal     sig_handler_leaf;sig_handler;[vdso trampoline];sig_compute_leaf;sig_compute;main ...
              _start (the rt_sigframe at the vDSO's __kernel_rt_sigreturn), or the interrupted
              computation itself
@@ -31,6 +32,8 @@ BELOW_MAIN = r"main;(?:[^;]+;)*?__libc_start[^;]*;(?:[^;]+;)*?_start"
 # frames above allowed (kernel, clock reads) unless the chain starts with ^)
 SCENARIOS = {
     "recursion": (["40"], [r"rec_leaf;(?:rec_descend;){300}rec_start;" + BELOW_MAIN]),
+    # the same with pointer authentication (paciasp/autiasp): signed return addresses on the stack
+    "recursion-pac": (["40"], [r"rec_leaf;(?:rec_descend;){300}rec_start;" + BELOW_MAIN]),
     # in the handler (one frame for the trampoline), or in the interrupted computation with no
     # handler frame or trampoline above it (a lost signal frame must not pass as that)
     "signal": (["40"], [r"sig_handler;[^;]+;sig_compute_leaf;sig_compute;" + BELOW_MAIN,
@@ -46,10 +49,12 @@ SCENARIOS = {
 
 def run_scenario(d, name, args, chains):
     prog = os.path.join(d, "scen-" + name)
+    source, _, variant = name.partition("-")
     r = subprocess.run(["aarch64-linux-gnu-gcc", "--sysroot=" + os.path.join(CACHE, "sysroot"), "-O2",
-                        "-fomit-frame-pointer", "-fasynchronous-unwind-tables", "-g", "-static", "-pthread",
-                        "-I" + os.path.join(SRC, "tests", "scenarios"),
-                        os.path.join(SRC, "tests", "scenarios", name + ".c"), "-o", prog],
+                        "-fomit-frame-pointer", "-fasynchronous-unwind-tables", "-g", "-static", "-pthread"]
+                       + (["-mbranch-protection=pac-ret"] if variant == "pac" else []) +
+                       ["-I" + os.path.join(SRC, "tests", "scenarios"),
+                        os.path.join(SRC, "tests", "scenarios", source + ".c"), "-o", prog],
                        capture_output=True, text=True)
     if not check(r.returncode == 0, "static aarch64 scen-%s builds: %s" % (name, r.stderr[-1000:])):
         return
