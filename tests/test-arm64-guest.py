@@ -9,7 +9,7 @@ with those names:
   recursion  rec_leaf;rec_descend x300;rec_start;main ... _start (~30 KiB of stack, the whole
              tail-call chain); recursion-pac: the same built with -mbranch-protection=pac-ret
              (every saved return address signed)
-  signal     sig_handler_leaf;sig_handler;[vdso trampoline];sig_compute_leaf;sig_compute;main ...
+  signal     sig_handler_leaf;sig_handler;__kernel_rt_sigreturn;sig_compute_leaf;sig_compute;main ...
              _start (the rt_sigframe at the vDSO's __kernel_rt_sigreturn), or the interrupted
              computation itself
   threads    thr_worker_leaf;thr_worker_mid;thr_worker;start_thread;thread_start and the main
@@ -35,11 +35,12 @@ SCENARIOS = {
     # the same with pointer authentication (paciasp/autiasp): signed return addresses on the stack
     "recursion-pac": (["40"], [r"rec_leaf;(?:rec_descend;){300}rec_start;" + BELOW_MAIN]),
     # in the handler (one frame for the trampoline), or in the interrupted computation with no
-    # handler frame or trampoline above it (a lost signal frame must not pass as that)
-    "signal": (["40"], [r"sig_handler;[^;]+;sig_compute_leaf;sig_compute;" + BELOW_MAIN,
+    # handler frame or trampoline above it (a lost signal frame must not pass as that); the
+    # trampoline is the vDSO's __kernel_rt_sigreturn
+    "signal": (["40"], [r"sig_handler;__kernel_rt_sigreturn;sig_compute_leaf;sig_compute;" + BELOW_MAIN,
                         r"^(?:(?!sig_|\[)[^;]*;)*sig_compute_leaf;sig_compute;" + BELOW_MAIN,
                         # in rt_sigreturn (kernel frames), the trampoline, the interrupted frames
-                        r"^(?:(?!sig_|\[)[^;]*;)*\[\[vdso\]\];sig_compute_leaf;sig_compute;" + BELOW_MAIN]),
+                        r"^(?:(?!sig_|\[)[^;]*;)*__kernel_rt_sigreturn;sig_compute_leaf;sig_compute;" + BELOW_MAIN]),
     "threads": (["40"], [r"thr_worker_leaf;thr_worker_mid;thr_worker;start_thread;thread_start",
                          r"thr_main_leaf;thr_main_work;" + BELOW_MAIN,
                          r"(?:__)?clock_gettime;thr_worker;start_thread;thread_start",
