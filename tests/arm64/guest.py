@@ -122,8 +122,8 @@ def copy_with_libraries(root, sysroot, host_path, guest_path):
         if interp:
             todo.append((os.path.join(sysroot, interp.lstrip("/")), interp))
         for lib in libs:
-            for d in LIB_DIRS:
-                p = os.path.join(sysroot, d, lib)
+            # the arm64 root, then the folder of the program itself (libraries built beside it)
+            for p in [os.path.join(sysroot, d, lib) for d in LIB_DIRS] + [os.path.join(os.path.dirname(host_path), lib)]:
                 if os.path.exists(p):
                     todo.append((p, "/lib/aarch64-linux-gnu/" + lib))
                     break
