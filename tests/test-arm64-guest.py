@@ -12,6 +12,8 @@ with those names:
   signal     sig_handler_leaf;sig_handler;__kernel_rt_sigreturn;sig_compute_leaf;sig_compute;main ...
              _start (the rt_sigframe at the vDSO's __kernel_rt_sigreturn), or the interrupted
              computation itself
+  shlib      (dynamic: bookworm's arm64 libc.so.6 and ld.so) shlib_lib_leaf ... shlib_caller;main ...
+             _start through the PLT into libscen-shlib.so, and back through a callback
   threads    thr_worker_leaf;thr_worker_mid;thr_worker;start_thread;thread_start and the main
              thread's chain"""
 import os
@@ -41,6 +43,11 @@ SCENARIOS = {
                         r"^(?:(?!sig_|\[)[^;]*;)*sig_compute_leaf;sig_compute;" + BELOW_MAIN,
                         # in rt_sigreturn (kernel frames), the trampoline, the interrupted frames
                         r"^(?:(?!sig_|\[)[^;]*;)*__kernel_rt_sigreturn;sig_compute_leaf;sig_compute;" + BELOW_MAIN]),
+    # dynamic, built by the cross-build (meson): into libscen-shlib.so through the PLT and back
+    # through a callback; bookworm's arm64 libc.so.6 and ld.so from the arm64 root
+    "shlib": (["40"], [r"shlib_lib_leaf;shlib_lib_mid;shlib_lib_entry;shlib_caller;" + BELOW_MAIN,
+                       r"shlib_callback_leaf;shlib_callback;shlib_lib_mid;shlib_lib_entry;shlib_caller;" + BELOW_MAIN,
+                       r"(?:__)?clock_gettime;" + BELOW_MAIN]),
     "threads": (["40"], [r"thr_worker_leaf;thr_worker_mid;thr_worker;start_thread;thread_start",
                          r"thr_main_leaf;thr_main_work;" + BELOW_MAIN,
                          r"(?:__)?clock_gettime;thr_worker;start_thread;thread_start",
@@ -51,7 +58,9 @@ SCENARIOS = {
 def run_scenario(d, name, args, chains):
     prog = os.path.join(d, "scen-" + name)
     source, _, variant = name.partition("-")
-    r = subprocess.run(["aarch64-linux-gnu-gcc", "--sysroot=" + os.path.join(CACHE, "sysroot"), "-O2",
+    if name == "shlib":
+        prog = os.path.join(CROSS_BUILD, "tests", "scenarios", "scen-shlib")
+    r = subprocess.CompletedProcess([], 0, "", "") if name == "shlib" else subprocess.run(["aarch64-linux-gnu-gcc", "--sysroot=" + os.path.join(CACHE, "sysroot"), "-O2",
                         "-fomit-frame-pointer", "-fasynchronous-unwind-tables", "-g", "-static", "-pthread"]
                        + (["-mbranch-protection=pac-ret"] if variant == "pac" else []) +
                        ["-I" + os.path.join(SRC, "tests", "scenarios"),
@@ -91,7 +100,8 @@ def main():
                  "(docs/debian-packages-tests.txt)" % tool)
     t0 = time.monotonic()
     env = dict(os.environ, PROFD_ARM64_BUILD=CROSS_BUILD, PROFD_ARM64_CACHE=CACHE, PROFD_SKIP_INSTALL="1")
-    r = subprocess.run([os.path.join(SRC, "tests", "arm64-cross-build.sh"), "daemon/profd"], env=env,
+    r = subprocess.run([os.path.join(SRC, "tests", "arm64-cross-build.sh"), "daemon/profd",
+                        "tests/scenarios/scen-shlib:executable"], env=env,
                        capture_output=True, text=True)
     if r.returncode != 0:
         check(False, "cross-build for aarch64: %s" % (r.stdout + r.stderr)[-3000:])
