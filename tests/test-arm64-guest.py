@@ -8,7 +8,8 @@ guest with tests/arm64-guest.sh (TCG, -cpu max: pointer authentication on) and c
 with those names:
   recursion  rec_leaf;rec_descend x300;rec_start;main ... _start (~30 KiB of stack, the whole
              tail-call chain); recursion-pac: the same built with -mbranch-protection=pac-ret
-             (every saved return address signed)
+             (every saved return address signed); recursion-trixie: linked with Debian 13's
+             PAC-enabled libc.a (its start code signs return addresses too)
   signal     sig_handler_leaf;sig_handler;__kernel_rt_sigreturn;sig_compute_leaf;sig_compute;main ...
              _start (the rt_sigframe at the vDSO's __kernel_rt_sigreturn), or the interrupted
              computation itself
@@ -16,8 +17,10 @@ with those names:
              _start through the PLT into libscen-shlib.so, and back through a callback
   threads    thr_worker_leaf;thr_worker_mid;thr_worker;start_thread;thread_start and the main
              thread's chain"""
+import glob
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -43,6 +46,9 @@ SCENARIOS = {
                         r"^(?:(?!sig_|\[)[^;]*;)*sig_compute_leaf;sig_compute;" + BELOW_MAIN,
                         # in rt_sigreturn (kernel frames), the trampoline, the interrupted frames
                         r"^(?:(?!sig_|\[)[^;]*;)*__kernel_rt_sigreturn;sig_compute_leaf;sig_compute;" + BELOW_MAIN]),
+    # linked with Debian 13's libc.a (glibc 2.41, built with -mbranch-protection=standard: its
+    # __libc_start_call_main signs its return address too), the program with it as well
+    "recursion-trixie": (["40"], [r"rec_leaf;(?:rec_descend;){300}rec_start;" + BELOW_MAIN]),
     # dynamic, built by the cross-build (meson): into libscen-shlib.so through the PLT and back
     # through a callback; bookworm's arm64 libc.so.6 and ld.so from the arm64 root
     "shlib": (["40"], [r"shlib_lib_leaf;shlib_lib_mid;shlib_lib_entry;shlib_caller;" + BELOW_MAIN,
@@ -55,14 +61,46 @@ SCENARIOS = {
 }
 
 
+def trixie_root():
+    """An arm64 root of Debian 13's libc6-dev (and what it needs to link), for static programs
+    linked with trixie's PAC-enabled libc.a; made once under CACHE."""
+    root = os.path.join(CACHE, "trixie-root")
+    if os.path.exists(os.path.join(root, "usr", "lib", "aarch64-linux-gnu", "libc.a")):
+        return root
+    debs = os.path.join(CACHE, "debs-trixie")
+    os.makedirs(debs, exist_ok=True)
+    apt = [os.path.join(SRC, "tests", "arm64", "apt-arm64.sh"), CACHE, "trixie"]
+    subprocess.run(apt + ["apt-get", "update"], capture_output=True)
+    r = subprocess.run(apt + ["apt-get", "download", "libc6-dev", "libc6", "linux-libc-dev", "libcrypt-dev"],
+                       cwd=debs, capture_output=True, text=True)
+    if r.returncode != 0:
+        skip("Debian 13's arm64 libc6-dev cannot be downloaded (no network/mirror?): %s" % r.stderr[-300:])
+    tmp = root + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    for deb in glob.glob(os.path.join(debs, "*.deb")):
+        subprocess.run(["dpkg-deb", "-x", deb, tmp], check=True)
+    for dirpath, dirnames, filenames in os.walk(tmp):
+        for n in dirnames + filenames:
+            path = os.path.join(dirpath, n)
+            if os.path.islink(path) and os.readlink(path).startswith("/"):
+                target = root + os.readlink(path)
+                os.unlink(path)
+                os.symlink(target, path)
+    os.rename(tmp, root)
+    return root
+
+
 def run_scenario(d, name, args, chains):
     prog = os.path.join(d, "scen-" + name)
     source, _, variant = name.partition("-")
     if name == "shlib":
         prog = os.path.join(CROSS_BUILD, "tests", "scenarios", "scen-shlib")
-    r = subprocess.CompletedProcess([], 0, "", "") if name == "shlib" else subprocess.run(["aarch64-linux-gnu-gcc", "--sysroot=" + os.path.join(CACHE, "sysroot"), "-O2",
+    sysroot = trixie_root() if variant == "trixie" else os.path.join(CACHE, "sysroot")
+    flags = {"pac": ["-mbranch-protection=pac-ret"], "trixie": ["-mbranch-protection=standard"]}.get(variant, [])
+    r = subprocess.CompletedProcess([], 0, "", "") if name == "shlib" else subprocess.run(
+                       ["aarch64-linux-gnu-gcc", "--sysroot=" + sysroot, "-O2",
                         "-fomit-frame-pointer", "-fasynchronous-unwind-tables", "-g", "-static", "-pthread"]
-                       + (["-mbranch-protection=pac-ret"] if variant == "pac" else []) +
+                       + flags +
                        ["-I" + os.path.join(SRC, "tests", "scenarios"),
                         os.path.join(SRC, "tests", "scenarios", source + ".c"), "-o", prog],
                        capture_output=True, text=True)
