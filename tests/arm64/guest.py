@@ -86,6 +86,8 @@ def kernel_image(cache, version):
         if r.returncode != 0:
             os.unlink(deb)
             sys.exit("arm64-guest: unusable %s (%s): removed, run again" % (deb, r.stderr[-200:]))
+        for d in ("lib", "usr"):  # the modules (~300 MiB): the guest needs none
+            shutil.rmtree(os.path.join(out, d), ignore_errors=True)
     return glob.glob(os.path.join(out, "boot", "vmlinuz-*"))[0]
 
 
