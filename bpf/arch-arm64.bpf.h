@@ -187,8 +187,16 @@ static __always_inline bool arch_is_signal_return(__u64 pc, bool exact)
         return false;
 }
 
-/* TPIDR_EL0, which glibc and musl point at the thread's TCB (pthread_self() lies a libc-specific
- * distance below it, struct pthread precedes the TCB on arm64). */
+/* TPIDR_EL0, which glibc and musl point at the thread's TCB: struct pthread lies right below it
+ * (TLS variant I), so pthread_self() is tp - sizeof(struct pthread), a size that differs between
+ * libc versions (~1.5-2 KiB). Another thread's struct pthread lies in its own stack mapping or
+ * TLS block, far from this one's: a pthread_self() less than a page below tp is this thread's. */
+#define ARCH_ARM64_PTHREAD_MAX 4096
+static __always_inline bool arch_is_thread_self(__u64 tp, __u64 id)
+{
+        return id < tp && tp - id <= ARCH_ARM64_PTHREAD_MAX;
+}
+
 static __always_inline __u64 arch_thread_pointer(struct task_struct *task)
 {
         return profd_have_task_btf ? task->thread.uw.tp_value : BPF_CORE_READ(task, thread.uw.tp_value);

@@ -150,6 +150,12 @@ static __always_inline bool arch_is_signal_return(__u64 pc, bool exact)
         return false;
 }
 
+/* The fs base is pthread_self() itself. */
+static __always_inline bool arch_is_thread_self(__u64 tp, __u64 id)
+{
+        return id == tp;
+}
+
 static __always_inline __u64 arch_thread_pointer(struct task_struct *task)
 {
         return profd_have_task_btf ? task->thread.fsbase : BPF_CORE_READ(task, thread.fsbase);

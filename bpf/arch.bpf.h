@@ -61,8 +61,10 @@
  *   bool arch_is_signal_return(__u64 pc, bool exact)
  *           see ARCH_SIGNAL_TRAMP_WINDOW (arm64: the vDSO base, __kernel_rt_sigreturn's code)
  *   __u64 arch_thread_pointer(struct task_struct *task)
- *           the thread pointer user space sees as pthread_self() (x86-64: the fs base), which
- *           CPython stores in its PyThreadState */
+ *           the thread pointer (x86-64: the fs base, which is pthread_self(); arm64: TPIDR_EL0)
+ *   bool arch_is_thread_self(__u64 tp, __u64 id)
+ *           id, a pthread_self() value (CPython stores it in its PyThreadState), is the thread's
+ *           whose thread pointer is tp (x86-64: equal; arm64: struct pthread just below tp) */
 #pragma once
 
 #include "vmlinux.h"
