@@ -120,7 +120,7 @@ def run_scenario(d, name, args, chains):
         stack = ";".join(f for f in t.frames if not f.endswith(" (inline)"))
         return any(c.search(stack) for c in chains)
 
-    mine = [t for t in traces(out) if t.labels.get("comm") == ["prog"]]
+    mine = [t for t in traces(out) if t.labels.get("comm") == [os.path.basename(prog)[:15]]]
     total = sum(t.value for t in mine)
     good = sum(t.value for t in mine if complete(t))
     for t in sorted((t for t in mine if not complete(t)), key=lambda t: -t.value)[:8]:

@@ -109,8 +109,9 @@ def needed(path):
     return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", r.stdout), interp.group(1) if interp else None
 
 
-def copy_with_libraries(root, sysroot, host_path, guest_path):
-    """Copies host_path and, recursively, the shared libraries it needs from the arm64 root."""
+def copy_with_libraries(root, roots, host_path, guest_path):
+    """Copies host_path and, recursively, the shared libraries it needs from the arm64 roots."""
+    sysroot = roots[0]
     todo, seen = [(host_path, guest_path)], set()
     while todo:
         src, dst = todo.pop()
@@ -125,7 +126,8 @@ def copy_with_libraries(root, sysroot, host_path, guest_path):
             todo.append((os.path.join(sysroot, interp.lstrip("/")), interp))
         for lib in libs:
             # the arm64 root, then the folder of the program itself (libraries built beside it)
-            for p in [os.path.join(sysroot, d, lib) for d in LIB_DIRS] + [os.path.join(os.path.dirname(host_path), lib)]:
+            for p in ([os.path.join(r, d, lib) for r in roots for d in LIB_DIRS] +
+                      [os.path.join(os.path.dirname(host_path), lib)]):
                 if os.path.exists(p):
                     todo.append((p, "/lib/aarch64-linux-gnu/" + lib))
                     break
@@ -138,12 +140,16 @@ def build_initramfs(work, args, sysroot):
     for d in ("bin", "proc", "sys", "dev", "tmp", "lib/aarch64-linux-gnu"):
         os.makedirs(os.path.join(root, d), exist_ok=True)
     shutil.copy2(busybox(args.cache), os.path.join(root, "bin", "busybox"))
-    copy_with_libraries(root, sysroot, os.path.join(args.build, "daemon", "profd"), "/profd")
-    copy_with_libraries(root, sysroot, args.program, "/prog")
+    for extra in args.extra:
+        subprocess.run(["cp", "-a", extra.rstrip("/") + "/.", root], check=True)
+    copy_with_libraries(root, [sysroot], os.path.join(args.build, "daemon", "profd"), "/profd")
+    # under its own name: runtimes are recognized by it (python3.11), and it is the comm
+    prog = "/" + os.path.basename(args.program)
+    copy_with_libraries(root, [sysroot] + args.extra, args.program, prog)
     shutil.copy2(os.path.join(SRC, "tests", "arm64", "guest-init"), os.path.join(root, "init"))
     with open(os.path.join(root, "guest.conf"), "w") as f:
-        f.write("SECONDS_WINDOW=%d\nFREQUENCY=%d\nBPF_STATS=%d\nPROG_ARGS=%s\n"
-                % (args.seconds, args.frequency, args.bpf_stats,
+        f.write("SECONDS_WINDOW=%d\nFREQUENCY=%d\nBPF_STATS=%d\nPROG=%s\nPROG_ARGS=%s\n"
+                % (args.seconds, args.frequency, args.bpf_stats, shlex.quote(prog),
                    shlex.quote(" ".join(shlex.quote(a) for a in args.args))))
     out = os.path.join(work, "initrd.gz")
     with open(out, "wb") as f:
@@ -174,6 +180,9 @@ def main():
     p.add_argument("--build", default=os.environ.get("PROFD_ARM64_BUILD", os.path.join(SRC, "build-aarch64")))
     p.add_argument("--cache", default=os.environ.get("PROFD_ARM64_CACHE", "/var/cache/profd-tests/arm64"))
     p.add_argument("--smp", type=int, default=2)
+    p.add_argument("--extra", action="append", default=[], metavar="DIR",
+                   help="copy this arm64 tree into the guest's root too (e.g. an interpreter's library), "
+                        "and take the program's libraries from it as well")
     p.add_argument("--bpf-stats", action="store_true",
                    help="start the program first, profd with --pid on it and kernel.bpf_stats_enabled; "
                         "print the entry program's run_time_ns and run_cnt")
