@@ -42,6 +42,13 @@ static __always_inline bool unwind_one(struct sample_state *st)
         st->user.len = len + 1;
         st->uhash = hash_mix(st->uhash, rec);
 
+        /* A signal-return trampoline the tables cannot describe (arm64's vDSO): recognized by
+         * its code, only near it. Frame 0 may be in it too (a sample in rt_sigreturn). */
+        if (ARCH_SIGNAL_TRAMP_WINDOW &&
+            st->ip - arch_signal_tramp_base(current_task()) < ARCH_SIGNAL_TRAMP_WINDOW &&
+            arch_is_signal_return(st->ip, st->exact))
+                return step_signal(st);
+
         if (st->fp_only)
                 return step_frame_pointer(st);
 

@@ -165,7 +165,8 @@ static void help(void)
                "  /debug/profd/process?pid=N   whether a process's unwind tables are in place\n"
                "  With --auth-token-file every endpoint but /healthz answers 401 without the token.\n"
                "\n"
-               "Needs Linux 5.10 or newer (x86-64, with BTF) and root or the capabilities in profd(8).\n",
+               "Needs Linux 5.10 or newer (x86-64 or arm64, with BTF) and root or the capabilities in "
+               "profd(8).\n",
                DEFAULT_FREQUENCY_HZ, DEFAULT_MAX_SECONDS, DEFAULT_MAX_CONCURRENT_PROFILES,
                DEFAULT_HTTP_MAX_CONNECTIONS, DEFAULT_HTTP_MAX_CONNECTIONS_PER_CLIENT);
 }
