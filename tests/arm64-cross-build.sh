@@ -21,7 +21,7 @@ BUILD=${PROFD_ARM64_BUILD:-$SRC/build-aarch64}
 APT="$SRC/tests/arm64/apt-arm64.sh $CACHE"
 # What the daemon links (daemon/meson.build's dependencies), as Debian 12 -dev packages.
 DEV_PACKAGES="libc6-dev libbpf-dev libelf-dev libdw-dev zlib1g-dev libprotobuf-c-dev libmicrohttpd-dev
-libgnutls28-dev libsystemd-dev libstdc++-12-dev"
+libgnutls28-dev libsystemd-dev libstdc++-12-dev libdebuginfod-dev"
 
 if [ "${PROFD_SKIP_INSTALL:-0}" != 1 ]; then
         apt-get install -y --no-install-recommends $(sed 's/#.*//' "$SRC/docs/debian-packages.txt") \
