@@ -74,24 +74,31 @@ def metric(d, name):
     return float(m.group(1)) if m else None
 
 
+def stats_delta(s0, s1, u0, u1, w0, w1):
+    if not (s0 and s1 and s1[1] > s0[1]):
+        return None
+    return {"ns_per_switch": (s1[0] - s0[0]) / (s1[1] - s0[1]), "switches": s1[1] - s0[1],
+            "unwound": u1 - u0, "started": w1 - w0}
+
+
 def one(args, loops, service_s):
+    """(pipe ops/s, service req/s, BPF figures during the pipe run, during the service run)."""
     if args is None:
-        return pipe_ops(loops), service_rps(service_s), None
+        return pipe_ops(loops), service_rps(service_s), None, None
+
+    def snap(d):
+        return (switch_prog_stats(), metric(d, "profd_offcpu_waits_unwound_total") or 0,
+                metric(d, "profd_offcpu_waits_started_total") or 0)
+
     with Daemon(*args) as d:
         time.sleep(SETTLE_S)
-        s0 = switch_prog_stats()
-        u0 = metric(d, "profd_offcpu_waits_unwound_total") or 0
-        w0 = metric(d, "profd_offcpu_waits_started_total") or 0
+        a = snap(d)
         ops = pipe_ops(loops)
+        b = snap(d)
         rps = service_rps(service_s)
-        s1 = switch_prog_stats()
-        u1 = metric(d, "profd_offcpu_waits_unwound_total") or 0
-        w1 = metric(d, "profd_offcpu_waits_started_total") or 0
-    extra = None
-    if s0 and s1 and s1[1] > s0[1]:
-        extra = {"ns_per_switch": (s1[0] - s0[0]) / (s1[1] - s0[1]), "switches": s1[1] - s0[1],
-                 "unwound": u1 - u0, "started": w1 - w0}
-    return ops, rps, extra
+        c = snap(d)
+    return (ops, rps, stats_delta(a[0], b[0], a[1], b[1], a[2], b[2]),
+            stats_delta(b[0], c[0], b[1], c[1], b[2], c[2]))
 
 
 def main():
@@ -110,19 +117,20 @@ def main():
             stats_old = f.read().strip()
         with open(STATS_SYSCTL, "w") as f:
             f.write("1")
-    res = {m: {"pipe": [], "service": [], "extra": []} for m, _ in MODES}
+    res = {m: {"pipe": [], "service": [], "xpipe": [], "xservice": []} for m, _ in MODES}
     try:
         for r in range(a.rounds):
             for name, args in MODES:
-                ops, rps, extra = one(args, a.loops, a.service_seconds)
+                ops, rps, xp, xs = one(args, a.loops, a.service_seconds)
                 res[name]["pipe"].append(ops)
                 res[name]["service"].append(rps)
-                if extra:
-                    res[name]["extra"].append(extra)
-                log("round %d %-45s pipe %9.0f ops/s  service %8.0f req/s%s" %
-                    (r + 1, name, ops, rps,
-                     "  sched_switch prog %.0f ns/switch, %d of %d waits unwound" %
-                     (extra["ns_per_switch"], extra["unwound"], extra["started"]) if extra else ""))
+                line = "round %d %-45s pipe %9.0f ops/s  service %8.0f req/s" % (r + 1, name, ops, rps)
+                for what, x in (("pipe", xp), ("service", xs)):
+                    if x:
+                        res[name]["x" + what].append(x)
+                        line += "  [%s: sched_switch prog %.0f ns/switch, %d of %d waits unwound]" % (
+                            what, x["ns_per_switch"], x["unwound"], x["started"])
+                log(line)
     finally:
         if stats_old is not None:
             with open(STATS_SYSCTL, "w") as f:
@@ -131,14 +139,21 @@ def main():
     base_pipe = statistics.median(res["alone"]["pipe"])
     base_svc = statistics.median(res["alone"]["service"])
     log("")
-    log("%-45s %12s %9s %12s %9s %14s" % ("mode (median of %d rounds)" % a.rounds, "pipe ops/s", "cost",
-                                          "service r/s", "cost", "BPF ns/switch"))
+    log("%-45s %11s %7s %11s %7s %11s %11s" % ("mode (median of %d rounds)" % a.rounds, "pipe ops/s", "cost",
+                                               "service r/s", "cost", "ns/sw pipe", "ns/sw svc"))
+
+    def ns(name, what):
+        x = res[name]["x" + what]
+        return "%.0f" % statistics.median([e["ns_per_switch"] for e in x]) if x else "-"
+
     for name, _ in MODES:
         p = statistics.median(res[name]["pipe"])
         s = statistics.median(res[name]["service"])
-        ns = statistics.median([e["ns_per_switch"] for e in res[name]["extra"]]) if res[name]["extra"] else None
-        log("%-45s %12.0f %8.1f%% %12.0f %8.1f%% %14s" % (name, p, 100 * (base_pipe / p - 1), s,
-                                                         100 * (base_svc / s - 1), "%.0f" % ns if ns else "-"))
+        log("%-45s %11.0f %6.1f%% %11.0f %6.1f%% %11s %11s" % (name, p, 100 * (base_pipe / p - 1), s,
+                                                               100 * (base_svc / s - 1), ns(name, "pipe"),
+                                                               ns(name, "service")))
+    # One pinned pipe op is two context switches on CPU 0.
+    log("context switch alone (pinned pipe): %.0f ns" % (1e9 / base_pipe / 2))
 
 
 if __name__ == "__main__":
