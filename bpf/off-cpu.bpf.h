@@ -169,8 +169,10 @@ static __always_inline bool offcpu_switch_out(bool preempt, struct task_struct *
                         return false;
                 }
                 t = bpf_map_lookup_elem(&offcpu_threads, &tid);
-                if (!t)
+                if (!t) {
+                        count(PROFD_DROP_OFFCPU_THREADS_FULL);
                         return false;
+                }
         }
         count(PROFD_CNT_OFFCPU_SWITCH_OUTS);
         t->ts_ns = now;
@@ -215,8 +217,13 @@ static __always_inline bool store_offcpu(struct sample_state *st)
                 return false;
         }
         t = bpf_map_lookup_elem(&offcpu_threads, &tid);
-        if (!t)
+        if (!t) {
+                /* Cannot be: the switch-out just found or made it, and only this thread's own
+                 * last switch-out removes it. Counted with the lost keys all the same. */
+                bpf_map_delete_elem(&offcpu_pending, &tid);
+                count(PROFD_DROP_OFFCPU_PENDING_LOST);
                 return false;
+        }
         t->unwound = 1;
         count(PROFD_CNT_OFFCPU_UNWOUND);
         return true;
