@@ -45,8 +45,8 @@ typedef struct ProfileWindow {
         AggSample *samples;
         size_t n_samples;
         uint64_t total;
-        bool off_cpu;           /* the off-CPU samples of the window, not the CPU ones */
-        uint64_t off_cpu_ns;    /* off-CPU: sum of off_cpu_ns */
+        bool off_cpu;        /* the off-CPU samples of the window, not the CPU ones */
+        uint64_t off_cpu_ns; /* off-CPU: sum of off_cpu_ns */
 } ProfileWindow;
 
 int aggregator_new(uint64_t history_ns, unsigned frequency_hz, Aggregator **ret);
