@@ -101,13 +101,24 @@ static __always_inline bool offcpu_count(bool gen1, struct profd_offcpu_key *key
         return true;
 }
 
+/* blocked / q, q in 1/65536 steps (> 0). Exact for q = 1; blocked << 16 stays below 2^64 for
+ * waits under 2^47 ns (39 hours), longer ones lose the low 16 bits of the quotient. */
+static __always_inline __u64 offcpu_weight(__u64 blocked, __u32 q)
+{
+        if (q >= PROFD_OFFCPU_Q_ONE || q == 0)
+                return blocked;
+        if (blocked < (1ULL << 47))
+                return (blocked << PROFD_OFFCPU_Q_SHIFT) / q;
+        return (blocked / q) << PROFD_OFFCPU_Q_SHIFT;
+}
+
 /* next is switched in: the wait it started at its switch-out ends now. */
 static __always_inline void offcpu_switch_in(struct task_struct *next, __u64 now)
 {
         __u32 tid = BPF_CORE_READ(next, pid);
         struct profd_offcpu_thread *t;
         struct profd_offcpu_key *key;
-        __u64 blocked, decayed;
+        __u64 blocked, decayed, weight;
 
         if (tid == 0)
                 return;
@@ -129,9 +140,10 @@ static __always_inline void offcpu_switch_in(struct task_struct *next, __u64 now
                 count(PROFD_DROP_OFFCPU_PENDING_LOST);
                 return;
         }
-        if (t->q > 0 && offcpu_count(profd_gen & 1, key, 1, (blocked << PROFD_OFFCPU_Q_SHIFT) / t->q)) {
+        weight = offcpu_weight(blocked, t->q);
+        if (offcpu_count(profd_gen & 1, key, 1, weight)) {
                 count(PROFD_CNT_OFFCPU_RECORDED);
-                count_add(PROFD_CNT_OFFCPU_RECORDED_NS, (blocked << PROFD_OFFCPU_Q_SHIFT) / t->q);
+                count_add(PROFD_CNT_OFFCPU_RECORDED_NS, weight);
         }
         bpf_map_delete_elem(&offcpu_pending, &tid);
 }
