@@ -23,6 +23,10 @@
  * unwound), and its own tgid, whose threads are never recorded. */
 const volatile __u64 profd_offcpu_threshold_ns = 1000000;
 const volatile __u32 profd_self_tgid = 0;
+/* profd_offcpu_cut runs at every cut (bpf_for_each_map_elem, 5.13; atomic xchg and cmpxchg, 5.12):
+ * the part of each unwound wait in progress that lies before the cut is counted in the interval
+ * the cut ends. Without it (older kernels) a wait counts whole in the interval it ends in. */
+const volatile bool profd_offcpu_have_cut = false;
 
 #define PROFD_OFFCPU_Q_ONE (1u << PROFD_OFFCPU_Q_SHIFT)
 /* Smallest unwind probability, 1/256: bounds the weight of a wait a thread of short waits did not
@@ -140,6 +144,13 @@ static __always_inline void offcpu_switch_in(struct task_struct *next, __u64 now
                 count(PROFD_DROP_OFFCPU_PENDING_LOST);
                 return;
         }
+        if (profd_offcpu_have_cut) {
+                /* The cuts counted the wait up to acct_ns; taking it (0) tells a cut running now on
+                 * another CPU that the rest is counted here. */
+                __u64 from = __sync_lock_test_and_set(&t->acct_ns, 0);
+
+                blocked = from && from < now ? now - from : from ? 0 : blocked;
+        }
         weight = offcpu_weight(blocked, t->q);
         if (offcpu_count(profd_gen & 1, key, 1, weight)) {
                 count(PROFD_CNT_OFFCPU_RECORDED);
@@ -188,6 +199,7 @@ static __always_inline bool offcpu_switch_out(bool preempt, struct task_struct *
         }
         count(PROFD_CNT_OFFCPU_SWITCH_OUTS);
         t->ts_ns = now;
+        t->acct_ns = now;
         t->state = preempt || state == PROFD_TASK_RUNNING ? PROFD_OFFCPU_PREEMPTED : PROFD_OFFCPU_BLOCKED;
         *ret_state = t->state;
 
@@ -241,4 +253,40 @@ static __always_inline bool store_offcpu(struct sample_state *st)
         t->unwound = 1;
         count(PROFD_CNT_OFFCPU_UNWOUND);
         return true;
+}
+
+struct offcpu_cut_ctx {
+        __u64 now;
+        bool gen1; /* the generation the cut retired */
+};
+
+/* bpf_for_each_map_elem callback: counts the part of an unwound wait in progress before the cut. */
+static long offcpu_cut_one(void *map, __u32 *tid, struct profd_offcpu_thread *t, struct offcpu_cut_ctx *c)
+{
+        struct profd_offcpu_key *key;
+        __u64 from = t->acct_ns;
+
+        if (!t->unwound || !from || from >= c->now)
+                return 0;
+        /* Loses to a switch-in that took acct_ns meanwhile: it counts the whole rest. */
+        if (__sync_val_compare_and_swap(&t->acct_ns, from, c->now) != from)
+                return 0;
+        key = bpf_map_lookup_elem(&offcpu_pending, tid);
+        if (!key) {
+                count(PROFD_DROP_OFFCPU_PENDING_LOST);
+                return 0;
+        }
+        /* count 0: the wait is counted once, in the interval it ends in. */
+        if (offcpu_count(c->gen1, key, 0, offcpu_weight(c->now - from, t->q)))
+                count(PROFD_CNT_OFFCPU_CUT_PARTS);
+        return 0;
+}
+
+/* Run by the daemon (BPF_PROG_TEST_RUN) right after it flipped profd_gen. */
+static __always_inline void offcpu_cut(void)
+{
+        struct offcpu_cut_ctx c = {.now = bpf_ktime_get_ns(), .gen1 = !(profd_gen & 1)};
+
+        if (profd_offcpu_have_cut)
+                bpf_for_each_map_elem(&offcpu_threads, offcpu_cut_one, &c, 0);
 }

@@ -18,12 +18,13 @@ enum profd_offcpu_state {
 struct profd_offcpu_thread {
         __u64 ts_ns;   /* bpf_ktime_get_ns() at the switch-out; 0: on CPU */
         __u64 pred_ns; /* predicted next wait: max(last wait, decayed previous prediction) */
+        __u64 acct_ns; /* an unwound wait's time before this is counted (at cuts); 0: all of it */
         __u32 state;   /* enum profd_offcpu_state of the current wait */
         __u32 q;       /* probability this wait was unwound with, << PROFD_OFFCPU_Q_SHIFT */
         __u32 unwound; /* its stack is in offcpu_pending[tid] */
         __u32 _pad;
 };
-_Static_assert(sizeof(struct profd_offcpu_thread) == 32, "profd_offcpu_thread layout");
+_Static_assert(sizeof(struct profd_offcpu_thread) == 40, "profd_offcpu_thread layout");
 
 /* offcpu_counts[gen][key] += {1, weight}: the same key as a CPU sample plus the state. */
 struct profd_offcpu_key {

@@ -111,5 +111,6 @@ enum profd_counter {
         PROFD_DROP_OFFCPU_PENDING_FULL,   /* unwound wait lost: offcpu_pending full */
         PROFD_DROP_OFFCPU_PENDING_LOST,   /* unwound wait whose key was gone at its end */
         PROFD_DROP_OFFCPU_COUNTS_FULL,    /* offcpu_counts map full */
+        PROFD_CNT_OFFCPU_CUT_PARTS,       /* parts of waits in progress counted at a cut */
         PROFD_CNT__MAX,
 };

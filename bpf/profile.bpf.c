@@ -57,6 +57,9 @@ struct {
         __type(value, __u32);
 } progs SEC(".maps");
 
+/* Kernel frames above __schedule in the off-CPU hook's stack: the program and bpf_trace_run4(). */
+#define PROFD_OFFCPU_KSTACK_SKIP 2
+
 /* The same slots for the off-CPU chain (tp_btf/sched_switch programs, profd_offcpu_*). */
 struct {
         __uint(type, BPF_MAP_TYPE_PROG_ARRAY);
@@ -421,7 +424,9 @@ int BPF_PROG(profd_offcpu_switch, bool preempt, struct task_struct *prev, struct
         st->offcpu = 1;
         st->offcpu_state = state;
 
-        n = bpf_get_stack(ctx, st->kernel.ips, sizeof(st->kernel.ips), 0);
+        /* Where it called into the scheduler: skips this program and the tracepoint's
+         * bpf_trace_run4(), so the stack starts at __schedule. */
+        n = bpf_get_stack(ctx, st->kernel.ips, sizeof(st->kernel.ips), PROFD_OFFCPU_KSTACK_SKIP);
         if (n < 0)
                 count(PROFD_ERR_KERNEL_STACK);
         else
@@ -433,6 +438,15 @@ int BPF_PROG(profd_offcpu_switch, bool preempt, struct task_struct *prev, struct
 
         bpf_tail_call(ctx, &offcpu_progs, st->done ? PROFD_PROG_FINALIZE : PROFD_PROG_STEP);
         count(PROFD_DROP_TAIL_CALL);
+        return 0;
+}
+
+/* At every cut (run by the daemon, never attached): the part before the cut of each unwound wait in
+ * progress goes into the interval the cut ended, so a window holds the time off CPU within it. */
+SEC("raw_tp")
+int profd_offcpu_cut(void *ctx)
+{
+        offcpu_cut();
         return 0;
 }
 

@@ -543,7 +543,7 @@ int aggregator_window_kind(Aggregator *a, uint64_t t0, uint64_t t1, bool off_cpu
                 for (size_t j = 0; j < b->n_samples; j++) {
                         const AggSample *s = &b->samples[j];
                         /* Off-CPU {0, 0}: a wait's stacks, held until its time comes. */
-                        if (s->off_cpu != off_cpu || (s->off_cpu && s->count == 0))
+                        if (s->off_cpu != off_cpu || (s->off_cpu && s->count == 0 && s->off_cpu_ns == 0))
                                 continue;
                         size_t slot = sample_key_hash(s) & (n_slots - 1);
                         while (slots[slot] != SIZE_MAX && !sample_key_eq(&w->samples[slots[slot]], s))

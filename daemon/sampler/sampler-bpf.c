@@ -33,6 +33,9 @@
  * like the others, from a smaller floor, and capped so a 64-CPU host at 99 Hz still fits. */
 #define SAMPLER_PREALLOC_MIN_ENTRIES 1024u
 #define SAMPLER_PREALLOC_MAX_ENTRIES 16384u
+/* With --off-cpu: the least entries of the counts and stacks maps (see sampler_load()). */
+#define SAMPLER_OFFCPU_MIN_ENTRIES 32768u
+#define SAMPLER_OFFCPU_PREALLOC_MIN_ENTRIES 4096u
 #define SAMPLER_ONLINE_CPUS_PATH "/sys/devices/system/cpu/online"
 
 void sampler_detach(Sampler *s)
@@ -118,6 +121,17 @@ int sampler_load(Sampler *s)
                 s->counts_entries = clamp_u32(2 * per_interval, SAMPLER_PREALLOC_MIN_ENTRIES,
                                               SAMPLER_PREALLOC_MAX_ENTRIES);
                 s->stacks_entries = s->counts_entries;
+        }
+
+        if (s->opts.off_cpu) {
+                /* Waits are unwound at the rate threads switch, not at --frequency: thousands of
+                 * distinct stacks a second on a busy host. Dynamic maps take memory only for what
+                 * they hold; preallocated ones all of it, hence the smaller floor. */
+                uint32_t floor =
+                        dynamic_maps ? SAMPLER_OFFCPU_MIN_ENTRIES : SAMPLER_OFFCPU_PREALLOC_MIN_ENTRIES;
+
+                s->counts_entries = s->counts_entries > floor ? s->counts_entries : floor;
+                s->stacks_entries = s->stacks_entries > floor ? s->stacks_entries : floor;
         }
 
         struct bpf_map *sized[] = {

@@ -70,6 +70,8 @@ struct Sampler {
         struct bpf_link *exec_link;
         struct bpf_link *offcpu_link; /* --off-cpu: sched_switch */
         uint32_t offcpu_threads_entries, offcpu_pending_entries;
+        bool offcpu_have_cut;                       /* profd_offcpu_cut loaded (5.13+) */
+        uint64_t offcpu_cuts, offcpu_cut_errors;
         int n_possible_cpus;
         uint32_t counts_entries, stacks_entries;
 

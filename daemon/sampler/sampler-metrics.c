@@ -165,6 +165,13 @@ void sampler_write_metrics(const Sampler *s, FILE *f)
                               "Estimated off-CPU time of the recorded waits (what the profiles add up).");
                 metric_sample_fixed(f, "profd_offcpu_recorded_seconds_total", NULL,
                                     (double)c[PROFD_CNT_OFFCPU_RECORDED_NS] / NSEC_PER_SEC, 6);
+                metric_counter(f, "profd_offcpu_cut_parts_total",
+                               "Parts of off-CPU waits in progress counted at a cut (the part before it).",
+                               c[PROFD_CNT_OFFCPU_CUT_PARTS]);
+                metric_labelled(f, "profd_offcpu_cuts_total", "counter",
+                                "Cuts at which the waits in progress were counted, by outcome (5.13+).",
+                                "outcome", (const char *const[]){"ok", "failed"},
+                                (const uint64_t[]){s->offcpu_cuts, s->offcpu_cut_errors}, 2);
                 metric_labelled(f, "profd_offcpu_skipped_total", "counter",
                                 "Context switches not recorded by design, by reason.", "reason",
                                 (const char *const[]){"unwanted", "exiting", "sampled_out"},

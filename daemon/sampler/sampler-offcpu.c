@@ -25,10 +25,9 @@
 int sampler_offcpu_configure(Sampler *s)
 {
         struct bpf_program *progs[] = {
-                s->skel->progs.profd_offcpu_switch,
-                s->skel->progs.profd_offcpu_step,
-                s->skel->progs.profd_offcpu_python,
-                s->skel->progs.profd_offcpu_finalize,
+                s->skel->progs.profd_offcpu_switch, s->skel->progs.profd_offcpu_step,
+                s->skel->progs.profd_offcpu_python, s->skel->progs.profd_offcpu_finalize,
+                s->skel->progs.profd_offcpu_cut,
         };
         int r;
 
@@ -42,6 +41,15 @@ int sampler_offcpu_configure(Sampler *s)
                 s->skel->rodata->profd_offcpu_threshold_ns =
                         s->opts.off_cpu_threshold_ns ?: SAMPLER_OFF_CPU_THRESHOLD_DEFAULT_NS;
                 s->skel->rodata->profd_self_tgid = getpid();
+                /* bpf_for_each_map_elem (5.13) comes after the atomics the cut needs (5.12). */
+                s->offcpu_have_cut = libbpf_probe_bpf_helper(BPF_PROG_TYPE_RAW_TRACEPOINT,
+                                                             BPF_FUNC_for_each_map_elem, NULL) > 0;
+                s->skel->rodata->profd_offcpu_have_cut = s->offcpu_have_cut;
+                if (!s->offcpu_have_cut) {
+                        (void)bpf_program__set_autoload(s->skel->progs.profd_offcpu_cut, false);
+                        log_info("Off-CPU: no bpf_for_each_map_elem() (kernel before 5.13): a wait counts "
+                                 "whole in the interval it ends in");
+                }
         }
         r = bpf_map__set_max_entries(s->skel->maps.offcpu_threads, s->offcpu_threads_entries);
         if (r >= 0)
@@ -88,4 +96,21 @@ void sampler_offcpu_detach(Sampler *s)
 {
         bpf_link__destroy(s->offcpu_link);
         s->offcpu_link = NULL;
+}
+
+int sampler_offcpu_cut(Sampler *s)
+{
+        uint64_t args[1] = {};
+        DECLARE_LIBBPF_OPTS(bpf_test_run_opts, opts, .ctx_in = args, .ctx_size_in = sizeof(args));
+        int r;
+
+        if (!s->opts.off_cpu || !s->offcpu_have_cut || !s->offcpu_link)
+                return 0;
+        r = bpf_prog_test_run_opts(bpf_program__fd(s->skel->progs.profd_offcpu_cut), &opts);
+        if (r < 0) {
+                s->offcpu_cut_errors++;
+                return r;
+        }
+        s->offcpu_cuts++;
+        return 0;
 }

@@ -13,3 +13,6 @@ int sampler_offcpu_install(Sampler *s);
 /* Attaches the sched_switch hook (no-op without off-CPU). Logs its errors. */
 int sampler_offcpu_attach(Sampler *s);
 void sampler_offcpu_detach(Sampler *s);
+/* Right after a cut flipped the generation: counts the part before it of every unwound wait in
+ * progress into the retired generation (no-op without off-CPU or before 5.13). */
+int sampler_offcpu_cut(Sampler *s);
