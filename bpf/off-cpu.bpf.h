@@ -204,10 +204,9 @@ static __always_inline bool offcpu_switch_out(bool preempt, struct task_struct *
         *ret_state = t->state;
 
         /* q = predicted / threshold, within [Q_MIN, 1]; decided before the wait's length is known,
-         * which is what keeps length / q unbiased. A preempted thread waits for the run queue, as
-         * long as the load makes it and unrelated to its own history: always unwound (preemptions
-         * come at most every few ms per CPU), so run-queue delays add no variance. */
-        if (t->state == PROFD_OFFCPU_PREEMPTED || t->pred_ns >= profd_offcpu_threshold_ns)
+         * which is what keeps length / q unbiased. Preempted waits too: always unwinding them would
+         * unwind every wakeup preemption, a third of the switches of a pipe ping-pong. */
+        if (t->pred_ns >= profd_offcpu_threshold_ns)
                 q = PROFD_OFFCPU_Q_ONE;
         else {
                 q = (t->pred_ns << PROFD_OFFCPU_Q_SHIFT) / profd_offcpu_threshold_ns;

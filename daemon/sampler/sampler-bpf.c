@@ -159,7 +159,7 @@ int sampler_load(Sampler *s)
                 return r;
 
         /* BPF_LOG_STATS: only the verifier's closing statistics, even when the load succeeds. */
-        char stats[10][512]; /* every program */
+        char stats[12][512]; /* every program */
         struct bpf_program *prog;
         size_t n_prog = 0;
         if (s->opts.verifier_stats)
