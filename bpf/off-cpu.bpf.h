@@ -25,8 +25,10 @@ const volatile __u64 profd_offcpu_threshold_ns = 1000000;
 const volatile __u32 profd_self_tgid = 0;
 /* profd_offcpu_cut runs at every cut (bpf_for_each_map_elem, 5.13; atomic xchg and cmpxchg, 5.12):
  * the part of each unwound wait in progress that lies before the cut is counted in the interval
- * the cut ends. Without it (older kernels) a wait counts whole in the interval it ends in. */
-const volatile bool profd_offcpu_have_cut = false;
+ * the cut ends. Without it (older kernels) a wait counts whole in the interval it ends in. The
+ * switch-in's side of it is an atomic exchange, an instruction kernels before 5.12 refuse even in
+ * dead code: the sched_switch program exists in two builds, with_cut or not (profile.bpf.c), and
+ * the daemon loads one. */
 
 #define PROFD_OFFCPU_Q_ONE (1u << PROFD_OFFCPU_Q_SHIFT)
 /* Smallest unwind probability, 1/256: bounds the weight of a wait a thread of short waits did not
@@ -117,7 +119,7 @@ static __always_inline __u64 offcpu_weight(__u64 blocked, __u32 q)
 }
 
 /* next is switched in: the wait it started at its switch-out ends now. */
-static __always_inline void offcpu_switch_in(struct task_struct *next, __u64 now)
+static __always_inline void offcpu_switch_in(struct task_struct *next, __u64 now, bool with_cut)
 {
         __u32 tid = BPF_CORE_READ(next, pid);
         struct profd_offcpu_thread *t;
@@ -144,7 +146,7 @@ static __always_inline void offcpu_switch_in(struct task_struct *next, __u64 now
                 count(PROFD_DROP_OFFCPU_PENDING_LOST);
                 return;
         }
-        if (profd_offcpu_have_cut) {
+        if (with_cut) {
                 /* The cuts counted the wait up to acct_ns; taking it (0) tells a cut running now on
                  * another CPU that the rest is counted here. */
                 __u64 from = __sync_lock_test_and_set(&t->acct_ns, 0);
@@ -286,6 +288,5 @@ static __always_inline void offcpu_cut(void)
 {
         struct offcpu_cut_ctx c = {.now = bpf_ktime_get_ns(), .gen1 = !(profd_gen & 1)};
 
-        if (profd_offcpu_have_cut)
-                bpf_for_each_map_elem(&offcpu_threads, offcpu_cut_one, &c, 0);
+        bpf_for_each_map_elem(&offcpu_threads, offcpu_cut_one, &c, 0);
 }

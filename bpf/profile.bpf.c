@@ -405,15 +405,15 @@ int profd_finalize(struct bpf_perf_event_data *ctx)
  * tp_btf/sched_switch programs (the same code; none of them is attached). tp_btf like profd_exec:
  * every kernel profd runs on (5.10+, BTF) has it, and no kprobe is needed (kernels built without
  * CONFIG_KPROBES have none). */
-SEC("tp_btf/sched_switch")
-int BPF_PROG(profd_offcpu_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+static __always_inline int offcpu_switch(void *ctx, bool preempt, struct task_struct *prev,
+                                         struct task_struct *next, bool with_cut)
 {
         struct sample_state *st;
         __u64 now = bpf_ktime_get_ns(), user_mode = 0;
         __u32 state = 0;
         long n;
 
-        offcpu_switch_in(next, now);
+        offcpu_switch_in(next, now, with_cut);
         if (!offcpu_switch_out(preempt, prev, now, &state))
                 return 0;
 
@@ -439,6 +439,20 @@ int BPF_PROG(profd_offcpu_switch, bool preempt, struct task_struct *prev, struct
         bpf_tail_call(ctx, &offcpu_progs, st->done ? PROFD_PROG_FINALIZE : PROFD_PROG_STEP);
         count(PROFD_DROP_TAIL_CALL);
         return 0;
+}
+
+/* The daemon loads one of these two (off-cpu.bpf.h, profd_offcpu_cut): with the cut where the
+ * kernel has bpf_for_each_map_elem() (5.13), without before. */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(profd_offcpu_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+        return offcpu_switch(ctx, preempt, prev, next, false);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(profd_offcpu_switch_cut, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+        return offcpu_switch(ctx, preempt, prev, next, true);
 }
 
 /* At every cut (run by the daemon, never attached): the part before the cut of each unwound wait in

@@ -44,7 +44,10 @@ int sampler_offcpu_configure(Sampler *s)
                 /* bpf_for_each_map_elem (5.13) comes after the atomics the cut needs (5.12). */
                 s->offcpu_have_cut = libbpf_probe_bpf_helper(BPF_PROG_TYPE_RAW_TRACEPOINT,
                                                              BPF_FUNC_for_each_map_elem, NULL) > 0;
-                s->skel->rodata->profd_offcpu_have_cut = s->offcpu_have_cut;
+                /* One build of the sched_switch program: with the cut's exchange or without. */
+                (void)bpf_program__set_autoload(s->offcpu_have_cut ? s->skel->progs.profd_offcpu_switch
+                                                                   : s->skel->progs.profd_offcpu_switch_cut,
+                                                false);
                 if (!s->offcpu_have_cut) {
                         (void)bpf_program__set_autoload(s->skel->progs.profd_offcpu_cut, false);
                         log_info("Off-CPU: no bpf_for_each_map_elem() (kernel before 5.13): a wait counts "
@@ -83,7 +86,8 @@ int sampler_offcpu_attach(Sampler *s)
 {
         if (!s->opts.off_cpu || s->offcpu_link)
                 return 0;
-        s->offcpu_link = bpf_program__attach(s->skel->progs.profd_offcpu_switch);
+        s->offcpu_link = bpf_program__attach(s->offcpu_have_cut ? s->skel->progs.profd_offcpu_switch_cut
+                                                                : s->skel->progs.profd_offcpu_switch);
         if (!s->offcpu_link)
                 return log_error_errno(-errno, "--off-cpu: failed to attach to sched_switch: %m");
         log_info("Off-CPU recording on (sched_switch; waits predicted to last %" PRIu64 " us or more are "
