@@ -27,7 +27,7 @@ int sampler_offcpu_configure(Sampler *s)
         struct bpf_program *progs[] = {
                 s->skel->progs.profd_offcpu_switch, s->skel->progs.profd_offcpu_step,
                 s->skel->progs.profd_offcpu_python, s->skel->progs.profd_offcpu_finalize,
-                s->skel->progs.profd_offcpu_cut,
+                s->skel->progs.profd_offcpu_cut,    s->skel->progs.profd_offcpu_switch_cut,
         };
         int r;
 
