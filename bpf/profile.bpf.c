@@ -10,6 +10,9 @@
  *   profd_python  (slot 2)  processes running CPython: appends the Python frames (python.bpf.h)
  *   profd_finalize (slot 1) hashes both stacks, stores each once, counts[key] += 1 (stack-store.bpf.h)
  *   profd_exec              forgets a pid's tables when it execs
+ *   profd_offcpu_switch     sched_switch: ends next's wait, starts prev's and unwinds it when
+ *                           drawn (off-cpu.bpf.h), through the same steps as tp_btf copies
+ *                           (profd_offcpu_step/_python/_finalize in "offcpu_progs")
  *
  * Registers, frame layouts and the signal frame are the architecture's (arch.bpf.h). */
 #include "vmlinux.h"
@@ -35,6 +38,7 @@
 #include "python.bpf.h"
 #include "stack-store.bpf.h"
 #include "filter.bpf.h"
+#include "off-cpu.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -52,6 +56,17 @@ struct {
         __type(key, __u32);
         __type(value, __u32);
 } progs SEC(".maps");
+
+/* Kernel frames above __schedule in the off-CPU hook's stack: the program and bpf_trace_run4(). */
+#define PROFD_OFFCPU_KSTACK_SKIP 2
+
+/* The same slots for the off-CPU chain (tp_btf/sched_switch programs, profd_offcpu_*). */
+struct {
+        __uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+        __uint(max_entries, PROFD_PROG__MAX);
+        __type(key, __u32);
+        __type(value, __u32);
+} offcpu_progs SEC(".maps");
 
 /* User frames per step program. The kernel allows 33 tail calls per sample (MAX_TAIL_CALL_CNT);
  * we budget 32 so an off-by-one between kernel versions cannot bite: one is the finalize call,
@@ -74,7 +89,7 @@ _Static_assert((PROFD_MAX_USER_FRAMES & (PROFD_MAX_USER_FRAMES - 1)) == 0, "fram
  * writes none for it (PROFD_EV_FORK_SHARED_MM): a build's thousands of spawns cost no map writes.
  * Sets st->map_pid to the parent's pid when it applies. */
 static __always_inline struct profd_unwind_proc *shared_mm_parent(struct sample_state *st,
-                                                                   struct task_struct *task)
+                                                                  struct task_struct *task)
 {
         struct task_struct *parent = BPF_CORE_READ(task, group_leader, real_parent);
         struct mm_struct *mm = BPF_CORE_READ(task, mm);
@@ -95,37 +110,10 @@ static __always_inline struct profd_unwind_proc *shared_mm_parent(struct sample_
 /* Benchmarks: time every recorded sample from entry to the end of finalize. */
 const volatile bool profd_measure_cost = false;
 
-SEC("perf_event")
-int profd_sample(struct bpf_perf_event_data *ctx)
+/* Starts the sample of current in st: who it is, no frames yet. */
+static __always_inline void sample_begin(struct sample_state *st, struct task_struct *task, __u64 pid_tgid,
+                                         __u64 start_ns)
 {
-        struct task_struct *task;
-        struct sample_state *st;
-        struct arch_regs regs;
-        __u64 pid_tgid;
-        bool in_kernel;
-        __u64 user_mode;
-        long n;
-
-        __u64 start_ns = profd_measure_cost ? bpf_ktime_get_ns() : 0;
-
-        count(PROFD_CNT_SAMPLES);
-
-        pid_tgid = bpf_get_current_pid_tgid();
-        if ((__u32)pid_tgid == 0) {
-                count(PROFD_CNT_IDLE);
-                return 0;
-        }
-
-        task = current_task();
-        if (!profd_sample_wanted(task)) {
-                count(PROFD_CNT_FILTERED);
-                return 0;
-        }
-
-        st = get_state();
-        if (!st)
-                return 0;
-
         st->gen = profd_gen & 1;
         st->start_ns = start_ns;
         st->steps = 0;
@@ -149,6 +137,8 @@ int profd_sample(struct bpf_perf_event_data *ctx)
         st->py_frame = 0;
         st->kernel.len = 0;
         st->kernel._pad = 0;
+        st->offcpu = 0;
+        st->offcpu_state = 0;
 
         __builtin_memset(&st->key, 0, sizeof(st->key));
         st->key.pid = pid_tgid >> 32;
@@ -160,34 +150,29 @@ int profd_sample(struct bpf_perf_event_data *ctx)
                 __builtin_memcpy(st->key.comm, st->key.thread_comm, sizeof(st->key.comm));
         else
                 BPF_CORE_READ_STR_INTO(&st->key.comm, task, group_leader, comm);
+}
 
-        user_mode = arch_ctx_mode(ctx);
-        in_kernel = arch_mode_in_kernel(user_mode);
-        if (in_kernel) {
-                n = bpf_get_stack(ctx, st->kernel.ips, sizeof(st->kernel.ips), 0);
-                if (n < 0)
-                        count(PROFD_ERR_KERNEL_STACK);
-                else
-                        st->kernel.len = n / sizeof(__u64);
-        }
+/* The user registers task saved on entry to the kernel (syscall, fault, interrupt): where a sample
+ * that hit the kernel, and every switch-in, resumes user mode. */
+static __always_inline void sample_task_regs(struct sample_state *st, struct task_struct *task,
+                                             __u64 *user_mode)
+{
+        struct arch_regs regs;
 
-        if (task_is_kernel_thread(task)) {
-                stop(st, PROFD_STOP_KERNEL_THREAD);
-        } else if (!in_kernel) {
-                arch_ctx_user_regs(ctx, &regs);
+        if (arch_task_user_regs(task, &regs, user_mode) < 0) {
+                count(PROFD_ERR_USER_REGS);
+                stop(st, PROFD_STOP_BAD_READ);
+        } else {
                 set_regs(st, &regs);
                 st->ip_valid = 1;
-        } else {
-                /* The sample hit a syscall, fault or interrupt: the user state is what the
-                 * kernel saved on entry, at the top of the task's kernel stack. */
-                if (arch_task_user_regs(task, &regs, &user_mode) < 0) {
-                        count(PROFD_ERR_USER_REGS);
-                        stop(st, PROFD_STOP_BAD_READ);
-                } else {
-                        set_regs(st, &regs);
-                        st->ip_valid = 1;
-                }
         }
+}
+
+/* After the registers: a compat task keeps its pc alone; a process in the pool (or a vfork child
+ * of one) is unwound with its entries, a CPython one also gets its Python frames. */
+static __always_inline void sample_find_process(struct sample_state *st, struct task_struct *task,
+                                                __u64 user_mode)
+{
         if (st->ip_valid && arch_mode_is_compat(user_mode)) {
                 /* A 32-bit (compat) task: neither its frames nor its CFI are the 64-bit ABI's.
                  * Keep the pc. */
@@ -229,6 +214,62 @@ int profd_sample(struct bpf_perf_event_data *ctx)
                         report(st, PROFD_EV_UNKNOWN_PID, 0);
                 }
         }
+}
+
+SEC("perf_event")
+int profd_sample(struct bpf_perf_event_data *ctx)
+{
+        struct task_struct *task;
+        struct sample_state *st;
+        struct arch_regs regs;
+        __u64 pid_tgid;
+        bool in_kernel;
+        __u64 user_mode;
+        long n;
+
+        __u64 start_ns = profd_measure_cost ? bpf_ktime_get_ns() : 0;
+
+        count(PROFD_CNT_SAMPLES);
+
+        pid_tgid = bpf_get_current_pid_tgid();
+        if ((__u32)pid_tgid == 0) {
+                count(PROFD_CNT_IDLE);
+                return 0;
+        }
+
+        task = current_task();
+        if (!profd_sample_wanted(task)) {
+                count(PROFD_CNT_FILTERED);
+                return 0;
+        }
+
+        st = get_state();
+        if (!st)
+                return 0;
+        sample_begin(st, task, pid_tgid, start_ns);
+
+        user_mode = arch_ctx_mode(ctx);
+        in_kernel = arch_mode_in_kernel(user_mode);
+        if (in_kernel) {
+                n = bpf_get_stack(ctx, st->kernel.ips, sizeof(st->kernel.ips), 0);
+                if (n < 0)
+                        count(PROFD_ERR_KERNEL_STACK);
+                else
+                        st->kernel.len = n / sizeof(__u64);
+        }
+
+        if (task_is_kernel_thread(task)) {
+                stop(st, PROFD_STOP_KERNEL_THREAD);
+        } else if (!in_kernel) {
+                arch_ctx_user_regs(ctx, &regs);
+                set_regs(st, &regs);
+                st->ip_valid = 1;
+        } else {
+                /* The sample hit a syscall, fault or interrupt: the user state is what the
+                 * kernel saved on entry, at the top of the task's kernel stack. */
+                sample_task_regs(st, task, &user_mode);
+        }
+        sample_find_process(st, task, user_mode);
 
         if (profd_measure_cost)
                 st->entry_end_ns = bpf_ktime_get_ns();
@@ -237,8 +278,10 @@ int profd_sample(struct bpf_perf_event_data *ctx)
         return 0;
 }
 
-SEC("perf_event")
-int profd_step(struct bpf_perf_event_data *ctx)
+/* The unwinder's steps, once per program type: a tail call only reaches programs of its caller's
+ * type, so the off-CPU hook has its own copies (SEC("tp_btf/sched_switch"), prog array
+ * offcpu_progs) of the same code, which takes the prog array of its chain as an argument. */
+static __always_inline int step_body(void *ctx, void *chain)
 {
         struct sample_state *st = get_state();
 
@@ -259,19 +302,18 @@ int profd_step(struct bpf_perf_event_data *ctx)
         }
         if (st->done && st->py_active) {
                 if (st->steps < PROFD_MAX_STEPS) {
-                        bpf_tail_call(ctx, &progs, PROFD_PROG_PYTHON);
+                        bpf_tail_call(ctx, chain, PROFD_PROG_PYTHON);
                         count(PROFD_DROP_TAIL_CALL);
                         return 0;
                 }
                 py_stop(st, PROFD_PY_STOP_TAIL_CALLS);
         }
-        bpf_tail_call(ctx, &progs, st->done ? PROFD_PROG_FINALIZE : PROFD_PROG_STEP);
+        bpf_tail_call(ctx, chain, st->done ? PROFD_PROG_FINALIZE : PROFD_PROG_STEP);
         count(PROFD_DROP_TAIL_CALL);
         return 0;
 }
 
-SEC("perf_event")
-int profd_python(struct bpf_perf_event_data *ctx)
+static __always_inline int python_body(void *ctx, void *chain)
 {
         struct sample_state *st = get_state();
 
@@ -294,19 +336,18 @@ int profd_python(struct bpf_perf_event_data *ctx)
 out:
         if (!st->py_done) {
                 if (st->steps < PROFD_MAX_STEPS) {
-                        bpf_tail_call(ctx, &progs, PROFD_PROG_PYTHON);
+                        bpf_tail_call(ctx, chain, PROFD_PROG_PYTHON);
                         count(PROFD_DROP_TAIL_CALL);
                         return 0;
                 }
                 py_stop(st, PROFD_PY_STOP_TAIL_CALLS);
         }
-        bpf_tail_call(ctx, &progs, PROFD_PROG_FINALIZE);
+        bpf_tail_call(ctx, chain, PROFD_PROG_FINALIZE);
         count(PROFD_DROP_TAIL_CALL);
         return 0;
 }
 
-SEC("perf_event")
-int profd_finalize(struct bpf_perf_event_data *ctx)
+static __always_inline int finalize_body(void)
 {
         __u64 finalize_ns = profd_measure_cost ? bpf_ktime_get_ns() : 0;
         struct sample_state *st = get_state();
@@ -322,6 +363,10 @@ int profd_finalize(struct bpf_perf_event_data *ctx)
         if (reason < PROFD_STOP__MAX)
                 count(PROFD_STOP_REASON_BASE + reason);
 
+        if (st->offcpu) {
+                store_offcpu(st);
+                return 0;
+        }
         if (!store_sample(st))
                 return 0;
         count(PROFD_CNT_RECORDED);
@@ -331,6 +376,110 @@ int profd_finalize(struct bpf_perf_event_data *ctx)
                 count_add(PROFD_CNT_UNWIND_NS, finalize_ns - st->entry_end_ns);
         }
         return 0;
+}
+
+SEC("perf_event")
+int profd_step(struct bpf_perf_event_data *ctx)
+{
+        return step_body(ctx, &progs);
+}
+
+SEC("perf_event")
+int profd_python(struct bpf_perf_event_data *ctx)
+{
+        return python_body(ctx, &progs);
+}
+
+SEC("perf_event")
+int profd_finalize(struct bpf_perf_event_data *ctx)
+{
+        return finalize_body();
+}
+
+/* Off-CPU (off-cpu.bpf.h, docs/off-cpu.md). The daemon loads these only with --off-cpu. */
+
+/* Every context switch: next's wait ends; prev, current, starts one, unwound now if the draw says
+ * so: its user registers are those its syscall, fault or interrupt entry saved, its user stack is
+ * current's memory, and the kernel stack is where it called into the scheduler. A tail call only
+ * reaches programs of the caller's type and attach point, so the chain below repeats the steps as
+ * tp_btf/sched_switch programs (the same code; none of them is attached). tp_btf like profd_exec:
+ * every kernel profd runs on (5.10+, BTF) has it, and no kprobe is needed (kernels built without
+ * CONFIG_KPROBES have none). */
+static __always_inline int offcpu_switch(void *ctx, bool preempt, struct task_struct *prev,
+                                         struct task_struct *next, bool with_cut)
+{
+        struct sample_state *st;
+        __u64 now = bpf_ktime_get_ns(), user_mode = 0;
+        __u32 state = 0;
+        long n;
+
+        offcpu_switch_in(next, now, with_cut);
+        if (!offcpu_switch_out(preempt, prev, now, &state))
+                return 0;
+
+        st = get_state();
+        if (!st)
+                return 0;
+        sample_begin(st, prev, bpf_get_current_pid_tgid(), 0);
+        st->offcpu = 1;
+        st->offcpu_state = state;
+
+        /* Where it called into the scheduler: skips this program and the tracepoint's
+         * bpf_trace_run4(), so the stack starts at __schedule. */
+        n = bpf_get_stack(ctx, st->kernel.ips, sizeof(st->kernel.ips), PROFD_OFFCPU_KSTACK_SKIP);
+        if (n < 0)
+                count(PROFD_ERR_KERNEL_STACK);
+        else
+                st->kernel.len = n / sizeof(__u64);
+
+        /* Kernel threads were left out: prev entered the kernel from user mode. */
+        sample_task_regs(st, prev, &user_mode);
+        sample_find_process(st, prev, user_mode);
+
+        bpf_tail_call(ctx, &offcpu_progs, st->done ? PROFD_PROG_FINALIZE : PROFD_PROG_STEP);
+        count(PROFD_DROP_TAIL_CALL);
+        return 0;
+}
+
+/* The daemon loads one of these two (off-cpu.bpf.h, profd_offcpu_cut): with the cut where the
+ * kernel has bpf_for_each_map_elem() (5.13), without before. */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(profd_offcpu_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+        return offcpu_switch(ctx, preempt, prev, next, false);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(profd_offcpu_switch_cut, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+        return offcpu_switch(ctx, preempt, prev, next, true);
+}
+
+/* At every cut (run by the daemon, never attached): the part before the cut of each unwound wait in
+ * progress goes into the interval the cut ended, so a window holds the time off CPU within it. */
+SEC("raw_tp")
+int profd_offcpu_cut(void *ctx)
+{
+        offcpu_cut();
+        return 0;
+}
+
+SEC("tp_btf/sched_switch")
+int profd_offcpu_step(void *ctx)
+{
+        return step_body(ctx, &offcpu_progs);
+}
+
+SEC("tp_btf/sched_switch")
+int profd_offcpu_python(void *ctx)
+{
+        return python_body(ctx, &offcpu_progs);
+}
+
+SEC("tp_btf/sched_switch")
+int profd_offcpu_finalize(void *ctx)
+{
+        return finalize_body();
 }
 
 /* exec replaces every mapping of the process: its entries in the pool now describe the old image

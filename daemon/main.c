@@ -290,6 +290,8 @@ static int run(int argc, char **argv)
 
         SamplerOptions so = {.frequency_hz = d.options.frequency_hz, .drain_interval_ns = DRAIN_INTERVAL_NS};
         sample_filter_to_bpf(&d.options.filter, &so.filter);
+        so.off_cpu = d.options.off_cpu;
+        so.off_cpu_threshold_ns = (uint64_t)d.options.off_cpu_threshold_us * 1000;
         r = sampler_new(d.event, &so, on_interval, &d, &d.sampler);
         if (r < 0)
                 return log_error_errno(r, "Cannot create the sampler: %m"), 1;

@@ -36,6 +36,10 @@
 /* Each connection is a file descriptor and up to 32 KiB of request memory; the per-client check
  * scans the open connections. */
 #define HTTP_MAX_CONNECTIONS_LIMIT 4096
+/* Waits shorter than the threshold are unwound with probability wait / threshold (docs/off-cpu.md);
+ * the BPF draw needs it below 2^32 ns. */
+#define DEFAULT_OFF_CPU_THRESHOLD_US 1000
+#define MAX_OFF_CPU_THRESHOLD_US 4000000
 
 enum {
         ARG_HTTP_ADDRESS = 0x100,
@@ -62,6 +66,8 @@ enum {
         ARG_DEBUGINFOD_CACHE,
         ARG_DEBUGINFOD_CACHE_SIZE,
         ARG_DEBUGINFOD_TIMEOUT,
+        ARG_OFF_CPU,
+        ARG_OFF_CPU_THRESHOLD,
 };
 
 static const struct option long_options[] = {
@@ -88,6 +94,8 @@ static const struct option long_options[] = {
         {"debuginfod-cache", required_argument, NULL, ARG_DEBUGINFOD_CACHE},
         {"debuginfod-cache-size", required_argument, NULL, ARG_DEBUGINFOD_CACHE_SIZE},
         {"debuginfod-timeout", required_argument, NULL, ARG_DEBUGINFOD_TIMEOUT},
+        {"off-cpu", no_argument, NULL, ARG_OFF_CPU},
+        {"off-cpu-threshold", required_argument, NULL, ARG_OFF_CPU_THRESHOLD},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, ARG_VERSION},
         {}};
@@ -124,6 +132,12 @@ static void help(void)
                "  --debuginfod-timeout SECONDS\n"
                "                              longest one fetch may take (default 60)\n"
                "  --frequency HZ              samples per second per CPU (default %u)\n"
+               "  --off-cpu                   also record where threads wait off CPU, served on\n"
+               "                              /debug/pprof/offcpu (default off: costs up to ~1 us per\n"
+               "                              context switch, see docs/off-cpu.md)\n"
+               "  --off-cpu-threshold USEC    waits this long or longer are always unwound; shorter\n"
+               "                              ones with probability wait/threshold, weighted so totals\n"
+               "                              stay exact on average (default %u)\n"
                "  --max-seconds N             longest ?seconds= a profile request may ask for (default %u)\n"
                "  --labels LIST               labels on every sample, comma-separated, from comm, pid,\n"
                "                              tid, thread_name, unit, container_id (pid and tid are\n"
@@ -159,6 +173,9 @@ static void help(void)
                "                                 pid=PID, comm=NAME, unit=UNIT (repeatable filters)\n"
                "                                 format=pprof|folded|flamegraph\n"
                "  /debug/pprof/flamegraph      flame graph page of the next N seconds (same parameters)\n"
+               "  /debug/pprof/offcpu          with --off-cpu: off-CPU profile of the next N seconds,\n"
+               "                               time off CPU per stack, state=blocked|preempted (same\n"
+               "                               parameters)\n"
                "  /debug/pprof/                index of the endpoints\n"
                "  /metrics                     Prometheus metrics (samples, drops by reason, tables)\n"
                "  /healthz                     200 once sampling is live, 503 before\n"
@@ -167,8 +184,9 @@ static void help(void)
                "\n"
                "Needs Linux 5.10 or newer (x86-64 or arm64, with BTF) and root or the capabilities in "
                "profd(8).\n",
-               DEFAULT_FREQUENCY_HZ, DEFAULT_MAX_SECONDS, DEFAULT_MAX_CONCURRENT_PROFILES,
-               DEFAULT_HTTP_MAX_CONNECTIONS, DEFAULT_HTTP_MAX_CONNECTIONS_PER_CLIENT);
+               DEFAULT_FREQUENCY_HZ, DEFAULT_OFF_CPU_THRESHOLD_US, DEFAULT_MAX_SECONDS,
+               DEFAULT_MAX_CONCURRENT_PROFILES, DEFAULT_HTTP_MAX_CONNECTIONS,
+               DEFAULT_HTTP_MAX_CONNECTIONS_PER_CLIENT);
 }
 
 /* Strict: digits only, no sign, no trailing garbage, within [min, max]. */
@@ -262,6 +280,7 @@ int options_parse(int argc, char **argv, Options *ret)
 {
         Options o = {
                 .frequency_hz = DEFAULT_FREQUENCY_HZ,
+                .off_cpu_threshold_us = DEFAULT_OFF_CPU_THRESHOLD_US,
                 .max_seconds = DEFAULT_MAX_SECONDS,
                 .max_concurrent_profiles = DEFAULT_MAX_CONCURRENT_PROFILES,
                 .http_max_connections = DEFAULT_HTTP_MAX_CONNECTIONS,
@@ -406,6 +425,17 @@ int options_parse(int argc, char **argv, Options *ret)
                                 goto oom;
                         break;
                 }
+                case ARG_OFF_CPU:
+                        o.off_cpu = true;
+                        break;
+                case ARG_OFF_CPU_THRESHOLD:
+                        if (parse_unsigned(optarg, 1, MAX_OFF_CPU_THRESHOLD_US, &o.off_cpu_threshold_us) <
+                            0) {
+                                r = bad_value("off-cpu-threshold", optarg,
+                                              "expected microseconds from 1 to 4000000");
+                                goto fail;
+                        }
+                        break;
                 case ARG_KERNEL_ADDRESSES:
                         o.kernel_addresses = true;
                         break;

@@ -32,6 +32,8 @@ typedef struct Options {
         char *debuginfod_cache;          /* NULL: $CACHE_DIRECTORY/debuginfod or /var/cache/profd/debuginfod */
         uint64_t debuginfod_cache_size;  /* bytes; default 2G */
         unsigned debuginfod_timeout_s;   /* one fetch; default 60 */
+        bool off_cpu;                  /* --off-cpu: record where threads wait (docs/off-cpu.md) */
+        unsigned off_cpu_threshold_us; /* --off-cpu-threshold; default 1000 */
 } Options;
 
 /* Parses argv. Returns 0 to run, 1 when --help/--version was handled (exit 0), -EINVAL after
