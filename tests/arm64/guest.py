@@ -170,6 +170,16 @@ def section(console, name):
     return m.group(1) if m else None
 
 
+def is_aarch64_elf(path):
+    """ELF, little-endian, 64-bit, e_machine EM_AARCH64 (183): read from its header, no file(1)."""
+    try:
+        with open(path, "rb") as f:
+            h = f.read(20)
+    except OSError:
+        return False
+    return len(h) == 20 and h[:4] == b"\x7fELF" and h[4] == 2 and h[5] == 1 and int.from_bytes(h[18:20], "little") == 183
+
+
 def main():
     p = argparse.ArgumentParser(prog="tests/arm64-guest.sh", description=__doc__.split("\n\n")[0])
     p.add_argument("--kernel", required=True, choices=sorted(KERNELS))
@@ -196,7 +206,7 @@ def main():
     sysroot = os.path.join(args.cache, "sysroot")
     if not os.path.exists(os.path.join(args.build, "daemon", "profd")) or not os.path.isdir(sysroot):
         sys.exit("arm64-guest: no %s/daemon/profd or %s: run tests/arm64-cross-build.sh first" % (args.build, sysroot))
-    if not run(["file", "-L", args.program]).stdout.count("aarch64"):
+    if not is_aarch64_elf(args.program):
         sys.exit("arm64-guest: %s is not an aarch64 program" % args.program)
 
     t0 = time.monotonic()
