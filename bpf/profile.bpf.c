@@ -143,6 +143,7 @@ static __always_inline void sample_begin(struct sample_state *st, struct task_st
         __builtin_memset(&st->key, 0, sizeof(st->key));
         st->key.pid = pid_tgid >> 32;
         st->key.tid = (__u32)pid_tgid;
+        st->map_pid = st->key.pid; /* sample_find_process() may make it the vfork parent's */
         st->key.cgroup_id = bpf_get_current_cgroup_id();
         bpf_get_current_comm(st->key.thread_comm, sizeof(st->key.thread_comm));
         /* The group leader's own samples: its name is the thread name (one helper call less). */
