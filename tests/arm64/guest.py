@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Boots one of Debian's arm64 kernels under qemu-system-aarch64 (TCG, -cpu max: pointer
 authentication on) with the cross-built profd (build-aarch64/, tests/arm64-cross-build.sh) and an
-aarch64 program (or several, --run, all at once); profd samples the whole guest while they run and the profile, fetched
-over HTTP inside the guest, is written to --out. Usage: see tests/arm64-guest.sh.
+aarch64 program (or several, --run, all at once in the same boot); profd samples the whole guest
+while they run and the profile, fetched over HTTP inside the guest, is written to --out. Usage:
+see tests/arm64-guest.sh.
 
 Kernels: bullseye's 5.10, bookworm's 6.1, trixie's 6.12 (linux-image-*-arm64-unsigned), fetched
 with a private apt configuration into CACHE/kernels (this machine's apt configuration is never
@@ -231,7 +232,7 @@ def main():
                "-initrd", initrd, "-append", "console=ttyAMA0 panic=-1 quiet"]
         log("booting %s (%s)" % (os.path.basename(image), " ".join(cmd)))
         try:
-            r = subprocess.run(cmd, capture_output=True, timeout=args.seconds + 600)
+            r = subprocess.run(cmd, capture_output=True, timeout=args.seconds + 900)
             console = r.stdout.decode(errors="replace")
         except subprocess.TimeoutExpired as e:
             console = (e.stdout or b"").decode(errors="replace")
