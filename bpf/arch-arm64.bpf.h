@@ -34,6 +34,36 @@
 #define ARCH_FP_CALLER_SP 16
 /* bl leaves the return address in x30, not on the stack: each row says where it is (rbx_*). */
 #define ARCH_HAS_LINK_REGISTER 1
+/* Go's arm64 ABI reserves x28 for the running g (runtime/asm_arm64.s). */
+#define ARCH_GO_G_IN_REGISTER 1
+
+/* Go's arm64 frames put the record below sp (MOVD.W R30, -size(RSP); MOVD R29, -8(RSP); SUB $8,
+ * RSP, R29): in every Go frame that has one, x29 = sp - 8, so the caller's sp follows from its
+ * x29, whatever the callee's frame size. */
+/* lr is a return address only if the instruction before it is a call: BL, BLR, or pointer
+ * authentication's BLRAA/BLRAAZ/BLRAB/BLRABZ (any Rn/Rm). Anything else (lr overwritten, a stale
+ * value) is not trusted. */
+#define ARCH_ARM64_BL_MASK 0xfc000000u
+#define ARCH_ARM64_BL 0x94000000u
+#define ARCH_ARM64_BLR_MASK 0xfffffc1fu
+#define ARCH_ARM64_BLR 0xd63f0000u
+#define ARCH_ARM64_BLRA_MASK 0xfefff800u
+#define ARCH_ARM64_BLRA 0xd63f0800u
+static __always_inline bool arch_follows_call(__u64 ra)
+{
+        __u32 insn;
+
+        if (ra < 4 || bpf_probe_read_user(&insn, sizeof(insn), (void *)(ra - 4)) < 0)
+                return false;
+        return (insn & ARCH_ARM64_BL_MASK) == ARCH_ARM64_BL ||
+               (insn & ARCH_ARM64_BLR_MASK) == ARCH_ARM64_BLR ||
+               (insn & ARCH_ARM64_BLRA_MASK) == ARCH_ARM64_BLRA;
+}
+
+static __always_inline __u64 arch_go_caller_sp(__u64 record, __u64 caller_fp)
+{
+        return caller_fp ? caller_fp + 8 : record + ARCH_FP_CALLER_SP;
+}
 
 /* pstate: M[3:0] is the exception level and stack pointer (0: EL0t, user); M[4] set is AArch32. */
 #define ARCH_ARM64_PSR_MODE_MASK 0xf
@@ -43,7 +73,7 @@
  * points at when the handler returns into __kernel_rt_sigreturn: struct rt_sigframe { struct
  * siginfo info; struct ucontext uc; }, the interrupted registers in uc.uc_mcontext (struct
  * sigcontext: fault_address, regs[31], sp, pc, pstate). User ABI, the same on every kernel:
- * x29, x30, sp, pc are four consecutive __u64, one read. */
+ * x28 (Go's g), x29, x30, sp, pc are five consecutive __u64, one read. */
 #define ARCH_ARM64_SIGFRAME_X29 544
 _Static_assert(__builtin_offsetof(struct rt_sigframe, uc.uc_mcontext.regs[29]) == ARCH_ARM64_SIGFRAME_X29,
                "rt_sigframe layout");
@@ -81,48 +111,51 @@ static __always_inline void arch_ctx_user_regs(struct bpf_perf_event_data *ctx, 
         r->sp = ctx->regs.sp;
         r->fp = ctx->regs.regs[29];
         r->aux = ctx->regs.regs[30];
+        r->g = ctx->regs.regs[28];
 }
 
 static __always_inline int arch_task_user_regs(struct task_struct *task, struct arch_regs *r, __u64 *mode)
 {
-        /* x29, x30, sp, pc, pstate: consecutive in struct user_pt_regs, which starts pt_regs. */
-        __u64 regs[5];
+        /* x28, x29, x30, sp, pc, pstate: consecutive in struct user_pt_regs, which starts pt_regs. */
+        __u64 regs[6];
 
         if (profd_have_task_btf && profd_have_task_pt_regs) {
                 struct pt_regs *u = (struct pt_regs *)bpf_task_pt_regs(task);
 
-                if (!u || bpf_probe_read_kernel(regs, sizeof(regs), &u->regs[29]) < 0)
+                if (!u || bpf_probe_read_kernel(regs, sizeof(regs), &u->regs[28]) < 0)
                         return -EFAULT;
         } else {
                 /* As arm64's task_pt_regs() computes it: pt_regs ends the kernel stack. Its size
                  * differs between kernels (fields after user_pt_regs): CO-RE gives this one's. */
                 void *stack = BPF_CORE_READ(task, stack);
                 __u64 at = profd_thread_size - bpf_core_type_size(struct pt_regs) +
-                           __builtin_offsetof(struct user_pt_regs, regs[29]);
+                           __builtin_offsetof(struct user_pt_regs, regs[28]);
 
                 if (!stack || bpf_probe_read_kernel(regs, sizeof(regs), stack + at) < 0)
                         return -EFAULT;
         }
-        if (arch_mode_in_kernel(regs[4]))
+        if (arch_mode_in_kernel(regs[5]))
                 return -EFAULT;
-        r->fp = regs[0];
-        r->aux = regs[1];
-        r->sp = regs[2];
-        r->ip = regs[3];
-        *mode = regs[4];
+        r->g = regs[0];
+        r->fp = regs[1];
+        r->aux = regs[2];
+        r->sp = regs[3];
+        r->ip = regs[4];
+        *mode = regs[5];
         return 0;
 }
 
 static __always_inline int arch_signal_frame_regs(__u64 sp, struct arch_regs *r)
 {
-        __u64 regs[4];
+        __u64 regs[5];
 
-        if (bpf_probe_read_user(regs, sizeof(regs), (void *)(sp + ARCH_ARM64_SIGFRAME_X29)) < 0)
+        if (bpf_probe_read_user(regs, sizeof(regs), (void *)(sp + ARCH_ARM64_SIGFRAME_X29 - 8)) < 0)
                 return -EFAULT;
-        r->fp = regs[0];
-        r->aux = regs[1];
-        r->sp = regs[2];
-        r->ip = regs[3];
+        r->g = regs[0];
+        r->fp = regs[1];
+        r->aux = regs[2];
+        r->sp = regs[3];
+        r->ip = regs[4];
         return 0;
 }
 

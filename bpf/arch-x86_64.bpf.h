@@ -27,6 +27,19 @@
 #define ARCH_RA_CFA_OFFSET (-8)
 /* No link register: rbx (aux) is callee-saved, restored by the rows' rbx_* rules. */
 #define ARCH_HAS_LINK_REGISTER 0
+/* Go keeps g in TLS on amd64: stack switches follow the saved rbp alone. */
+#define ARCH_GO_G_IN_REGISTER 0
+
+/* Only for ARCH_HAS_LINK_REGISTER ports. */
+static __always_inline bool arch_follows_call(__u64 ra)
+{
+        return true;
+}
+
+static __always_inline __u64 arch_go_caller_sp(__u64 record, __u64 caller_fp)
+{
+        return record + ARCH_FP_CALLER_SP;
+}
 /* __restore_rt has CFI (a SIGNAL row): no trampoline to recognize by its code. */
 #define ARCH_SIGNAL_TRAMP_WINDOW 0
 
@@ -64,6 +77,7 @@ static __always_inline void arch_ctx_user_regs(struct bpf_perf_event_data *ctx, 
         r->sp = ctx->regs.sp;
         r->fp = ctx->regs.bp;
         r->aux = ctx->regs.bx;
+        r->g = 0;
 }
 
 static __always_inline int arch_task_user_regs(struct task_struct *task, struct arch_regs *r, __u64 *mode)
@@ -94,6 +108,7 @@ static __always_inline int arch_task_user_regs(struct task_struct *task, struct 
         r->sp = regs.sp;
         r->fp = regs.bp;
         r->aux = regs.bx;
+        r->g = 0;
         *mode = regs.cs & 0xffff;
         return 0;
 }
@@ -107,6 +122,7 @@ static __always_inline int arch_signal_frame_regs(__u64 sp, struct arch_regs *r)
                 return -EFAULT;
         r->fp = regs[0];
         r->aux = regs[1];
+        r->g = 0;
         r->sp = regs[2];
         r->ip = regs[3];
         return 0;

@@ -62,6 +62,14 @@
  *           see ARCH_SIGNAL_TRAMP_WINDOW (arm64: the vDSO base, __kernel_rt_sigreturn's code)
  *   __u64 arch_thread_pointer(struct task_struct *task)
  *           the thread pointer (x86-64: the fs base, which is pthread_self(); arm64: TPIDR_EL0)
+ *   ARCH_GO_G_IN_REGISTER  Go keeps the running g in a register (arch_regs.g): a stack switch can
+ *                          find the goroutine's saved frame through g.m.curg.sched
+ *   bool arch_follows_call(__u64 ra)
+ *           the instruction before ra is a call, so ra can be a return address (ports with
+ *           ARCH_HAS_LINK_REGISTER: lr taken without a table's word for it)
+ *   __u64 arch_go_caller_sp(__u64 record, __u64 caller_fp)
+ *           the caller's sp after a frame-pointer step from a Go frame record at record (x86-64:
+ *           the record's end; arm64: Go's record lies below sp, x29 = sp - 8 in every Go frame)
  *   bool arch_is_thread_self(__u64 tp, __u64 id)
  *           id, a pthread_self() value (CPython stores it in its PyThreadState), is the thread's
  *           whose thread pointer is tp (x86-64: equal; arm64: struct pthread just below tp) */
@@ -75,6 +83,7 @@ struct arch_regs {
         __u64 sp;
         __u64 fp;
         __u64 aux;
+        __u64 g; /* Go's g where the ABI keeps it in a register (arm64: x28); 0 elsewhere */
 };
 
 #if defined(__TARGET_ARCH_x86) || (!defined(__TARGET_ARCH_arm64) && defined(__x86_64__))

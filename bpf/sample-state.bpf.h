@@ -25,6 +25,7 @@ _Static_assert((PROFD_STACK_WINDOW & (PROFD_STACK_WINDOW - 1)) == 0, "window off
 struct sample_state {
         __u64 ip, sp, fp; /* user registers of the frame being unwound */
         __u64 aux;        /* arch's extra register, for a CFA based on it (valid while aux_valid) */
+        __u64 go_g;       /* Go's g (arch_regs.g) of the last registers set: a stack switch's key */
         __u32 gen;
         __u32 steps;
         __u32 stop; /* enum profd_stop_reason once done */
@@ -121,5 +122,6 @@ static __always_inline void set_regs(struct sample_state *st, const struct arch_
         st->sp = r->sp;
         st->fp = r->fp;
         st->aux = r->aux;
+        st->go_g = r->g;
         st->aux_valid = 1;
 }

@@ -25,14 +25,20 @@ static __always_inline bool step_frame_pointer(struct sample_state *st)
 
         /* arm64's vDSO has no CFI, and its clock functions are leaves without a frame record: a
          * frame-pointer step from there would skip their caller. In the interrupted frame the
-         * return address is still in lr (ARCH_HAS_LINK_REGISTER; x86-64 never takes this). */
+         * return address is still in lr (ARCH_HAS_LINK_REGISTER; x86-64 never takes this), if
+         * the vDSO code has not used lr otherwise: taken only when it follows a call, else the
+         * walk ends as bad_frame (counted) rather than guess. Unverified either way: the caller
+         * comes from no table, so the stack reports no_row unless CFI later reaches the
+         * outermost frame (st->guess). */
         if (ARCH_HAS_LINK_REGISTER && st->exact && st->aux_valid &&
             st->ip - arch_signal_tramp_base(current_task()) < ARCH_SIGNAL_TRAMP_WINDOW) {
                 frame[0] = arch_strip_ra(st->aux);
-                if (frame[0] == 0 || frame[0] > ARCH_USER_ADDR_MAX) {
+                if (frame[0] == 0 || frame[0] > ARCH_USER_ADDR_MAX || !arch_follows_call(frame[0])) {
                         stop(st, PROFD_STOP_BAD_FRAME);
                         return true;
                 }
+                if (st->guess == PROFD_STOP_OK)
+                        st->guess = PROFD_STOP_NO_ROW;
                 st->ip = frame[0];
                 st->exact = 0;
                 st->aux_valid = 0;
@@ -67,6 +73,37 @@ static __always_inline bool step_frame_pointer(struct sample_state *st)
         return false;
 }
 
+/* Go runtime offsets (runtime/runtime2.go; the same on amd64 and arm64 since Go 1.4 for g's, and
+ * m.curg since Go 1.17 at least, checked against Go 1.19's asm_arm64.s): g.m, m.curg, and
+ * g.sched.bp (gobuf: sp, pc, g, ctxt, ret, lr, bp). */
+#define GO_G_M 48
+#define GO_M_CURG 192
+#define GO_G_SCHED_BP 104
+
+/* The frame record a stack switch continues from. arm64's systemstack loads x29 from g0's
+ * sched.bp before calling its callee, so the callee's saved x29 leads into the g0 stack; the
+ * goroutine's frame record was saved in curg.sched.bp (gosave_systemstack_switch), and g (x28 at
+ * the sample) is g0 then: g.m.curg.sched.bp. Where g is the goroutine itself (nanotime1/walltime
+ * move only sp to the g0 stack and keep their own x29) or anything is unreadable, st->fp. */
+static __always_inline __u64 go_switch_record(struct sample_state *st)
+{
+        __u64 m, curg, bp;
+
+        if (!ARCH_GO_G_IN_REGISTER || st->go_g == 0 || st->go_g > ARCH_USER_ADDR_MAX)
+                return st->fp;
+        if (bpf_probe_read_user(&m, sizeof(m), (void *)(st->go_g + GO_G_M)) < 0 || m == 0 ||
+            m > ARCH_USER_ADDR_MAX)
+                return st->fp;
+        if (bpf_probe_read_user(&curg, sizeof(curg), (void *)(m + GO_M_CURG)) < 0 || curg == 0 ||
+            curg == st->go_g || curg > ARCH_USER_ADDR_MAX)
+                return st->fp;
+        /* 0 once systemstack returned (it clears sched.sp and sched.bp): no switch in progress */
+        if (bpf_probe_read_user(&bp, sizeof(bp), (void *)(curg + GO_G_SCHED_BP)) < 0 || bp == 0)
+                return st->fp;
+        st->go_g = curg; /* a further switch starts from the goroutine */
+        return bp;
+}
+
 /* Go's systemstack, morestack and asmcgocall run their callee on the thread's g0 stack; their
  * callers are on the goroutine's stack. The callee saved the goroutine's frame pointer (that of
  * the function that called systemstack), and Go keeps frame pointers, so one frame-pointer step
@@ -77,14 +114,15 @@ static __always_inline bool step_frame_pointer(struct sample_state *st)
 static __always_inline bool step_stack_switch(struct sample_state *st)
 {
         __u64 frame[2];
+        __u64 record = st->switches < PROFD_MAX_STACK_SWITCHES ? go_switch_record(st) : 0;
 
-        if (st->switches >= PROFD_MAX_STACK_SWITCHES || st->fp == 0 || (st->fp & (ARCH_FP_ALIGN - 1)) ||
-            st->fp > ARCH_USER_ADDR_MAX) {
+        if (st->switches >= PROFD_MAX_STACK_SWITCHES || record == 0 || (record & (ARCH_FP_ALIGN - 1)) ||
+            record > ARCH_USER_ADDR_MAX) {
                 stop(st, PROFD_STOP_BAD_FRAME);
                 return true;
         }
         st->switches++;
-        if (read_stack(st, st->fp, frame, 16) < 0) {
+        if (read_stack(st, record, frame, 16) < 0) {
                 stop(st, PROFD_STOP_BAD_READ);
                 return true;
         }
@@ -93,7 +131,7 @@ static __always_inline bool step_stack_switch(struct sample_state *st)
                 stop(st, PROFD_STOP_BAD_FRAME);
                 return true;
         }
-        st->sp = st->fp + ARCH_FP_CALLER_SP;
+        st->sp = arch_go_caller_sp(record, frame[ARCH_FP_SLOT_FP]);
         st->fp = frame[ARCH_FP_SLOT_FP];
         st->ip = frame[ARCH_FP_SLOT_RA];
         st->exact = 0;

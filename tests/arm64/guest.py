@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Boots one of Debian's arm64 kernels under qemu-system-aarch64 (TCG, -cpu max: pointer
 authentication on) with the cross-built profd (build-aarch64/, tests/arm64-cross-build.sh) and an
-aarch64 program; profd samples the whole guest while the program runs and the profile, fetched
-over HTTP inside the guest, is written to --out. Usage: see tests/arm64-guest.sh.
+aarch64 program (or several, --run, all at once in the same boot); profd samples the whole guest
+while they run and the profile, fetched over HTTP inside the guest, is written to --out. Usage:
+see tests/arm64-guest.sh.
 
 Kernels: bullseye's 5.10, bookworm's 6.1, trixie's 6.12 (linux-image-*-arm64-unsigned), fetched
 with a private apt configuration into CACHE/kernels (this machine's apt configuration is never
@@ -143,14 +144,16 @@ def build_initramfs(work, args, sysroot):
     for extra in args.extra:
         subprocess.run(["cp", "-a", extra.rstrip("/") + "/.", root], check=True)
     copy_with_libraries(root, [sysroot], os.path.join(args.build, "daemon", "profd"), "/profd")
-    # under its own name: runtimes are recognized by it (python3.11), and it is the comm
-    prog = "/" + os.path.basename(args.program)
-    copy_with_libraries(root, [sysroot] + args.extra, args.program, prog)
     shutil.copy2(os.path.join(SRC, "tests", "arm64", "guest-init"), os.path.join(root, "init"))
     with open(os.path.join(root, "guest.conf"), "w") as f:
-        f.write("SECONDS_WINDOW=%d\nFREQUENCY=%d\nBPF_STATS=%d\nPROG=%s\nPROG_ARGS=%s\n"
-                % (args.seconds, args.frequency, args.bpf_stats, shlex.quote(prog),
-                   shlex.quote(" ".join(shlex.quote(a) for a in args.args))))
+        f.write("SECONDS_WINDOW=%d\nFREQUENCY=%d\nBPF_STATS=%d\nNPROGS=%d\n"
+                % (args.seconds, args.frequency, args.bpf_stats, len(args.programs)))
+        for i, (program, prog_args) in enumerate(args.programs, 1):
+            # under its own name: runtimes are recognized by it (python3.11), and it is the comm
+            prog = "/" + os.path.basename(program)
+            copy_with_libraries(root, [sysroot] + args.extra, program, prog)
+            f.write("PROG_%d=%s\nPROG_ARGS_%d=%s\n" % (i, shlex.quote(prog), i,
+                    shlex.quote(" ".join(shlex.quote(a) for a in prog_args))))
     out = os.path.join(work, "initrd.gz")
     with open(out, "wb") as f:
         files = subprocess.run(["find", "."], cwd=root, capture_output=True, check=True).stdout
@@ -196,9 +199,18 @@ def main():
     p.add_argument("--bpf-stats", action="store_true",
                    help="start the program first, profd with --pid on it and kernel.bpf_stats_enabled; "
                         "print the entry program's run_time_ns and run_cnt")
-    p.add_argument("program")
+    p.add_argument("--run", action="append", default=[], metavar="'PROGRAM [ARGS...]'",
+                   help="run this program (shell words) too, at the same time: one boot, one profile "
+                        "window for all of them")
+    p.add_argument("program", nargs="?")
     p.add_argument("args", nargs=argparse.REMAINDER)
     args = p.parse_args()
+    args.programs = ([(args.program, args.args)] if args.program else []) + \
+        [(w[0], w[1:]) for w in (shlex.split(r) for r in args.run) if w]
+    if not args.programs:
+        p.error("no program: PROGRAM or --run")
+    if args.bpf_stats and len(args.programs) > 1:
+        p.error("--bpf-stats measures one program")
 
     for tool in ("qemu-system-aarch64", "cpio", "aarch64-linux-gnu-readelf"):
         if not shutil.which(tool):
@@ -206,8 +218,9 @@ def main():
     sysroot = os.path.join(args.cache, "sysroot")
     if not os.path.exists(os.path.join(args.build, "daemon", "profd")) or not os.path.isdir(sysroot):
         sys.exit("arm64-guest: no %s/daemon/profd or %s: run tests/arm64-cross-build.sh first" % (args.build, sysroot))
-    if not is_aarch64_elf(args.program):
-        sys.exit("arm64-guest: %s is not an aarch64 program" % args.program)
+    for program, _ in args.programs:
+        if not is_aarch64_elf(program):
+            sys.exit("arm64-guest: %s is not an aarch64 program" % program)
 
     t0 = time.monotonic()
     image = kernel_image(args.cache, args.kernel)
@@ -219,7 +232,7 @@ def main():
                "-initrd", initrd, "-append", "console=ttyAMA0 panic=-1 quiet"]
         log("booting %s (%s)" % (os.path.basename(image), " ".join(cmd)))
         try:
-            r = subprocess.run(cmd, capture_output=True, timeout=args.seconds + 600)
+            r = subprocess.run(cmd, capture_output=True, timeout=args.seconds + 900)
             console = r.stdout.decode(errors="replace")
         except subprocess.TimeoutExpired as e:
             console = (e.stdout or b"").decode(errors="replace")
@@ -229,7 +242,7 @@ def main():
         with open(args.console, "w") as f:
             f.write(console)
     for line in console.splitlines():
-        if line.startswith(("GUEST-", "PROGRAM-PID", "WGET-EXIT", "NOT-READY", "PROFD-NOT-HEALTHY")):
+        if line.startswith(("GUEST-", "PROGRAM-PID", "GUEST-TIME", "WGET-EXIT", "NOT-READY", "PROFD-NOT-HEALTHY")):
             log(line.strip())
     stats = section(console, "BPF-STATS")
     if args.bpf_stats and stats:
