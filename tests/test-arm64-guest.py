@@ -223,9 +223,9 @@ def judge(out, name, prog, chains):
 
 
 def main():
-    for tool in ("qemu-system-aarch64", "aarch64-linux-gnu-gcc", "cpio"):
+    for tool in ("qemu-system-aarch64", "aarch64-linux-gnu-gcc", "aarch64-linux-gnu-g++", "cpio"):
         if subprocess.run(["sh", "-c", "command -v " + tool], capture_output=True).returncode != 0:
-            skip("%s missing: install qemu-system-arm, gcc-aarch64-linux-gnu, cpio "
+            skip("%s missing: install qemu-system-arm, gcc-aarch64-linux-gnu, g++-aarch64-linux-gnu, cpio "
                  "(docs/debian-packages-tests.txt)" % tool)
     t0 = time.monotonic()
     env = dict(os.environ, PROFD_ARM64_BUILD=CROSS_BUILD, PROFD_ARM64_CACHE=CACHE, PROFD_SKIP_INSTALL="1")
