@@ -5,6 +5,7 @@
 #include <systemd/sd-event.h>
 
 #include "aggregator/aggregator.h"
+#include "runtimes/hotspot-procs.h"
 #include "runtimes/python-procs.h"
 #include "sampler/sample-filter.h"
 #include "sampler/sampler.h"
@@ -41,6 +42,7 @@ typedef struct Daemon {
         PythonProcs *python;  /* processes whose CPython frames BPF walks */
         PythonSymbols *python_symbols; /* their code objects' names */
         PythonFrameIds *python_ids;    /* ids of Python frames in drained stacks */
+        HotspotProcs *hotspot;         /* processes running a HotSpot JVM */
         CgroupResolver *cgroups;     /* NULL without a cgroup2 mount */
         CgroupFilter *cgroup_filter; /* NULL without --unit/--cgroup */
         uint64_t start_ns;

@@ -134,6 +134,7 @@ static void daemon_done(Daemon *d)
         d->cgroup_filter = cgroup_filter_free(d->cgroup_filter);
         d->tracker = proc_tracker_free(d->tracker);
         d->python = python_procs_free(d->python); /* after the tracker, which used it */
+        d->hotspot = hotspot_procs_free(d->hotspot);
         d->python_symbols = python_symbols_free(d->python_symbols);
         d->pool = table_pool_free(d->pool);
         d->sampler = sampler_free(d->sampler);
@@ -173,6 +174,7 @@ static void runtimes_mapped(void *userdata, const Process *p)
         int r;
 
         python_procs_note(d->python, p);
+        hotspot_procs_note(d->hotspot, p);
         r = table_pool_set_process_runtimes(
                 d->pool, p->pid, python_procs_get(d->python, p->pid) ? TABLE_POOL_RUNTIME_PYTHON : 0);
         if (r < 0 && r != -ENOENT)
@@ -184,6 +186,7 @@ static void runtimes_forgotten(void *userdata, pid_t pid)
         Daemon *d = userdata;
 
         python_procs_forget(d->python, pid);
+        hotspot_procs_forget(d->hotspot, pid);
 }
 
 static int run(int argc, char **argv)
@@ -329,7 +332,11 @@ static int run(int argc, char **argv)
                                                   "Cannot watch new Python stacks, their code objects are "
                                                   "read at the drain only: %m");
                 }
-                if (d.python)
+                /* HotSpot JVMs: found and their vmStructs read (frames are not walked yet). */
+                r = hotspot_procs_new(&d.hotspot);
+                if (r < 0)
+                        log_warning_errno(r, "Cannot track HotSpot JVMs: %m");
+                if (d.python || d.hotspot)
                         to.observer = (ProcTrackerObserver){
                                 .mapped = runtimes_mapped, .forgotten = runtimes_forgotten, .userdata = &d};
                 r = proc_tracker_new(d.event, d.processes, d.pool, &to, &d.tracker);

@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* What the HotSpot walker and namer need to know of one libjvm build, taken from its own
+ * vmStructs tables (hotspot-vmstructs.h): member offsets, type sizes, flag values, and where its
+ * static fields are (relative to libjvm's load bias: the same for every process mapping the file).
+ * Members have the name of the HotSpot field they hold; a field a JDK renamed is looked up under
+ * each of its names (hotspot-offsets.c). A build whose tables lack a required one is not walked
+ * (HOTSPOT_OFFSETS_MISSING), never guessed. */
+#pragma once
+
+#include <stdint.h>
+
+#include "runtimes/hotspot-vmstructs.h"
+
+#define HOTSPOT_OFFSET_NONE UINT32_MAX
+
+typedef struct HotspotOffsets {
+        /* Method -> ConstMethod -> ConstantPool -> InstanceKlass -> Symbol */
+        uint32_t method_const_method;
+        uint32_t const_method_constants;
+        uint32_t const_method_flags;
+        uint32_t const_method_flags_size; /* 2 (JDK <= 20: u2) or 4 (ConstMethodFlags) */
+        uint32_t const_method_code_size;
+        uint32_t const_method_name_index;
+        uint32_t const_method_signature_index;
+        uint32_t const_method_sizeof;               /* the bytecodes start right after the ConstMethod */
+        uint32_t const_method_has_linenumber_table; /* the flag's bit */
+        uint32_t constant_pool_pool_holder;
+        uint32_t constant_pool_source_file_name_index; /* NONE: in InstanceKlass (JDK <= 10) */
+        uint32_t constant_pool_sizeof;                 /* the pool's slots start right after it */
+        uint32_t klass_name;
+        uint32_t symbol_length;
+        uint32_t symbol_body;
+
+        /* The interpreter's code: AbstractInterpreter::_code, a StubQueue. */
+        uint64_t interpreter_code; /* static, address - bias */
+        uint32_t stub_queue_stub_buffer;
+        uint32_t stub_queue_buffer_limit;
+
+        /* Interpreter frame slots, in words from fp (frame_<arch>.hpp: exported are
+         * sender_sp and last_sp; the method and bcp follow them in a layout fixed since JDK 9). */
+        int32_t frame_interpreter_sender_sp;
+        int32_t frame_interpreter_last_sp;
+
+        /* The code cache, for compiled frames: CodeCache::_heaps (GrowableArray<CodeHeap*>*) and
+         * its bounds; each CodeHeap's reserved memory and segment map (VirtualSpace). */
+        uint64_t code_cache_heaps;     /* static, address - bias */
+        uint64_t code_cache_low_bound; /* static, address - bias */
+        uint64_t code_cache_high_bound;
+        uint32_t growable_array_len;
+        uint32_t growable_array_data;
+        uint32_t code_heap_memory;
+        uint32_t code_heap_segmap;
+        uint32_t code_heap_log2_segment_size;
+        uint32_t virtual_space_low;
+        uint32_t virtual_space_high;
+        uint32_t heap_block_sizeof;
+        uint32_t code_blob_name;
+        uint32_t code_blob_size;
+        uint32_t code_blob_frame_size;
+        uint32_t code_blob_frame_complete_offset;
+        uint32_t code_blob_code_begin; /* address (JDK <= 22) */
+        uint32_t code_blob_code_end;
+        uint32_t compiled_method_method; /* nmethod's Method* */
+} HotspotOffsets;
+
+/* The offsets of the libjvm loaded at bias, from its tables. -EPROTONOSUPPORT when a required
+ * entry is missing, -EBADMSG when one has a value the walk cannot use (*ret_missing: its name,
+ * for the log and the tests). */
+int hotspot_offsets_from_vmstructs(const HotspotVMStructs *vs, uint64_t bias, HotspotOffsets *ret,
+                                   const char **ret_missing);

@@ -1,0 +1,286 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtimes/hotspot-procs.h"
+#include "runtimes/hotspot-vmstructs.h"
+#include "runtimes/remote-memory.h"
+#include "util/log.h"
+#include "util/metrics-writer.h"
+
+/* What became of a process that maps libjvm.so (counted once per process). */
+typedef enum HsDetect {
+        HS_DETECT_FOUND,        /* its offsets are known: walkable */
+        HS_DETECT_NO_VMSTRUCTS, /* libjvm without the exported tables */
+        HS_DETECT_READ_FAILED,  /* its tables could not be read from its memory */
+        HS_DETECT_BAD_TABLES,   /* tables that cannot be what HotSpot writes */
+        HS_DETECT_UNSUPPORTED,  /* a required field missing or unusable: a layout profd does not know */
+        HS_DETECT_TABLE_FULL,   /* HOTSPOT_MAX_PROCS JVMs tracked already */
+        _HS_DETECT_MAX,
+} HsDetect;
+
+static const char *const detect_names[_HS_DETECT_MAX] = {
+        [HS_DETECT_FOUND] = "found",
+        [HS_DETECT_NO_VMSTRUCTS] = "no_vmstructs",
+        [HS_DETECT_READ_FAILED] = "read_failed",
+        [HS_DETECT_BAD_TABLES] = "bad_tables",
+        [HS_DETECT_UNSUPPORTED] = "unsupported",
+        [HS_DETECT_TABLE_FULL] = "table_full",
+};
+
+/* One libjvm file: its symbols, then (after the first process's read) its offsets. A read that
+ * failed is not kept (the next process tries again); what the tables said is. */
+typedef struct FileEntry {
+        uint8_t key[PROCESS_MAPPING_KEY_MAX];
+        size_t key_size;
+        int elf_r; /* hotspot_elf_probe() */
+        HotspotElf elf;
+        bool read; /* tables read: outcome and offsets hold */
+        HsDetect outcome;
+        HotspotOffsets offsets;
+        uint64_t used;
+} FileEntry;
+
+typedef struct ProcEntry {
+        HotspotProcess info;
+        bool walkable; /* false: counted as one profd cannot walk */
+        struct ProcEntry *next;
+} ProcEntry;
+
+#define PROC_BUCKETS 1024
+
+struct HotspotProcs {
+        FileEntry files[HOTSPOT_FILE_CACHE_MAX];
+        size_t n_files;
+        uint64_t tick;
+        ProcEntry *buckets[PROC_BUCKETS];
+        size_t n_procs, n_entries;
+        uint64_t detect[_HS_DETECT_MAX];
+        uint64_t table_reads, table_pages;
+};
+
+int hotspot_procs_new(HotspotProcs **ret)
+{
+        HotspotProcs *hp = calloc(1, sizeof(*hp));
+
+        if (!hp)
+                return -ENOMEM;
+        *ret = hp;
+        return 0;
+}
+
+HotspotProcs *hotspot_procs_free(HotspotProcs *hp)
+{
+        if (!hp)
+                return NULL;
+        for (size_t b = 0; b < PROC_BUCKETS; b++)
+                for (ProcEntry *e = hp->buckets[b], *n; e; e = n) {
+                        n = e->next;
+                        free(e);
+                }
+        free(hp);
+        return NULL;
+}
+
+static ProcEntry **proc_slot(HotspotProcs *hp, pid_t pid)
+{
+        ProcEntry **s = &hp->buckets[(unsigned)pid % PROC_BUCKETS];
+
+        while (*s && (*s)->info.pid != pid)
+                s = &(*s)->next;
+        return s;
+}
+
+const HotspotProcess *hotspot_procs_get(const HotspotProcs *hp, pid_t pid)
+{
+        if (!hp)
+                return NULL;
+        for (ProcEntry *e = hp->buckets[(unsigned)pid % PROC_BUCKETS]; e; e = e->next)
+                if (e->info.pid == pid)
+                        return e->walkable ? &e->info : NULL;
+        return NULL;
+}
+
+void hotspot_procs_forget(HotspotProcs *hp, pid_t pid)
+{
+        ProcEntry **s, *e;
+
+        if (!hp)
+                return;
+        s = proc_slot(hp, pid);
+        if (!*s)
+                return;
+        e = *s;
+        *s = e->next;
+        if (e->walkable)
+                hp->n_procs--;
+        hp->n_entries--;
+        free(e);
+}
+
+static bool is_libjvm(const char *path)
+{
+        const char *base = strrchr(path, '/');
+
+        return strcmp(base ? base + 1 : path, "libjvm.so") == 0;
+}
+
+static FileEntry *file_entry(HotspotProcs *hp, const Process *p, const ProcMapping *m)
+{
+        uint8_t key[PROCESS_MAPPING_KEY_MAX];
+        size_t key_size = process_mapping_key(m, key);
+        FileEntry *e, *oldest = NULL;
+        _cleanup_close_ int fd = -1;
+
+        if (key_size == 0)
+                return NULL;
+        hp->tick++;
+        for (size_t i = 0; i < hp->n_files; i++) {
+                FileEntry *c = &hp->files[i];
+
+                if (c->key_size == key_size && memcmp(c->key, key, key_size) == 0) {
+                        c->used = hp->tick;
+                        return c;
+                }
+                if (!oldest || c->used < oldest->used)
+                        oldest = c;
+        }
+        e = hp->n_files < HOTSPOT_FILE_CACHE_MAX ? &hp->files[hp->n_files++] : oldest;
+        *e = (FileEntry){.key_size = key_size, .used = hp->tick};
+        memcpy(e->key, key, key_size);
+        fd = process_open_mapping(p, m);
+        e->elf_r = fd < 0 ? fd : hotspot_elf_probe(fd, &e->elf);
+        if (e->elf_r < 0 && e->elf_r != -ENOENT)
+                log_debug_errno(e->elf_r, "Cannot read the symbols of %s (pid %d): %m", m->path,
+                                (int)p->pid);
+        return e;
+}
+
+static int read_remote(void *userdata, uint64_t addr, void *buf, size_t n)
+{
+        return remote_memory_read(userdata, addr, buf, n);
+}
+
+/* Reads the file's tables from p's memory into e (once per file). */
+static void file_read_tables(HotspotProcs *hp, FileEntry *e, const Process *p, const ProcMapping *m)
+{
+        _cleanup_(hotspot_vmstructs_freep) HotspotVMStructs *vs = NULL;
+        _cleanup_(remote_memory_freep) RemoteMemory *mem = NULL;
+        const char *missing = NULL;
+        int r;
+
+        r = remote_memory_open(p->pid, &mem);
+        if (r >= 0)
+                r = hotspot_vmstructs_read(&e->elf, m->load_bias, read_remote, mem, &vs);
+        hp->table_reads++;
+        if (vs)
+                hp->table_pages += vs->reads;
+        if (r == -EBADMSG || r == -E2BIG) {
+                e->read = true;
+                e->outcome = HS_DETECT_BAD_TABLES;
+                log_debug_errno(r, "The vmStructs of %s (pid %d) make no sense: %m", m->path, (int)p->pid);
+                return;
+        }
+        if (r < 0) {
+                log_debug_errno(r, "Cannot read the vmStructs of %s from pid %d: %m", m->path, (int)p->pid);
+                return; /* e->read stays false: the next process tries again */
+        }
+        r = hotspot_offsets_from_vmstructs(vs, m->load_bias, &e->offsets, &missing);
+        e->read = true;
+        if (r < 0) {
+                e->outcome = HS_DETECT_UNSUPPORTED;
+                log_debug_errno(r,
+                                "HotSpot %s (pid %d): %s is missing or unusable, its frames stay native: %m",
+                                m->path, (int)p->pid, missing ?: "?");
+                return;
+        }
+        e->outcome = HS_DETECT_FOUND;
+        log_debug("HotSpot %s: %zu fields, %zu types, %zu int and %zu long constants in %zu page reads",
+                  m->path, vs->n_fields, vs->n_types, vs->n_ints, vs->n_longs, vs->reads);
+}
+
+void hotspot_procs_note(HotspotProcs *hp, const Process *p)
+{
+        const ProcMapping *m = NULL;
+        FileEntry *fe = NULL;
+        ProcEntry **slot, *e;
+        HsDetect outcome;
+
+        if (!hp)
+                return;
+        for (size_t i = 0; i < p->n_mappings; i++) {
+                const ProcMapping *c = &p->mappings[i];
+
+                if (c->executable && c->file && c->bias_known && is_libjvm(c->path)) {
+                        m = c;
+                        break;
+                }
+        }
+        slot = proc_slot(hp, p->pid);
+        if (!m) {
+                if (*slot)
+                        hotspot_procs_forget(hp, p->pid); /* exec'd into something else */
+                return;
+        }
+        /* Known already: the same process with libjvm at the same place. */
+        if (*slot && (*slot)->info.start_time == p->start_time && (*slot)->info.bias == m->load_bias)
+                return;
+        if (*slot)
+                hotspot_procs_forget(hp, p->pid);
+
+        fe = file_entry(hp, p, m);
+        if (!fe)
+                return;
+        if (fe->elf_r == -ENOENT) {
+                outcome = HS_DETECT_NO_VMSTRUCTS;
+        } else if (fe->elf_r < 0) {
+                return; /* the file could not be read: not known as a JVM yet */
+        } else {
+                if (!fe->read)
+                        file_read_tables(hp, fe, p, m);
+                if (!fe->read) {
+                        /* Counted, not remembered: the next read of its mappings tries again. */
+                        hp->detect[HS_DETECT_READ_FAILED]++;
+                        return;
+                }
+                outcome = fe->outcome;
+        }
+        if (hp->n_entries >= HOTSPOT_MAX_PROCS) {
+                hp->detect[HS_DETECT_TABLE_FULL]++;
+                return;
+        }
+        e = calloc(1, sizeof(*e));
+        if (!e)
+                return;
+        e->info = (HotspotProcess){.pid = p->pid, .start_time = p->start_time, .bias = m->load_bias};
+        e->walkable = outcome == HS_DETECT_FOUND;
+        if (e->walkable) {
+                e->info.offsets = fe->offsets;
+                hp->n_procs++;
+        }
+        e->next = hp->buckets[(unsigned)p->pid % PROC_BUCKETS];
+        hp->buckets[(unsigned)p->pid % PROC_BUCKETS] = e;
+        hp->n_entries++;
+        hp->detect[outcome]++;
+        log_debug("pid %d runs HotSpot (%s): %s", (int)p->pid, m->path, detect_names[outcome]);
+}
+
+void hotspot_procs_write_metrics(const HotspotProcs *hp, FILE *f)
+{
+        static const uint64_t zero[_HS_DETECT_MAX];
+
+        metric_gauge(f, "profd_hotspot_processes", "Live processes running a HotSpot JVM profd can walk.",
+                     hp ? hp->n_procs : 0);
+        metric_labelled(
+                f, "profd_hotspot_detections_total", "counter",
+                "Processes found mapping libjvm.so, by outcome (counted once per process; read_failed "
+                "each time a read of its tables failed).",
+                "outcome", detect_names, hp ? hp->detect : zero, _HS_DETECT_MAX);
+        metric_counter(
+                f, "profd_hotspot_vmstructs_reads_total",
+                "Reads of a libjvm's vmStructs tables from a process's memory (once per libjvm file).",
+                hp ? hp->table_reads : 0);
+        metric_counter(f, "profd_hotspot_vmstructs_pages_read_total",
+                       "Pages of process memory read for those tables.", hp ? hp->table_pages : 0);
+}
