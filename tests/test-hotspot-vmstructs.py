@@ -8,7 +8,19 @@ the process's memory, as the daemon does; `jhsdb clhsdb --pid` (the SA, which re
 tables its own way, through ptrace) prints them with vmstructsdump, intConstant and longConstant.
 Every non-static field, every constant and every type of profd's reading must be the SA's, and
 the SA's must all be in profd's; the offsets given to the walker (hotspot-offsets.c) must be the
-SA's values of the fields they name, and the static fields it needs must lie in libjvm's memory."""
+SA's values of the fields they name, and the static fields it needs must lie in libjvm's memory.
+
+Then the interpreter frames: a JVM sleeping at the end of a chain of interpreted methods
+(main -> a -> b -> c -> Thread.sleep) has each Java thread's frames walked by tests/hotspot-jstack
+from the thread's last Java frame down the frame pointers, with the Method* and bytecode pointer
+slots hotspot-offsets.c gives for this architecture, and named by daemon/runtimes/hotspot-method.c:
+class, method, bytecode index and line must be what `jhsdb jstack` (the SA) says for every frame
+of every thread whose frames are all interpreted, and a pointer that is not a method must give an
+error, never a name.
+
+Then the daemon: with a JVM started before profd and a second one started after, each is found
+once (however often their mappings are read again), the tables of their one libjvm file are read
+once, and the one that exits is forgotten."""
 import os
 import re
 import shutil
@@ -114,6 +126,93 @@ def libjvm_ranges(pid):
             if len(lines[i + 1].split()) == 5:
                 out.append((int(a, 16), int(b, 16)))
     return out
+
+
+CHAIN_JAVA = """
+public class Chain {
+    static void c(int n) throws Exception {
+        Thread.sleep(300000);
+    }
+
+    static void b(int n) throws Exception {
+        int x = n * 2;
+        c(x + 1);
+    }
+
+    static void a(int n) throws Exception {
+        b(n + 1);
+    }
+
+    public static void main(String[] args) throws Exception {
+        a(0);
+    }
+}
+"""
+# Chain's own frames, innermost first, as the source above has them: (method, line); a native
+# method has no line.
+CHAIN = [("java.lang.Thread.sleep", 0), ("Chain.c", 4), ("Chain.b", 9), ("Chain.a", 13), ("Chain.main", 17)]
+JSTACK = os.path.join(t.BUILD, "tests", "hotspot-jstack")
+
+
+def sa_stacks(pid):
+    """jhsdb jstack: tid -> [(class.method, bci, line or 0)] of the threads whose frames are all
+    interpreted."""
+    r = subprocess.run(["jhsdb", "jstack", "--pid", str(pid)], capture_output=True, text=True, timeout=180)
+    stacks, tid = {}, None
+    for line in r.stdout.splitlines():
+        m = re.search(r" nid=0x([0-9a-f]+) ", line)
+        if m:
+            tid = int(m.group(1), 16)
+            stacks[tid] = []
+            continue
+        m = re.match(r" - (\S+)\(.*\) @bci=(\d+)(?:, line=(\d+))? \((\w+) frame\)$", line)
+        if m and tid is not None:
+            stacks[tid].append((m.group(1), int(m.group(2)), int(m.group(3) or 0), m.group(4)))
+    return {k: [f[:3] for f in v] for k, v in stacks.items() if v and all(f[3] == "Interpreted" for f in v)}
+
+
+def ours_stacks(pid):
+    r = subprocess.run([JSTACK, str(pid)], capture_output=True, text=True, timeout=60)
+    stacks, tid, shifted = {}, None, None
+    for line in r.stdout.splitlines():
+        w = line.split(" ")
+        if w[0] == "thread":
+            tid = int(w[1])
+            stacks[tid] = []
+        elif w[0] == "frame" and tid is not None:
+            if w[3] == "error":
+                stacks[tid].append(("error " + w[4], int(w[2]), 0))
+            else:
+                stacks[tid].append((w[3], int(w[2]), int(w[-1].rsplit(":", 1)[1])))
+        elif w[0] == "shifted":
+            shifted = int(w[1])
+    return stacks, shifted
+
+
+def check_interpreted(work):
+    with open(os.path.join(work, "Chain.java"), "w") as f:
+        f.write(CHAIN_JAVA)
+    subprocess.run(["javac", "-d", work, os.path.join(work, "Chain.java")], check=True, timeout=120)
+    java = subprocess.Popen(["java", "-cp", work, "Chain"])
+    try:
+        ours, shifted, deadline = {}, None, time.monotonic() + 30
+        while time.monotonic() < deadline:
+            ours, shifted = ours_stacks(java.pid)
+            if any([f[0] for f in s] == [c[0] for c in CHAIN] for s in ours.values()):
+                break
+            time.sleep(0.3)
+        chain = [s for s in ours.values() if s and s[0][0] == "java.lang.Thread.sleep"]
+        t.check(len(chain) == 1 and [(f[0], f[2]) for f in chain[0]] == CHAIN,
+                "the main thread's interpreted frames are the chain, in order, with their lines: %s" % chain)
+        sa = sa_stacks(java.pid)
+        for tid, frames in sa.items():
+            t.check(ours.get(tid) == frames, "thread %d: profd's frames %s are the SA's %s"
+                    % (tid, ours.get(tid), frames))
+        t.check(len(sa) >= 3, "%d threads of interpreted frames compared with jhsdb jstack" % len(sa))
+        t.check(shifted is not None and shifted != 0, "a Method* + 8 is not named (error %s)" % shifted)
+    finally:
+        java.terminate()
+        java.wait(timeout=30)
 
 
 def metric(text, name, labels=""):
@@ -255,6 +354,7 @@ def main():
                     "static %s at 0x%x lies in libjvm's memory" % (name, addr))
         t.check(statics.get(("CodeCache", "_heaps")) == int(misc.get("static code_cache_heaps", "0"), 16),
                 "CodeCache::_heaps of the table is the walker's")
+        check_interpreted(work)
         check_daemon(work, java)
     finally:
         java.terminate()

@@ -40,6 +40,7 @@ static const Want wants[] = {
         {W_FIELD, O(const_method_name_index), true, {"ConstMethod::_name_index"}},
         {W_FIELD, O(const_method_signature_index), true, {"ConstMethod::_signature_index"}},
         {W_SIZEOF, O(const_method_sizeof), true, {"ConstMethod"}},
+        {W_FIELD, O(const_method_method_idnum), true, {"ConstMethod::_method_idnum"}},
         {W_INT,
          O(const_method_has_linenumber_table),
          true,
@@ -48,6 +49,9 @@ static const Want wants[] = {
         {W_FIELD, O(constant_pool_source_file_name_index), false, {"ConstantPool::_source_file_name_index"}},
         {W_SIZEOF, O(constant_pool_sizeof), true, {"ConstantPool"}},
         {W_FIELD, O(klass_name), true, {"Klass::_name"}},
+        {W_FIELD, O(instance_klass_methods), true, {"InstanceKlass::_methods"}},
+        {W_FIELD, O(array_length), true, {"Array<int>::_length", "Array<u1>::_length"}},
+        {W_FIELD, O(array_methods_data), true, {"Array<Method*>::_data"}},
         {W_FIELD, O(symbol_length), true, {"Symbol::_length"}},
         {W_FIELD, O(symbol_body), true, {"Symbol::_body"}},
         {W_STATIC, O(interpreter_code), true, {"AbstractInterpreter::_code"}},
@@ -202,6 +206,18 @@ int hotspot_offsets_from_vmstructs(const HotspotVMStructs *vs, uint64_t bias, Ho
                         *ret_missing = "frame::interpreter_frame_last_sp_offset";
                 return -EBADMSG;
         }
+        /* The slots below last_sp are not exported. x86-64 (src/hotspot/cpu/x86/frame_x86.hpp,
+         * the same from JDK 9 to 25): last_sp, method, mirror, mdp, cache, locals, bcp,
+         * initial_sp, each one word further down. aarch64 orders them differently
+         * (frame_aarch64.hpp): a port adds its layout here. */
+#if defined(__x86_64__)
+        o.frame_interpreter_method = o.frame_interpreter_last_sp - 1;
+        o.frame_interpreter_bcp = o.frame_interpreter_last_sp - 6;
+#else
+        if (ret_missing)
+                *ret_missing = "the interpreter frame layout of this architecture";
+        return -EPROTONOSUPPORT;
+#endif
         *ret = o;
         return 0;
 }

@@ -23,11 +23,15 @@ typedef struct HotspotOffsets {
         uint32_t const_method_name_index;
         uint32_t const_method_signature_index;
         uint32_t const_method_sizeof;               /* the bytecodes start right after the ConstMethod */
+        uint32_t const_method_method_idnum;         /* the method's index in its class's _methods */
         uint32_t const_method_has_linenumber_table; /* the flag's bit */
         uint32_t constant_pool_pool_holder;
         uint32_t constant_pool_source_file_name_index; /* NONE: in InstanceKlass (JDK <= 10) */
         uint32_t constant_pool_sizeof;                 /* the pool's slots start right after it */
         uint32_t klass_name;
+        uint32_t instance_klass_methods; /* Array<Method*>* */
+        uint32_t array_length;           /* Array<T>::_length (int) */
+        uint32_t array_methods_data;     /* Array<Method*>::_data */
         uint32_t symbol_length;
         uint32_t symbol_body;
 
@@ -40,6 +44,10 @@ typedef struct HotspotOffsets {
          * sender_sp and last_sp; the method and bcp follow them in a layout fixed since JDK 9). */
         int32_t frame_interpreter_sender_sp;
         int32_t frame_interpreter_last_sp;
+        /* Derived from last_sp by the architecture's layout (hotspot-offsets.c): the Method* and
+         * the bytecode pointer of the running method. */
+        int32_t frame_interpreter_method;
+        int32_t frame_interpreter_bcp;
 
         /* The code cache, for compiled frames: CodeCache::_heaps (GrowableArray<CodeHeap*>*) and
          * its bounds; each CodeHeap's reserved memory and segment map (VirtualSpace). */
