@@ -11,6 +11,8 @@
 
 /* Number of enum profd_py_stop values (profd-python.h, checked there by the BPF side). */
 #define PROFD_PY_STOP_COUNT 6
+/* Number of enum profd_hs_event values (profd-hotspot.h, checked by the BPF side). */
+#define PROFD_HS_EVENT_COUNT 3
 
 /* Why a user stack ended; stored in the low byte of profd_stack.flags. */
 enum profd_stop_reason {
@@ -99,5 +101,6 @@ enum profd_counter {
         PROFD_CNT_PY_EVENTS_FULL,         /* not reported: ring buffer full */
         PROFD_CNT_SHARED_MM,              /* a vfork child's stack unwound with its parent's entries */
         PROFD_CNT_ROW_SEARCHES,           /* binary searches of a table page (row cache misses) */
-        PROFD_CNT__MAX,
+        PROFD_HS_CNT_BASE,                /* + enum profd_hs_event (profd-hotspot.h): JVM code frames */
+        PROFD_CNT__MAX = PROFD_HS_CNT_BASE + PROFD_HS_EVENT_COUNT,
 };

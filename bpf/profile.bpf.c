@@ -8,6 +8,7 @@
  *                          where a mapping has no table or the pid is not loaded yet
  *                          (step-frame-pointer.bpf.h)
  *   profd_python  (slot 2)  processes running CPython: appends the Python frames (python.bpf.h)
+ *                          (a JVM's interpreted Java frames are taken during profd_step: hotspot.bpf.h)
  *   profd_finalize (slot 1) hashes both stacks, stores each once, counts[key] += 1 (stack-store.bpf.h)
  *   profd_exec              forgets a pid's tables when it execs
  *
@@ -143,6 +144,7 @@ int profd_sample(struct bpf_perf_event_data *ctx)
         st->user.len = 0;
         st->user.flags = 0;
         st->py_active = 0;
+        st->hs_active = 0;
         st->py_started = 0;
         st->py_done = 0;
         st->py_recorded = 0;
@@ -219,6 +221,15 @@ int profd_sample(struct bpf_perf_event_data *ctx)
                                 if (py) {
                                         st->py = *py;
                                         st->py_active = 1;
+                                }
+                        }
+                        /* A JVM's Java frames are taken during the native walk (hotspot.bpf.h). */
+                        if ((proc->runtimes & PROFD_PROC_RUNTIME_HOTSPOT) && st->map_pid == pid) {
+                                struct profd_hotspot_proc *hs = bpf_map_lookup_elem(&hotspot_procs, &pid);
+
+                                if (hs) {
+                                        st->hs = *hs;
+                                        st->hs_active = 1;
                                 }
                         }
                 } else {
@@ -346,5 +357,6 @@ int BPF_PROG(profd_exec, struct task_struct *p)
         bpf_map_delete_elem(&unwind_procs, &pid);
         /* Its interpreter, if any, is gone too: the daemon describes the new image's. */
         bpf_map_delete_elem(&python_procs, &pid);
+        bpf_map_delete_elem(&hotspot_procs, &pid);
         return 0;
 }

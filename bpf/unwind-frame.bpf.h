@@ -6,6 +6,7 @@
 #include "vmlinux.h"
 
 #include "profd-events.h"
+#include "hotspot.bpf.h"
 #include "profd-sample.h"
 #include "profd-unwind-pool.h"
 #include "pool-lookup.bpf.h"
@@ -41,6 +42,10 @@ static __always_inline bool unwind_one(struct sample_state *st)
         st->user.ips[len & (PROFD_MAX_USER_FRAMES - 1)] = rec;
         st->user.len = len + 1;
         st->uhash = hash_mix(st->uhash, rec);
+
+        /* The JVM's code has no CFI and lies in anonymous memory: its frames are HotSpot's. */
+        if (hs_in_code(st, st->exact ? st->ip : st->ip - 1))
+                return step_hotspot(st, st->exact ? st->ip : st->ip - 1);
 
         if (st->fp_only)
                 return step_frame_pointer(st);

@@ -176,7 +176,9 @@ static void runtimes_mapped(void *userdata, const Process *p)
         python_procs_note(d->python, p);
         hotspot_procs_note(d->hotspot, p);
         r = table_pool_set_process_runtimes(
-                d->pool, p->pid, python_procs_get(d->python, p->pid) ? TABLE_POOL_RUNTIME_PYTHON : 0);
+                d->pool, p->pid,
+                (python_procs_get(d->python, p->pid) ? TABLE_POOL_RUNTIME_PYTHON : 0) |
+                        (hotspot_procs_get(d->hotspot, p->pid) ? TABLE_POOL_RUNTIME_HOTSPOT : 0));
         if (r < 0 && r != -ENOENT)
                 log_debug_errno(r, "Marking the runtimes of pid %d for BPF failed: %m", (int)p->pid);
 }
@@ -333,7 +335,7 @@ static int run(int argc, char **argv)
                                                   "read at the drain only: %m");
                 }
                 /* HotSpot JVMs: found and their vmStructs read (frames are not walked yet). */
-                r = hotspot_procs_new(&d.hotspot);
+                r = hotspot_procs_new(sampler_hotspot_procs_fd(d.sampler), &d.hotspot);
                 if (r < 0)
                         log_warning_errno(r, "Cannot track HotSpot JVMs: %m");
                 if (d.python || d.hotspot)

@@ -1,5 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 #include <errno.h>
+#include <linux/types.h>
+
+#include <bpf/bpf.h>
+
+#include "bpf/profd-hotspot.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +22,7 @@ typedef enum HsDetect {
         HS_DETECT_BAD_TABLES,   /* tables that cannot be what HotSpot writes */
         HS_DETECT_UNSUPPORTED,  /* a required field missing or unusable: a layout profd does not know */
         HS_DETECT_TABLE_FULL,   /* HOTSPOT_MAX_PROCS JVMs tracked already */
+        HS_DETECT_MAP_ERROR,    /* hotspot_procs (BPF) refused its description */
         _HS_DETECT_MAX,
 } HsDetect;
 
@@ -27,6 +33,7 @@ static const char *const detect_names[_HS_DETECT_MAX] = {
         [HS_DETECT_BAD_TABLES] = "bad_tables",
         [HS_DETECT_UNSUPPORTED] = "unsupported",
         [HS_DETECT_TABLE_FULL] = "table_full",
+        [HS_DETECT_MAP_ERROR] = "map_error",
 };
 
 /* One libjvm file: its symbols, then (after the first process's read) its offsets. A read that
@@ -44,13 +51,15 @@ typedef struct FileEntry {
 
 typedef struct ProcEntry {
         HotspotProcess info;
-        bool walkable; /* false: counted as one profd cannot walk */
+        bool walkable;                 /* false: counted as one profd cannot walk */
+        struct profd_hotspot_proc bpf; /* what BPF was given (written again after an exec) */
         struct ProcEntry *next;
 } ProcEntry;
 
 #define PROC_BUCKETS 1024
 
 struct HotspotProcs {
+        int map_fd;
         FileEntry files[HOTSPOT_FILE_CACHE_MAX];
         size_t n_files;
         uint64_t tick;
@@ -60,12 +69,13 @@ struct HotspotProcs {
         uint64_t table_reads, table_pages;
 };
 
-int hotspot_procs_new(HotspotProcs **ret)
+int hotspot_procs_new(int map_fd, HotspotProcs **ret)
 {
         HotspotProcs *hp = calloc(1, sizeof(*hp));
 
         if (!hp)
                 return -ENOMEM;
+        hp->map_fd = map_fd;
         *ret = hp;
         return 0;
 }
@@ -113,8 +123,13 @@ void hotspot_procs_forget(HotspotProcs *hp, pid_t pid)
                 return;
         e = *s;
         *s = e->next;
-        if (e->walkable)
+        if (e->walkable) {
+                __u32 key = pid;
+
                 hp->n_procs--;
+                if (hp->map_fd >= 0)
+                        (void)bpf_map_delete_elem(hp->map_fd, &key);
+        }
         hp->n_entries--;
         free(e);
 }
@@ -200,12 +215,56 @@ static void file_read_tables(HotspotProcs *hp, FileEntry *e, const Process *p, c
                   m->path, vs->n_fields, vs->n_types, vs->n_ints, vs->n_longs, vs->reads);
 }
 
+/* Where the JVM's code is now: the code cache's bounds and the interpreter's code, set while the
+ * JVM starts (-EAGAIN before: the next read of its mappings tries again). */
+static int describe(const Process *p, uint64_t bias, const HotspotOffsets *o, struct profd_hotspot_proc *ret)
+{
+        _cleanup_(remote_memory_freep) RemoteMemory *mem = NULL;
+        uint64_t low = 0, high = 0, code = 0, buf = 0;
+        int32_t limit = 0;
+        int r;
+
+        if (o->code_cache_low_bound == UINT64_MAX || o->code_cache_high_bound == UINT64_MAX)
+                return -EPROTONOSUPPORT;
+        r = remote_memory_open(p->pid, &mem);
+        if (r < 0)
+                return r;
+        if ((r = remote_memory_read(mem, bias + o->code_cache_low_bound, &low, sizeof(low))) < 0 ||
+            (r = remote_memory_read(mem, bias + o->code_cache_high_bound, &high, sizeof(high))) < 0 ||
+            (r = remote_memory_read(mem, bias + o->interpreter_code, &code, sizeof(code))) < 0)
+                return r;
+        if (!low || high <= low || !code)
+                return -EAGAIN;
+        if ((r = remote_memory_read(mem, code + o->stub_queue_stub_buffer, &buf, sizeof(buf))) < 0 ||
+            (r = remote_memory_read(mem, code + o->stub_queue_buffer_limit, &limit, sizeof(limit))) < 0)
+                return r;
+        if (!buf || limit <= 0 || buf < low || buf + (uint64_t)limit > high)
+                return -EAGAIN;
+        if (o->frame_interpreter_method < INT8_MIN || o->frame_interpreter_bcp < INT8_MIN ||
+            o->method_const_method > UINT16_MAX || o->const_method_sizeof > UINT16_MAX ||
+            o->const_method_code_size > UINT16_MAX)
+                return -EPROTONOSUPPORT;
+        *ret = (struct profd_hotspot_proc){
+                .code_start = low,
+                .code_end = high,
+                .interp_start = buf,
+                .interp_end = buf + (uint64_t)limit,
+                .frame_method = (__s8)o->frame_interpreter_method,
+                .frame_bcp = (__s8)o->frame_interpreter_bcp,
+                .const_method = (__u16)o->method_const_method,
+                .const_method_size = (__u16)o->const_method_sizeof,
+                .code_size = (__u16)o->const_method_code_size,
+        };
+        return 0;
+}
+
 void hotspot_procs_note(HotspotProcs *hp, const Process *p)
 {
         const ProcMapping *m = NULL;
         FileEntry *fe = NULL;
         ProcEntry **slot, *e;
         HsDetect outcome;
+        struct profd_hotspot_proc d = {};
 
         if (!hp)
                 return;
@@ -223,9 +282,15 @@ void hotspot_procs_note(HotspotProcs *hp, const Process *p)
                         hotspot_procs_forget(hp, p->pid); /* exec'd into something else */
                 return;
         }
-        /* Known already: the same process with libjvm at the same place. */
-        if (*slot && (*slot)->info.start_time == p->start_time && (*slot)->info.bias == m->load_bias)
+        /* Known already: the same process with libjvm at the same place. BPF forgets a pid at exec:
+         * an exec of the same JVM at the same address needs the entry written again. */
+        if (*slot && (*slot)->info.start_time == p->start_time && (*slot)->info.bias == m->load_bias) {
+                __u32 key = p->pid;
+
+                if ((*slot)->walkable && hp->map_fd >= 0)
+                        (void)bpf_map_update_elem(hp->map_fd, &key, &(*slot)->bpf, BPF_ANY);
                 return;
+        }
         if (*slot)
                 hotspot_procs_forget(hp, p->pid);
 
@@ -246,6 +311,29 @@ void hotspot_procs_note(HotspotProcs *hp, const Process *p)
                 }
                 outcome = fe->outcome;
         }
+        if (outcome == HS_DETECT_FOUND) {
+                int r = describe(p, m->load_bias, &fe->offsets, &d);
+
+                if (r == -EAGAIN || r == -ESRCH) {
+                        log_debug("pid %d: its JVM has no code cache yet", (int)p->pid);
+                        return; /* starting: the next read of its mappings tries again */
+                }
+                if (r < 0) {
+                        hp->detect[HS_DETECT_READ_FAILED]++;
+                        log_debug_errno(r, "pid %d: cannot read where its JVM's code is: %m", (int)p->pid);
+                        return;
+                }
+                if (hp->map_fd >= 0) {
+                        __u32 key = p->pid;
+
+                        if (bpf_map_update_elem(hp->map_fd, &key, &d, BPF_ANY) < 0) {
+                                r = -errno;
+                                outcome = HS_DETECT_MAP_ERROR;
+                                log_debug_errno(r, "Cannot describe the JVM of pid %d to BPF: %m",
+                                                (int)p->pid);
+                        }
+                }
+        }
         if (hp->n_entries >= HOTSPOT_MAX_PROCS) {
                 hp->detect[HS_DETECT_TABLE_FULL]++;
                 return;
@@ -257,6 +345,7 @@ void hotspot_procs_note(HotspotProcs *hp, const Process *p)
         e->walkable = outcome == HS_DETECT_FOUND;
         if (e->walkable) {
                 e->info.offsets = fe->offsets;
+                e->bpf = d;
                 hp->n_procs++;
         }
         e->next = hp->buckets[(unsigned)p->pid % PROC_BUCKETS];

@@ -32,7 +32,8 @@ typedef struct HotspotProcess {
         HotspotOffsets offsets;
 } HotspotProcess;
 
-int hotspot_procs_new(HotspotProcs **ret);
+/* map_fd: the BPF map hotspot_procs (bpf/profd-hotspot.h); -1 for none (detection alone). */
+int hotspot_procs_new(int map_fd, HotspotProcs **ret);
 HotspotProcs *hotspot_procs_free(HotspotProcs *hp);
 DEFINE_TRIVIAL_CLEANUP_FUNC(HotspotProcs *, hotspot_procs_free);
 
