@@ -47,6 +47,7 @@ static void on_interval(void *userdata, uint64_t start_ns, uint64_t end_ns, cons
         aggregator_add_interval(d->aggregator, start_ns, end_ns, records, n);
         /* Python frames: their code objects are read now, while the processes run. */
         python_symbols_note(d->python_symbols, records, n);
+        hotspot_symbols_note(d->hotspot_symbols, records, n);
 
         /* Resolve new cgroup ids now, while the cgroups exist (cached for the history). */
         if (d->cgroups)
@@ -134,6 +135,7 @@ static void daemon_done(Daemon *d)
         d->cgroup_filter = cgroup_filter_free(d->cgroup_filter);
         d->tracker = proc_tracker_free(d->tracker);
         d->python = python_procs_free(d->python); /* after the tracker, which used it */
+        d->hotspot_symbols = hotspot_symbols_free(d->hotspot_symbols);
         d->hotspot = hotspot_procs_free(d->hotspot);
         d->python_symbols = python_symbols_free(d->python_symbols);
         d->pool = table_pool_free(d->pool);
@@ -336,8 +338,13 @@ static int run(int argc, char **argv)
                 }
                 /* HotSpot JVMs: found and their vmStructs read (frames are not walked yet). */
                 r = hotspot_procs_new(sampler_hotspot_procs_fd(d.sampler), &d.hotspot);
+                if (r >= 0)
+                        r = hotspot_symbols_new(d.hotspot, &d.hotspot_symbols);
                 if (r < 0)
                         log_warning_errno(r, "Cannot track HotSpot JVMs: %m");
+                else
+                        symbolizer_set_runtime(d.symbolizer, SYM_RUNTIME_HOTSPOT, hotspot_symbols_name,
+                                               d.hotspot_symbols);
                 if (d.python || d.hotspot)
                         to.observer = (ProcTrackerObserver){
                                 .mapped = runtimes_mapped, .forgotten = runtimes_forgotten, .userdata = &d};
