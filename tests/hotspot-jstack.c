@@ -108,6 +108,8 @@ int main(int argc, char **argv)
                 r = hotspot_vmstructs_read(&elf, bias, read_remote, mem, &vs);
         if (r >= 0)
                 r = hotspot_offsets_from_vmstructs(vs, bias, &o, &missing);
+        if (r >= 0)
+                r = hotspot_offsets_read_version(&o, bias, read_remote, mem);
         if (r < 0) {
                 fprintf(stderr, "pid %d: %s (%s)\n", (int)pid, strerror(-r), missing ?: "");
                 return 1;
@@ -126,7 +128,10 @@ int main(int argc, char **argv)
         o_threads = field(vs, "ThreadsList", "_threads", false);
         o_anchor = field(vs, "JavaThread", "_anchor", false);
         o_fp = field(vs, "JavaFrameAnchor", "_last_Java_fp", false);
-        o_osthread = field(vs, "JavaThread", "_osthread", false);
+        /* JDK 25 moved it up to Thread. */
+        o_osthread = hotspot_vmstructs_field(vs, "JavaThread", "_osthread")
+                             ? field(vs, "JavaThread", "_osthread", false)
+                             : field(vs, "Thread", "_osthread", false);
         o_tid = field(vs, "OSThread", "_thread_id", false);
 
         list = u64_at(mem, o_list);

@@ -121,7 +121,8 @@ int main(int argc, char **argv)
                 printf("offsets error %d %s\n", -r, missing ?: "?");
                 return 0;
         }
-        printf("offsets ok\n");
+        r = hotspot_offsets_read_version(&o, bias, read_remote, mem);
+        printf("offsets ok\njdk %u %d\n", o.jdk_major, r);
 #define P(m) printf("offset %s %" PRId64 "\n", #m, (int64_t)o.m)
         P(method_const_method);
         P(const_method_constants);

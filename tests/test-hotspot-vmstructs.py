@@ -21,6 +21,7 @@ error, never a name.
 Then the daemon: with a JVM started before profd and a second one started after, each is found
 once (however often their mappings are read again), the tables of their one libjvm file are read
 once, and the one that exits is forgotten."""
+import glob
 import os
 import re
 import shutil
@@ -154,15 +155,15 @@ CHAIN = [("java.lang.Thread.sleep", 0), ("Chain.c", 4), ("Chain.b", 9), ("Chain.
 JSTACK = os.path.join(t.BUILD, "tests", "hotspot-jstack")
 
 
-def sa_stacks(pid):
+def sa_stacks(pid, jhsdb="jhsdb"):
     """jhsdb jstack: tid -> [(class.method, bci, line or 0)] of the threads whose frames are all
     interpreted."""
-    r = subprocess.run(["jhsdb", "jstack", "--pid", str(pid)], capture_output=True, text=True, timeout=180)
+    r = subprocess.run([jhsdb, "jstack", "--pid", str(pid)], capture_output=True, text=True, timeout=180)
     stacks, tid = {}, None
     for line in r.stdout.splitlines():
-        m = re.search(r" nid=0x([0-9a-f]+) ", line)
+        m = re.search(r" nid=(0x[0-9a-f]+|\d+) ", line)  # hex up to JDK 20, decimal since
         if m:
-            tid = int(m.group(1), 16)
+            tid = int(m.group(1), 0)
             stacks[tid] = []
             continue
         m = re.match(r" - (\S+)\(.*\) @bci=(\d+)(?:, line=(\d+))? \((\w+) frame\)$", line)
@@ -189,11 +190,16 @@ def ours_stacks(pid):
     return stacks, shifted
 
 
-def check_interpreted(work):
-    with open(os.path.join(work, "Chain.java"), "w") as f:
-        f.write(CHAIN_JAVA)
-    subprocess.run(["javac", "-d", work, os.path.join(work, "Chain.java")], check=True, timeout=120)
-    java = subprocess.Popen(["java", "-cp", work, "Chain"])
+def check_interpreted(work, jdk="java"):
+    """jdk: "java" (the default JDK, whose javac builds Chain) or another JDK's home."""
+    java_bin = "java" if jdk == "java" else os.path.join(jdk, "bin", "java")
+    jhsdb = "jhsdb" if jdk == "java" else os.path.join(jdk, "bin", "jhsdb")
+    t.log("-- interpreted frames of %s" % java_bin)
+    if not os.path.exists(os.path.join(work, "Chain.class")):
+        with open(os.path.join(work, "Chain.java"), "w") as f:
+            f.write(CHAIN_JAVA)
+        subprocess.run(["javac", "-d", work, os.path.join(work, "Chain.java")], check=True, timeout=120)
+    java = subprocess.Popen([java_bin, "-cp", work, "Chain"])
     try:
         ours, shifted, deadline = {}, None, time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -201,10 +207,14 @@ def check_interpreted(work):
             if any([f[0] for f in s] == [c[0] for c in CHAIN] for s in ours.values()):
                 break
             time.sleep(0.3)
-        chain = [s for s in ours.values() if s and s[0][0] == "java.lang.Thread.sleep"]
-        t.check(len(chain) == 1 and [(f[0], f[2]) for f in chain[0]] == CHAIN,
+        # JDK 21+ sleep through Thread.sleepNanos and sleepNanos0 below Thread.sleep.
+        chain = [[f for f in s if not f[0].startswith("java.lang.Thread.sleepNanos")] for s in ours.values()
+                 if s and s[0][0].startswith("java.lang.Thread.sleep")]
+        # Thread.sleep is native up to JDK 20 (no line), Java since.
+        t.check(len(chain) == 1 and [(f[0], f[2]) for f in chain[0]][1:] == CHAIN[1:] and
+                chain[0][0][0] == CHAIN[0][0],
                 "the main thread's interpreted frames are the chain, in order, with their lines: %s" % chain)
-        sa = sa_stacks(java.pid)
+        sa = sa_stacks(java.pid, jhsdb)
         for tid, frames in sa.items():
             t.check(ours.get(tid) == frames, "thread %d: profd's frames %s are the SA's %s"
                     % (tid, ours.get(tid), frames))
@@ -355,6 +365,14 @@ def main():
         t.check(statics.get(("CodeCache", "_heaps")) == int(misc.get("static code_cache_heaps", "0"), 16),
                 "CodeCache::_heaps of the table is the walker's")
         check_interpreted(work)
+        # Other JDKs the machine has (not Debian's; e.g. a Temurin build) are checked the same way
+        # when present: their tables, layout and line number encoding (JDK 21+: UNSIGNED5 without
+        # 0 bytes).
+        default = os.path.realpath(shutil.which("java"))
+        for home in sorted(glob.glob("/usr/lib/jvm/*/")):
+            if (os.path.exists(os.path.join(home, "bin", "jhsdb")) and not os.path.islink(home.rstrip("/"))
+                    and not default.startswith(os.path.realpath(home))):
+                check_interpreted(work, home)
         check_daemon(work, java)
     finally:
         java.terminate()

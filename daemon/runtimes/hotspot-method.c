@@ -5,22 +5,25 @@
 
 #include "runtimes/hotspot-method.h"
 
-/* CompressedStream's UNSIGNED5 (JDK 17, hotspot/share/code/compressedStream.hpp): a byte below
- * L = 192 ends an int; each further byte adds its value << 6 * i; at most 5 bytes. Returns the
- * bytes used, 0 past the end. */
-#define U5_L 192u
+/* CompressedStream's UNSIGNED5 (hotspot/share/code/compressedStream.hpp, utilities/unsigned5.hpp):
+ * each byte holds its value + X; a value below L ends an int; each further byte adds its value
+ * << 6 * i; at most 5 bytes. Up to JDK 20 X = 0, L = 192; from JDK 21 the byte 0 is excluded
+ * (X = 1, L = 191), so that a table never holds a 0 byte but its end. Returns the bytes used, 0
+ * past the end. */
 #define U5_LG_H 6u
 #define U5_MAX_BYTES 5
+#define U5_ZERO_FREE_FROM_JDK 21
 
-static size_t read_unsigned5(const uint8_t *p, size_t size, uint32_t *ret)
+static size_t read_unsigned5(const uint8_t *p, size_t size, uint32_t x, uint32_t *ret)
 {
+        const uint32_t l = 256 - 64 - x;
         uint32_t sum = 0;
 
         for (size_t i = 0; i < U5_MAX_BYTES; i++) {
-                if (i >= size)
+                if (i >= size || p[i] < x)
                         return 0;
-                sum += (uint32_t)p[i] << (U5_LG_H * i);
-                if (p[i] < U5_L || i == U5_MAX_BYTES - 1) {
+                sum += (uint32_t)(p[i] - x) << (U5_LG_H * i);
+                if ((uint32_t)(p[i] - x) < l || i == U5_MAX_BYTES - 1) {
                         *ret = sum;
                         return i + 1;
                 }
@@ -35,7 +38,7 @@ static int32_t decode_sign(uint32_t v)
 
 /* The length of the table at table, its end marker included; 0 when size bytes do not hold all of
  * it (an escaped pair's ints may hold 0 bytes: the end is found by walking the pairs). */
-static size_t line_table_size(const uint8_t *table, size_t size)
+static size_t line_table_size(const uint8_t *table, size_t size, uint32_t x)
 {
         size_t pos = 0;
 
@@ -49,7 +52,7 @@ static size_t line_table_size(const uint8_t *table, size_t size)
                 if (table[pos++] != 0xff)
                         continue;
                 for (int k = 0; k < 2; k++) { /* bci delta, line delta */
-                        n = read_unsigned5(table + pos, size - pos, &u);
+                        n = read_unsigned5(table + pos, size - pos, x, &u);
                         if (n == 0)
                                 return 0;
                         pos += n;
@@ -58,8 +61,9 @@ static size_t line_table_size(const uint8_t *table, size_t size)
         return 0;
 }
 
-uint32_t hotspot_line_at(const uint8_t *table, size_t size, uint32_t bci)
+uint32_t hotspot_line_at(const uint8_t *table, size_t size, uint32_t bci, uint32_t jdk_major)
 {
+        uint32_t x = jdk_major >= U5_ZERO_FREE_FROM_JDK ? 1 : 0;
         int64_t cur_bci = 0, cur_line = 0;
         uint32_t best = 0;
         int64_t best_bci = -1;
@@ -74,13 +78,13 @@ uint32_t hotspot_line_at(const uint8_t *table, size_t size, uint32_t bci)
                         cur_line += b & 7;
                 } else {
                         uint32_t u;
-                        size_t n = read_unsigned5(table + pos, size - pos, &u);
+                        size_t n = read_unsigned5(table + pos, size - pos, x, &u);
 
                         if (n == 0)
                                 break;
                         pos += n;
                         cur_bci += decode_sign(u);
-                        n = read_unsigned5(table + pos, size - pos, &u);
+                        n = read_unsigned5(table + pos, size - pos, x, &u);
                         if (n == 0)
                                 break;
                         pos += n;
@@ -235,11 +239,12 @@ int hotspot_method_read(const HotspotOffsets *o, HotspotReadFn read_fn, void *us
                                 want /= 2;
                                 if (rd(&r, table, buf, want) < 0)
                                         break;
-                                ret->line = hotspot_line_at(buf, want, bci);
+                                ret->line = hotspot_line_at(buf, want, bci, o->jdk_major);
                                 break;
                         }
-                        if (line_table_size(buf, want) > 0 || want >= HOTSPOT_LINE_TABLE_MAX) {
-                                ret->line = hotspot_line_at(buf, want, bci);
+                        if (line_table_size(buf, want, o->jdk_major >= U5_ZERO_FREE_FROM_JDK ? 1 : 0) > 0 ||
+                            want >= HOTSPOT_LINE_TABLE_MAX) {
+                                ret->line = hotspot_line_at(buf, want, bci, o->jdk_major);
                                 break;
                         }
                         want *= 2;

@@ -38,5 +38,6 @@ int hotspot_method_read(const HotspotOffsets *o, HotspotReadFn read_fn, void *us
 
 /* The line of bci in a compressed line number table (HotSpot's CompressedLineNumberReadStream:
  * (bci delta, line delta) pairs, one byte when small, else 0xFF and two sign-folded UNSIGNED5
- * ints; a 0 byte ends it): the line of the last entry whose bci is <= bci, 0 when none. */
-uint32_t hotspot_line_at(const uint8_t *table, size_t size, uint32_t bci);
+ * ints; a 0 byte ends it): the line of the last entry whose bci is <= bci, 0 when none. The
+ * ints' encoding is the JDK's (jdk_major: UNSIGNED5 without 0 bytes from JDK 21). */
+uint32_t hotspot_line_at(const uint8_t *table, size_t size, uint32_t bci, uint32_t jdk_major);

@@ -81,6 +81,7 @@ static const Want wants[] = {
         {W_FIELD, O(code_blob_code_begin), false, {"CodeBlob::_code_begin"}},
         {W_FIELD, O(code_blob_code_end), false, {"CodeBlob::_code_end"}},
         {W_FIELD, O(compiled_method_method), false, {"nmethod::_method", "CompiledMethod::_method"}},
+        {W_STATIC, O(vm_major_version), true, {"Abstract_VM_Version::_vm_major_version"}},
 };
 
 /* Struct members the walk reads lie within this of their object (an offset past it is not one). */
@@ -169,6 +170,19 @@ static int lookup(const HotspotVMStructs *vs, uint64_t bias, const Want *w, int6
         return -ENOENT;
 }
 
+int hotspot_offsets_read_version(HotspotOffsets *o, uint64_t bias, HotspotReadFn read_fn, void *userdata)
+{
+        int32_t v = 0;
+        int r = read_fn(userdata, bias + o->vm_major_version, &v, sizeof(v));
+
+        if (r < 0)
+                return r;
+        if (v < 6 || v > 1000)
+                return -EBADMSG;
+        o->jdk_major = (uint32_t)v;
+        return 0;
+}
+
 int hotspot_offsets_from_vmstructs(const HotspotVMStructs *vs, uint64_t bias, HotspotOffsets *ret,
                                    const char **ret_missing)
 {
@@ -176,6 +190,7 @@ int hotspot_offsets_from_vmstructs(const HotspotVMStructs *vs, uint64_t bias, Ho
 
         /* Everything NONE first: the optional ones stay so when absent. */
         memset(&o, 0xff, sizeof(o));
+        o.jdk_major = 0;
         for (size_t i = 0; i < ELEMENTSOF(wants); i++) {
                 const Want *w = &wants[i];
                 uint8_t *dst = (uint8_t *)&o + w->member;

@@ -69,7 +69,16 @@ typedef struct HotspotOffsets {
         uint32_t code_blob_code_begin; /* address (JDK <= 22) */
         uint32_t code_blob_code_end;
         uint32_t compiled_method_method; /* nmethod's Method* */
+
+        /* Abstract_VM_Version::_vm_major_version (static, address - bias): the JDK's feature
+         * version, which the encoding of line number tables depends on. */
+        uint64_t vm_major_version;
+        /* Read from the process by the caller (hotspot_offsets_read_version()); 0: unknown. */
+        uint32_t jdk_major;
 } HotspotOffsets;
+
+/* Reads the JDK's feature version into o->jdk_major from the process, through read_fn. */
+int hotspot_offsets_read_version(HotspotOffsets *o, uint64_t bias, HotspotReadFn read_fn, void *userdata);
 
 /* The offsets of the libjvm loaded at bias, from its tables. -EPROTONOSUPPORT when a required
  * entry is missing, -EBADMSG when one has a value the walk cannot use (*ret_missing: its name,

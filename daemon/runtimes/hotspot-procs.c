@@ -202,6 +202,15 @@ static void file_read_tables(HotspotProcs *hp, FileEntry *e, const Process *p, c
                 return; /* e->read stays false: the next process tries again */
         }
         r = hotspot_offsets_from_vmstructs(vs, m->load_bias, &e->offsets, &missing);
+        if (r >= 0) {
+                r = hotspot_offsets_read_version(&e->offsets, m->load_bias, read_remote, mem);
+                if (r < 0 && r != -EBADMSG) {
+                        log_debug_errno(r, "Cannot read the JDK version of pid %d: %m", (int)p->pid);
+                        return; /* the next process tries again */
+                }
+                if (r < 0)
+                        missing = "Abstract_VM_Version::_vm_major_version";
+        }
         e->read = true;
         if (r < 0) {
                 e->outcome = HS_DETECT_UNSUPPORTED;
