@@ -74,6 +74,8 @@ def metric(text, name, labels=""):
 def check_profile(d, java, what):
     path = t.fetch_profile(d, 4, "&pid=%d" % java.pid)
     traces = t.traces(path, lines=True)
+    unnamed = [f for tr in traces for f in tr.frames if f.startswith("[java]")]
+    t.check(not unnamed, "%s: every Java frame named (unnamed: %s)" % (what, unnamed[:3]))
     # Samples in zlib: its deflate among the innermost user frames (kernel frames may be above).
     in_zlib = [tr for tr in traces
                if any(f.split(" ")[0] == "deflate" or "libz.so" in f for f in tr.frames[:6])]
@@ -133,9 +135,11 @@ def main():
             t.check(n and n > 100, "/metrics: %s interpreted frames taken in BPF" % n)
             ok = metric(text, "profd_hotspot_method_reads_total", '{result="ok"}')
             t.check(ok and ok >= 12, "/metrics: %s Java frames read and named" % ok)
-            for result in ("unreadable", "stale", "bad_method"):
-                n = metric(text, "profd_hotspot_method_reads_total", '{result="%s"}' % result)
-                t.check(n == 0, "/metrics: no method read %s (%s)" % (result, n))
+            # Failed reads are counted for every JVM of the machine (others may run and exit
+            # meanwhile): logged; that these JVMs' frames were all named is checked above.
+            t.log("/metrics: method reads " + ", ".join(
+                "%s %s" % (r, metric(text, "profd_hotspot_method_reads_total", '{result="%s"}' % r))
+                for r in ("ok", "gone", "unreadable", "stale", "bad_method")))
     finally:
         for j in jvms:
             j.terminate()
