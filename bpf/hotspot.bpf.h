@@ -20,6 +20,7 @@
 #include "arch.bpf.h"
 #include "sample-state.bpf.h"
 #include "stack-hash.bpf.h"
+#include "stack-read.bpf.h"
 #include "step-frame-pointer.bpf.h"
 
 _Static_assert(PROFD_HS__MAX == PROFD_HS_EVENT_COUNT, "profd-sample.h counts the HotSpot events");
@@ -63,14 +64,166 @@ static __always_inline __u64 hs_interpreted_entry(struct sample_state *st)
                (bci << PROFD_HS_BCI_SHIFT);
 }
 
+/* The blob (CodeBlob*) holding pc, found as HotSpot does (CodeHeap::find_blob): the heap whose
+ * memory holds pc, then back through its segment map, whose bytes say how many segments back a
+ * blob starts (0: here; 0xff: free). 0 when none is found (counted by the caller). */
+static __always_inline __u64 hs_find_blob(const struct profd_hotspot_proc *hs, __u64 pc)
+{
+        __u64 low = 0, segmap = 0, idx;
+        __u32 log2 = 0;
+
+        /* Bounded by PROFD_HS_MAX_HEAPS. */
+        for (int h = 0; h < PROFD_HS_MAX_HEAPS; h++) {
+                if (h < hs->n_heaps && pc >= hs->heaps[h].low && pc < hs->heaps[h].high) {
+                        low = hs->heaps[h].low;
+                        segmap = hs->heaps[h].segmap;
+                        log2 = hs->heaps[h].log2_segment;
+                }
+        }
+        if (!low || log2 < 4 || log2 > 16)
+                return 0;
+        idx = (pc - low) >> log2;
+        /* Bounded by PROFD_HS_SEGMAP_HOPS (profd-hotspot.h). */
+        for (int i = 0; i < PROFD_HS_SEGMAP_HOPS; i++) {
+                __u8 hop = 0xff;
+
+                if (bpf_probe_read_user(&hop, 1, (void *)(segmap + idx)) < 0 || hop == 0xff || hop > idx)
+                        return 0;
+                if (hop == 0)
+                        return low + (idx << log2) + hs->heap_block_size;
+                idx -= hop;
+        }
+        return 0;
+}
+
+/* Whether method looks like a Method*: its ConstMethod's constant pool has a class. An nmethod's
+ * (OSR ones too, which are not their method's _code) passes; other blobs have no Method* there,
+ * and what they hold is unlikely to lead three pointers deep to a class: if it does, the daemon's
+ * check (the method is its class's) still keeps it unnamed. */
+static __always_inline bool hs_method_plausible(const struct profd_hotspot_proc *hs, __u64 method)
+{
+        __u64 cm = 0, cp = 0, holder = 0;
+
+        if (!method || (method & 7) || method > ARCH_USER_ADDR_MAX)
+                return false;
+        if (bpf_probe_read_user(&cm, sizeof(cm), (void *)(method + hs->const_method)) < 0 || !cm ||
+            (cm & 7) ||
+            bpf_probe_read_user(&cp, sizeof(cp), (void *)(cm + hs->const_method_constants)) < 0 || !cp ||
+            (cp & 7) ||
+            bpf_probe_read_user(&holder, sizeof(holder), (void *)(cp + hs->constant_pool_holder)) < 0)
+                return false;
+        return holder && !(holder & 7) && holder <= ARCH_USER_ADDR_MAX;
+}
+
+/* The compiled frame (nmethod, or another blob with a frame size) at st->ip, recorded at index
+ * last as its pc: its caller's sp is sp + the frame size, with the return address and the saved
+ * fp just below (x86-64: call pushes the return address, the prologue rbp). The entry becomes the
+ * method's when the blob holds a plausible Method* (hs_method_plausible); otherwise the pc stays. A blob
+ * without a frame size (the call stub, adapters) or not found is stepped by its frame pointer. Returns true
+ * when unwinding ended. */
+static __always_inline bool hs_step_compiled(struct sample_state *st, __u32 last)
+{
+        const struct profd_hotspot_proc *hs = &st->hs;
+        __u64 pc = st->exact ? st->ip : st->ip - 1;
+        __u64 blob = hs_find_blob(hs, pc), method = 0, frame[2], sender_sp;
+        __s32 frame_size = 0;
+
+        if (!blob) {
+                count(PROFD_HS_CNT_BASE + PROFD_HS_NO_BLOB);
+                return step_frame_pointer(st);
+        }
+        if (bpf_probe_read_user(&frame_size, sizeof(frame_size), (void *)(blob + hs->blob_frame_size)) < 0 ||
+            frame_size <= 0 || frame_size > 8192) {
+                count(PROFD_HS_CNT_BASE + PROFD_HS_OTHER_CODE);
+                return step_frame_pointer(st);
+        }
+        if (bpf_probe_read_user(&method, sizeof(method), (void *)(blob + hs->blob_method)) == 0 &&
+            hs_method_plausible(hs, method)) {
+                __u64 rec = PROFD_FRAME_HOTSPOT |
+                            ((method >> PROFD_HS_METHOD_SHIFT) & PROFD_HS_METHOD_MASK) |
+                            (PROFD_HS_BCI_NONE << PROFD_HS_BCI_SHIFT);
+
+                st->user.ips[last & (PROFD_MAX_USER_FRAMES - 1)] = rec;
+                st->uhash = hash_mix(st->uhash, rec);
+                count(PROFD_HS_CNT_BASE + PROFD_HS_COMPILED);
+        } else {
+                count(PROFD_HS_CNT_BASE + PROFD_HS_COMPILED_UNNAMED);
+        }
+        sender_sp = st->sp + 8 * (__u64)frame_size;
+        if (read_stack(st, sender_sp - 16, frame, 16) < 0) {
+                stop(st, PROFD_STOP_BAD_READ);
+                return true;
+        }
+        if (frame[1] == 0 || frame[1] > ARCH_USER_ADDR_MAX) {
+                stop(st, PROFD_STOP_BAD_FRAME);
+                return true;
+        }
+        st->sp = sender_sp;
+        st->fp = frame[0];
+        st->ip = frame[1];
+        st->exact = 0;
+        st->aux_valid = 0;
+        return false;
+}
+
+/* Compiled frames per run of the profd_hotspot program: each costs a segment map walk
+ * (PROFD_HS_SEGMAP_HOPS reads at most), so the native step program, which inlines its frame loop
+ * 20 times, does not carry it; 8 keeps this program small and a 40-deep compiled stack 5 calls. */
+#define PROFD_HS_FRAMES_PER_PROG 8
+
+/* Run by profd_hotspot while st->hs_pending: steps the compiled frame recorded last, and the
+ * following ones while they are compiled code too (recording each pc, as the native walk does);
+ * leaves the first frame of the interpreter or of native code to the native walk. */
+static __always_inline void hs_walk_compiled(struct sample_state *st)
+{
+        /* Called by an interpreted frame: the caller's sp is the one it left in the interpreted
+         * frame's sender_sp slot, before the interpreter extended the frame for the callee's
+         * locals (the frame-pointer step gave fp + 16); the frame size counts from it. */
+        if (st->hs_interp_fp && st->sp == st->hs_interp_fp + 16) {
+                __u64 sender_sp = 0, fp = st->hs_interp_fp;
+
+                if (bpf_probe_read_user(&sender_sp, sizeof(sender_sp),
+                                        (void *)(fp + 8 * (__s64)st->hs.frame_sender_sp)) == 0 &&
+                    sender_sp >= fp + 16 && sender_sp - fp < 65536 && !(sender_sp & 7))
+                        st->sp = sender_sp;
+        }
+        st->hs_interp_fp = 0;
+        /* Bounded by PROFD_HS_FRAMES_PER_PROG. */
+        for (int i = 0; i < PROFD_HS_FRAMES_PER_PROG; i++) {
+                __u32 len = st->user.len;
+                __u64 pc, rec;
+
+                if (hs_step_compiled(st, len - 1)) {
+                        st->hs_pending = 0;
+                        return;
+                }
+                pc = st->ip - 1;
+                if (!hs_in_code(st, pc) || (pc >= st->hs.interp_start && pc < st->hs.interp_end)) {
+                        st->hs_pending = 0; /* the native walk records and steps it */
+                        return;
+                }
+                if (len >= PROFD_MAX_USER_FRAMES) {
+                        st->user.flags |= PROFD_STACK_TRUNCATED;
+                        stop(st, PROFD_STOP_DEPTH);
+                        st->hs_pending = 0;
+                        return;
+                }
+                rec = st->ip;
+                st->user.ips[len & (PROFD_MAX_USER_FRAMES - 1)] = rec;
+                st->user.len = len + 1;
+                st->uhash = hash_mix(st->uhash, rec);
+        }
+}
+
 /* The frame at pc (in the JVM's code: hs_in_code), just recorded at index len - 1 as its pc:
  * replaces the entry by the Java frame's when it is interpreted, then steps to the caller.
  * Returns true when unwinding ended. */
 static __always_inline bool step_hotspot(struct sample_state *st, __u64 pc)
 {
+        const struct profd_hotspot_proc *hs = &st->hs;
         __u32 last = (st->user.len - 1) & (PROFD_MAX_USER_FRAMES - 1);
 
-        if (pc >= st->hs.interp_start && pc < st->hs.interp_end) {
+        if (pc >= hs->interp_start && pc < hs->interp_end) {
                 __u64 rec = hs_interpreted_entry(st);
 
                 if (rec) {
@@ -79,8 +232,14 @@ static __always_inline bool step_hotspot(struct sample_state *st, __u64 pc)
                         st->user.ips[last] = rec;
                         st->uhash = hash_mix(st->uhash, rec);
                 }
-        } else {
-                count(PROFD_HS_CNT_BASE + PROFD_HS_OTHER_CODE);
+                st->hs_interp_fp = st->fp; /* for a compiled caller (hs_walk_compiled) */
+                return step_frame_pointer(st);
         }
+        if (hs->n_heaps) {
+                /* Compiled code: the profd_hotspot program steps it (profile.bpf.c). */
+                st->hs_pending = 1;
+                return true;
+        }
+        count(PROFD_HS_CNT_BASE + PROFD_HS_OTHER_CODE);
         return step_frame_pointer(st);
 }

@@ -23,6 +23,21 @@
 
 /* Map "hotspot_procs": pid -> where its JVM's code is and how its interpreter frames are laid out. */
 #define PROFD_HS_MAX_PROCS 4096
+/* Code heaps of a segmented code cache: non-nmethods, profiled and non-profiled nmethods. */
+#define PROFD_HS_MAX_HEAPS 3
+/* Hops back through a code heap's segment map to the start of the blob holding a pc: the map holds
+ * hop distances of up to 254 segments (progressive since JDK 13), so 16 hops find the start of a
+ * blob of at least 16 * 254 segments (~260 KB with 64-byte segments); a pc in a larger one is
+ * counted (PROFD_HS_NO_BLOB) and stepped by its frame pointer. */
+#define PROFD_HS_SEGMAP_HOPS 16
+
+struct profd_hs_heap {
+        __u64 low, high; /* reserved memory of the heap: [low, high) */
+        __u64 segmap;    /* its segment map: one byte per segment */
+        __u8 log2_segment;
+        __u8 _pad[7];
+};
+_Static_assert(sizeof(struct profd_hs_heap) == 32, "profd_hs_heap layout");
 struct profd_hotspot_proc {
         __u64 code_start; /* [code_start, code_end): the code cache (CodeCache::_low/_high_bound) */
         __u64 code_end;
@@ -34,14 +49,35 @@ struct profd_hotspot_proc {
         __u16 const_method;      /* Method::_constMethod */
         __u16 const_method_size; /* sizeof(ConstMethod): the bytecodes follow it */
         __u16 code_size;         /* ConstMethod::_code_size (u2) */
+        struct profd_hs_heap heaps[PROFD_HS_MAX_HEAPS];
+        /* Compiled frames: CodeBlob members. */
+        __u16 blob_frame_size; /* int, in words: the frame from sp to the caller's sp */
+        __u16 blob_method;     /* nmethod's Method* */
+        __u16 _pad0;
+        __u8 heap_block_size; /* sizeof(HeapBlock): the blob follows its header */
+        __u8 n_heaps;         /* 0: compiled frames are stepped by their frame pointer */
+        /* The interpreter frame's slot of its caller's sp as the caller left it (before the
+         * interpreter extended the frame for the callee's locals): a compiled caller's frame
+         * size counts from there. */
+        __s8 frame_sender_sp;
+        __u8 _pad1;
+        /* An nmethod's Method* is taken when its method is one: ConstMethod::_constants and
+         * ConstantPool::_pool_holder lead to its class (the daemon checks the method is the
+         * class's before naming it). */
+        __u16 const_method_constants;
+        __u16 constant_pool_holder;
+        __u16 _pad2;
 };
-_Static_assert(sizeof(struct profd_hotspot_proc) == 40, "profd_hotspot_proc layout");
+_Static_assert(sizeof(struct profd_hotspot_proc) == 152, "profd_hotspot_proc layout");
 
 /* Why a frame in the JVM's code was not taken as a Java frame (counted per CPU,
  * PROFD_HS_CNT_BASE in profd-sample.h). */
 enum profd_hs_event {
         PROFD_HS_INTERPRETED = 0, /* an interpreted frame recorded */
         PROFD_HS_BAD_METHOD = 1,  /* its Method* or bytecode pointer could not be read */
-        PROFD_HS_OTHER_CODE = 2,  /* compiled code or a stub: stepped by its frame pointer */
+        PROFD_HS_OTHER_CODE = 2,  /* a stub, adapter or blob without frame size: stepped by frame pointer */
+        PROFD_HS_COMPILED = 3,    /* a compiled method (its current nmethod) recorded */
+        PROFD_HS_COMPILED_UNNAMED = 4, /* compiled code stepped by its frame size, kept as its pc */
+        PROFD_HS_NO_BLOB = 5,          /* no blob found for the pc in the segment map */
         PROFD_HS__MAX,
 };

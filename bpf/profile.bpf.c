@@ -44,6 +44,7 @@ enum {
         PROFD_PROG_STEP = 0,
         PROFD_PROG_FINALIZE = 1,
         PROFD_PROG_PYTHON = 2,
+        PROFD_PROG_HOTSPOT = 3,
         PROFD_PROG__MAX,
 };
 
@@ -75,7 +76,7 @@ _Static_assert((PROFD_MAX_USER_FRAMES & (PROFD_MAX_USER_FRAMES - 1)) == 0, "fram
  * writes none for it (PROFD_EV_FORK_SHARED_MM): a build's thousands of spawns cost no map writes.
  * Sets st->map_pid to the parent's pid when it applies. */
 static __always_inline struct profd_unwind_proc *shared_mm_parent(struct sample_state *st,
-                                                                   struct task_struct *task)
+                                                                  struct task_struct *task)
 {
         struct task_struct *parent = BPF_CORE_READ(task, group_leader, real_parent);
         struct mm_struct *mm = BPF_CORE_READ(task, mm);
@@ -145,6 +146,8 @@ int profd_sample(struct bpf_perf_event_data *ctx)
         st->user.flags = 0;
         st->py_active = 0;
         st->hs_active = 0;
+        st->hs_pending = 0;
+        st->hs_interp_fp = 0;
         st->py_started = 0;
         st->py_done = 0;
         st->py_recorded = 0;
@@ -263,6 +266,11 @@ int profd_step(struct bpf_perf_event_data *ctx)
         }
 
         st->steps++;
+        if (st->hs_pending && !st->done && st->steps < PROFD_MAX_STEPS) {
+                bpf_tail_call(ctx, &progs, PROFD_PROG_HOTSPOT);
+                count(PROFD_DROP_TAIL_CALL);
+                return 0;
+        }
         if (!st->done && st->steps >= PROFD_MAX_STEPS) {
                 /* Unreachable with the frame budget above; kept so the chain always ends. */
                 st->user.flags |= PROFD_STACK_TRUNCATED;
@@ -312,6 +320,34 @@ out:
                 py_stop(st, PROFD_PY_STOP_TAIL_CALLS);
         }
         bpf_tail_call(ctx, &progs, PROFD_PROG_FINALIZE);
+        count(PROFD_DROP_TAIL_CALL);
+        return 0;
+}
+
+/* Compiled Java frames (hotspot.bpf.h): stepped here rather than in profd_step, whose frame loop
+ * cannot carry a segment map walk 20 times; back to profd_step for the interpreter and native
+ * code. */
+SEC("perf_event")
+int profd_hotspot(struct bpf_perf_event_data *ctx)
+{
+        struct sample_state *st = get_state();
+
+        if (!st)
+                return 0;
+        st->steps++;
+        hs_walk_compiled(st);
+        if (!st->done && st->steps >= PROFD_MAX_STEPS) {
+                st->user.flags |= PROFD_STACK_TRUNCATED;
+                stop(st, PROFD_STOP_DEPTH);
+        }
+        if (st->done && st->py_active && st->steps < PROFD_MAX_STEPS) {
+                bpf_tail_call(ctx, &progs, PROFD_PROG_PYTHON);
+                count(PROFD_DROP_TAIL_CALL);
+                return 0;
+        }
+        bpf_tail_call(ctx, &progs,
+                      st->done ? PROFD_PROG_FINALIZE
+                               : (st->hs_pending ? PROFD_PROG_HOTSPOT : PROFD_PROG_STEP));
         count(PROFD_DROP_TAIL_CALL);
         return 0;
 }

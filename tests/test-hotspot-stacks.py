@@ -9,7 +9,11 @@ its start-up scan), one after. In profd's profile of each, >= 95% of the samples
 libz must show, in order: zlib's deflate, the JNI function, the two Deflater.deflate frames (with
 their file java/util/zip/Deflater.java), Deflate.c, .b, .a and .main with the lines of the source
 below, then the JVM's own C++ frames down to start_thread. /metrics must count the interpreted
-frames and no method read that failed."""
+frames and every Java frame of these JVMs must be named.
+
+Then a hot loop compiled by C2 (Hot): >= 95% of its samples must have a named Java frame of Hot
+on top (its nmethod found in the code heap's segment map, stepped by its frame size) and reach
+start_thread."""
 import os
 import re
 import shutil
@@ -66,6 +70,55 @@ CHAIN = ["Deflate.c Deflate.java:12", "Deflate.b Deflate.java:18", "Deflate.a De
          "Deflate.main Deflate.java:39"]
 
 
+HOT_JAVA = """public class Hot {
+    static long leaf(long x) {
+        long s = 0;
+        for (int i = 0; i < 1000; i++)
+            s += (x ^ i) * 31 + (s >>> 3);
+        return s;
+    }
+
+    static long mid(long x) {
+        return leaf(x) + leaf(x + 1);
+    }
+
+    public static void main(String[] args) {
+        long sum = 0;
+        for (long i = 0; ; i++) {
+            sum += mid(i);
+            if (i == Long.MAX_VALUE)
+                System.out.println(sum);
+        }
+    }
+}
+"""
+
+
+def check_compiled(d, java):
+    """A hot loop compiled by C2 (its callees inlined into main's OSR compilation, or compiled on
+    their own): the leaf must be a named Java frame of Hot, stepped by its nmethod's frame size
+    down through the call stub to start_thread."""
+    path = t.fetch_profile(d, 3, "&pid=%d" % java.pid)
+    traces = t.traces(path)
+    total = sum(tr.value for tr in traces)
+    good = 0
+    example = None
+    for tr in traces:
+        names = [f.split(" ")[0] for f in tr.frames]
+        user = [n for n in names if not n.startswith(("asm_", "irqentry", "__irq", "sysvec"))]
+        ok = bool(user) and user[0].startswith("Hot.") and "start_thread" in names and "JavaMain" in names
+        if ok:
+            good += tr.value
+        else:
+            example = example or tr.frames
+    t.log("compiled: %d of %d samples have a named Hot frame at the top, down to start_thread" % (good, total))
+    if example:
+        t.log("  a stack that does not:\n    " + "\n    ".join(example))
+    t.check(total >= 10 and good >= 0.95 * total,
+            "compiled code: >= 95%% of the samples name Hot's compiled method and reach start_thread "
+            "(%d of %d)" % (good, total))
+
+
 def metric(text, name, labels=""):
     m = re.search(r"^%s%s (\S+)$" % (re.escape(name), re.escape(labels)), text, re.M)
     return float(m.group(1)) if m else None
@@ -116,9 +169,10 @@ def main():
         t.skip("java, javac (openjdk-17-jdk-headless) are not installed")
     had_hsperfdata = os.path.exists("/tmp/hsperfdata_root")
     work = t.tmpdir()
-    with open(os.path.join(work, "Deflate.java"), "w") as f:
-        f.write(DEFLATE_JAVA)
-    subprocess.run(["javac", "-d", work, os.path.join(work, "Deflate.java")], check=True, timeout=120)
+    for name, src in (("Deflate", DEFLATE_JAVA), ("Hot", HOT_JAVA)):
+        with open(os.path.join(work, name + ".java"), "w") as f:
+            f.write(src)
+        subprocess.run(["javac", "-d", work, os.path.join(work, name + ".java")], check=True, timeout=120)
     jvms = []
     try:
         before = subprocess.Popen(["java", "-cp", work, "Deflate"], stdout=subprocess.DEVNULL)
@@ -130,9 +184,18 @@ def main():
             time.sleep(4)  # 32 MiB of input made, then the chain runs
             check_profile(d, before, "the JVM started before profd")
             check_profile(d, after, "the JVM started after profd")
+            for j in jvms:
+                j.terminate()
+                j.wait(timeout=20)
+            hot = subprocess.Popen(["java", "-cp", work, "Hot"], stdout=subprocess.DEVNULL)
+            jvms.append(hot)
+            time.sleep(4)  # compiled by then
+            check_compiled(d, hot)
             text = d.get("/metrics")[2].decode()
             n = metric(text, "profd_hotspot_bpf_frames_total", '{kind="interpreted"}')
             t.check(n and n > 100, "/metrics: %s interpreted frames taken in BPF" % n)
+            n = metric(text, "profd_hotspot_bpf_frames_total", '{kind="compiled"}')
+            t.check(n and n > 10, "/metrics: %s compiled frames taken in BPF" % n)
             ok = metric(text, "profd_hotspot_method_reads_total", '{result="ok"}')
             t.check(ok and ok >= 12, "/metrics: %s Java frames read and named" % ok)
             # Failed reads are counted for every JVM of the machine (others may run and exit
@@ -142,6 +205,8 @@ def main():
                 for r in ("ok", "gone", "unreadable", "stale", "bad_method")))
     finally:
         for j in jvms:
+            if j.poll() is not None:
+                continue
             j.terminate()
             try:
                 j.wait(timeout=20)

@@ -81,6 +81,8 @@ static const Want wants[] = {
         {W_FIELD, O(code_blob_code_begin), false, {"CodeBlob::_code_begin"}},
         {W_FIELD, O(code_blob_code_end), false, {"CodeBlob::_code_end"}},
         {W_FIELD, O(compiled_method_method), false, {"nmethod::_method", "CompiledMethod::_method"}},
+        {W_FIELD, O(method_code), false, {"Method::_code"}},
+        {W_FIELD, O(virtual_space_high_boundary), false, {"VirtualSpace::_high_boundary"}},
         {W_STATIC, O(vm_major_version), true, {"Abstract_VM_Version::_vm_major_version"}},
 };
 

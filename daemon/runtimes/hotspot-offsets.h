@@ -69,6 +69,8 @@ typedef struct HotspotOffsets {
         uint32_t code_blob_code_begin; /* address (JDK <= 22) */
         uint32_t code_blob_code_end;
         uint32_t compiled_method_method; /* nmethod's Method* */
+        uint32_t method_code;            /* Method::_code: its current nmethod */
+        uint32_t virtual_space_high_boundary; /* reserved end (the committed end grows) */
 
         /* Abstract_VM_Version::_vm_major_version (static, address - bias): the JDK's feature
          * version, which the encoding of line number tables depends on. */

@@ -224,6 +224,74 @@ static void file_read_tables(HotspotProcs *hp, FileEntry *e, const Process *p, c
                   m->path, vs->n_fields, vs->n_types, vs->n_ints, vs->n_longs, vs->reads);
 }
 
+static bool all_known(const uint32_t *v, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                if (v[i] == HOTSPOT_OFFSET_NONE || v[i] > UINT16_MAX)
+                        return false;
+        return true;
+}
+
+/* CodeCache::_heaps (a GrowableArray<CodeHeap*>*): each heap's reserved memory, segment map and
+ * segment size. */
+static int describe_heaps(RemoteMemory *mem, uint64_t bias, const HotspotOffsets *o,
+                          struct profd_hotspot_proc *d)
+{
+        const uint32_t need[] = {o->growable_array_len,
+                                 o->growable_array_data,
+                                 o->code_heap_memory,
+                                 o->code_heap_segmap,
+                                 o->code_heap_log2_segment_size,
+                                 o->virtual_space_low,
+                                 o->virtual_space_high_boundary,
+                                 o->heap_block_sizeof,
+                                 o->code_blob_frame_size,
+                                 o->compiled_method_method,
+                                 o->const_method_constants,
+                                 o->constant_pool_pool_holder};
+        uint64_t heaps = 0, data = 0;
+        int32_t len = 0;
+        int r;
+
+        if (!all_known(need, ELEMENTSOF(need)) || o->code_cache_heaps == UINT64_MAX ||
+            o->heap_block_sizeof > 255)
+                return -EPROTONOSUPPORT;
+        if ((r = remote_memory_read(mem, bias + o->code_cache_heaps, &heaps, sizeof(heaps))) < 0 ||
+            (r = remote_memory_read(mem, heaps + o->growable_array_len, &len, sizeof(len))) < 0 ||
+            (r = remote_memory_read(mem, heaps + o->growable_array_data, &data, sizeof(data))) < 0)
+                return r;
+        if (len <= 0 || len > PROFD_HS_MAX_HEAPS)
+                return -EBADMSG;
+        for (int32_t i = 0; i < len; i++) {
+                struct profd_hs_heap *h = &d->heaps[i];
+                uint64_t heap = 0, vs, segmap = 0;
+                int32_t log2 = 0;
+
+                if ((r = remote_memory_read(mem, data + 8 * (uint64_t)i, &heap, sizeof(heap))) < 0)
+                        return r;
+                vs = heap + o->code_heap_memory;
+                if ((r = remote_memory_read(mem, vs + o->virtual_space_low, &h->low, sizeof(h->low))) < 0 ||
+                    (r = remote_memory_read(mem, vs + o->virtual_space_high_boundary, &h->high,
+                                            sizeof(h->high))) < 0 ||
+                    (r = remote_memory_read(mem, heap + o->code_heap_segmap + o->virtual_space_low, &segmap,
+                                            sizeof(segmap))) < 0 ||
+                    (r = remote_memory_read(mem, heap + o->code_heap_log2_segment_size, &log2,
+                                            sizeof(log2))) < 0)
+                        return r;
+                if (h->high <= h->low || !segmap || log2 < 4 || log2 > 16)
+                        return -EBADMSG;
+                h->segmap = segmap;
+                h->log2_segment = (uint8_t)log2;
+        }
+        d->n_heaps = (uint8_t)len;
+        d->blob_frame_size = (uint16_t)o->code_blob_frame_size;
+        d->blob_method = (uint16_t)o->compiled_method_method;
+        d->heap_block_size = (uint8_t)o->heap_block_sizeof;
+        d->const_method_constants = (uint16_t)o->const_method_constants;
+        d->constant_pool_holder = (uint16_t)o->constant_pool_pool_holder;
+        return 0;
+}
+
 /* Where the JVM's code is now: the code cache's bounds and the interpreter's code, set while the
  * JVM starts (-EAGAIN before: the next read of its mappings tries again). */
 static int describe(const Process *p, uint64_t bias, const HotspotOffsets *o, struct profd_hotspot_proc *ret)
@@ -253,7 +321,7 @@ static int describe(const Process *p, uint64_t bias, const HotspotOffsets *o, st
             o->method_const_method > UINT16_MAX || o->const_method_sizeof > UINT16_MAX ||
             o->const_method_code_size > UINT16_MAX)
                 return -EPROTONOSUPPORT;
-        *ret = (struct profd_hotspot_proc){
+        struct profd_hotspot_proc d = {
                 .code_start = low,
                 .code_end = high,
                 .interp_start = buf,
@@ -263,7 +331,13 @@ static int describe(const Process *p, uint64_t bias, const HotspotOffsets *o, st
                 .const_method = (__u16)o->method_const_method,
                 .const_method_size = (__u16)o->const_method_sizeof,
                 .code_size = (__u16)o->const_method_code_size,
+                .frame_sender_sp = (__s8)o->frame_interpreter_sender_sp,
         };
+        /* Compiled frames: where each code heap and its segment map are (optional: without,
+         * compiled code is stepped by its frame pointer). */
+        if (describe_heaps(mem, bias, o, &d) < 0)
+                d.n_heaps = 0;
+        *ret = d;
         return 0;
 }
 

@@ -170,7 +170,7 @@ int sampler_load(Sampler *s)
 
         /* In the order of the slots in bpf/profile.bpf.c. */
         struct bpf_program *slots[] = {s->skel->progs.profd_step, s->skel->progs.profd_finalize,
-                                       s->skel->progs.profd_python};
+                                       s->skel->progs.profd_python, s->skel->progs.profd_hotspot};
         int progs_fd = bpf_map__fd(s->skel->maps.progs);
         for (uint32_t i = 0; i < ELEMENTSOF(slots); i++) {
                 int fd = bpf_program__fd(slots[i]);

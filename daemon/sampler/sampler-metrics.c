@@ -128,9 +128,13 @@ void sampler_write_metrics(const Sampler *s, FILE *f)
                 metric_labelled(f, "profd_hotspot_bpf_frames_total", "counter",
                                 "Frames in a JVM's code the native walk met, by kind: interpreted (taken "
                                 "as a Java frame), bad_method (its method could not be read: kept as "
-                                "an address), other_code (compiled code or a stub: stepped by its "
-                                "frame pointer).",
-                                "kind", (const char *const[]){"interpreted", "bad_method", "other_code"},
+                                "an address), other_code (a stub or adapter: stepped by its frame "
+                                "pointer), compiled (a compiled method, named), compiled_unnamed "
+                                "(compiled code stepped by its frame size, kept as an address), "
+                                "no_blob (not found in the code heap's segment map).",
+                                "kind",
+                                (const char *const[]){"interpreted", "bad_method", "other_code", "compiled",
+                                                      "compiled_unnamed", "no_blob"},
                                 c + PROFD_HS_CNT_BASE, PROFD_HS_EVENT_COUNT);
                 metric_counter(f, "profd_bpf_row_searches_total",
                                "Binary searches of an unwind table page: lookups the per-CPU row cache "
