@@ -25,6 +25,10 @@
 #define ARCH_FP_CALLER_SP 16
 /* call pushes the return address: it sits just below the caller's rsp, which is the CFA. */
 #define ARCH_RA_CFA_OFFSET (-8)
+/* No link register: rbx (aux) is callee-saved, restored by the rows' rbx_* rules. */
+#define ARCH_HAS_LINK_REGISTER 0
+/* __restore_rt has CFI (a SIGNAL row): no trampoline to recognize by its code. */
+#define ARCH_SIGNAL_TRAMP_WINDOW 0
 
 /* __USER32_CS: the code segment of 32-bit (compat) tasks; 64-bit tasks run with 0x33. */
 #define ARCH_X86_USER32_CS 0x23
@@ -118,6 +122,38 @@ static __always_inline __u64 arch_plt_cfa(__u32 cfa_kind, __u64 sp, __u64 pc)
 static __always_inline bool arch_ra_in_register(const struct profd_unwind_rule *rule)
 {
         return false;
+}
+
+/* The rows' rbx_* describe rbx; the return address is always at CFA - 8. */
+static __always_inline bool arch_ra_unknown(const struct profd_unwind_rule *rule)
+{
+        return false;
+}
+
+static __always_inline __s32 arch_ra_cfa_offset(const struct profd_unwind_rule *rule)
+{
+        return ARCH_RA_CFA_OFFSET;
+}
+
+static __always_inline __u64 arch_strip_ra(__u64 ra)
+{
+        return ra;
+}
+
+static __always_inline __u64 arch_signal_tramp_base(struct task_struct *task)
+{
+        return 0;
+}
+
+static __always_inline bool arch_is_signal_return(__u64 pc, bool exact)
+{
+        return false;
+}
+
+/* The fs base is pthread_self() itself. */
+static __always_inline bool arch_is_thread_self(__u64 tp, __u64 id)
+{
+        return id == tp;
 }
 
 static __always_inline __u64 arch_thread_pointer(struct task_struct *task)

@@ -18,9 +18,13 @@
  *   ARCH_FP_SLOT_FP        frame record at fp, read as two __u64: index of the caller's fp
  *   ARCH_FP_SLOT_RA        ... and of the return address
  *   ARCH_FP_CALLER_SP      the caller's sp is fp + this after a frame-pointer step
- *   ARCH_RA_CFA_OFFSET     where a call left the return address, relative to the CFA; when a
- *                          row saves fp just below it (fp at CFA + ARCH_RA_CFA_OFFSET - 8), the
- *                          DWARF step reads both at once
+ *   ARCH_HAS_LINK_REGISTER 1 where calls leave the return address in a register (aux: arm64's
+ *                          x30) instead of on the stack: after every step aux is invalid (the
+ *                          caller made a call since); 0: aux is callee-saved, restored by the
+ *                          rows' rbx_* rules (x86-64's rbx)
+ *   ARCH_SIGNAL_TRAMP_WINDOW  0, or the size of the region above arch_signal_tramp_base() where
+ *                          a return address may be a signal-return trampoline that has no table
+ *                          row (arm64's vDSO), recognized by arch_is_signal_return()
  *
  * Functions (static __always_inline)
  *   __u64 arch_ctx_mode(struct bpf_perf_event_data *ctx)
@@ -43,10 +47,24 @@
  *   bool arch_ra_in_register(const struct profd_unwind_rule *rule)
  *           true where the return address has not been saved to the stack yet but is still in
  *           aux (arm64: lr in a leaf function, or before the prologue stores it); x86-64: never,
- *           call pushes it
+ *           call pushes it. Trusted only while aux is the frame's own (the interrupted frame, the
+ *           one a signal frame restored); elsewhere the walk ends as a bad frame
+ *   bool arch_ra_unknown(const struct profd_unwind_rule *rule)
+ *           the row's return address cannot be recovered (arm64: rbx_kind PROFD_RBX_UNKNOWN)
+ *   __s32 arch_ra_cfa_offset(const struct profd_unwind_rule *rule)
+ *           where the return address is saved, relative to the CFA (x86-64: -8, where call
+ *           pushed it; arm64: the row's rbx_offset); when fp is saved just below it, both are
+ *           read at once
+ *   __u64 arch_strip_ra(__u64 ra)
+ *           the code address of a return address (arm64: pointer authentication bits removed)
+ *   __u64 arch_signal_tramp_base(struct task_struct *task)
+ *   bool arch_is_signal_return(__u64 pc, bool exact)
+ *           see ARCH_SIGNAL_TRAMP_WINDOW (arm64: the vDSO base, __kernel_rt_sigreturn's code)
  *   __u64 arch_thread_pointer(struct task_struct *task)
- *           the thread pointer user space sees as pthread_self() (x86-64: the fs base), which
- *           CPython stores in its PyThreadState */
+ *           the thread pointer (x86-64: the fs base, which is pthread_self(); arm64: TPIDR_EL0)
+ *   bool arch_is_thread_self(__u64 tp, __u64 id)
+ *           id, a pthread_self() value (CPython stores it in its PyThreadState), is the thread's
+ *           whose thread pointer is tp (x86-64: equal; arm64: struct pthread just below tp) */
 #pragma once
 
 #include "vmlinux.h"
@@ -64,5 +82,5 @@ struct arch_regs {
 #elif defined(__TARGET_ARCH_arm64) || defined(__aarch64__)
 #include "arch-arm64.bpf.h"
 #else
-#error "profd's BPF programs support x86-64 (arch-x86_64.bpf.h); define __TARGET_ARCH_<arch> for another"
+#error "profd's BPF programs support x86-64 and arm64 (arch-*.bpf.h); define __TARGET_ARCH_<arch> for another"
 #endif

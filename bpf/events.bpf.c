@@ -276,32 +276,50 @@ static __always_inline int on_mprotect(struct vm_area_struct *vma, __u64 prot)
         return 0;
 }
 
-/* x86-64 syscall numbers and mmap flags (uapi, stable). */
+/* Syscall numbers, mmap flags (uapi, stable) and where the exit tracepoint finds a syscall's
+ * number and arguments in the saved user registers: the only architecture-specific part here. */
+#if defined(__TARGET_ARCH_arm64)
+#define NR_MMAP 222
+#define NR_MPROTECT 226
+#define NR_PKEY_MPROTECT 288
+/* x0 holds the return value by now: the first argument survives in orig_x0. */
+#define SYSCALL_NR(regs) BPF_CORE_READ(regs, syscallno)
+#define SYSCALL_ARG0(regs) BPF_CORE_READ(regs, orig_x0)
+#define SYSCALL_ARG1(regs) BPF_CORE_READ(regs, regs[1])
+#define SYSCALL_ARG2(regs) BPF_CORE_READ(regs, regs[2])
+#define SYSCALL_ARG3(regs) BPF_CORE_READ(regs, regs[3])
+#else
 #define NR_MMAP 9
 #define NR_MPROTECT 10
 #define NR_PKEY_MPROTECT 329
+#define SYSCALL_NR(regs) BPF_CORE_READ(regs, orig_ax)
+#define SYSCALL_ARG0(regs) BPF_CORE_READ(regs, di)
+#define SYSCALL_ARG1(regs) BPF_CORE_READ(regs, si)
+#define SYSCALL_ARG2(regs) BPF_CORE_READ(regs, dx)
+#define SYSCALL_ARG3(regs) BPF_CORE_READ(regs, r10)
+#endif
 #define MAP_ANONYMOUS 0x20
 
 /* Where no trampoline and no kprobe can be attached: the raw syscall exit tracepoint sees every
  * syscall (a few ns each), keeps mmap/mprotect that made something executable. The arguments are
- * still in the saved user registers (rdi, rsi, rdx, r10). */
+ * still in the saved user registers (x86-64: rdi, rsi, rdx, r10; arm64: orig_x0, x1, x2, x3). */
 static __always_inline int on_sys_exit(struct pt_regs *regs, long ret)
 {
-        long nr = BPF_CORE_READ(regs, orig_ax);
+        long nr = SYSCALL_NR(regs);
         __u64 prot;
 
         if (nr != NR_MMAP && nr != NR_MPROTECT && nr != NR_PKEY_MPROTECT)
                 return 0;
-        prot = BPF_CORE_READ(regs, dx);
+        prot = SYSCALL_ARG2(regs);
         if (!(prot & PROT_EXEC) || (unsigned long)ret >= (unsigned long)-MAX_ERRNO)
                 return 0;
         if (nr == NR_MMAP) {
-                if (BPF_CORE_READ(regs, r10) & MAP_ANONYMOUS)
-                        emit_anon(ret, BPF_CORE_READ(regs, si));
+                if (SYSCALL_ARG3(regs) & MAP_ANONYMOUS)
+                        emit_anon(ret, SYSCALL_ARG1(regs));
                 else
-                        emit_mmap(ret, BPF_CORE_READ(regs, si));
+                        emit_mmap(ret, SYSCALL_ARG1(regs));
         } else
-                emit_mprotect(BPF_CORE_READ(regs, di), BPF_CORE_READ(regs, si));
+                emit_mprotect(SYSCALL_ARG0(regs), SYSCALL_ARG1(regs));
         return 0;
 }
 

@@ -101,6 +101,20 @@ enum profd_counter {
         PROFD_CNT_PY_EVENTS_FULL,         /* not reported: ring buffer full */
         PROFD_CNT_SHARED_MM,              /* a vfork child's stack unwound with its parent's entries */
         PROFD_CNT_ROW_SEARCHES,           /* binary searches of a table page (row cache misses) */
+        /* Off-CPU (bpf/off-cpu.bpf.h, docs/off-cpu.md) */
+        PROFD_CNT_OFFCPU_SWITCH_OUTS,     /* switch-outs of wanted threads (waits started) */
+        PROFD_CNT_OFFCPU_UNWANTED,        /* switch-outs not wanted: kernel thread, profd, filters */
+        PROFD_CNT_OFFCPU_EXITING,         /* the last switch-out of an exiting thread */
+        PROFD_CNT_OFFCPU_SAMPLED_OUT,     /* waits not unwound: the draw with probability q said no */
+        PROFD_CNT_OFFCPU_UNWOUND,         /* waits unwound at their switch-out */
+        PROFD_CNT_OFFCPU_SWITCH_INS,      /* waits ended (switch-ins of remembered threads) */
+        PROFD_CNT_OFFCPU_RECORDED,        /* unwound waits counted in offcpu_counts[] at their end */
+        PROFD_CNT_OFFCPU_RECORDED_NS,     /* their estimated off-CPU ns */
+        PROFD_DROP_OFFCPU_THREADS_FULL,   /* thread not remembered: offcpu_threads full */
+        PROFD_DROP_OFFCPU_PENDING_FULL,   /* unwound wait lost: offcpu_pending full */
+        PROFD_DROP_OFFCPU_PENDING_LOST,   /* unwound wait whose key was gone at its end */
+        PROFD_DROP_OFFCPU_COUNTS_FULL,    /* offcpu_counts map full */
+        PROFD_CNT_OFFCPU_CUT_PARTS,       /* parts of waits in progress counted at a cut */
         PROFD_HS_CNT_BASE,                /* + enum profd_hs_event (profd-hotspot.h): JVM code frames */
         PROFD_CNT__MAX = PROFD_HS_CNT_BASE + PROFD_HS_EVENT_COUNT,
 };

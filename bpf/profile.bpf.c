@@ -8,9 +8,13 @@
  *                          where a mapping has no table or the pid is not loaded yet
  *                          (step-frame-pointer.bpf.h)
  *   profd_python  (slot 2)  processes running CPython: appends the Python frames (python.bpf.h)
- *                          (a JVM's interpreted Java frames are taken during profd_step: hotspot.bpf.h)
+ *   profd_hotspot (slot 3)  compiled Java frames of a JVM (hotspot.bpf.h); its interpreted frames
+ *                          are taken during profd_step
  *   profd_finalize (slot 1) hashes both stacks, stores each once, counts[key] += 1 (stack-store.bpf.h)
  *   profd_exec              forgets a pid's tables when it execs
+ *   profd_offcpu_switch     sched_switch: ends next's wait, starts prev's and unwinds it when
+ *                           drawn (off-cpu.bpf.h), through the same steps as tp_btf copies
+ *                           (profd_offcpu_step/_python/_finalize in "offcpu_progs")
  *
  * Registers, frame layouts and the signal frame are the architecture's (arch.bpf.h). */
 #include "vmlinux.h"
@@ -36,6 +40,7 @@
 #include "python.bpf.h"
 #include "stack-store.bpf.h"
 #include "filter.bpf.h"
+#include "off-cpu.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -54,6 +59,17 @@ struct {
         __type(key, __u32);
         __type(value, __u32);
 } progs SEC(".maps");
+
+/* Kernel frames above __schedule in the off-CPU hook's stack: the program and bpf_trace_run4(). */
+#define PROFD_OFFCPU_KSTACK_SKIP 2
+
+/* The same slots for the off-CPU chain (tp_btf/sched_switch programs, profd_offcpu_*). */
+struct {
+        __uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+        __uint(max_entries, PROFD_PROG__MAX);
+        __type(key, __u32);
+        __type(value, __u32);
+} offcpu_progs SEC(".maps");
 
 /* User frames per step program. The kernel allows 33 tail calls per sample (MAX_TAIL_CALL_CNT);
  * we budget 32 so an off-by-one between kernel versions cannot bite: one is the finalize call,
@@ -97,37 +113,10 @@ static __always_inline struct profd_unwind_proc *shared_mm_parent(struct sample_
 /* Benchmarks: time every recorded sample from entry to the end of finalize. */
 const volatile bool profd_measure_cost = false;
 
-SEC("perf_event")
-int profd_sample(struct bpf_perf_event_data *ctx)
+/* Starts the sample of current in st: who it is, no frames yet. */
+static __always_inline void sample_begin(struct sample_state *st, struct task_struct *task, __u64 pid_tgid,
+                                         __u64 start_ns)
 {
-        struct task_struct *task;
-        struct sample_state *st;
-        struct arch_regs regs;
-        __u64 pid_tgid;
-        bool in_kernel;
-        __u64 user_mode;
-        long n;
-
-        __u64 start_ns = profd_measure_cost ? bpf_ktime_get_ns() : 0;
-
-        count(PROFD_CNT_SAMPLES);
-
-        pid_tgid = bpf_get_current_pid_tgid();
-        if ((__u32)pid_tgid == 0) {
-                count(PROFD_CNT_IDLE);
-                return 0;
-        }
-
-        task = current_task();
-        if (!profd_sample_wanted(task)) {
-                count(PROFD_CNT_FILTERED);
-                return 0;
-        }
-
-        st = get_state();
-        if (!st)
-                return 0;
-
         st->gen = profd_gen & 1;
         st->start_ns = start_ns;
         st->steps = 0;
@@ -154,10 +143,13 @@ int profd_sample(struct bpf_perf_event_data *ctx)
         st->py_frame = 0;
         st->kernel.len = 0;
         st->kernel._pad = 0;
+        st->offcpu = 0;
+        st->offcpu_state = 0;
 
         __builtin_memset(&st->key, 0, sizeof(st->key));
         st->key.pid = pid_tgid >> 32;
         st->key.tid = (__u32)pid_tgid;
+        st->map_pid = st->key.pid; /* sample_find_process() may make it the vfork parent's */
         st->key.cgroup_id = bpf_get_current_cgroup_id();
         bpf_get_current_comm(st->key.thread_comm, sizeof(st->key.thread_comm));
         /* The group leader's own samples: its name is the thread name (one helper call less). */
@@ -165,34 +157,29 @@ int profd_sample(struct bpf_perf_event_data *ctx)
                 __builtin_memcpy(st->key.comm, st->key.thread_comm, sizeof(st->key.comm));
         else
                 BPF_CORE_READ_STR_INTO(&st->key.comm, task, group_leader, comm);
+}
 
-        user_mode = arch_ctx_mode(ctx);
-        in_kernel = arch_mode_in_kernel(user_mode);
-        if (in_kernel) {
-                n = bpf_get_stack(ctx, st->kernel.ips, sizeof(st->kernel.ips), 0);
-                if (n < 0)
-                        count(PROFD_ERR_KERNEL_STACK);
-                else
-                        st->kernel.len = n / sizeof(__u64);
-        }
+/* The user registers task saved on entry to the kernel (syscall, fault, interrupt): where a sample
+ * that hit the kernel, and every switch-in, resumes user mode. */
+static __always_inline void sample_task_regs(struct sample_state *st, struct task_struct *task,
+                                             __u64 *user_mode)
+{
+        struct arch_regs regs;
 
-        if (task_is_kernel_thread(task)) {
-                stop(st, PROFD_STOP_KERNEL_THREAD);
-        } else if (!in_kernel) {
-                arch_ctx_user_regs(ctx, &regs);
+        if (arch_task_user_regs(task, &regs, user_mode) < 0) {
+                count(PROFD_ERR_USER_REGS);
+                stop(st, PROFD_STOP_BAD_READ);
+        } else {
                 set_regs(st, &regs);
                 st->ip_valid = 1;
-        } else {
-                /* The sample hit a syscall, fault or interrupt: the user state is what the
-                 * kernel saved on entry, at the top of the task's kernel stack. */
-                if (arch_task_user_regs(task, &regs, &user_mode) < 0) {
-                        count(PROFD_ERR_USER_REGS);
-                        stop(st, PROFD_STOP_BAD_READ);
-                } else {
-                        set_regs(st, &regs);
-                        st->ip_valid = 1;
-                }
         }
+}
+
+/* After the registers: a compat task keeps its pc alone; a process in the pool (or a vfork child
+ * of one) is unwound with its entries, a CPython one also gets its Python frames. */
+static __always_inline void sample_find_process(struct sample_state *st, struct task_struct *task,
+                                                __u64 user_mode)
+{
         if (st->ip_valid && arch_mode_is_compat(user_mode)) {
                 /* A 32-bit (compat) task: neither its frames nor its CFI are the 64-bit ABI's.
                  * Keep the pc. */
@@ -243,6 +230,62 @@ int profd_sample(struct bpf_perf_event_data *ctx)
                         report(st, PROFD_EV_UNKNOWN_PID, 0);
                 }
         }
+}
+
+SEC("perf_event")
+int profd_sample(struct bpf_perf_event_data *ctx)
+{
+        struct task_struct *task;
+        struct sample_state *st;
+        struct arch_regs regs;
+        __u64 pid_tgid;
+        bool in_kernel;
+        __u64 user_mode;
+        long n;
+
+        __u64 start_ns = profd_measure_cost ? bpf_ktime_get_ns() : 0;
+
+        count(PROFD_CNT_SAMPLES);
+
+        pid_tgid = bpf_get_current_pid_tgid();
+        if ((__u32)pid_tgid == 0) {
+                count(PROFD_CNT_IDLE);
+                return 0;
+        }
+
+        task = current_task();
+        if (!profd_sample_wanted(task)) {
+                count(PROFD_CNT_FILTERED);
+                return 0;
+        }
+
+        st = get_state();
+        if (!st)
+                return 0;
+        sample_begin(st, task, pid_tgid, start_ns);
+
+        user_mode = arch_ctx_mode(ctx);
+        in_kernel = arch_mode_in_kernel(user_mode);
+        if (in_kernel) {
+                n = bpf_get_stack(ctx, st->kernel.ips, sizeof(st->kernel.ips), 0);
+                if (n < 0)
+                        count(PROFD_ERR_KERNEL_STACK);
+                else
+                        st->kernel.len = n / sizeof(__u64);
+        }
+
+        if (task_is_kernel_thread(task)) {
+                stop(st, PROFD_STOP_KERNEL_THREAD);
+        } else if (!in_kernel) {
+                arch_ctx_user_regs(ctx, &regs);
+                set_regs(st, &regs);
+                st->ip_valid = 1;
+        } else {
+                /* The sample hit a syscall, fault or interrupt: the user state is what the
+                 * kernel saved on entry, at the top of the task's kernel stack. */
+                sample_task_regs(st, task, &user_mode);
+        }
+        sample_find_process(st, task, user_mode);
 
         if (profd_measure_cost)
                 st->entry_end_ns = bpf_ktime_get_ns();
@@ -251,8 +294,10 @@ int profd_sample(struct bpf_perf_event_data *ctx)
         return 0;
 }
 
-SEC("perf_event")
-int profd_step(struct bpf_perf_event_data *ctx)
+/* The unwinder's steps, once per program type: a tail call only reaches programs of its caller's
+ * type, so the off-CPU hook has its own copies (SEC("tp_btf/sched_switch"), prog array
+ * offcpu_progs) of the same code, which takes the prog array of its chain as an argument. */
+static __always_inline int step_body(void *ctx, void *chain)
 {
         struct sample_state *st = get_state();
 
@@ -267,7 +312,7 @@ int profd_step(struct bpf_perf_event_data *ctx)
 
         st->steps++;
         if (st->hs_pending && !st->done && st->steps < PROFD_MAX_STEPS) {
-                bpf_tail_call(ctx, &progs, PROFD_PROG_HOTSPOT);
+                bpf_tail_call(ctx, chain, PROFD_PROG_HOTSPOT);
                 count(PROFD_DROP_TAIL_CALL);
                 return 0;
         }
@@ -278,19 +323,18 @@ int profd_step(struct bpf_perf_event_data *ctx)
         }
         if (st->done && st->py_active) {
                 if (st->steps < PROFD_MAX_STEPS) {
-                        bpf_tail_call(ctx, &progs, PROFD_PROG_PYTHON);
+                        bpf_tail_call(ctx, chain, PROFD_PROG_PYTHON);
                         count(PROFD_DROP_TAIL_CALL);
                         return 0;
                 }
                 py_stop(st, PROFD_PY_STOP_TAIL_CALLS);
         }
-        bpf_tail_call(ctx, &progs, st->done ? PROFD_PROG_FINALIZE : PROFD_PROG_STEP);
+        bpf_tail_call(ctx, chain, st->done ? PROFD_PROG_FINALIZE : PROFD_PROG_STEP);
         count(PROFD_DROP_TAIL_CALL);
         return 0;
 }
 
-SEC("perf_event")
-int profd_python(struct bpf_perf_event_data *ctx)
+static __always_inline int python_body(void *ctx, void *chain)
 {
         struct sample_state *st = get_state();
 
@@ -313,22 +357,21 @@ int profd_python(struct bpf_perf_event_data *ctx)
 out:
         if (!st->py_done) {
                 if (st->steps < PROFD_MAX_STEPS) {
-                        bpf_tail_call(ctx, &progs, PROFD_PROG_PYTHON);
+                        bpf_tail_call(ctx, chain, PROFD_PROG_PYTHON);
                         count(PROFD_DROP_TAIL_CALL);
                         return 0;
                 }
                 py_stop(st, PROFD_PY_STOP_TAIL_CALLS);
         }
-        bpf_tail_call(ctx, &progs, PROFD_PROG_FINALIZE);
+        bpf_tail_call(ctx, chain, PROFD_PROG_FINALIZE);
         count(PROFD_DROP_TAIL_CALL);
         return 0;
 }
 
-/* Compiled Java frames (hotspot.bpf.h): stepped here rather than in profd_step, whose frame loop
- * cannot carry a segment map walk 20 times; back to profd_step for the interpreter and native
- * code. */
-SEC("perf_event")
-int profd_hotspot(struct bpf_perf_event_data *ctx)
+/* Compiled Java frames (hotspot.bpf.h): stepped here rather than in the step program, whose frame
+ * loop cannot carry a segment map walk 20 times; back to the step program for the interpreter and
+ * native code. */
+static __always_inline int hotspot_body(void *ctx, void *chain)
 {
         struct sample_state *st = get_state();
 
@@ -340,20 +383,22 @@ int profd_hotspot(struct bpf_perf_event_data *ctx)
                 st->user.flags |= PROFD_STACK_TRUNCATED;
                 stop(st, PROFD_STOP_DEPTH);
         }
-        if (st->done && st->py_active && st->steps < PROFD_MAX_STEPS) {
-                bpf_tail_call(ctx, &progs, PROFD_PROG_PYTHON);
-                count(PROFD_DROP_TAIL_CALL);
-                return 0;
+        if (st->done && st->py_active) {
+                if (st->steps < PROFD_MAX_STEPS) {
+                        bpf_tail_call(ctx, chain, PROFD_PROG_PYTHON);
+                        count(PROFD_DROP_TAIL_CALL);
+                        return 0;
+                }
+                py_stop(st, PROFD_PY_STOP_TAIL_CALLS);
         }
-        bpf_tail_call(ctx, &progs,
+        bpf_tail_call(ctx, chain,
                       st->done ? PROFD_PROG_FINALIZE
                                : (st->hs_pending ? PROFD_PROG_HOTSPOT : PROFD_PROG_STEP));
         count(PROFD_DROP_TAIL_CALL);
         return 0;
 }
 
-SEC("perf_event")
-int profd_finalize(struct bpf_perf_event_data *ctx)
+static __always_inline int finalize_body(void)
 {
         __u64 finalize_ns = profd_measure_cost ? bpf_ktime_get_ns() : 0;
         struct sample_state *st = get_state();
@@ -369,6 +414,10 @@ int profd_finalize(struct bpf_perf_event_data *ctx)
         if (reason < PROFD_STOP__MAX)
                 count(PROFD_STOP_REASON_BASE + reason);
 
+        if (st->offcpu) {
+                store_offcpu(st);
+                return 0;
+        }
         if (!store_sample(st))
                 return 0;
         count(PROFD_CNT_RECORDED);
@@ -378,6 +427,122 @@ int profd_finalize(struct bpf_perf_event_data *ctx)
                 count_add(PROFD_CNT_UNWIND_NS, finalize_ns - st->entry_end_ns);
         }
         return 0;
+}
+
+SEC("perf_event")
+int profd_step(struct bpf_perf_event_data *ctx)
+{
+        return step_body(ctx, &progs);
+}
+
+SEC("perf_event")
+int profd_python(struct bpf_perf_event_data *ctx)
+{
+        return python_body(ctx, &progs);
+}
+
+SEC("perf_event")
+int profd_hotspot(struct bpf_perf_event_data *ctx)
+{
+        return hotspot_body(ctx, &progs);
+}
+
+SEC("perf_event")
+int profd_finalize(struct bpf_perf_event_data *ctx)
+{
+        return finalize_body();
+}
+
+/* Off-CPU (off-cpu.bpf.h, docs/off-cpu.md). The daemon loads these only with --off-cpu. */
+
+/* Every context switch: next's wait ends; prev, current, starts one, unwound now if the draw says
+ * so: its user registers are those its syscall, fault or interrupt entry saved, its user stack is
+ * current's memory, and the kernel stack is where it called into the scheduler. A tail call only
+ * reaches programs of the caller's type and attach point, so the chain below repeats the steps as
+ * tp_btf/sched_switch programs (the same code; none of them is attached). tp_btf like profd_exec:
+ * every kernel profd runs on (5.10+, BTF) has it, and no kprobe is needed (kernels built without
+ * CONFIG_KPROBES have none). */
+static __always_inline int offcpu_switch(void *ctx, bool preempt, struct task_struct *prev,
+                                         struct task_struct *next, bool with_cut)
+{
+        struct sample_state *st;
+        __u64 now = bpf_ktime_get_ns(), user_mode = 0;
+        __u32 state = 0;
+        long n;
+
+        offcpu_switch_in(next, now, with_cut);
+        if (!offcpu_switch_out(preempt, prev, now, &state))
+                return 0;
+
+        st = get_state();
+        if (!st)
+                return 0;
+        sample_begin(st, prev, bpf_get_current_pid_tgid(), 0);
+        st->offcpu = 1;
+        st->offcpu_state = state;
+
+        /* Where it called into the scheduler: skips this program and the tracepoint's
+         * bpf_trace_run4(), so the stack starts at __schedule. */
+        n = bpf_get_stack(ctx, st->kernel.ips, sizeof(st->kernel.ips), PROFD_OFFCPU_KSTACK_SKIP);
+        if (n < 0)
+                count(PROFD_ERR_KERNEL_STACK);
+        else
+                st->kernel.len = n / sizeof(__u64);
+
+        /* Kernel threads were left out: prev entered the kernel from user mode. */
+        sample_task_regs(st, prev, &user_mode);
+        sample_find_process(st, prev, user_mode);
+
+        bpf_tail_call(ctx, &offcpu_progs, st->done ? PROFD_PROG_FINALIZE : PROFD_PROG_STEP);
+        count(PROFD_DROP_TAIL_CALL);
+        return 0;
+}
+
+/* The daemon loads one of these two (off-cpu.bpf.h, profd_offcpu_cut): with the cut where the
+ * kernel has bpf_for_each_map_elem() (5.13), without before. */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(profd_offcpu_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+        return offcpu_switch(ctx, preempt, prev, next, false);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(profd_offcpu_switch_cut, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+        return offcpu_switch(ctx, preempt, prev, next, true);
+}
+
+/* At every cut (run by the daemon, never attached): the part before the cut of each unwound wait in
+ * progress goes into the interval the cut ended, so a window holds the time off CPU within it. */
+SEC("raw_tp")
+int profd_offcpu_cut(void *ctx)
+{
+        offcpu_cut();
+        return 0;
+}
+
+SEC("tp_btf/sched_switch")
+int profd_offcpu_step(void *ctx)
+{
+        return step_body(ctx, &offcpu_progs);
+}
+
+SEC("tp_btf/sched_switch")
+int profd_offcpu_python(void *ctx)
+{
+        return python_body(ctx, &offcpu_progs);
+}
+
+SEC("tp_btf/sched_switch")
+int profd_offcpu_hotspot(void *ctx)
+{
+        return hotspot_body(ctx, &offcpu_progs);
+}
+
+SEC("tp_btf/sched_switch")
+int profd_offcpu_finalize(void *ctx)
+{
+        return finalize_body();
 }
 
 /* exec replaces every mapping of the process: its entries in the pool now describe the old image

@@ -115,9 +115,9 @@ static __always_inline int py_read_ptr(__u64 addr, __u64 *ret)
         return bpf_probe_read_user(ret, sizeof(*ret), (void *)addr);
 }
 
-/* The PyThreadState whose thread_id (pthread_self(), the thread pointer: arch_thread_pointer())
- * is the sampled thread's, or 0. Tried in order: the GIL holder (3.8-3.11: the thread running
- * Python code nearly always holds it), the per-thread cache, the interpreter's thread list. */
+/* The PyThreadState whose thread_id (pthread_self(): arch_is_thread_self() of the thread pointer,
+ * arch_thread_pointer()) is the sampled thread's, or 0. Tried in order: the GIL holder (3.8-3.11: the thread
+ * running Python code nearly always holds it), the per-thread cache, the interpreter's thread list. */
 static __always_inline __u64 py_find_tstate(struct sample_state *st, __u64 self)
 {
         const struct profd_python_proc *py = &st->py;
@@ -125,7 +125,7 @@ static __always_inline __u64 py_find_tstate(struct sample_state *st, __u64 self)
         struct python_thread *cached, found = {};
 
         if (py->tstate_current && py_read_ptr(py->tstate_current, &ts) == 0 && ts &&
-            py_read_ptr(ts + py->tstate_thread_id, &id) == 0 && id == self)
+            py_read_ptr(ts + py->tstate_thread_id, &id) == 0 && arch_is_thread_self(self, id))
                 return ts;
 
         cached = bpf_map_lookup_elem(&python_threads, &key);
@@ -133,7 +133,7 @@ static __always_inline __u64 py_find_tstate(struct sample_state *st, __u64 self)
                 ts = cached->tstate;
                 if (!ts && bpf_ktime_get_ns() - cached->ns < PROFD_PY_NO_THREAD_NS)
                         return 0;
-                if (ts && py_read_ptr(ts + py->tstate_thread_id, &id) == 0 && id == self)
+                if (ts && py_read_ptr(ts + py->tstate_thread_id, &id) == 0 && arch_is_thread_self(self, id))
                         return ts;
                 bpf_map_delete_elem(&python_threads, &key);
         }
@@ -145,7 +145,7 @@ static __always_inline __u64 py_find_tstate(struct sample_state *st, __u64 self)
         for (int i = 0; i < PROFD_PY_MAX_THREADS && ts; i++) {
                 if (py_read_ptr(ts + py->tstate_thread_id, &id) < 0)
                         return 0;
-                if (id == self) {
+                if (arch_is_thread_self(self, id)) {
                         found.tstate = ts;
                         bpf_map_update_elem(&python_threads, &key, &found, BPF_ANY);
                         return ts;
@@ -183,7 +183,7 @@ static __always_inline bool py_begin(struct sample_state *st, struct task_struct
         st->py_frame = f;
         st->py_last_code = 0;
         st->py_last_fp = 0; /* a frame with no code object gets none */
-        st->win_base = 0; /* the window held the native stack */
+        st->win_base = 0;   /* the window held the native stack */
         return true;
 }
 

@@ -20,8 +20,9 @@
 #define PROFD_STACK_WINDOW PROFD_PAGE_SIZE
 _Static_assert((PROFD_STACK_WINDOW & (PROFD_STACK_WINDOW - 1)) == 0, "window offset is masked");
 
-/* Per-CPU sample under construction: survives tail calls, never nests (the perf_event hook
- * does not re-enter BPF on the same CPU). The registers are arch.bpf.h's, by meaning. */
+/* Per-CPU sample under construction: survives tail calls, never nests: the perf_event hook does
+ * not re-enter BPF on the same CPU, and the off-CPU chain runs in the scheduler with interrupts
+ * off, where the cpu-clock timer cannot fire. The registers are arch.bpf.h's, by meaning. */
 struct sample_state {
         __u64 ip, sp, fp; /* user registers of the frame being unwound */
         __u64 aux;        /* arch's extra register, for a CFA based on it (valid while aux_valid) */
@@ -40,6 +41,8 @@ struct sample_state {
         __u32 aux_valid;    /* aux is this frame's: not after a frame-pointer step */
         __u32 map_pid;      /* whose pool entries describe this memory: key.pid, or the parent a
                              * vfork child shares its mm with */
+        __u32 offcpu;       /* an off-CPU wait starting (sched_switch), not a CPU sample */
+        __u32 offcpu_state; /* enum profd_offcpu_state */
         __u64 uhash;        /* hash of the user frames recorded so far */
         __u64 start_ns;     /* profd_measure_cost */
         __u64 entry_end_ns; /* profd_measure_cost: when the entry program tail-called */

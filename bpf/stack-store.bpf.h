@@ -77,26 +77,18 @@ static __always_inline int insert_key(void *map, struct profd_count_key *key)
         return r;
 }
 
-/* Hashes st's stacks into its key and counts the key in st's generation. False when a map was
- * full (counted): the sample is lost. */
-static __always_inline bool store_sample(struct sample_state *st)
+/* Hashes st's stacks into its key (before the counts lookup: the key holds the hashes). */
+static __always_inline void hash_sample(struct sample_state *st)
 {
-        bool gen1 = st->gen != 0;
-        __u64 *v;
-
         if (st->user.len > 0)
                 st->key.user_hash = hash_user(st);
         if (st->kernel.len > 0)
                 st->key.kernel_hash = hash_kernel(&st->kernel);
+}
 
-        /* Most samples repeat a key of this interval: its stacks are stored already (stacks go
-         * in before their key), so one lookup does it. */
-        v = bpf_map_lookup_elem(gen1 ? (void *)&counts_1 : (void *)&counts_0, &st->key);
-        if (v) {
-                __sync_fetch_and_add(v, 1);
-                return true;
-        }
-
+/* Stores st's stacks in its generation unless there. False when a map was full (counted). */
+static __always_inline bool store_stacks(struct sample_state *st, bool gen1)
+{
         if (st->user.len > 0) {
                 int r = store_stack(gen1 ? (void *)&stacks_1 : (void *)&stacks_0, &st->key.user_hash,
                                     &st->user);
@@ -115,6 +107,28 @@ static __always_inline bool store_sample(struct sample_state *st)
                         return false;
                 }
         }
+        return true;
+}
+
+/* Hashes st's stacks into its key and counts the key in st's generation. False when a map was
+ * full (counted): the sample is lost. */
+static __always_inline bool store_sample(struct sample_state *st)
+{
+        bool gen1 = st->gen != 0;
+        __u64 *v;
+
+        hash_sample(st);
+
+        /* Most samples repeat a key of this interval: its stacks are stored already (stacks go
+         * in before their key), so one lookup does it. */
+        v = bpf_map_lookup_elem(gen1 ? (void *)&counts_1 : (void *)&counts_0, &st->key);
+        if (v) {
+                __sync_fetch_and_add(v, 1);
+                return true;
+        }
+
+        if (!store_stacks(st, gen1))
+                return false;
 
         if (insert_key(gen1 ? (void *)&counts_1 : (void *)&counts_0, &st->key) < 0) {
                 count(PROFD_DROP_COUNTS_FULL);

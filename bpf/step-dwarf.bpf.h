@@ -41,14 +41,16 @@ static __always_inline bool step_signal(struct sample_state *st)
 }
 
 /* One DWARF step: the rule in force at pc, then CFA = sp|fp|aux + offset (or the arch's PLT
- * forms), the return address where the call left it (CFA + ARCH_RA_CFA_OFFSET), fp restored from
- * CFA + offset when saved. Returns true when unwinding ended. */
+ * forms), the return address where the call left it (CFA + arch_ra_cfa_offset(), or still in the
+ * link register: arch_ra_in_register()), fp restored from CFA + offset when saved. Returns true
+ * when unwinding ended. */
 static __always_inline bool step_dwarf(struct sample_state *st, const struct profd_unwind_mapping *m,
                                        __u64 lookup_pc)
 {
         __u32 rule_idx = find_rule(st, m, lookup_pc - m->load_bias);
         struct profd_unwind_rule *rule;
         __u64 cfa, ra, saved[2];
+        __s32 ra_off;
 
         if (!rule_idx)
                 return st->done ? true : step_no_row(st);
@@ -96,17 +98,25 @@ static __always_inline bool step_dwarf(struct sample_state *st, const struct pro
                 return true;
         }
 
-        /* The caller's frame lies above ours: a CFA at or below sp is a wrong row or a corrupt
-         * register, and following it could loop. */
-        if (cfa <= st->sp || (cfa & (ARCH_CFA_ALIGN - 1))) {
+        /* The caller's frame lies above ours: a CFA below sp is a wrong row or a corrupt
+         * register, and following it could loop. CFA == sp only where the return address is
+         * still in the link register (arm64: a leaf or a PLT stub, whose caller's frame starts
+         * at sp); it cannot repeat, since the link register is trusted for one frame only. */
+        if (cfa < st->sp || (cfa == st->sp && !arch_ra_in_register(rule)) || (cfa & (ARCH_CFA_ALIGN - 1))) {
                 stop(st, PROFD_STOP_BAD_FRAME);
                 return true;
         }
+        if (arch_ra_unknown(rule)) {
+                /* arm64: a return-address rule BPF cannot evaluate. */
+                stop(st, PROFD_STOP_UNSUPPORTED);
+                return true;
+        }
+        ra_off = arch_ra_cfa_offset(rule);
         if (!arch_ra_in_register(rule) && rule->rbp_kind == PROFD_RBP_CFA_OFFSET &&
-            rule->rbp_offset == ARCH_RA_CFA_OFFSET - 8) {
+            rule->rbp_offset == ra_off - 8) {
                 /* fp saved right below the return address (x86-64: push rbp right after the
-                 * call): both in one read. */
-                if (read_stack(st, cfa + ARCH_RA_CFA_OFFSET - 8, saved, 16) < 0) {
+                 * call; arm64: stp x29, x30): both in one read. */
+                if (read_stack(st, cfa + ra_off - 8, saved, 16) < 0) {
                         stop(st, PROFD_STOP_BAD_READ);
                         return true;
                 }
@@ -114,14 +124,17 @@ static __always_inline bool step_dwarf(struct sample_state *st, const struct pro
                 ra = saved[1];
         } else {
                 if (arch_ra_in_register(rule)) {
-                        /* Not saved yet: the caller continues at the address still in aux. */
+                        /* Not saved yet: the caller continues at the address still in aux (arm64:
+                         * lr), which holds it only in the interrupted frame or the one a signal
+                         * frame restored; anywhere else lr was overwritten by the call we came
+                         * from. */
                         if (!st->aux_valid) {
-                                stop(st, PROFD_STOP_UNSUPPORTED);
+                                stop(st, PROFD_STOP_BAD_FRAME);
                                 return true;
                         }
                         ra = st->aux;
                 } else {
-                        if (read_stack(st, cfa + ARCH_RA_CFA_OFFSET, saved, 8) < 0) {
+                        if (read_stack(st, cfa + ra_off, saved, 8) < 0) {
                                 stop(st, PROFD_STOP_BAD_READ);
                                 return true;
                         }
@@ -135,7 +148,10 @@ static __always_inline bool step_dwarf(struct sample_state *st, const struct pro
                         st->fp = saved[0];
                 }
         }
-        if (rule->rbx_kind == PROFD_RBP_CFA_OFFSET) {
+        if (ARCH_HAS_LINK_REGISTER) {
+                /* The caller made a call: its lr is no longer its return address. */
+                st->aux_valid = 0;
+        } else if (rule->rbx_kind == PROFD_RBP_CFA_OFFSET) {
                 /* Only a CFA based on aux needs it: a failed read loses aux, not the stack. */
                 if (read_stack(st, cfa + rule->rbx_offset, saved, 8) < 0)
                         st->aux_valid = 0;
@@ -143,6 +159,7 @@ static __always_inline bool step_dwarf(struct sample_state *st, const struct pro
                         st->aux = saved[0];
         } else if (rule->rbx_kind == PROFD_RBX_UNKNOWN)
                 st->aux_valid = 0;
+        ra = arch_strip_ra(ra);
         if (ra == 0) {
                 stop(st, PROFD_STOP_OK);
                 return true;

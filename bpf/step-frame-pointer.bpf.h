@@ -23,6 +23,21 @@ static __always_inline bool step_frame_pointer(struct sample_state *st)
 {
         __u64 frame[2];
 
+        /* arm64's vDSO has no CFI, and its clock functions are leaves without a frame record: a
+         * frame-pointer step from there would skip their caller. In the interrupted frame the
+         * return address is still in lr (ARCH_HAS_LINK_REGISTER; x86-64 never takes this). */
+        if (ARCH_HAS_LINK_REGISTER && st->exact && st->aux_valid &&
+            st->ip - arch_signal_tramp_base(current_task()) < ARCH_SIGNAL_TRAMP_WINDOW) {
+                frame[0] = arch_strip_ra(st->aux);
+                if (frame[0] == 0 || frame[0] > ARCH_USER_ADDR_MAX) {
+                        stop(st, PROFD_STOP_BAD_FRAME);
+                        return true;
+                }
+                st->ip = frame[0];
+                st->exact = 0;
+                st->aux_valid = 0;
+                return false;
+        }
         if (st->fp == 0) {
                 stop(st, PROFD_STOP_OK);
                 return true;
@@ -35,6 +50,7 @@ static __always_inline bool step_frame_pointer(struct sample_state *st)
                 stop(st, PROFD_STOP_BAD_READ);
                 return true;
         }
+        frame[ARCH_FP_SLOT_RA] = arch_strip_ra(frame[ARCH_FP_SLOT_RA]);
         if (frame[ARCH_FP_SLOT_RA] == 0) {
                 stop(st, PROFD_STOP_OK);
                 return true;
@@ -72,6 +88,7 @@ static __always_inline bool step_stack_switch(struct sample_state *st)
                 stop(st, PROFD_STOP_BAD_READ);
                 return true;
         }
+        frame[ARCH_FP_SLOT_RA] = arch_strip_ra(frame[ARCH_FP_SLOT_RA]);
         if (frame[ARCH_FP_SLOT_RA] == 0 || frame[ARCH_FP_SLOT_RA] > ARCH_USER_ADDR_MAX) {
                 stop(st, PROFD_STOP_BAD_FRAME);
                 return true;

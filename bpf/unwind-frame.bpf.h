@@ -43,6 +43,13 @@ static __always_inline bool unwind_one(struct sample_state *st)
         st->user.len = len + 1;
         st->uhash = hash_mix(st->uhash, rec);
 
+        /* A signal-return trampoline the tables cannot describe (arm64's vDSO): recognized by
+         * its code, only near it. Frame 0 may be in it too (a sample in rt_sigreturn). */
+        if (ARCH_SIGNAL_TRAMP_WINDOW &&
+            st->ip - arch_signal_tramp_base(current_task()) < ARCH_SIGNAL_TRAMP_WINDOW &&
+            arch_is_signal_return(st->ip, st->exact))
+                return step_signal(st);
+
         /* The JVM's code has no CFI and lies in anonymous memory: its frames are HotSpot's. */
         if (hs_in_code(st, st->exact ? st->ip : st->ip - 1))
                 return step_hotspot(st, st->exact ? st->ip : st->ip - 1);

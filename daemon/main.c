@@ -276,12 +276,29 @@ static int run(int argc, char **argv)
         if (r < 0)
                 return log_error_errno(r, "Cannot create the symbolizer: %m"), 1;
         symbolizer_set_kernel_addresses(d.symbolizer, d.options.kernel_addresses);
+        if (d.options.debuginfod_urls && d.options.debuginfod_urls[0]) {
+                DebuginfodOptions dopt = {.urls = d.options.debuginfod_urls,
+                                          .cache_dir = d.options.debuginfod_cache,
+                                          .cache_max_bytes = d.options.debuginfod_cache_size,
+                                          .timeout_ns =
+                                                  (uint64_t)d.options.debuginfod_timeout_s * NSEC_PER_SEC};
+                r = symbolizer_enable_debuginfod(d.symbolizer, d.event, &dopt);
+                if (r < 0)
+                        log_warning_errno(r,
+                                          "Cannot fetch debug files from debuginfod, stripped binaries stay "
+                                          "unnamed: %m");
+                else
+                        log_info("Debug files missing on the host are fetched from: %s",
+                                 d.options.debuginfod_urls);
+        }
         r = symbol_warmer_new(d.event, d.aggregator, d.symbolizer, d.processes, &d.warmer);
         if (r < 0)
                 return log_error_errno(r, "Cannot create the symbol warmer: %m"), 1;
 
         SamplerOptions so = {.frequency_hz = d.options.frequency_hz, .drain_interval_ns = DRAIN_INTERVAL_NS};
         sample_filter_to_bpf(&d.options.filter, &so.filter);
+        so.off_cpu = d.options.off_cpu;
+        so.off_cpu_threshold_ns = (uint64_t)d.options.off_cpu_threshold_us * 1000;
         r = sampler_new(d.event, &so, on_interval, &d, &d.sampler);
         if (r < 0)
                 return log_error_errno(r, "Cannot create the sampler: %m"), 1;

@@ -70,7 +70,7 @@ if [ $# -eq 0 ] && [ "${PROFD_SANITIZE:-1}" = 1 ]; then
                         kernel-check systemd-log-ratelimit text-bounds unwind-tables-reference unwind-tables-malformed \
                         e2e-http http-hostile http-auth hostile-load hostile-files build-id-forgery \
                         e2e-profile pprof-symbols flamegraph short-lived past-windows first-scrape \
-                        fork-children jit-anon \
+                        fork-children jit-anon debuginfod \
                         2>&1 | tee "$log"
                 tally "$log" "${PIPESTATUS[0]}"
                 unset ASAN_OPTIONS UBSAN_OPTIONS

@@ -210,6 +210,64 @@ int main(void)
                 w = profile_window_free(w);
         }
 
+        /* Off-CPU records: kept out of CPU windows and CPU samples out of off-CPU ones; a wait's
+         * stacks arrive with a {0, 0} record in the interval it began, its time later with the
+         * hashes only (found among the interned stacks); a window sums waits and nanoseconds per
+         * state; a record whose stacks are not held is counted. */
+        {
+                Aggregator *o = NULL;
+                ProfileWindow *ow = NULL;
+
+                CHECK(aggregator_new(S(100), 19, &o) == 0);
+                SampleRecord cpu = rec(50, 51, "svc", 0xd1, frames_a, 3, 0, 5);
+                SampleRecord begin = rec(50, 51, "svc", 0xd2, frames_b, 3, 0x55, 0);
+                begin.off_cpu = true;
+                SampleRecord i1[] = {cpu, begin};
+                aggregator_add_interval(o, S(1), S(2), i1, 2);
+
+                SampleRecord ended = rec(50, 51, "svc", 0xd2, NULL, 0, 0x55, 1);
+                ended.kernel_frames = NULL;
+                ended.n_kernel = 0;
+                ended.off_cpu = true;
+                ended.off_cpu_state = PROFD_OFFCPU_BLOCKED;
+                ended.off_cpu_ns = 700000000;
+                SampleRecord preempted = ended;
+                preempted.off_cpu_state = PROFD_OFFCPU_PREEMPTED;
+                preempted.count = 2;
+                preempted.off_cpu_ns = 3000;
+                SampleRecord lost = rec(50, 51, "svc", 0xdead, NULL, 0, 0, 1);
+                lost.off_cpu = true;
+                lost.off_cpu_ns = 5;
+                SampleRecord i2[] = {ended, preempted, lost};
+                aggregator_add_interval(o, S(2), S(3), i2, 3);
+
+                CHECK(aggregator_window_kind(o, S(1), S(3), true, &ow) == 0);
+                if (ow) {
+                        CHECK(ow->off_cpu && ow->n_samples == 2 && ow->total == 3 &&
+                                      ow->off_cpu_ns == 700003000,
+                              "off-CPU window: %zu samples, %" PRIu64 " waits, %" PRIu64 " ns",
+                              ow->n_samples, ow->total, ow->off_cpu_ns);
+                        for (size_t i = 0; i < ow->n_samples; i++) {
+                                const AggSample *x = &ow->samples[i];
+                                CHECK(x->off_cpu && x->user && x->user->n == 3 &&
+                                      x->user->frames[0] == 0x1100 && x->kernel && x->kernel->n == 2);
+                                CHECK(x->off_cpu_state == PROFD_OFFCPU_BLOCKED ? x->off_cpu_ns == 700000000
+                                                                               : x->off_cpu_ns == 3000);
+                        }
+                        ow = profile_window_free(ow);
+                }
+                CHECK(aggregator_window(o, S(1), S(3), &ow) == 0);
+                if (ow) {
+                        CHECK(!ow->off_cpu && ow->n_samples == 1 && ow->total == 5 &&
+                              !ow->samples[0].off_cpu);
+                        ow = profile_window_free(ow);
+                }
+                CHECK(metric(o, "profd_aggregator_offcpu_stacks_expired_total") == 1);
+                CHECK(metric(o, "profd_aggregator_offcpu_waits_total") == 4);
+                CHECK(metric(o, "profd_aggregator_samples_total") == 5);
+                o = aggregator_free(o);
+        }
+
         /* A window may outlive the aggregator (shutdown order): its stacks stay valid. */
         r = aggregator_window(a, S(339), S(340), &w);
         CHECK(r == 0);

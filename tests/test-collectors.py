@@ -14,7 +14,9 @@ Content-Type application/octet-stream and a gzip body, not text) and must be com
 collector's timeout (Alloy: scrape_timeout + scrape_interval - 1 s = 24 s; Parca: 18 s), and then
 read with go tool pprof: the window asked, only the comm and unit labels (no pid series), a busy
 process present under its comm. The profiles the collectors' defaults would also ask for answer
-Go's 404 "Unknown profile"."""
+Go's 404 "Unknown profile". The off-CPU jobs (profd --off-cpu) send the same to /debug/pprof/offcpu;
+their answers have samples/count, off_cpu/nanoseconds and a sleeping process with about the
+window's length off CPU."""
 import http.client
 import os
 import re
@@ -38,12 +40,31 @@ int main(void)
 }
 """
 
+WAIT_SRC = r"""
+#include <time.h>
+__attribute__((noinline)) void collector_wait(void)
+{
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, 0);
+}
+int main(void)
+{
+        for (;;)
+                collector_wait();
+}
+"""
+
 COLLECTORS = {
     # name: (request target, headers, collector timeout in s)
     "alloy": ("/debug/pprof/profile?labels=comm%2Cunit&seconds=14",
               {"User-Agent": "Alloy/v1.5.1 (linux; binary)", "Accept-Encoding": "gzip"}, 24.0),
     "parca": ("/debug/pprof/profile?labels=comm%2Cunit&seconds=15",
               {"User-Agent": "conprof/v0.24.0", "Accept-Encoding": "gzip"}, 18.0),
+    # The off-CPU jobs of docs/collectors.md (profile.custom "offcpu" / pprof_config offcpu).
+    "alloy-offcpu": ("/debug/pprof/offcpu?labels=comm%2Cunit&seconds=14",
+                     {"User-Agent": "Alloy/v1.5.1 (linux; binary)", "Accept-Encoding": "gzip"}, 24.0),
+    "parca-offcpu": ("/debug/pprof/offcpu?labels=comm%2Cunit&seconds=15",
+                     {"User-Agent": "conprof/v0.24.0", "Accept-Encoding": "gzip"}, 18.0),
 }
 # What the collectors' defaults would add, had the configurations not turned them off.
 DEFAULT_PATHS = ["/debug/pprof/allocs", "/debug/pprof/heap", "/debug/pprof/block", "/debug/pprof/goroutine",
@@ -68,9 +89,11 @@ def main():
     require_bpf()
     work = tmpdir()
     spin = cc(SPIN_SRC, os.path.join(work, "collector-spin"), ["-O1", "-fno-omit-frame-pointer"])
+    wait = cc(WAIT_SRC, os.path.join(work, "collector-wait"), ["-O1", "-fno-omit-frame-pointer"])
     p = subprocess.Popen([spin])
+    pw = subprocess.Popen([wait])
     try:
-        with Daemon("--labels", "comm,pid", "--max-seconds", "60") as d:
+        with Daemon("--labels", "comm,pid", "--max-seconds", "60", "--off-cpu") as d:
             results = {}
 
             def scrape(name):
@@ -113,21 +136,31 @@ def main():
                 # go tool pprof prints three significant digits (14.95 s as 14.9).
                 check(dur is not None and seconds - 0.15 <= float(dur.group(1)) <= seconds + 1.0,
                       "%s: the profile covers the %d s asked (%s)" % (name, seconds, dur and dur.group(1)))
-                check(re.search(r"^Samples:\s*\nsamples/count cpu/nanoseconds", raw, re.M) is not None,
-                      "%s: sample types samples/count, cpu/nanoseconds" % name)
-                ts = traces(path)
+                off = name.endswith("-offcpu")
+                vtype = "off_cpu" if off else "cpu"
+                check(re.search(r"^Samples:\s*\nsamples/count %s/nanoseconds" % vtype, raw, re.M) is not None,
+                      "%s: sample types samples/count, %s/nanoseconds" % (name, vtype))
+                ts = traces(path, sample_index=vtype if off else "samples")
                 keys = set()
                 for t in ts:
                     keys.update(t.labels)
+                keys.discard("state")  # off-CPU: blocked|preempted, always there
                 check(ts and keys <= {"comm", "unit"} and "comm" in keys,
                       "%s: labels=comm,unit overrides the daemon's comm,pid: no pid series (keys %s)"
                       % (name, sorted(keys)))
+                if off:
+                    waited = sum(t.value for t in ts if t.labels.get("comm") == ["collector-wait"]
+                                 and "collector_wait" in t.frames)
+                    check(waited > 0.8 * seconds * 1e9, "%s: the waiting process is in the profile under its comm "
+                          "with about the window's length off CPU (%.2f s)" % (name, waited / 1e9))
+                    continue
                 spun = sum(t.value for t in ts if t.labels.get("comm") == ["collector-spin"]
                            and "collector_spin" in t.frames)
                 check(spun > 0, "%s: the busy process is in the profile under its comm (%d samples)" % (name, spun))
     finally:
-        p.kill()
-        p.wait()
+        for q in (p, pw):
+            q.kill()
+            q.wait()
     finish()
 
 

@@ -19,7 +19,7 @@ scen-recursion and scen-shlib (with its library) and tests/qemu/init. In the gue
    comes back base64-encoded on the serial console and is checked here with `go tool pprof
    -traces`: >= 99% of each program's samples carry its complete chain down to main and _start,
    and dd's samples carry kernel frames; scen-jit writes code into new anonymous regions every
-   250 ms after profd read it, and <= 15% of its samples there stop outside any mapping, >= 90%
+   250 ms after profd read it, and <= 30% of its samples there stop outside any mapping, >= 90%
    unwind through jit_caller and main (the mmap/mprotect hooks report the regions).
 
 Environment: PROFD_KERNEL_CACHE (default BUILD/kernel-cache) keeps the downloaded packages."""
@@ -293,7 +293,10 @@ def check_jit(mine, metrics):
         "jit_caller;main..._start" % (m.group(1) if m else "?", total, outside, chained))
     ok = check(total >= 40, GUEST + ">= 40 JIT samples of scen-jit (%d)" % total)
     if ok:
-        ok = check(outside <= 0.15 * total, GUEST + "<= 15%% of scen-jit's JIT samples outside any mapping: %d/%d"
+        # The time from a region's mmap to profd's read of the event, in a TCG guest: the same build
+        # gave 6-24% outside a mapping in runs on a machine at load 1-2 (the guest's profd waits for
+        # emulated CPU time); a hook that missed regions leaves 50-100% there.
+        ok = check(outside <= 0.30 * total, GUEST + "<= 30%% of scen-jit's JIT samples outside any mapping: %d/%d"
                    % (outside, total))
         # Of the samples in a region profd knew (those outside any mapping are the check above):
         # counted against all, the two checks would ask for <= 10% outside together.

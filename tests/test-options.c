@@ -2,6 +2,7 @@
 /* Command-line parsing: defaults, every flag, and bad input rejected (the daemon exits 2 on it). */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "service/options.h"
@@ -103,6 +104,30 @@ int main(void)
         CHECK(PARSE(&o, "--tls-cert", "", "--tls-key", "/k.pem") == -EINVAL);
         CHECK(PARSE(&o, "--auth-token-file") == -EINVAL);
         CHECK(PARSE(&o, "--kernel-addresses=yes") == -EINVAL);
+
+        /* debuginfod: off by default; DEBUGINFOD_URLS is the default, the flag (even "") wins. */
+        unsetenv("DEBUGINFOD_URLS");
+        CHECK(options_parse(1, none, &o) == 0);
+        CHECK(!o.debuginfod_urls && !o.debuginfod_cache && o.debuginfod_cache_size == 2ULL << 30 &&
+              o.debuginfod_timeout_s == 60);
+        options_done(&o);
+        setenv("DEBUGINFOD_URLS", "https://a.example https://b.example", 1);
+        CHECK(options_parse(1, none, &o) == 0);
+        CHECK(o.debuginfod_urls && strcmp(o.debuginfod_urls, "https://a.example https://b.example") == 0);
+        options_done(&o);
+        CHECK(PARSE(&o, "--debuginfod-urls", "") == 0 && o.debuginfod_urls && !o.debuginfod_urls[0]);
+        options_done(&o);
+        unsetenv("DEBUGINFOD_URLS");
+        CHECK(PARSE(&o, "--debuginfod-urls", "https://c.example", "--debuginfod-cache", "/var/cache/x",
+                    "--debuginfod-cache-size", "64M", "--debuginfod-timeout", "5") == 0);
+        CHECK(strcmp(o.debuginfod_urls, "https://c.example") == 0 &&
+              strcmp(o.debuginfod_cache, "/var/cache/x") == 0 && o.debuginfod_cache_size == 64ULL << 20 &&
+              o.debuginfod_timeout_s == 5);
+        options_done(&o);
+        CHECK(PARSE(&o, "--debuginfod-cache", "relative/dir") == -EINVAL);
+        CHECK(PARSE(&o, "--debuginfod-cache-size", "512K") == -EINVAL);
+        CHECK(PARSE(&o, "--debuginfod-timeout", "0") == -EINVAL);
+        CHECK(PARSE(&o, "--debuginfod-timeout", "3601") == -EINVAL);
 
         /* --help / --version: handled, exit 0. */
         CHECK(PARSE(&o, "--version") == 1);

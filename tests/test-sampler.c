@@ -54,12 +54,22 @@ __attribute__((noinline)) static void sys_mid(void)
         /* The syscall instruction inline, not libc's read(): libc has no frame pointers, so the
          * user pc must be in this function for the chain check to be exact. */
         for (;;) {
+#if defined(__aarch64__)
+                register long x0 __asm__("x0") = fd;
+                register long x1 __asm__("x1") = (long)buf;
+                register long x2 __asm__("x2") = sizeof(buf);
+                register long x8 __asm__("x8") = SYS_read;
+
+                __asm__ volatile("svc #0" : "+r"(x0) : "r"(x1), "r"(x2), "r"(x8) : "memory");
+                long ret = x0;
+#else
                 long ret;
 
                 __asm__ volatile("syscall"
                                  : "=a"(ret)
                                  : "0"((long)SYS_read), "D"(fd), "S"(buf), "d"(sizeof(buf))
                                  : "rcx", "r11", "memory");
+#endif
                 if (ret < 0)
                         _exit(3);
         }

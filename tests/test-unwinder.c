@@ -48,6 +48,18 @@ __attribute__((noinline)) static void leaf(void)
 /* MODE_NOCFI: leaf() called from assembly without CFI, with a frame pointer: the unwinder has
  * no row there and must step it with the frame pointer. */
 void nocfi_call_leaf(void);
+#if defined(__aarch64__)
+__asm__(".text\n"
+        ".globl nocfi_call_leaf\n"
+        ".type nocfi_call_leaf, @function\n"
+        "nocfi_call_leaf:\n"
+        "        stp x29, x30, [sp, #-16]!\n"
+        "        mov x29, sp\n"
+        "        bl leaf_for_asm\n"
+        "        ldp x29, x30, [sp], #16\n"
+        "        ret\n"
+        ".size nocfi_call_leaf, .-nocfi_call_leaf\n");
+#else
 __asm__(".text\n"
         ".globl nocfi_call_leaf\n"
         ".type nocfi_call_leaf, @function\n"
@@ -58,6 +70,7 @@ __asm__(".text\n"
         "        pop %rbp\n"
         "        ret\n"
         ".size nocfi_call_leaf, .-nocfi_call_leaf\n");
+#endif
 
 __attribute__((noinline, used)) void leaf_for_asm(void)
 {

@@ -85,7 +85,8 @@ struct Aggregator {
         uint32_t *pids; /* unique pids since the last aggregator_take_pids() */
         size_t n_pids, allocated_pids;
 
-        uint64_t intervals_total, samples_total, records_total;
+        uint64_t intervals_total, samples_total, records_total, offcpu_waits_total;
+        uint64_t offcpu_stacks_expired_total;
         uint64_t evicted_total[_EVICT_MAX];
         uint64_t dropped_samples_total; /* bucket full or out of memory */
         uint64_t gaps_total;            /* interval not starting where the previous ended */
@@ -151,6 +152,17 @@ static int store_grow(StackStore *s)
         return 0;
 }
 
+/* The interned stack of hash, or NULL. */
+static Stack *store_find(StackStore *s, uint64_t hash, bool kernel)
+{
+        if (hash == 0 || s->n_buckets == 0)
+                return NULL;
+        for (StackNode *node = s->buckets[store_slot(s, hash, kernel)]; node; node = node->next)
+                if (node->stack.hash == hash && node->kernel == kernel)
+                        return &node->stack;
+        return NULL;
+}
+
 /* Returns the interned stack without taking a reference (the caller takes one per use). */
 static Stack *store_intern(StackStore *s, uint64_t hash, bool kernel, const uint64_t *frames, uint32_t n,
                            uint32_t flags, const uint8_t *exact)
@@ -191,6 +203,19 @@ static Stack *store_intern(StackStore *s, uint64_t hash, bool kernel, const uint
         s->bytes += sizeof(StackNode) + (size_t)n * sizeof(uint64_t) + extra;
         s->interned_total++;
         return &node->stack;
+}
+
+/* A record's stack: interned from its frames, or, for an off-CPU record whose stack came in an
+ * earlier interval (hash without frames), found by hash. */
+static Stack *record_stack(StackStore *s, const SampleRecord *r, bool kernel)
+{
+        uint64_t hash = kernel ? r->kernel_hash : r->user_hash;
+        const uint64_t *frames = kernel ? r->kernel_frames : r->user_frames;
+
+        if (r->off_cpu && hash && !frames)
+                return store_find(s, hash, kernel);
+        return kernel ? store_intern(s, hash, true, frames, r->n_kernel, 0, NULL)
+                      : store_intern(s, hash, false, frames, r->n_user, r->user_flags, r->user_exact);
 }
 
 static void store_free(StackStore *s)
@@ -343,18 +368,23 @@ void aggregator_add_interval(Aggregator *a, uint64_t start_ns, uint64_t end_ns, 
         }
         for (size_t i = 0; i < n; i++) {
                 a->records_total++;
-                a->samples_total += r[i].count;
+                if (r[i].off_cpu)
+                        a->offcpu_waits_total += r[i].count;
+                else
+                        a->samples_total += r[i].count;
                 note_pid(a, r[i].pid);
                 if (i >= n_keep) {
                         a->dropped_samples_total += r[i].count;
                         continue;
                 }
-                Stack *u = store_intern(a->stacks, r[i].user_hash, false, r[i].user_frames, r[i].n_user,
-                                        r[i].user_flags, r[i].user_exact);
-                Stack *k = store_intern(a->stacks, r[i].kernel_hash, true, r[i].kernel_frames, r[i].n_kernel,
-                                        0, NULL);
+                Stack *u = record_stack(a->stacks, &r[i], false);
+                Stack *k = record_stack(a->stacks, &r[i], true);
                 if ((r[i].user_hash != 0 && !u) || (r[i].kernel_hash != 0 && !k)) {
-                        a->dropped_samples_total += r[i].count; /* out of memory */
+                        if (r[i].off_cpu)
+                                /* Its wait began before the oldest interval held. */
+                                a->offcpu_stacks_expired_total += r[i].count;
+                        else
+                                a->dropped_samples_total += r[i].count; /* out of memory */
                         continue;
                 }
                 AggSample *s = &b->samples[b->n_samples++];
@@ -367,6 +397,9 @@ void aggregator_add_interval(Aggregator *a, uint64_t start_ns, uint64_t end_ns, 
                 s->user = u;
                 s->kernel = k;
                 s->count = r[i].count;
+                s->off_cpu = r[i].off_cpu;
+                s->off_cpu_state = r[i].off_cpu_state;
+                s->off_cpu_ns = r[i].off_cpu_ns;
                 stack_ref(u);
                 stack_ref(k);
                 b->total += r[i].count;
@@ -434,7 +467,7 @@ static uint64_t sample_key_hash(const AggSample *s)
         uint64_t h = hash_mix64(((uint64_t)s->pid << 32) | s->tid);
         h = hash_mix64(h ^ (uintptr_t)s->user);
         h = hash_mix64(h ^ (uintptr_t)s->kernel);
-        h = hash_mix64(h ^ s->cgroup_id);
+        h = hash_mix64(h ^ s->cgroup_id ^ ((uint64_t)s->off_cpu << 8 | s->off_cpu_state));
         for (size_t i = 0; i < PROFD_COMM_LEN && s->comm[i]; i++)
                 h = h * 31 + (unsigned char)s->comm[i];
         for (size_t i = 0; i < PROFD_COMM_LEN && s->thread_comm[i]; i++)
@@ -445,11 +478,17 @@ static uint64_t sample_key_hash(const AggSample *s)
 static bool sample_key_eq(const AggSample *x, const AggSample *y)
 {
         return x->pid == y->pid && x->tid == y->tid && x->user == y->user && x->kernel == y->kernel &&
-               x->cgroup_id == y->cgroup_id && strcmp(x->comm, y->comm) == 0 &&
+               x->cgroup_id == y->cgroup_id && x->off_cpu == y->off_cpu &&
+               x->off_cpu_state == y->off_cpu_state && strcmp(x->comm, y->comm) == 0 &&
                strcmp(x->thread_comm, y->thread_comm) == 0;
 }
 
 int aggregator_window(Aggregator *a, uint64_t t0, uint64_t t1, ProfileWindow **ret)
+{
+        return aggregator_window_kind(a, t0, t1, false, ret);
+}
+
+int aggregator_window_kind(Aggregator *a, uint64_t t0, uint64_t t1, bool off_cpu, ProfileWindow **ret)
 {
         if (t1 < t0)
                 return -EINVAL;
@@ -477,6 +516,7 @@ int aggregator_window(Aggregator *a, uint64_t t0, uint64_t t1, ProfileWindow **r
         w->start_ns = t0;
         w->end_ns = t1;
         w->frequency_hz = a->frequency_hz;
+        w->off_cpu = off_cpu;
         if (upper > 0) {
                 w->samples = calloc(upper, sizeof(AggSample));
                 if (!w->samples) {
@@ -502,6 +542,9 @@ int aggregator_window(Aggregator *a, uint64_t t0, uint64_t t1, ProfileWindow **r
                         continue;
                 for (size_t j = 0; j < b->n_samples; j++) {
                         const AggSample *s = &b->samples[j];
+                        /* Off-CPU {0, 0}: a wait's stacks, held until its time comes. */
+                        if (s->off_cpu != off_cpu || (s->off_cpu && s->count == 0 && s->off_cpu_ns == 0))
+                                continue;
                         size_t slot = sample_key_hash(s) & (n_slots - 1);
                         while (slots[slot] != SIZE_MAX && !sample_key_eq(&w->samples[slots[slot]], s))
                                 slot = (slot + 1) & (n_slots - 1);
@@ -510,9 +553,12 @@ int aggregator_window(Aggregator *a, uint64_t t0, uint64_t t1, ProfileWindow **r
                                 w->samples[w->n_samples++] = *s;
                                 stack_ref(s->user);
                                 stack_ref(s->kernel);
-                        } else
+                        } else {
                                 w->samples[slots[slot]].count += s->count;
+                                w->samples[slots[slot]].off_cpu_ns += s->off_cpu_ns;
+                        }
                         w->total += s->count;
+                        w->off_cpu_ns += s->off_cpu_ns;
                 }
         }
         free(slots);
@@ -610,6 +656,12 @@ void aggregator_write_metrics(const Aggregator *a, FILE *f)
                        a->intervals_total);
         metric_counter(f, "profd_aggregator_samples_total", "Samples received from the sampler.",
                        a->samples_total);
+        metric_counter(f, "profd_aggregator_offcpu_waits_total",
+                       "Off-CPU waits received from the sampler (--off-cpu).", a->offcpu_waits_total);
+        metric_counter(f, "profd_aggregator_offcpu_stacks_expired_total",
+                       "Off-CPU waits dropped because their stacks had left the history (the wait "
+                       "began before the oldest interval held).",
+                       a->offcpu_stacks_expired_total);
         metric_counter(f, "profd_aggregator_records_total", "Distinct (thread, stack) records received.",
                        a->records_total);
         metric_counter(f, "profd_aggregator_dropped_samples_total",

@@ -31,6 +31,11 @@ typedef struct AggSample {
         Stack *user;   /* may be NULL */
         Stack *kernel; /* may be NULL */
         uint64_t count;
+        /* Off-CPU waits (SampleRecord.off_cpu): count waits weighing off_cpu_ns in state
+         * off_cpu_state. CPU and off-CPU samples never merge and never share a window. */
+        bool off_cpu;
+        uint8_t off_cpu_state;
+        uint64_t off_cpu_ns;
 } AggSample;
 
 /* Samples of [start_ns, end_ns), identical keys summed. Holds stack references. */
@@ -40,6 +45,8 @@ typedef struct ProfileWindow {
         AggSample *samples;
         size_t n_samples;
         uint64_t total;
+        bool off_cpu;        /* the off-CPU samples of the window, not the CPU ones */
+        uint64_t off_cpu_ns; /* off-CPU: sum of off_cpu_ns */
 } ProfileWindow;
 
 int aggregator_new(uint64_t history_ns, unsigned frequency_hz, Aggregator **ret);
@@ -62,6 +69,8 @@ void aggregator_cancel_wait(Aggregator *a, void *handle);
 
 /* Merge intervals with start >= t0 && end <= t1. -ENODATA if t0 is older than the history. */
 int aggregator_window(Aggregator *a, uint64_t t0, uint64_t t1, ProfileWindow **ret);
+/* The same for the off-CPU samples (off_cpu) or the CPU ones. */
+int aggregator_window_kind(Aggregator *a, uint64_t t0, uint64_t t1, bool off_cpu, ProfileWindow **ret);
 /* The history held, [*ret_oldest, *ret_latest): the start of the oldest interval and the end of
  * the latest (both 0 while nothing is held). */
 void aggregator_span(const Aggregator *a, uint64_t *ret_oldest, uint64_t *ret_latest);

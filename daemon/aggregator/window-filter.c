@@ -47,10 +47,12 @@ int profile_window_filter(ProfileWindow *w, const SampleFilter *f, CgroupResolve
         if (!drop)
                 return -ENOMEM;
         w->total = 0;
+        w->off_cpu_ns = 0;
         for (size_t i = 0; i < w->n_samples; i++) {
                 if (match(f, &w->samples[i], cg, now_ns)) {
                         w->samples[keep++] = w->samples[i];
                         w->total += w->samples[i].count;
+                        w->off_cpu_ns += w->samples[i].off_cpu_ns;
                 } else
                         drop[n_drop++] = w->samples[i];
         }

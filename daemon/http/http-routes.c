@@ -34,6 +34,11 @@ const Route http_routes[] = {
         {"/debug/pprof/flamegraph",
          "Interactive flame graph page of the next N seconds (same parameters as profile)",
          "/debug/pprof/flamegraph?seconds=30", route_profile, &profile_renderer_flamegraph},
+        {"/debug/pprof/offcpu",
+         "Off-CPU profile of the next N seconds with --off-cpu: where threads waited (state=blocked) "
+         "or were preempted (state=preempted) and for how long, gzipped pprof with samples/count and "
+         "off_cpu/nanoseconds (same parameters as profile; format=flamegraph for the page)",
+         "/debug/pprof/offcpu?seconds=30", route_profile, &profile_renderer_pprof, true},
         {"/debug/pprof/", NULL, NULL, route_index, NULL},
         {"/debug/pprof", NULL, NULL, route_index, NULL},
         {"/metrics", "Prometheus metrics of the daemon (samples, drops by reason, maps, requests)", NULL,
@@ -55,7 +60,8 @@ static size_t route_counter_row(const Route *route)
         if (!route)
                 return ROUTE_UNKNOWN;
         for (size_t i = 0; i < N_ROUTES; i++)
-                if (http_routes[i].handler == route->handler && http_routes[i].renderer == route->renderer)
+                if (http_routes[i].handler == route->handler && http_routes[i].renderer == route->renderer &&
+                    http_routes[i].off_cpu == route->off_cpu)
                         return i;
         return (size_t)(route - http_routes);
 }
@@ -144,6 +150,8 @@ static int route_profile(HttpServer *s, Request *req)
                 return queue_error(req, 400, "%s\n", err);
         if (!d->sampler || !sampler_is_live(d->sampler))
                 return queue_error(req, 503, "sampling is not live yet\n");
+        if (req->query.off_cpu && !d->options.off_cpu)
+                return queue_error(req, 503, "off-CPU recording is off: start profd with --off-cpu\n");
         past = req->query.has_start || req->query.has_end;
         if (past && profile_past_window(s, &req->query, err, sizeof(err)) < 0)
                 return queue_error(req, 400, "%s\n", err);

@@ -22,6 +22,7 @@ struct Route {
         const char *example;     /* link on the index page; NULL: path */
         route_handler_t handler;
         const ProfileRenderer *renderer; /* profile routes: default format */
+        bool off_cpu;                    /* profile routes: the off-CPU profile (--off-cpu) */
 };
 
 extern const Route http_routes[];

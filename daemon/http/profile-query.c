@@ -163,6 +163,7 @@ int profile_query_parse(HttpServer *s, Request *req, char *err, size_t errlen)
                                    : s->daemon->options.max_seconds,
                 .labels = s->daemon->options.labels,
                 .renderer = req->route->renderer,
+                .off_cpu = req->route->off_cpu,
         };
         ParseState st = {.server = s, .query = q};
         MHD_get_connection_values(req->connection, MHD_GET_ARGUMENT_KIND, parse_one, &st);

@@ -25,6 +25,7 @@ struct ProfileQuery {
          * without either the window starts now. */
         uint64_t start_ns, end_ns;
         bool has_start, has_end, has_seconds;
+        bool off_cpu; /* the route's: an off-CPU profile */
 };
 
 /* Fills req->query from the request's parameters, on top of the defaults (--max-seconds, --labels,

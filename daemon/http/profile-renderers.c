@@ -81,9 +81,18 @@ static int flamegraph_start(Daemon *d, ProfileWindow *w, const ProfileQuery *q, 
         (void)gethostname(host, sizeof(host) - 1);
         sample_filter_describe(&q->filter, filters, sizeof(filters));
         strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", gmtime_r(&t0, &tm));
-        snprintf(title, sizeof(title), "CPU flame graph of %s", host[0] ? host : "this host");
-        snprintf(subtitle, sizeof(subtitle), "%u s from %s at %u Hz per CPU, %" PRIu64 " samples%s%s",
-                 q->seconds, when, w->frequency_hz, w->total, filters[0] ? "; filters: " : "", filters);
+        snprintf(title, sizeof(title), "%s flame graph of %s", w->off_cpu ? "Off-CPU" : "CPU",
+                 host[0] ? host : "this host");
+        if (w->off_cpu)
+                snprintf(subtitle, sizeof(subtitle),
+                         "%u s from %s, %" PRIu64
+                         " waits recorded, %.3f s off CPU (widths: nanoseconds)%s%s",
+                         q->seconds, when, w->total, (double)w->off_cpu_ns / NSEC_PER_SEC,
+                         filters[0] ? "; filters: " : "", filters);
+        else
+                snprintf(subtitle, sizeof(subtitle),
+                         "%u s from %s at %u Hz per CPU, %" PRIu64 " samples%s%s", q->seconds, when,
+                         w->frequency_hz, w->total, filters[0] ? "; filters: " : "", filters);
         FlamegraphInfo info = {.title = title, .subtitle = subtitle};
         return flamegraph_job_new(w, d->symbolizer, d->processes, &info, (FlamegraphJob **)ret_job);
 }

@@ -206,7 +206,7 @@ static void on_window_drained(void *userdata)
         ProfileWindow *w = NULL;
 
         req->wait = NULL;
-        int r = aggregator_window(d->aggregator, req->t0, req->t1, &w);
+        int r = aggregator_window_kind(d->aggregator, req->t0, req->t1, req->query.off_cpu, &w);
         if (r < 0) {
                 log_warning_errno_ratelimited(r, "Profile window [%.3f, %.3f) is not available: %m",
                                               req->t0 / 1e9, req->t1 / 1e9);

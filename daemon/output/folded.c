@@ -191,6 +191,14 @@ static int fold_sample(FoldedJob *j, const AggSample *s)
         j->line.n = 0;
         if ((r = buf_add_name(&j->line, s->comm[0] ? s->comm : "[unknown]", NULL)) < 0)
                 return r;
+        if (s->off_cpu) {
+                /* Off-CPU: why it was off CPU splits the graph first. */
+                const char *why = s->off_cpu_state == PROFD_OFFCPU_PREEMPTED ? ";[preempted]" : ";[blocked]";
+                if ((r = buf_reserve(&j->line, strlen(why) + 1)) < 0)
+                        return r;
+                memcpy(j->line.p + j->line.n, why, strlen(why) + 1);
+                j->line.n += strlen(why);
+        }
         for (size_t i = j->frames.n; i-- > 0;) {
                 if ((r = buf_reserve(&j->line, 1)) < 0)
                         return r;
@@ -202,7 +210,8 @@ static int fold_sample(FoldedJob *j, const AggSample *s)
                 memcpy(j->line.p + j->line.n, name, nl + 1);
                 j->line.n += nl;
         }
-        return add_line(j, j->line.p, j->line.n, s->count);
+        /* Off-CPU lines weigh their estimated nanoseconds off CPU, CPU lines their samples. */
+        return add_line(j, j->line.p, j->line.n, s->off_cpu ? s->off_cpu_ns : s->count);
 }
 
 int folded_job_new(ProfileWindow *w, Symbolizer *sym, ProcessTable *procs, FoldedJob **ret)
@@ -234,7 +243,7 @@ int folded_job_step(FoldedJob *j)
                 int r = fold_sample(j, s);
                 if (r < 0)
                         return r;
-                j->total += s->count;
+                j->total += s->off_cpu ? s->off_cpu_ns : s->count;
         }
         if (j->next < j->w->n_samples)
                 return 0;

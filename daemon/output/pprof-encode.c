@@ -110,6 +110,7 @@ struct PprofJob {
 
         int64_t period;
         int64_t str_samples, str_count, str_cpu, str_nanoseconds;
+        int64_t str_state, str_blocked, str_preempted; /* off-CPU windows */
         int64_t label_keys[_LABEL_MAX];
 
         PprofPack pack;
@@ -474,7 +475,8 @@ static int user_location(PprofJob *j, const Process *p, pid_t pid, const Stack *
 /* Index of the interned label key=value: value is a string (str >= 0, an index into the string
  * table) or a number (str < 0). A number carries a unit, the key's name (what pprof assumes when
  * none is given): a label with neither str nor num_unit and num 0 (pid 0) would read as absent. */
-static int64_t label_ref(PprofJob *j, Label key, int64_t str, int64_t num)
+/* The label (key_str, str or num) interned; a numeric label's unit is its key. */
+static int64_t label_ref_str(PprofJob *j, int64_t key_str, int64_t str, int64_t num)
 {
         Perftools__Profiles__Label *l;
         uint64_t kv[3];
@@ -482,7 +484,7 @@ static int64_t label_ref(PprofJob *j, Label key, int64_t str, int64_t num)
         size_t slot;
         uint32_t id;
 
-        kv[0] = (uint64_t)j->label_keys[key];
+        kv[0] = (uint64_t)key_str;
         kv[1] = (uint64_t)str;
         kv[2] = str < 0 ? (uint64_t)num : 0;
         h = hash_u64s(kv, 3);
@@ -503,7 +505,7 @@ static int64_t label_ref(PprofJob *j, Label key, int64_t str, int64_t num)
                 l->str = str;
         else {
                 l->num = num;
-                l->num_unit = j->label_keys[key];
+                l->num_unit = key_str;
         }
         j->labels[j->n_labels++] = l;
         if (id_index_insert(&j->label_index, h, (uint32_t)j->n_labels) < 0)
@@ -511,11 +513,16 @@ static int64_t label_ref(PprofJob *j, Label key, int64_t str, int64_t num)
         return (int64_t)j->n_labels - 1;
 }
 
+static int64_t label_ref(PprofJob *j, Label key, int64_t str, int64_t num)
+{
+        return label_ref_str(j, j->label_keys[key], str, num);
+}
+
 static int add_sample(PprofJob *j, const AggSample *s, unsigned *budget)
 {
         Perftools__Profiles__Sample *out;
         size_t n = 0, need, n_labels = 0;
-        int64_t label_idx[_LABEL_MAX];
+        int64_t label_idx[_LABEL_MAX + 1]; /* + state= of off-CPU samples */
         const Process *p;
         uint64_t id;
         int r;
@@ -591,6 +598,16 @@ static int add_sample(PprofJob *j, const AggSample *s, unsigned *budget)
                 label_idx[n_labels++] = idx;
         }
 
+        if (j->window->off_cpu) {
+                /* Always there: waits and preemption are different questions. */
+                int64_t idx = label_ref_str(
+                        j, j->str_state,
+                        s->off_cpu_state == PROFD_OFFCPU_PREEMPTED ? j->str_preempted : j->str_blocked, 0);
+                if (idx < 0)
+                        return (int)idx;
+                label_idx[n_labels++] = idx;
+        }
+
         /* One block: the sample, its location ids, its two values, its label pointers. */
         out = malloc(sizeof(*out) + n * sizeof(uint64_t) + 2 * sizeof(int64_t) +
                      n_labels * sizeof(Perftools__Profiles__Label *));
@@ -602,7 +619,7 @@ static int add_sample(PprofJob *j, const AggSample *s, unsigned *budget)
         out->n_location_id = n;
         out->value = (int64_t *)(out->location_id + n);
         out->value[0] = (int64_t)s->count;
-        out->value[1] = (int64_t)s->count * j->period;
+        out->value[1] = j->window->off_cpu ? (int64_t)s->off_cpu_ns : (int64_t)s->count * j->period;
         out->n_value = 2;
         out->label = (Perftools__Profiles__Label **)(out->value + 2);
         for (size_t i = 0; i < n_labels; i++)
@@ -628,7 +645,8 @@ int pprof_job_new(ProfileWindow *w, Symbolizer *sym, ProcessTable *procs, const 
         j->kernel_addresses = symbolizer_kernel_addresses_shown(sym);
         if (o)
                 j->options = *o;
-        j->period = w->frequency_hz > 0 ? (int64_t)(NSEC_PER_SEC / w->frequency_hz) : 0;
+        /* Off-CPU: each sample's value is its own estimated time; there is no fixed period. */
+        j->period = w->frequency_hz > 0 && !w->off_cpu ? (int64_t)(NSEC_PER_SEC / w->frequency_hz) : 0;
         j->samples = calloc(w->n_samples ? w->n_samples : 1, sizeof(*j->samples));
         if (!j->samples)
                 return -ENOMEM;
@@ -636,11 +654,15 @@ int pprof_job_new(ProfileWindow *w, Symbolizer *sym, ProcessTable *procs, const 
                 return -ENOMEM;
         j->str_samples = intern(j, "samples");
         j->str_count = intern(j, "count");
-        j->str_cpu = intern(j, "cpu");
+        j->str_cpu = intern(j, w->off_cpu ? "off_cpu" : "cpu");
+        j->str_state = intern(j, "state");
+        j->str_blocked = intern(j, "blocked");
+        j->str_preempted = intern(j, "preempted");
         j->str_nanoseconds = intern(j, "nanoseconds");
         for (Label l = 0; l < _LABEL_MAX; l++)
                 j->label_keys[l] = intern(j, label_to_string(l));
-        if (j->str_samples < 0 || j->str_count < 0 || j->str_cpu < 0 || j->str_nanoseconds < 0)
+        if (j->str_samples < 0 || j->str_count < 0 || j->str_cpu < 0 || j->str_nanoseconds < 0 ||
+            j->str_state < 0 || j->str_blocked < 0 || j->str_preempted < 0)
                 return -ENOMEM;
         for (Label l = 0; l < _LABEL_MAX; l++)
                 if (j->label_keys[l] < 0)

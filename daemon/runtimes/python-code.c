@@ -448,6 +448,14 @@ static uint32_t line_from_checkpoints(PythonLineTable kind, const uint8_t *table
 
 /* --- reading the process ---------------------------------------------------------------------- */
 
+/* End of user addresses: 2^47 on x86-64, 2^48 on arm64 (48-bit virtual addresses, as Debian's
+ * arm64 kernels give user space). */
+#if defined(__aarch64__)
+#define USER_ADDR_END (1ULL << 48)
+#else
+#define USER_ADDR_END (1ULL << 47)
+#endif
+
 /* Only where reading cannot wait on a file a user serves (remote-memory.h): a code object in
  * memory mapped from a FUSE file is refused (-EFAULT, counted as untrusted), never read. */
 static int read_mem(PythonCodeCache *c, pid_t pid, uint64_t addr, void *buf, size_t n)
@@ -457,8 +465,8 @@ static int read_mem(PythonCodeCache *c, pid_t pid, uint64_t addr, void *buf, siz
 
         if (n == 0)
                 return 0;
-        /* User addresses end at 2^47; anything else (or a range wrapping) is no object. */
-        if (addr == 0 || addr >= (1ULL << 47) || n > (1ULL << 47) - addr)
+        /* User addresses end at USER_ADDR_END; anything else (or a range wrapping) is no object. */
+        if (addr == 0 || addr >= USER_ADDR_END || n > USER_ADDR_END - addr)
                 return -EFAULT;
         now = now_ns(CLOCK_MONOTONIC);
         for (unsigned attempt = 0;; attempt++) { /* at most twice: see below */

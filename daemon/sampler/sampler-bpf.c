@@ -17,6 +17,7 @@
 #include "sampler/kernel-features.h"
 #include "sampler/sampler-bpf.h"
 #include "sampler/sampler-internal.h"
+#include "sampler/sampler-offcpu.h"
 #include "util/log.h"
 #include "util/macro.h"
 
@@ -32,6 +33,9 @@
  * like the others, from a smaller floor, and capped so a 64-CPU host at 99 Hz still fits. */
 #define SAMPLER_PREALLOC_MIN_ENTRIES 1024u
 #define SAMPLER_PREALLOC_MAX_ENTRIES 16384u
+/* With --off-cpu: the least entries of the counts and stacks maps (see sampler_load()). */
+#define SAMPLER_OFFCPU_MIN_ENTRIES 32768u
+#define SAMPLER_OFFCPU_PREALLOC_MIN_ENTRIES 4096u
 #define SAMPLER_ONLINE_CPUS_PATH "/sys/devices/system/cpu/online"
 
 void sampler_detach(Sampler *s)
@@ -44,6 +48,7 @@ void sampler_detach(Sampler *s)
         s->n_links = 0;
         bpf_link__destroy(s->exec_link);
         s->exec_link = NULL;
+        sampler_offcpu_detach(s);
 }
 
 /* Parses a CPU list such as "0-3,8,10-11" (sysfs "online"; path: tests may point it elsewhere). */
@@ -118,12 +123,24 @@ int sampler_load(Sampler *s)
                 s->stacks_entries = s->counts_entries;
         }
 
+        if (s->opts.off_cpu) {
+                /* Waits are unwound at the rate threads switch, not at --frequency: thousands of
+                 * distinct stacks a second on a busy host. Dynamic maps take memory only for what
+                 * they hold; preallocated ones all of it, hence the smaller floor. */
+                uint32_t floor =
+                        dynamic_maps ? SAMPLER_OFFCPU_MIN_ENTRIES : SAMPLER_OFFCPU_PREALLOC_MIN_ENTRIES;
+
+                s->counts_entries = s->counts_entries > floor ? s->counts_entries : floor;
+                s->stacks_entries = s->stacks_entries > floor ? s->stacks_entries : floor;
+        }
+
         struct bpf_map *sized[] = {
-                s->skel->maps.counts_0, s->skel->maps.counts_1,  s->skel->maps.stacks_0,
-                s->skel->maps.stacks_1, s->skel->maps.kstacks_0, s->skel->maps.kstacks_1,
+                s->skel->maps.counts_0,        s->skel->maps.counts_1,  s->skel->maps.offcpu_counts_0,
+                s->skel->maps.offcpu_counts_1, s->skel->maps.stacks_0,  s->skel->maps.stacks_1,
+                s->skel->maps.kstacks_0,       s->skel->maps.kstacks_1,
         };
         for (size_t i = 0; i < ELEMENTSOF(sized); i++) {
-                r = bpf_map__set_max_entries(sized[i], i < 2 ? s->counts_entries : s->stacks_entries);
+                r = bpf_map__set_max_entries(sized[i], i < 4 ? s->counts_entries : s->stacks_entries);
                 if (r >= 0 && !dynamic_maps)
                         r = bpf_map__set_map_flags(sized[i],
                                                    bpf_map__map_flags(sized[i]) & ~BPF_F_NO_PREALLOC);
@@ -137,9 +154,12 @@ int sampler_load(Sampler *s)
         s->skel->rodata->profd_have_task_btf = kf->have[KERNEL_FEATURE_TASK_BTF];
         s->skel->rodata->profd_have_task_pt_regs = kf->have[KERNEL_FEATURE_TASK_PT_REGS];
         s->skel->rodata->profd_thread_size = kf->thread_size;
+        r = sampler_offcpu_configure(s);
+        if (r < 0)
+                return r;
 
         /* BPF_LOG_STATS: only the verifier's closing statistics, even when the load succeeds. */
-        char stats[4][512]; /* entry, step, finalize (and room for one more) */
+        char stats[16][512]; /* every program */
         struct bpf_program *prog;
         size_t n_prog = 0;
         if (s->opts.verifier_stats)
@@ -179,7 +199,7 @@ int sampler_load(Sampler *s)
                         return log_error_errno(-errno, "Failed to install tail-call program %s: %m",
                                                bpf_program__name(slots[i]));
         }
-        return 0;
+        return sampler_offcpu_install(s);
 }
 
 static const char *online_cpus_path(const Sampler *s)
@@ -249,7 +269,7 @@ int sampler_attach(Sampler *s)
         }
         if (s->n_links == 0)
                 return log_error_errno(-ENODEV, "No online CPU to sample");
-        return 0;
+        return sampler_offcpu_attach(s);
 }
 
 /* CPUs that came online since the last check get an event; one that went offline lost its

@@ -27,6 +27,8 @@ void sampler_drain_done(Drain *d)
 {
         free(d->keys);
         free(d->counts);
+        free(d->offcpu_keys);
+        free(d->offcpu_values);
         free(d->stacks);
         free(d->kstacks);
         free(d->frames);
@@ -144,6 +146,69 @@ static void copy_comm(char dst[PROFD_COMM_LEN + 1], const char src[PROFD_COMM_LE
         dst[PROFD_COMM_LEN] = 0;
 }
 
+/* A record of key k with its stacks. A hash whose stack is missing counts, and reads as none;
+ * except in off-CPU records: a wait's stacks arrive in the interval it began (with a {0, 0}
+ * record), its time in the one it ends, so the hash stays for the aggregator to resolve. */
+static SampleRecord make_record(Sampler *s, const struct profd_count_key *k, bool off_cpu)
+{
+        Drain *d = &s->drain;
+        const DrainedStack *us = find_stack(d->stacks, d->n_stacks, k->user_hash);
+        const DrainedStack *ks = find_stack(d->kstacks, d->n_kstacks, k->kernel_hash);
+        SampleRecord rec;
+
+        if (((k->user_hash && !us) || (k->kernel_hash && !ks)) && !off_cpu)
+                s->missing_stacks++;
+        rec = (SampleRecord){
+                .pid = k->pid,
+                .tid = k->tid,
+                .cgroup_id = k->cgroup_id,
+                .user_hash = us || off_cpu ? k->user_hash : 0,
+                .kernel_hash = ks || off_cpu ? k->kernel_hash : 0,
+                .user_frames = us ? d->frames + us->off : NULL,
+                .user_exact = us ? d->exact + us->off : NULL,
+                .n_user = us ? us->len : 0,
+                .user_flags = us ? us->flags : 0,
+                .kernel_frames = ks ? d->frames + ks->off : NULL,
+                .n_kernel = ks ? ks->len : 0,
+        };
+        copy_comm(rec.comm, k->comm);
+        copy_comm(rec.thread_comm, k->thread_comm);
+        return rec;
+}
+
+/* The retired generation's off-CPU counts (empty without --off-cpu) into d->offcpu_*. */
+static int drain_offcpu(Sampler *s, unsigned g)
+{
+        Drain *d = &s->drain;
+        int fd = bpf_map__fd(g ? s->skel->maps.offcpu_counts_1 : s->skel->maps.offcpu_counts_0);
+        size_t n;
+        int r;
+
+        d->n_offcpu = 0;
+        if (!s->opts.off_cpu)
+                return 0;
+        r = map_drain_all(d, fd, sizeof(struct profd_offcpu_key), sizeof(struct profd_offcpu_value), &n);
+        if (r < 0)
+                return r;
+        if (n > d->cap_offcpu) {
+                size_t cap = d->cap_offcpu;
+                void *v;
+
+                r = ARRAY_GROW(d->offcpu_keys, cap, n, 64);
+                if (r < 0)
+                        return r;
+                v = reallocarray(d->offcpu_values, cap, sizeof(struct profd_offcpu_value));
+                if (!v)
+                        return -ENOMEM;
+                d->offcpu_values = v;
+                d->cap_offcpu = cap;
+        }
+        memcpy_safe(d->offcpu_keys, d->batch_keys, n * sizeof(*d->offcpu_keys));
+        memcpy_safe(d->offcpu_values, d->batch_values, n * sizeof(*d->offcpu_values));
+        d->n_offcpu = n;
+        return 0;
+}
+
 static int sampler_drain(Sampler *s)
 {
         Drain *d = &s->drain;
@@ -177,6 +242,10 @@ static int sampler_drain(Sampler *s)
         memcpy_safe(d->counts, d->batch_values, n * sizeof(uint64_t));
         d->n_counts = n;
 
+        r = drain_offcpu(s, g);
+        if (r < 0)
+                return log_error_errno(r, "Failed to drain off-CPU counts map: %m");
+
         r = map_drain_all(d, stacks_fd, sizeof(uint64_t), sizeof(struct profd_stack), &n);
         if (r < 0)
                 return log_error_errno(r, "Failed to drain user stacks map: %m");
@@ -193,39 +262,30 @@ static int sampler_drain(Sampler *s)
         if (r < 0)
                 return r;
 
-        r = ARRAY_GROW(d->records, d->cap_records, d->n_counts, 64);
+        r = ARRAY_GROW(d->records, d->cap_records, d->n_counts + d->n_offcpu, 64);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < d->n_counts; i++) {
-                const struct profd_count_key *k = &d->keys[i];
-                const DrainedStack *us = find_stack(d->stacks, d->n_stacks, k->user_hash);
-                const DrainedStack *ks = find_stack(d->kstacks, d->n_kstacks, k->kernel_hash);
-                SampleRecord *rec = &d->records[i];
-
-                if ((k->user_hash && !us) || (k->kernel_hash && !ks))
-                        s->missing_stacks++;
-                *rec = (SampleRecord){
-                        .pid = k->pid,
-                        .tid = k->tid,
-                        .cgroup_id = k->cgroup_id,
-                        .user_hash = us ? k->user_hash : 0,
-                        .kernel_hash = ks ? k->kernel_hash : 0,
-                        .user_frames = us ? d->frames + us->off : NULL,
-                        .user_exact = us ? d->exact + us->off : NULL,
-                        .n_user = us ? us->len : 0,
-                        .user_flags = us ? us->flags : 0,
-                        .kernel_frames = ks ? d->frames + ks->off : NULL,
-                        .n_kernel = ks ? ks->len : 0,
-                        .count = d->counts[i],
-                };
-                copy_comm(rec->comm, k->comm);
-                copy_comm(rec->thread_comm, k->thread_comm);
+                d->records[i] = make_record(s, &d->keys[i], false);
+                d->records[i].count = d->counts[i];
                 total += d->counts[i];
+        }
+        for (size_t i = 0; i < d->n_offcpu; i++) {
+                SampleRecord *rec = &d->records[d->n_counts + i];
+
+                *rec = make_record(s, &d->offcpu_keys[i].key, true);
+                rec->count = d->offcpu_values[i].count;
+                rec->off_cpu = true;
+                rec->off_cpu_state = d->offcpu_keys[i].state;
+                rec->off_cpu_ns = d->offcpu_values[i].ns;
         }
 
         s->last_counts = d->n_counts;
         s->last_stacks = d->n_stacks;
         s->last_kstacks = d->n_kstacks;
+        s->last_offcpu = d->n_offcpu;
+        if (s->last_offcpu > s->max_offcpu)
+                s->max_offcpu = s->last_offcpu;
         if (s->last_counts > s->max_counts)
                 s->max_counts = s->last_counts;
         if (s->last_stacks > s->max_stacks)
@@ -235,7 +295,7 @@ static int sampler_drain(Sampler *s)
         dt = s->pending_end_ns - s->pending_start_ns;
         s->rate = dt ? (double)total * NSEC_PER_SEC / (double)dt : 0;
 
-        s->cb(s->userdata, s->pending_start_ns, s->pending_end_ns, d->records, d->n_counts);
+        s->cb(s->userdata, s->pending_start_ns, s->pending_end_ns, d->records, d->n_counts + d->n_offcpu);
 
         dt = now_ns(CLOCK_MONOTONIC) - t0;
         s->drains++;
@@ -264,6 +324,9 @@ int sampler_on_drain_timer(sd_event_source *src, uint64_t usec, void *userdata)
                 unsigned g = s->pending_gen;
                 (void)map_drain_all(d, bpf_map__fd(g ? s->skel->maps.counts_1 : s->skel->maps.counts_0),
                                     sizeof(struct profd_count_key), sizeof(uint64_t), &n);
+                (void)map_drain_all(
+                        d, bpf_map__fd(g ? s->skel->maps.offcpu_counts_1 : s->skel->maps.offcpu_counts_0),
+                        sizeof(struct profd_offcpu_key), sizeof(struct profd_offcpu_value), &n);
                 (void)map_drain_all(d, bpf_map__fd(g ? s->skel->maps.stacks_1 : s->skel->maps.stacks_0),
                                     sizeof(uint64_t), sizeof(struct profd_stack), &n);
                 (void)map_drain_all(d, bpf_map__fd(g ? s->skel->maps.kstacks_1 : s->skel->maps.kstacks_0),

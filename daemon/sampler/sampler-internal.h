@@ -34,6 +34,10 @@ typedef struct Drain {
         uint64_t *counts;
         size_t n_counts, cap_counts;
 
+        struct profd_offcpu_key *offcpu_keys;
+        struct profd_offcpu_value *offcpu_values;
+        size_t n_offcpu, cap_offcpu;
+
         DrainedStack *stacks, *kstacks;
         size_t n_stacks, cap_stacks, n_kstacks, cap_kstacks;
         uint64_t *frames;
@@ -64,6 +68,10 @@ struct Sampler {
         sd_event_source *hotplug_timer;
         uint64_t hotplug_attached;
         struct bpf_link *exec_link;
+        struct bpf_link *offcpu_link; /* --off-cpu: sched_switch */
+        uint32_t offcpu_threads_entries, offcpu_pending_entries;
+        bool offcpu_have_cut;                       /* profd_offcpu_cut loaded (5.13+) */
+        uint64_t offcpu_cuts, offcpu_cut_errors;
         int n_possible_cpus;
         uint32_t counts_entries, stacks_entries;
 
@@ -95,8 +103,8 @@ struct Sampler {
         uint64_t drains, drain_ns_total, drain_ns_last, drain_errors;
         uint64_t cuts_coalesced;
         uint64_t missing_stacks;
-        uint64_t last_counts, last_stacks, last_kstacks;
-        uint64_t max_counts, max_stacks, max_kstacks;
+        uint64_t last_counts, last_stacks, last_kstacks, last_offcpu;
+        uint64_t max_counts, max_stacks, max_kstacks, max_offcpu;
 };
 
 /* sampler-python.c */

@@ -162,6 +162,44 @@ void sampler_write_metrics(const Sampler *s, FILE *f)
                                 "How Python walks ended, by reason.", "reason", py_stop_names,
                                 c + PROFD_PY_STOP_BASE, PROFD_PY_STOP__MAX);
                 sampler_write_python_metrics(s, c, f);
+
+                /* Off-CPU (docs/off-cpu.md); zeros without --off-cpu. */
+                metric_gauge(f, "profd_offcpu_enabled", "1 with --off-cpu.", s->opts.off_cpu ? 1 : 0);
+                metric_counter(f, "profd_offcpu_waits_started_total",
+                               "Switch-outs of wanted threads (off-CPU waits started).",
+                               c[PROFD_CNT_OFFCPU_SWITCH_OUTS]);
+                metric_counter(f, "profd_offcpu_waits_ended_total",
+                               "Switch-ins of remembered threads (off-CPU waits ended).",
+                               c[PROFD_CNT_OFFCPU_SWITCH_INS]);
+                metric_counter(f, "profd_offcpu_waits_unwound_total",
+                               "Off-CPU waits whose stacks were unwound at their start.",
+                               c[PROFD_CNT_OFFCPU_UNWOUND]);
+                metric_counter(f, "profd_offcpu_waits_recorded_total",
+                               "Unwound off-CPU waits counted at their end.", c[PROFD_CNT_OFFCPU_RECORDED]);
+                metric_family(f, "profd_offcpu_recorded_seconds_total", "counter",
+                              "Estimated off-CPU time of the recorded waits (what the profiles add up).");
+                metric_sample_fixed(f, "profd_offcpu_recorded_seconds_total", NULL,
+                                    (double)c[PROFD_CNT_OFFCPU_RECORDED_NS] / NSEC_PER_SEC, 6);
+                metric_counter(f, "profd_offcpu_cut_parts_total",
+                               "Parts of off-CPU waits in progress counted at a cut (the part before it).",
+                               c[PROFD_CNT_OFFCPU_CUT_PARTS]);
+                metric_labelled(f, "profd_offcpu_cuts_total", "counter",
+                                "Cuts at which the waits in progress were counted, by outcome (5.13+).",
+                                "outcome", (const char *const[]){"ok", "failed"},
+                                (const uint64_t[]){s->offcpu_cuts, s->offcpu_cut_errors}, 2);
+                metric_labelled(f, "profd_offcpu_skipped_total", "counter",
+                                "Context switches not recorded by design, by reason.", "reason",
+                                (const char *const[]){"unwanted", "exiting", "sampled_out"},
+                                (const uint64_t[]){c[PROFD_CNT_OFFCPU_UNWANTED], c[PROFD_CNT_OFFCPU_EXITING],
+                                                   c[PROFD_CNT_OFFCPU_SAMPLED_OUT]},
+                                3);
+                metric_labelled(
+                        f, "profd_offcpu_drops_total", "counter", "Off-CPU waits lost, by reason.", "reason",
+                        (const char *const[]){"threads_full", "pending_full", "pending_lost", "counts_full"},
+                        (const uint64_t[]){
+                                c[PROFD_DROP_OFFCPU_THREADS_FULL], c[PROFD_DROP_OFFCPU_PENDING_FULL],
+                                c[PROFD_DROP_OFFCPU_PENDING_LOST], c[PROFD_DROP_OFFCPU_COUNTS_FULL]},
+                        4);
         }
         metric_labelled(
                 f, "profd_python_groups_total", "counter",
@@ -187,6 +225,14 @@ void sampler_write_metrics(const Sampler *s, FILE *f)
         metric_labelled(f, "profd_bpf_map_max_entries", "gauge", "Capacity of one map generation.", "map",
                         maps, (const uint64_t[]){s->counts_entries, s->stacks_entries, s->stacks_entries},
                         3);
+
+        metric_gauge(f, "profd_offcpu_map_entries",
+                     "Entries drained from the off-CPU counts map in the last interval.", s->last_offcpu);
+        metric_gauge(f, "profd_offcpu_map_entries_peak",
+                     "Largest number of entries drained from one off-CPU counts generation.", s->max_offcpu);
+        metric_labelled(f, "profd_offcpu_map_max_entries", "gauge", "Capacity of the off-CPU thread maps.",
+                        "map", (const char *const[]){"threads", "pending"},
+                        (const uint64_t[]){s->offcpu_threads_entries, s->offcpu_pending_entries}, 2);
 
         metric_family(f, "profd_drain_seconds", "summary",
                       "Time to read, empty and hand over one map generation.");

@@ -16,6 +16,7 @@
 #include "sampler/sampler-bpf.h"
 #include "sampler/sampler-drain.h"
 #include "sampler/sampler-internal.h"
+#include "sampler/sampler-offcpu.h"
 #include "util/log.h"
 #include "util/macro.h"
 #include "util/time-util.h"
@@ -87,6 +88,11 @@ int sampler_cut(Sampler *s, uint64_t *ret_cut_ns)
         s->active_gen ^= 1;
         __atomic_store_n(&s->skel->bss->profd_gen, s->active_gen, __ATOMIC_SEQ_CST);
         t = now_ns(CLOCK_REALTIME);
+        r = sampler_offcpu_cut(s);
+        if (r < 0)
+                log_warning_errno_ratelimited(r,
+                                              "Off-CPU cut failed (waits in progress count in the interval "
+                                              "they end in): %m");
 
         s->pending_start_ns = s->interval_start_ns;
         s->pending_end_ns = t;

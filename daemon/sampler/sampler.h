@@ -13,6 +13,7 @@
 
 #include "bpf/profd-filter.h"
 #include "bpf/profd-sample.h"
+#include "bpf/profd-offcpu.h"
 #include "runtimes/python-frame-ids.h"
 #include "util/macro.h"
 
@@ -25,7 +26,15 @@ typedef struct SamplerOptions {
         bool measure_cost;   /* BPF times each recorded sample (benchmarks): profd_bpf_recorded_ns_total */
         bool verifier_stats; /* log each program's verifier statistics (instructions processed) */
         const char *online_cpus_path; /* NULL: /sys/devices/system/cpu/online (tests fake hotplug) */
+        /* Off-CPU waits (docs/off-cpu.md): a wait shorter than the threshold is unwound with
+         * probability wait / threshold and then weighs the threshold. */
+        bool off_cpu;
+        uint64_t off_cpu_threshold_ns; /* 0: SAMPLER_OFF_CPU_THRESHOLD_DEFAULT_NS */
 } SamplerOptions;
+
+#define SAMPLER_OFF_CPU_THRESHOLD_DEFAULT_NS (1000 * 1000ULL)
+/* Below 2^32 ns: the BPF draw computes wait << 32 for waits shorter than the threshold. */
+#define SAMPLER_OFF_CPU_THRESHOLD_MAX_NS (4000 * 1000 * 1000ULL)
 
 /* One (pid, tid, comm, cgroup, user stack, kernel stack) with its count in one interval.
  * Frame arrays are valid only during the callback. */
@@ -44,6 +53,14 @@ typedef struct SampleRecord {
         const uint64_t *kernel_frames;
         uint32_t n_kernel;
         uint64_t count;
+        /* An off-CPU record (docs/off-cpu.md): count waits that ended in the interval and together
+         * weigh off_cpu_ns, the estimated time the thread spent off CPU in this stack;
+         * off_cpu_state is enum profd_offcpu_state (bpf/profd-offcpu.h). count == 0: only the
+         * stacks of a wait that began in the interval. A nonzero hash without frames: the stack
+         * came in an earlier interval (look it up by hash). */
+        bool off_cpu;
+        uint8_t off_cpu_state;
+        uint64_t off_cpu_ns;
 } SampleRecord;
 
 /* Called once per cut with every record of the interval [start_ns, end_ns) (CLOCK_REALTIME). */

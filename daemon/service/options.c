@@ -22,6 +22,9 @@
 #define DEFAULT_HTTP_MAX_CONNECTIONS 128
 #define DEFAULT_HTTP_MAX_CONNECTIONS_PER_CLIENT 16
 #define DEFAULT_UNWIND_TABLE_MEMORY (256ULL << 20)
+#define DEFAULT_DEBUGINFOD_CACHE_SIZE (2ULL << 30)
+#define DEFAULT_DEBUGINFOD_TIMEOUT_S 60
+#define MAX_DEBUGINFOD_TIMEOUT_S 3600
 
 /* perf's own ceiling for software events is far higher, but past this the daemon's per-interval
  * work stops being "near-zero" and the drop counters would fill with counts-map-full. */
@@ -33,6 +36,10 @@
 /* Each connection is a file descriptor and up to 32 KiB of request memory; the per-client check
  * scans the open connections. */
 #define HTTP_MAX_CONNECTIONS_LIMIT 4096
+/* Waits shorter than the threshold are unwound with probability wait / threshold (docs/off-cpu.md);
+ * the BPF draw needs it below 2^32 ns. */
+#define DEFAULT_OFF_CPU_THRESHOLD_US 1000
+#define MAX_OFF_CPU_THRESHOLD_US 4000000
 
 enum {
         ARG_HTTP_ADDRESS = 0x100,
@@ -55,6 +62,12 @@ enum {
         ARG_TLS_CLIENT_CA,
         ARG_AUTH_TOKEN_FILE,
         ARG_KERNEL_ADDRESSES,
+        ARG_DEBUGINFOD_URLS,
+        ARG_DEBUGINFOD_CACHE,
+        ARG_DEBUGINFOD_CACHE_SIZE,
+        ARG_DEBUGINFOD_TIMEOUT,
+        ARG_OFF_CPU,
+        ARG_OFF_CPU_THRESHOLD,
 };
 
 static const struct option long_options[] = {
@@ -77,6 +90,12 @@ static const struct option long_options[] = {
         {"tls-client-ca", required_argument, NULL, ARG_TLS_CLIENT_CA},
         {"auth-token-file", required_argument, NULL, ARG_AUTH_TOKEN_FILE},
         {"kernel-addresses", no_argument, NULL, ARG_KERNEL_ADDRESSES},
+        {"debuginfod-urls", required_argument, NULL, ARG_DEBUGINFOD_URLS},
+        {"debuginfod-cache", required_argument, NULL, ARG_DEBUGINFOD_CACHE},
+        {"debuginfod-cache-size", required_argument, NULL, ARG_DEBUGINFOD_CACHE_SIZE},
+        {"debuginfod-timeout", required_argument, NULL, ARG_DEBUGINFOD_TIMEOUT},
+        {"off-cpu", no_argument, NULL, ARG_OFF_CPU},
+        {"off-cpu-threshold", required_argument, NULL, ARG_OFF_CPU_THRESHOLD},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, ARG_VERSION},
         {}};
@@ -101,7 +120,24 @@ static void help(void)
                "                              CAs and token are re-read on SIGHUP.\n"
                "  --kernel-addresses          put kernel text addresses into profiles (they reveal the\n"
                "                              KASLR offset; default: kernel frames by name only)\n"
+               "  --debuginfod-urls URLS      fetch debug files of stripped binaries by build ID from\n"
+               "                              these debuginfod servers (space-separated; default\n"
+               "                              $DEBUGINFOD_URLS; \"\": off). The servers learn the build\n"
+               "                              IDs of the host's software.\n"
+               "  --debuginfod-cache DIR      where fetched files are kept (default\n"
+               "                              $CACHE_DIRECTORY/debuginfod, else\n"
+               "                              /var/cache/profd/debuginfod)\n"
+               "  --debuginfod-cache-size SIZE\n"
+               "                              bound of that directory, suffix K, M or G (default 2G)\n"
+               "  --debuginfod-timeout SECONDS\n"
+               "                              longest one fetch may take (default 60)\n"
                "  --frequency HZ              samples per second per CPU (default %u)\n"
+               "  --off-cpu                   also record where threads wait off CPU, served on\n"
+               "                              /debug/pprof/offcpu (default off: costs up to ~1 us per\n"
+               "                              context switch, see docs/off-cpu.md)\n"
+               "  --off-cpu-threshold USEC    waits this long or longer are always unwound; shorter\n"
+               "                              ones with probability wait/threshold, weighted so totals\n"
+               "                              stay exact on average (default %u)\n"
                "  --max-seconds N             longest ?seconds= a profile request may ask for (default %u)\n"
                "  --labels LIST               labels on every sample, comma-separated, from comm, pid,\n"
                "                              tid, thread_name, unit, container_id (pid and tid are\n"
@@ -137,15 +173,20 @@ static void help(void)
                "                                 pid=PID, comm=NAME, unit=UNIT (repeatable filters)\n"
                "                                 format=pprof|folded|flamegraph\n"
                "  /debug/pprof/flamegraph      flame graph page of the next N seconds (same parameters)\n"
+               "  /debug/pprof/offcpu          with --off-cpu: off-CPU profile of the next N seconds,\n"
+               "                               time off CPU per stack, state=blocked|preempted (same\n"
+               "                               parameters)\n"
                "  /debug/pprof/                index of the endpoints\n"
                "  /metrics                     Prometheus metrics (samples, drops by reason, tables)\n"
                "  /healthz                     200 once sampling is live, 503 before\n"
                "  /debug/profd/process?pid=N   whether a process's unwind tables are in place\n"
                "  With --auth-token-file every endpoint but /healthz answers 401 without the token.\n"
                "\n"
-               "Needs Linux 5.10 or newer (x86-64, with BTF) and root or the capabilities in profd(8).\n",
-               DEFAULT_FREQUENCY_HZ, DEFAULT_MAX_SECONDS, DEFAULT_MAX_CONCURRENT_PROFILES,
-               DEFAULT_HTTP_MAX_CONNECTIONS, DEFAULT_HTTP_MAX_CONNECTIONS_PER_CLIENT);
+               "Needs Linux 5.10 or newer (x86-64 or arm64, with BTF) and root or the capabilities in "
+               "profd(8).\n",
+               DEFAULT_FREQUENCY_HZ, DEFAULT_OFF_CPU_THRESHOLD_US, DEFAULT_MAX_SECONDS,
+               DEFAULT_MAX_CONCURRENT_PROFILES, DEFAULT_HTTP_MAX_CONNECTIONS,
+               DEFAULT_HTTP_MAX_CONNECTIONS_PER_CLIENT);
 }
 
 /* Strict: digits only, no sign, no trailing garbage, within [min, max]. */
@@ -221,6 +262,8 @@ void options_done(Options *o)
         o->tls_key_file = mfree(o->tls_key_file);
         o->tls_client_ca_file = mfree(o->tls_client_ca_file);
         o->auth_token_file = mfree(o->auth_token_file);
+        o->debuginfod_urls = mfree(o->debuginfod_urls);
+        o->debuginfod_cache = mfree(o->debuginfod_cache);
 }
 
 static int set_string(char **p, const char *v)
@@ -237,6 +280,7 @@ int options_parse(int argc, char **argv, Options *ret)
 {
         Options o = {
                 .frequency_hz = DEFAULT_FREQUENCY_HZ,
+                .off_cpu_threshold_us = DEFAULT_OFF_CPU_THRESHOLD_US,
                 .max_seconds = DEFAULT_MAX_SECONDS,
                 .max_concurrent_profiles = DEFAULT_MAX_CONCURRENT_PROFILES,
                 .http_max_connections = DEFAULT_HTTP_MAX_CONNECTIONS,
@@ -244,6 +288,8 @@ int options_parse(int argc, char **argv, Options *ret)
                 .unwind_table_memory = DEFAULT_UNWIND_TABLE_MEMORY,
                 .process_table_memory = PROCESS_TABLE_DEFAULT_MEMORY,
                 .log_level = LOG_INFO,
+                .debuginfod_cache_size = DEFAULT_DEBUGINFOD_CACHE_SIZE,
+                .debuginfod_timeout_s = DEFAULT_DEBUGINFOD_TIMEOUT_S,
         };
         int c, r;
 
@@ -379,8 +425,47 @@ int options_parse(int argc, char **argv, Options *ret)
                                 goto oom;
                         break;
                 }
+                case ARG_OFF_CPU:
+                        o.off_cpu = true;
+                        break;
+                case ARG_OFF_CPU_THRESHOLD:
+                        if (parse_unsigned(optarg, 1, MAX_OFF_CPU_THRESHOLD_US, &o.off_cpu_threshold_us) <
+                            0) {
+                                r = bad_value("off-cpu-threshold", optarg,
+                                              "expected microseconds from 1 to 4000000");
+                                goto fail;
+                        }
+                        break;
                 case ARG_KERNEL_ADDRESSES:
                         o.kernel_addresses = true;
+                        break;
+                case ARG_DEBUGINFOD_URLS:
+                        if (set_string(&o.debuginfod_urls, optarg) < 0)
+                                goto oom;
+                        break;
+                case ARG_DEBUGINFOD_CACHE:
+                        if (optarg[0] != '/') {
+                                r = bad_value("debuginfod-cache", optarg, "expected an absolute directory");
+                                goto fail;
+                        }
+                        if (set_string(&o.debuginfod_cache, optarg) < 0)
+                                goto oom;
+                        break;
+                case ARG_DEBUGINFOD_CACHE_SIZE:
+                        if (parse_size(optarg, &o.debuginfod_cache_size) < 0 ||
+                            o.debuginfod_cache_size < (1ULL << 20)) {
+                                r = bad_value("debuginfod-cache-size", optarg,
+                                              "expected a size of at least 1M, with suffix K, M or G");
+                                goto fail;
+                        }
+                        break;
+                case ARG_DEBUGINFOD_TIMEOUT:
+                        if (parse_unsigned(optarg, 1, MAX_DEBUGINFOD_TIMEOUT_S, &o.debuginfod_timeout_s) <
+                            0) {
+                                r = bad_value("debuginfod-timeout", optarg,
+                                              "expected seconds from 1 to 3600");
+                                goto fail;
+                        }
                         break;
                 case ARG_LOG_LEVEL:
                         r = log_level_from_string(optarg);
@@ -424,6 +509,11 @@ int options_parse(int argc, char **argv, Options *ret)
                 r = -EINVAL;
                 goto fail;
         }
+
+        /* The variable libdebuginfod and every other elfutils tool read (debuginfod-client(3)). */
+        if (!o.debuginfod_urls && getenv("DEBUGINFOD_URLS") &&
+            set_string(&o.debuginfod_urls, getenv("DEBUGINFOD_URLS")) < 0)
+                goto oom;
 
         *ret = o;
         return 0;

@@ -27,6 +27,13 @@ typedef struct Options {
         char *tls_client_ca_file;
         char *auth_token_file;
         bool kernel_addresses; /* --kernel-addresses: serve kernel text addresses (KASLR) */
+        /* Debug files from debuginfod: --debuginfod-urls, else $DEBUGINFOD_URLS; NULL or "": off. */
+        char *debuginfod_urls;
+        char *debuginfod_cache;          /* NULL: $CACHE_DIRECTORY/debuginfod or /var/cache/profd/debuginfod */
+        uint64_t debuginfod_cache_size;  /* bytes; default 2G */
+        unsigned debuginfod_timeout_s;   /* one fetch; default 60 */
+        bool off_cpu;                  /* --off-cpu: record where threads wait (docs/off-cpu.md) */
+        unsigned off_cpu_threshold_us; /* --off-cpu-threshold; default 1000 */
 } Options;
 
 /* Parses argv. Returns 0 to run, 1 when --help/--version was handled (exit 0), -EINVAL after

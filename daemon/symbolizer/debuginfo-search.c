@@ -75,6 +75,29 @@ static size_t elf_altlink_id(Elf *elf, uint8_t id[MAX_ID])
         return 0;
 }
 
+size_t debuginfo_elf_altlink_id(Elf *elf, uint8_t id[64])
+{
+        return elf_altlink_id(elf, id);
+}
+
+bool debuginfo_elf_has_dwarf(Elf *elf)
+{
+        size_t shstrndx;
+        Elf_Scn *scn = NULL;
+
+        if (!elf || elf_getshdrstrndx(elf, &shstrndx) < 0)
+                return false;
+        while ((scn = elf_nextscn(elf, scn))) {
+                GElf_Shdr sh;
+                const char *name;
+
+                if (gelf_getshdr(scn, &sh) && sh.sh_type != SHT_NOBITS &&
+                    (name = elf_strptr(elf, shstrndx, sh.sh_name)) && strcmp(name, ".debug_info") == 0)
+                        return true;
+        }
+        return false;
+}
+
 static bool crc_matches(int fd, uint32_t want)
 {
         _cleanup_free_ uint8_t *buf = malloc(1 << 20);
@@ -99,6 +122,13 @@ typedef struct Want {
         bool alt;
 } Want;
 
+static bool in_debuginfod_cache(const DebuginfoSearch *ds, const char *root, const char *path)
+{
+        size_t n = ds->debuginfod_dir ? strlen(ds->debuginfod_dir) : 0;
+
+        return !root && n > 0 && strncmp(path, ds->debuginfod_dir, n) == 0 && path[n] == '/';
+}
+
 /* Opens and checks one candidate; its descriptor, or -1. */
 static int try_candidate(DebuginfoSearch *ds, const char *root, const char *path, const Want *w,
                          char **ret_name)
@@ -116,9 +146,12 @@ static int try_candidate(DebuginfoSearch *ds, const char *root, const char *path
         /* The main file by another name (a debuglink naming itself). */
         if (st.st_dev == ds->main_dev && st.st_ino == ds->main_ino)
                 return -1;
-        /* The dwz file is read by libdw after we return: only one nobody but root can change
-         * (a file truncated meanwhile could leave libdw without it, looking for it itself). */
-        if (w->alt && (st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH))))
+        /* The dwz file is read by libdw after we return: only one nobody but root (or profd
+         * itself, in its debuginfod cache) can change (a file truncated meanwhile could leave
+         * libdw without it, looking for it itself). */
+        if (w->alt &&
+            ((st.st_uid != 0 && !(st.st_uid == geteuid() && in_debuginfod_cache(ds, root, path))) ||
+             (st.st_mode & (S_IWGRP | S_IWOTH))))
                 return -1;
         /* pread-based (not mmap): the file is someone else's and may change under us. */
         elf = elf_begin(fd, ELF_C_READ, NULL);
@@ -182,6 +215,23 @@ static int find_by_build_id(DebuginfoSearch *ds, const Want *w, char **ret_name)
                         return fd;
         }
         return -1;
+}
+
+/* DIR/HEXID/debuginfo in profd's debuginfod cache (debuginfod-fetch.h), in profd's root only. */
+static int find_in_debuginfod_cache(DebuginfoSearch *ds, const Want *w, char **ret_name)
+{
+        char path[PATH_MAX];
+        int n;
+
+        if (!ds->debuginfod_dir || w->id_size == 0)
+                return -1;
+        n = snprintf(path, sizeof(path), "%s/", ds->debuginfod_dir);
+        for (size_t i = 0; i < w->id_size && n > 0 && (size_t)n < sizeof(path) - 3; i++)
+                n += snprintf(path + n, sizeof(path) - (size_t)n, "%02x", w->id[i]);
+        if (n <= 0 || (size_t)n + sizeof("/debuginfo") > sizeof(path))
+                return -1;
+        strcpy(path + n, "/debuginfo");
+        return try_candidate(ds, NULL, path, w, ret_name);
 }
 
 /* .gnu_debuglink: next to the file, in its .debug/ (relative entries), under absolute entries. */
@@ -254,6 +304,8 @@ int debuginfo_search_find_debuginfo(Dwfl_Module *mod, void **userdata, const cha
                 if (w.id_size == 0)
                         return -1;
                 fd = find_by_build_id(ds, &w, debuginfo_file_name);
+                if (fd < 0)
+                        fd = find_in_debuginfod_cache(ds, &w, debuginfo_file_name);
                 if (fd < 0 && debuglink_file[0] == '/')
                         fd = try_roots(ds, debuglink_file, &w, debuginfo_file_name);
                 else if (fd < 0 && file_name && strrchr(file_name, '/')) {
@@ -283,6 +335,8 @@ int debuginfo_search_find_debuginfo(Dwfl_Module *mod, void **userdata, const cha
         fd = find_by_build_id(ds, &w, debuginfo_file_name);
         if (fd < 0)
                 fd = find_by_debuglink(ds, file_name, debuglink_file, &w, debuginfo_file_name);
+        if (fd < 0)
+                fd = find_in_debuginfod_cache(ds, &w, debuginfo_file_name);
         if (fd >= 0) {
                 Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 

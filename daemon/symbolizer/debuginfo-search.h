@@ -16,6 +16,9 @@
 #include "util/memory-owners.h"
 
 typedef struct DebuginfoSearch {
+        /* profd's debuginfod cache (DIR/HEXID/debuginfo), searched after the local files; NULL:
+         * none. */
+        const char *debuginfod_dir;
         const char *path; /* libdwfl's format (":.debug:/usr/lib/debug"); NULL: that default */
         char *root;       /* "/proc/PID/root" when the process sees another filesystem, else NULL */
         uint64_t main_dev, main_ino; /* the main file: never its own debug file */
@@ -49,6 +52,12 @@ int debuginfo_search_find_debuginfo(Dwfl_Module *mod, void **userdata, const cha
 /* Dwfl_Callbacks.find_elf: modules are always reported with their descriptor; never by path. */
 int debuginfo_search_find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
                               char **file_name, Elf **elfp);
+
+/* The build ID that follows the file name in elf's .gnu_debugaltlink (the dwz file's); its size,
+ * 0 if none. */
+size_t debuginfo_elf_altlink_id(Elf *elf, uint8_t id[64]);
+/* Whether elf has DWARF of its own (a .debug_info with contents). */
+bool debuginfo_elf_has_dwarf(Elf *elf);
 
 /* Bytes libdw would allocate to inflate elf's compressed .debug_* sections, read from the raw
  * image's section headers: valid only before libdw opened elf's DWARF (inflating, libelf rewrites

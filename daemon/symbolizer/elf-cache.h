@@ -77,6 +77,7 @@ typedef struct Exe {
         Dwfl_Callbacks callbacks;
         DebuginfoSearch search;
         bool dwarf_checked, dwarf_ok; /* DWARF that cannot make libdw open files by itself */
+        bool debuginfod_asked;        /* its build ID was handed to debuginfod (once per open) */
         CuRange *cus;                 /* sorted by low; built on the first miss of dwfl_module_addrdie */
         size_t n_cus;
         bool cus_built;
@@ -95,6 +96,7 @@ typedef struct ExeCache {
         size_t n_exes;
         uint64_t tick, next_exe_id;
         char *debuginfo_path;
+        const char *debuginfod_dir; /* fetched debug files (debuginfod-fetch.h); NULL: off */
         Dwfl_Callbacks callbacks;
         uint64_t n_exe_opened, n_exe_evicted, n_exe_failed;
         uint64_t n_dwarf_unsafe[_DWARF_UNUSED_MAX];

@@ -186,13 +186,17 @@ int exe_load_syms(Exe *e)
                 if (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE)
                         continue;
                 /* Labels of hand-written assembly (ld.so's _start and _dl_start_user) are NOTYPE
-                 * and sizeless: kept when they lie in text, unless a function covers them (below). */
+                 * and sizeless: kept when they lie in text, unless a function covers them (below).
+                 * A sized NOTYPE symbol in text is code the assembler was not told is a function
+                 * (arm64's vDSO __kernel_rt_sigreturn): named like one. */
                 if (type == STT_NOTYPE) {
-                        if (sym.st_size != 0 || !in_ranges(text, n_text, addr))
+                        if (!in_ranges(text, n_text, addr))
                                 continue;
-                        if (ARRAY_GROW(notype, cap_notype, n_notype + 1, 16) < 0)
-                                continue;
-                        notype[n_notype++] = addr;
+                        if (sym.st_size == 0) {
+                                if (ARRAY_GROW(notype, cap_notype, n_notype + 1, 16) < 0)
+                                        continue;
+                                notype[n_notype++] = addr;
+                        }
                 }
                 e->syms[k] = (ExeSym){.addr = addr, .size = sym.st_size, .name = name};
                 if (rank)

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <elfutils/libdwelf.h>
+
 #include "bpf/profd-python.h"
 #include "runtimes/perf-map.h"
 #include "symbolizer/dwarf-inlines.h"
@@ -38,6 +40,7 @@ typedef struct CacheEntry {
          * symbolizer can close executables (memory bound, idle) without reading them again for
          * addresses it already named. */
         uint64_t exe_id, vaddr;
+        uint64_t gen;     /* the symbolizer's cache_gen when stored: older entries are stale */
         SymFrame *frames; /* one block: frames, then their strings */
         size_t n_frames, size;
 } CacheEntry;
@@ -45,6 +48,10 @@ typedef struct CacheEntry {
 struct Symbolizer {
         ExeCache elf;
         CacheEntry *cache; /* SYMBOLIZER_CACHE_SLOTS entries, allocated on first use */
+        /* Bumped when a debug file arrived from debuginfod: addresses named before (from a symbol
+         * table, or not at all) are looked up again, once each, as they come. */
+        uint64_t cache_gen;
+        DebuginfodFetch *debuginfod; /* NULL: off */
 
         Kallsyms kernel;
         /* --kernel-addresses; whether "not served" was logged. */
@@ -100,6 +107,8 @@ Symbolizer *symbolizer_free(Symbolizer *s)
         if (!s)
                 return NULL;
         result_frames_clear(&s->results);
+        /* First: its threads stop before anything they could hand back goes. */
+        s->debuginfod = debuginfod_fetch_free(s->debuginfod);
         for (size_t i = 0; i < s->elf.n_exes; i++)
                 exe_free(s->elf.exes[i]);
         if (s->cache)
@@ -131,6 +140,59 @@ int symbolizer_set_debuginfo_path(Symbolizer *s, const char *path)
         free(s->elf.debuginfo_path);
         s->elf.debuginfo_path = p;
         return 0;
+}
+
+/* A debug file for id arrived: the executables with that build ID (or whose debug file refers to
+ * it as its dwz file) are closed, to be opened again with it by the next lookup. */
+static void on_debuginfo_fetched(void *userdata, const uint8_t *id, size_t size)
+{
+        Symbolizer *s = userdata;
+
+        for (size_t i = 0; i < s->elf.n_exes;) {
+                Exe *e = s->elf.exes[i];
+                const void *bid = NULL;
+                ssize_t n = e->search.main_elf ? dwelf_elf_gnu_build_id(e->search.main_elf, &bid) : -1;
+
+                if ((n > 0 && (size_t)n == size && memcmp(bid, id, size) == 0) ||
+                    (e->search.alt_id_size == size && memcmp(e->search.alt_id, id, size) == 0)) {
+                        s->elf.exes[i] = s->elf.exes[--s->elf.n_exes];
+                        exe_free(e);
+                } else
+                        i++;
+        }
+        s->cache_gen++;
+}
+
+int symbolizer_enable_debuginfod(Symbolizer *s, sd_event *event, const DebuginfodOptions *o)
+{
+        int r;
+
+        if (s->debuginfod)
+                return -EBUSY;
+        r = debuginfod_fetch_new(event, o, on_debuginfo_fetched, s, &s->debuginfod);
+        if (r < 0)
+                return r;
+        s->elf.debuginfod_dir = debuginfod_fetch_cache_dir(s->debuginfod);
+        return 0;
+}
+
+/* e has no DWARF of its own nor a local debug file: ask debuginfod for one, once per open. */
+static void maybe_fetch_debuginfo(Symbolizer *s, Exe *e)
+{
+        const void *bid = NULL;
+        ssize_t n;
+
+        if (!s->debuginfod || e->debuginfod_asked)
+                return;
+        e->debuginfod_asked = true;
+        /* DWARF of its own that profd does not read (too large, dwz file missing, split) would
+         * be no different in a debug file: not worth telling a server of the build ID. */
+        if (e->dwarf_ok || e->search.debug_given || !e->search.main_elf ||
+            debuginfo_elf_has_dwarf(e->search.main_elf))
+                return;
+        n = dwelf_elf_gnu_build_id(e->search.main_elf, &bid);
+        if (n > 0)
+                debuginfod_fetch_request(s->debuginfod, bid, (size_t)n);
 }
 
 /* The name for vaddr: its PLT entry, "[plt]" elsewhere in a PLT section, else the function
@@ -204,7 +266,12 @@ static const SymFrame *cache_store(Symbolizer *s, CacheEntry *c, uint64_t exe_id
                         f[i].system_name != f[i].name ? str_put(&w, f[i].system_name) : out[i].name;
                 out[i].file = str_put(&w, f[i].file);
         }
-        *c = (CacheEntry){.exe_id = exe_id, .vaddr = vaddr, .frames = out, .n_frames = n, .size = size};
+        *c = (CacheEntry){.exe_id = exe_id,
+                          .vaddr = vaddr,
+                          .gen = s->cache_gen,
+                          .frames = out,
+                          .n_frames = n,
+                          .size = size};
         s->cache_entries++;
         s->cache_bytes += size;
         return out;
@@ -253,7 +320,7 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
         if (m->bias_known) {
                 vaddr = addr - m->load_bias;
                 c = cache_slot(s, key, vaddr);
-                if (c && c->frames && c->exe_id == key && c->vaddr == vaddr) {
+                if (c && c->frames && c->exe_id == key && c->vaddr == vaddr && c->gen == s->cache_gen) {
                         s->n_cache_hits++;
                         *ret = (SymResult){.frames = c->frames, .n_frames = c->n_frames, .symbolized = true};
                         return 0;
@@ -289,6 +356,8 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
 
         symname = exe_addrsym(e, vaddr);
         n = dwarf_inlines_frames(&s->elf, &s->results, e, vaddr, symname);
+        if (n == 0)
+                maybe_fetch_debuginfo(s, e);
         if (n > 0) {
                 s->n_user_dwarf++;
         } else if (symname) {
@@ -522,6 +591,7 @@ void symbolizer_write_metrics(const Symbolizer *s, FILE *f)
         metric_gauge(f, "profd_symbolizer_kallsyms_hidden", "1 if kptr_restrict hides kernel addresses.",
                      s->kernel.kallsyms_hidden);
         perf_maps_write_metrics(s->perf_maps, f);
+        debuginfod_fetch_write_metrics(s->debuginfod, f);
 }
 
 void symbolizer_note_process(Symbolizer *s, const Process *p)

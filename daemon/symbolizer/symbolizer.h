@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "symbolizer/debuginfod-fetch.h"
 #include "tracker/process-table.h"
 #include "util/macro.h"
 
@@ -92,6 +93,9 @@ void symbolizer_note_process(Symbolizer *s, const Process *p);
 void symbolizer_tick(Symbolizer *s, const Process *(*find)(pid_t pid, void *userdata), void *userdata);
 /* Where separate debuginfo is searched (libdwfl syntax, default ":.debug:/usr/lib/debug"). */
 int symbolizer_set_debuginfo_path(Symbolizer *s, const char *path);
+/* Fetches debug files missing on the host from debuginfod servers (debuginfod-fetch.h), in threads
+ * whose results the loop of event picks up. Off unless called. */
+int symbolizer_enable_debuginfod(Symbolizer *s, sd_event *event, const DebuginfodOptions *o);
 /* GNU build ID of the running kernel (from /sys/kernel/notes); returns its size, 0 if unknown. */
 size_t symbolizer_kernel_build_id(Symbolizer *s, const uint8_t **ret);
 /* Kernel symbols from another file in /proc/kallsyms format (tests); normally read lazily. */

@@ -27,6 +27,7 @@
 
 typedef struct Counts {
         uint64_t samples, with_user, dwarf, deepest;
+        uint64_t offcpu_waits, offcpu_ns, offcpu_with_user; /* off-CPU records (waits ended) */
         uint64_t stops[PROFD_STOP__MAX];
 } Counts;
 
@@ -47,6 +48,13 @@ static void on_interval(void *userdata, uint64_t start_ns, uint64_t end_ns, cons
                 const SampleRecord *r = &records[i];
                 unsigned reason = r->user_flags & PROFD_STACK_REASON_MASK;
 
+                if (r->off_cpu) {
+                        c->offcpu_waits += r->count;
+                        c->offcpu_ns += r->off_cpu_ns;
+                        if (r->user_hash)
+                                c->offcpu_with_user += r->count;
+                        continue;
+                }
                 c->samples += r->count;
                 if (r->n_user == 0)
                         continue;
@@ -68,7 +76,8 @@ static uint64_t now_ns(void)
         return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* A child that burns CPU, so the sampler has user stacks to unwind. */
+/* A child that burns CPU, so the sampler has user stacks to unwind, and naps now and then, so the
+ * off-CPU chain has waits to unwind. */
 static pid_t spawn_burner(void)
 {
         pid_t pid = fork();
@@ -77,9 +86,13 @@ static pid_t spawn_burner(void)
                 volatile uint64_t x = 1;
                 uint64_t end = now_ns() + CHECK_BURN_SECONDS * 1000000000ull;
 
-                while (now_ns() < end)
+                while (now_ns() < end) {
+                        struct timespec nap = {0, 200 * 1000};
+
                         for (int i = 0; i < 100000; i++)
                                 x = x * 6364136223846793005ull + 1;
+                        nanosleep(&nap, NULL);
+                }
                 _exit(0);
         }
         return pid;
@@ -105,6 +118,7 @@ int main(void)
                 .frequency_hz = CHECK_FREQUENCY_HZ,
                 .drain_interval_ns = 250000000ull,
                 .verifier_stats = true,
+                .off_cpu = true, /* the off-CPU chain loads and attaches too (sched_switch) */
         };
         Counts c = {};
         int failed = 0, r;
@@ -161,5 +175,9 @@ int main(void)
         printf("\n");
         failed |= step("samples arrive", c.samples > 0 ? 0 : -ENODATA) < 0;
         failed |= step("user stacks DWARF-unwound", c.dwarf > 0 ? 0 : -ENODATA) < 0;
+        printf("BPF-CHECK off-CPU: %llu waits, %.3f s, %llu with a user stack\n",
+               (unsigned long long)c.offcpu_waits, (double)c.offcpu_ns / 1e9,
+               (unsigned long long)c.offcpu_with_user);
+        failed |= step("off-CPU waits recorded (sched_switch)", c.offcpu_with_user > 0 ? 0 : -ENODATA) < 0;
         return failed ? 1 : 0;
 }
