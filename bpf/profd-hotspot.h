@@ -66,9 +66,20 @@ struct profd_hotspot_proc {
          * class's before naming it). */
         __u16 const_method_constants;
         __u16 constant_pool_holder;
-        __u16 _pad2;
+        /* Frame 0 of a compiled method before its frame is built (its prologue) has no caller to
+         * step to by its frame size: CodeBlob's code start (a pointer, or from JDK 23 an int
+         * offset from the blob: blob_code_is_offset) and _frame_complete_offset (an int, or from
+         * JDK 23 an int16_t: blob_frame_complete_size), the prologue's length from the code start. */
+        __u16 blob_code_begin;
+        __u16 blob_frame_complete;
+        __u8 blob_code_is_offset;
+        __u8 blob_frame_complete_size; /* 0: unknown, every frame 0 in compiled code is unsure */
+        /* CodeBlob::_name (const char*): vtable and itable stubs live in blobs named "vtable
+         * chunks" and push nothing (0: unknown). */
+        __u16 blob_name;
+        __u8 _pad2[2];
 };
-_Static_assert(sizeof(struct profd_hotspot_proc) == 152, "profd_hotspot_proc layout");
+_Static_assert(sizeof(struct profd_hotspot_proc) == 160, "profd_hotspot_proc layout");
 
 /* Why a frame in the JVM's code was not taken as a Java frame (counted per CPU,
  * PROFD_HS_CNT_BASE in profd-sample.h). */
@@ -79,5 +90,10 @@ enum profd_hs_event {
         PROFD_HS_COMPILED = 3,    /* a compiled method (its current nmethod) recorded */
         PROFD_HS_COMPILED_UNNAMED = 4, /* compiled code stepped by its frame size, kept as its pc */
         PROFD_HS_NO_BLOB = 5,          /* no blob found for the pc in the segment map */
+        /* The sampled pc (frame 0) is where its frame is not built or already popped (a compiled
+         * method's prologue or an epilogue the architecture cannot read, the interpreter's entry
+         * into a method): its caller cannot be told, the walk ends there (PROFD_STOP_UNSUPPORTED). */
+        PROFD_HS_UNSURE = 6,
+        PROFD_HS_EPILOGUE = 7, /* frame 0 in a compiled method's epilogue, its caller found */
         PROFD_HS__MAX,
 };

@@ -12,7 +12,7 @@
 /* Number of enum profd_py_stop values (profd-python.h, checked there by the BPF side). */
 #define PROFD_PY_STOP_COUNT 6
 /* Number of enum profd_hs_event values (profd-hotspot.h, checked by the BPF side). */
-#define PROFD_HS_EVENT_COUNT 6
+#define PROFD_HS_EVENT_COUNT 8
 
 /* Why a user stack ended; stored in the low byte of profd_stack.flags. */
 enum profd_stop_reason {

@@ -80,6 +80,8 @@ static const Want wants[] = {
         {W_FIELD, O(code_blob_frame_complete_offset), false, {"CodeBlob::_frame_complete_offset"}},
         {W_FIELD, O(code_blob_code_begin), false, {"CodeBlob::_code_begin"}},
         {W_FIELD, O(code_blob_code_end), false, {"CodeBlob::_code_end"}},
+        {W_FIELD, O(code_blob_code_offset), false, {"CodeBlob::_code_offset"}},
+        {W_FIELD_SIZE, O(code_blob_frame_complete_size), false, {"CodeBlob::_frame_complete_offset"}},
         {W_FIELD, O(compiled_method_method), false, {"nmethod::_method", "CompiledMethod::_method"}},
         {W_FIELD, O(method_code), false, {"Method::_code"}},
         {W_FIELD, O(virtual_space_high_boundary), false, {"VirtualSpace::_high_boundary"}},

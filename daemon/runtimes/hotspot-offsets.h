@@ -68,9 +68,11 @@ typedef struct HotspotOffsets {
         uint32_t code_blob_frame_complete_offset;
         uint32_t code_blob_code_begin; /* address (JDK <= 22) */
         uint32_t code_blob_code_end;
-        uint32_t compiled_method_method; /* nmethod's Method* */
-        uint32_t method_code;            /* Method::_code: its current nmethod */
-        uint32_t virtual_space_high_boundary; /* reserved end (the committed end grows) */
+        uint32_t code_blob_code_offset;         /* int from the blob (JDK 23+) */
+        uint32_t code_blob_frame_complete_size; /* 4 (int) or 2 (int16_t, JDK 23+) */
+        uint32_t compiled_method_method;        /* nmethod's Method* */
+        uint32_t method_code;                   /* Method::_code: its current nmethod */
+        uint32_t virtual_space_high_boundary;   /* reserved end (the committed end grows) */
 
         /* Abstract_VM_Version::_vm_major_version (static, address - bias): the JDK's feature
          * version, which the encoding of line number tables depends on. */

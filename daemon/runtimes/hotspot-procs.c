@@ -289,6 +289,18 @@ static int describe_heaps(RemoteMemory *mem, uint64_t bias, const HotspotOffsets
         d->heap_block_size = (uint8_t)o->heap_block_sizeof;
         d->const_method_constants = (uint16_t)o->const_method_constants;
         d->constant_pool_holder = (uint16_t)o->constant_pool_pool_holder;
+        /* Without them every sample in compiled code ends at its Java frame (unsure). */
+        if (o->code_blob_frame_complete_offset != UINT32_MAX &&
+            o->code_blob_frame_complete_size != UINT32_MAX &&
+            (o->code_blob_code_begin != UINT32_MAX || o->code_blob_code_offset != UINT32_MAX)) {
+                d->blob_code_is_offset = o->code_blob_code_begin == UINT32_MAX;
+                d->blob_code_begin = (uint16_t)(d->blob_code_is_offset ? o->code_blob_code_offset
+                                                                       : o->code_blob_code_begin);
+                d->blob_frame_complete = (uint16_t)o->code_blob_frame_complete_offset;
+                d->blob_frame_complete_size = (uint8_t)o->code_blob_frame_complete_size;
+        }
+        if (o->code_blob_name != UINT32_MAX)
+                d->blob_name = (uint16_t)o->code_blob_name;
         return 0;
 }
 

@@ -131,10 +131,12 @@ void sampler_write_metrics(const Sampler *s, FILE *f)
                                 "an address), other_code (a stub or adapter: stepped by its frame "
                                 "pointer), compiled (a compiled method, named), compiled_unnamed "
                                 "(compiled code stepped by its frame size, kept as an address), "
-                                "no_blob (not found in the code heap's segment map).",
+                                "no_blob (not found in the code heap's segment map), unsure (the sampled "
+                                "pc where its frame is not whole: the stack ends there), epilogue (the "
+                                "sampled pc in a compiled method's epilogue, its caller found).",
                                 "kind",
                                 (const char *const[]){"interpreted", "bad_method", "other_code", "compiled",
-                                                      "compiled_unnamed", "no_blob"},
+                                                      "compiled_unnamed", "no_blob", "unsure", "epilogue"},
                                 c + PROFD_HS_CNT_BASE, PROFD_HS_EVENT_COUNT);
                 metric_counter(f, "profd_bpf_row_searches_total",
                                "Binary searches of an unwind table page: lookups the per-CPU row cache "
