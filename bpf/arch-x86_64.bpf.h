@@ -219,7 +219,8 @@ static __always_inline int arch_hs_compiled_entry(const __u8 *c)
                 return ARCH_HS_FRAME_FP_AT_SP;
         if (c[0] == 0x48 && c[1] == 0x89 && c[2] == 0xe5) /* mov rbp, rsp */
                 return ARCH_HS_FRAME_FP_AT_SP;
-        if (c[0] == 0x41 && (c[1] == 0x81 || c[1] == 0x83) && c[2] == 0x7f) /* cmp [r15+d8], imm */
+        if (c[0] == 0x41 && (c[1] == 0x81 || c[1] == 0x83) &&
+            (c[2] == 0x7f || c[2] == 0xbf)) /* cmp [r15+d], imm */
                 return ARCH_HS_FRAME_BUILT;
         return ARCH_HS_FRAME_UNSURE;
 }

@@ -39,10 +39,22 @@ static const Process *find_process(pid_t pid, void *userdata)
         return process_table_find(userdata, pid);
 }
 
+static void runtimes_mapped(void *userdata, const Process *p);
+
 static void on_interval(void *userdata, uint64_t start_ns, uint64_t end_ns, const SampleRecord *records,
                         size_t n)
 {
         Daemon *d = userdata;
+        pid_t starting[HOTSPOT_STARTING_MAX];
+
+        /* JVMs that had no code cache when their mappings were read: described now. */
+        for (size_t i = 0, k = hotspot_procs_take_starting(d->hotspot, starting, ELEMENTSOF(starting));
+             i < k; i++) {
+                const Process *p = process_table_find(d->processes, starting[i]);
+
+                if (p)
+                        runtimes_mapped(d, p);
+        }
 
         aggregator_add_interval(d->aggregator, start_ns, end_ns, records, n);
         /* Python frames: their code objects are read now, while the processes run. */

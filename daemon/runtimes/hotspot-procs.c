@@ -67,7 +67,37 @@ struct HotspotProcs {
         size_t n_procs, n_entries;
         uint64_t detect[_HS_DETECT_MAX];
         uint64_t table_reads, table_pages;
+        /* JVMs found before their code cache existed: described again at the next interval
+         * (hotspot_procs_take_starting()), not only when their mappings change. */
+        pid_t starting[HOTSPOT_STARTING_MAX];
+        size_t n_starting;
 };
+
+static void note_starting(HotspotProcs *hp, pid_t pid)
+{
+        for (size_t i = 0; i < hp->n_starting; i++)
+                if (hp->starting[i] == pid)
+                        return;
+        /* Full: that JVM is described at its next mapping read instead (counted as such). */
+        if (hp->n_starting >= HOTSPOT_STARTING_MAX) {
+                hp->detect[HS_DETECT_READ_FAILED]++;
+                return;
+        }
+        hp->starting[hp->n_starting++] = pid;
+}
+
+size_t hotspot_procs_take_starting(HotspotProcs *hp, pid_t *ret, size_t max)
+{
+        size_t n;
+
+        if (!hp)
+                return 0;
+        n = hp->n_starting < max ? hp->n_starting : max;
+        memcpy(ret, hp->starting, n * sizeof(pid_t));
+        memmove(hp->starting, hp->starting + n, (hp->n_starting - n) * sizeof(pid_t));
+        hp->n_starting -= n;
+        return n;
+}
 
 int hotspot_procs_new(int map_fd, HotspotProcs **ret)
 {
@@ -411,7 +441,9 @@ void hotspot_procs_note(HotspotProcs *hp, const Process *p)
 
                 if (r == -EAGAIN || r == -ESRCH) {
                         log_debug("pid %d: its JVM has no code cache yet", (int)p->pid);
-                        return; /* starting: the next read of its mappings tries again */
+                        if (r == -EAGAIN)
+                                note_starting(hp, p->pid);
+                        return; /* starting: tried again at the next interval */
                 }
                 if (r < 0) {
                         hp->detect[HS_DETECT_READ_FAILED]++;

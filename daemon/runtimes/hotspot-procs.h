@@ -40,6 +40,11 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(HotspotProcs *, hotspot_procs_free);
 /* p's mappings were (re)read: note its JVM, or forget it if it has none. */
 void hotspot_procs_note(HotspotProcs *hp, const Process *p);
 void hotspot_procs_forget(HotspotProcs *hp, pid_t pid);
+
+/* JVMs noted before their code cache existed (at most HOTSPOT_STARTING_MAX): up to max of their
+ * pids, taken out of the list, to be noted again (their mappings may not change any more). */
+#define HOTSPOT_STARTING_MAX 64
+size_t hotspot_procs_take_starting(HotspotProcs *hp, pid_t *ret, size_t max);
 /* The live process pid known to run a HotSpot profd can walk, or NULL. */
 const HotspotProcess *hotspot_procs_get(const HotspotProcs *hp, pid_t pid);
 
