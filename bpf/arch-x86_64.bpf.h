@@ -219,6 +219,12 @@ static __always_inline int arch_hs_compiled_entry(const __u8 *c)
                 return ARCH_HS_FRAME_FP_AT_SP;
         if (c[0] == 0x48 && c[1] == 0x89 && c[2] == 0xe5) /* mov rbp, rsp */
                 return ARCH_HS_FRAME_FP_AT_SP;
+        if (c[0] == 0x48 && c[1] == 0x89 && (c[2] == 0x6c || c[2] == 0xac) && c[3] == 0x24)
+                return ARCH_HS_FRAME_FP_IN_REG; /* mov [rsp+d], rbp after a bang-less sub */
+        /* jne of the entry barrier, after its cmp [r15+d8], imm32 (the frame is whole); a jne
+         * elsewhere (the inline cache check) stays unsure. */
+        if (c[0] == 0x0f && c[1] == 0x85 && c[-8] == 0x41 && c[-7] == 0x81 && c[-6] == 0x7f)
+                return ARCH_HS_FRAME_BUILT;
         if (c[0] == 0x41 && (c[1] == 0x81 || c[1] == 0x83) &&
             (c[2] == 0x7f || c[2] == 0xbf)) /* cmp [r15+d], imm */
                 return ARCH_HS_FRAME_BUILT;

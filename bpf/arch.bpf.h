@@ -71,7 +71,8 @@
  *           instructions HotSpot's epilogues have (frame removal, the return's safepoint poll);
  *           arm64 says unsure near a ret
  *   int arch_hs_compiled_entry(const __u8 *code)
- *           the same before the frame complete offset (the prologue); arm64: unsure */
+ *           the same before the frame complete offset (the prologue), code[-ARCH_HS_BEHIND..]
+ *           readable too; arm64: unsure */
 #pragma once
 
 #include "vmlinux.h"
@@ -84,8 +85,11 @@ enum {
         ARCH_HS_FRAME_FP_AT_SP = 1,
         ARCH_HS_FRAME_RA_AT_SP = 2,
         ARCH_HS_FRAME_UNSURE = 3,
+        ARCH_HS_FRAME_FP_IN_REG = 4, /* the frame's sp is set, the caller's fp not saved yet */
 };
 #define ARCH_HS_EXIT_WINDOW 32
+/* arch_hs_compiled_entry() also sees this many bytes before the pc (code[-ARCH_HS_BEHIND..]). */
+#define ARCH_HS_BEHIND 16
 
 /* Registers an unwind step reads and writes, by meaning (see above). */
 struct arch_regs {

@@ -121,7 +121,7 @@ static __always_inline bool hs_method_plausible(const struct profd_hotspot_proc 
  * pc. */
 static __always_inline int hs_frame0_state(const struct profd_hotspot_proc *hs, __u64 blob, __u64 pc)
 {
-        __u8 code[ARCH_HS_EXIT_WINDOW];
+        __u8 code[ARCH_HS_BEHIND + ARCH_HS_EXIT_WINDOW];
         __u64 begin = 0;
         __s32 complete = 0;
         __s16 complete16 = 0;
@@ -148,11 +148,11 @@ static __always_inline int hs_frame0_state(const struct profd_hotspot_proc *hs, 
                 return ARCH_HS_FRAME_UNSURE;
         }
         /* A blob whose frame is never safe (-1). */
-        if (complete <= 0 || bpf_probe_read_user(code, sizeof(code), (void *)pc) < 0)
+        if (complete <= 0 || bpf_probe_read_user(code, sizeof(code), (void *)(pc - ARCH_HS_BEHIND)) < 0)
                 return ARCH_HS_FRAME_UNSURE;
         if (pc < begin + complete)
-                return arch_hs_compiled_entry(code);
-        return arch_hs_compiled_exit(code);
+                return arch_hs_compiled_entry(code + ARCH_HS_BEHIND);
+        return arch_hs_compiled_exit(code + ARCH_HS_BEHIND);
 }
 
 /* Whether blob holds vtable or itable stubs (VtableBlob, named "vtable chunks"). */
@@ -222,6 +222,16 @@ static __always_inline bool hs_step_compiled(struct sample_state *st, __u32 last
                 frame[1] = frame[0];
                 frame[0] = st->fp;
                 sender_sp = st->sp + 8;
+                goto caller;
+        }
+        if (state == ARCH_HS_FRAME_FP_IN_REG) {
+                sender_sp = st->sp + 8 * (__u64)frame_size;
+                if (read_stack(st, sender_sp - 8, frame, 8) < 0) {
+                        stop(st, PROFD_STOP_BAD_READ);
+                        return true;
+                }
+                frame[1] = frame[0];
+                frame[0] = st->fp;
                 goto caller;
         }
         if (state == ARCH_HS_FRAME_FP_AT_SP) {

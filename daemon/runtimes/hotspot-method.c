@@ -213,9 +213,13 @@ int hotspot_method_read(const HotspotOffsets *o, HotspotReadFn read_fn, void *us
         if ((e = rd_cp_symbol(&r, o, cp, sig_index, &sym)) < 0 ||
             (e = rd_symbol(&r, o, sym, false, ret->signature)) < 0)
                 return e;
-        if (o->constant_pool_source_file_name_index != HOTSPOT_OFFSET_NONE &&
-            rd_u16(&r, cp + o->constant_pool_source_file_name_index, &file_index) == 0 && file_index &&
-            rd_cp_symbol(&r, o, cp, file_index, &sym) == 0)
+        /* The source file's constant pool index: in the constant pool from JDK 12, in the class
+         * before. */
+        if (((o->constant_pool_source_file_name_index != HOTSPOT_OFFSET_NONE &&
+              rd_u16(&r, cp + o->constant_pool_source_file_name_index, &file_index) == 0) ||
+             (o->instance_klass_source_file_name_index != HOTSPOT_OFFSET_NONE &&
+              rd_u16(&r, holder + o->instance_klass_source_file_name_index, &file_index) == 0)) &&
+            file_index && rd_cp_symbol(&r, o, cp, file_index, &sym) == 0)
                 (void)rd_symbol(&r, o, sym, false, ret->file);
         ret->code_size = code_size;
 

@@ -26,8 +26,9 @@ typedef struct HotspotOffsets {
         uint32_t const_method_method_idnum;         /* the method's index in its class's _methods */
         uint32_t const_method_has_linenumber_table; /* the flag's bit */
         uint32_t constant_pool_pool_holder;
-        uint32_t constant_pool_source_file_name_index; /* NONE: in InstanceKlass (JDK <= 10) */
-        uint32_t constant_pool_sizeof;                 /* the pool's slots start right after it */
+        uint32_t constant_pool_source_file_name_index;  /* NONE: in InstanceKlass (JDK <= 10) */
+        uint32_t instance_klass_source_file_name_index; /* JDK <= 11: the class holds it */
+        uint32_t constant_pool_sizeof;                  /* the pool's slots start right after it */
         uint32_t klass_name;
         uint32_t instance_klass_methods; /* Array<Method*>* */
         uint32_t array_length;           /* Array<T>::_length (int) */
