@@ -53,6 +53,10 @@ CALLER = {name: "Callers.drive" for name in APPLY}
 CALLER["Callers.drive"] = "Callers.main"
 
 
+# How a thread's stack ends (hotspot-jdks adds a root's unsymbolized libc).
+THREAD_TAILS = [["start_thread", "__clone3"], ["start_thread", "clone"], ["start_thread", "__clone"]]
+
+
 def java_name(frame):
     return frame.split(" ")[0]
 
@@ -78,7 +82,7 @@ def check_stacks(traces, what):
                 bad = "%s called by %s" % (n, below)
         if bad:
             wrong.append((tr.value, bad, tr.frames))
-        elif names and "start_thread" in names and "JavaMain" in names:
+        elif names and names[-2:] in THREAD_TAILS and "JavaMain" in names:
             complete += tr.value
         else:
             short.append((tr.value, tr.frames))

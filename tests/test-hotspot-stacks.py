@@ -94,6 +94,11 @@ HOT_JAVA = """public class Hot {
 """
 
 
+# How a thread's stack ends: glibc's start_thread and clone. hotspot-jdks adds the ending of a root
+# whose libc has no symbols (Debian's libc6 is stripped; its debug symbols are not installed there).
+THREAD_TAILS = [["start_thread", "__clone3"], ["start_thread", "clone"], ["start_thread", "__clone"]]
+
+
 def check_compiled(d, java):
     """A hot loop compiled by C2 (its callees inlined into main's OSR compilation, or compiled on
     their own): the leaf must be a named Java frame of Hot, stepped by its nmethod's frame size
@@ -146,7 +151,7 @@ def check_profile(d, java, what):
         java_frames = [f for f in tr.frames[jni + 1:first] if f.startswith("java.util.zip.Deflater.deflate ")]
         ok = (tr.frames[first:first + len(CHAIN)] == CHAIN and len(java_frames) == 2 and
               all(" java/util/zip/Deflater.java:" in f for f in java_frames) and
-              names[-2:] in (["start_thread", "__clone3"], ["start_thread", "clone"]) and
+              names[-2:] in THREAD_TAILS and
               "JavaMain" in names[first + len(CHAIN):])
         if ok:
             good += tr.value
