@@ -193,7 +193,10 @@ static void runtimes_mapped(void *userdata, const Process *p)
                 d->pool, p->pid,
                 (python_procs_get(d->python, p->pid) ? TABLE_POOL_RUNTIME_PYTHON : 0) |
                         (hotspot_procs_get(d->hotspot, p->pid) ? TABLE_POOL_RUNTIME_HOTSPOT : 0));
-        if (r < 0 && r != -ENOENT)
+        if (r == -ENOENT && hotspot_procs_get(d->hotspot, p->pid))
+                /* Not in the pool yet (its tables are being built): marked at the next interval. */
+                hotspot_procs_retry(d->hotspot, p->pid);
+        else if (r < 0 && r != -ENOENT)
                 log_debug_errno(r, "Marking the runtimes of pid %d for BPF failed: %m", (int)p->pid);
 }
 

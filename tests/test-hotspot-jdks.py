@@ -128,6 +128,12 @@ def main():
                 t.unwind_ready(dmn, java.pid, "libjvm.so", name, timeout_s=120)
                 time.sleep(2)  # 32 MiB of input made, then the chain runs
                 stacks.check_profile(dmn, java, name)
+                # What profd knows of the JVM (for a failure above: detection, tables, BPF counts).
+                t.log("%s: profd's view of pid %d:\n%s" % (name, java.pid, dmn.get(
+                    "/debug/profd/process?pid=%d" % java.pid)[2].decode(errors="replace")[:300]))
+                t.log("\n".join(l for l in dmn.get("/metrics")[2].decode().splitlines()
+                                 if l.startswith(("profd_hotspot_detections", "profd_hotspot_processes",
+                                                  "profd_hotspot_bpf_frames")) and not l.endswith(" 0")))
                 stop(java)
                 java = in_root(root, [home + "/bin/java", "-cp", inner, "Callers"], stdout=subprocess.DEVNULL)
                 jvms.append(java)

@@ -38,12 +38,17 @@ static const char *const detect_names[_HS_DETECT_MAX] = {
 
 /* One libjvm file: its symbols, then (after the first process's read) its offsets. A read that
  * failed is not kept (the next process tries again); what the tables said is. */
+/* A libjvm.so mapped but not relocated yet (dlopen() in progress) holds tables of unrelocated
+ * pointers: they are read again, up to this many times, before the file is taken as bad. */
+#define HOTSPOT_BAD_TABLE_TRIES 8
+
 typedef struct FileEntry {
         uint8_t key[PROCESS_MAPPING_KEY_MAX];
         size_t key_size;
         int elf_r; /* hotspot_elf_probe() */
         HotspotElf elf;
-        bool read; /* tables read: outcome and offsets hold */
+        bool read;         /* tables read: outcome and offsets hold */
+        uint8_t bad_reads; /* reads whose tables made no sense (before ld.so relocated them?) */
         HsDetect outcome;
         HotspotOffsets offsets;
         uint64_t used;
@@ -73,8 +78,10 @@ struct HotspotProcs {
         size_t n_starting;
 };
 
-static void note_starting(HotspotProcs *hp, pid_t pid)
+void hotspot_procs_retry(HotspotProcs *hp, pid_t pid)
 {
+        if (!hp)
+                return;
         for (size_t i = 0; i < hp->n_starting; i++)
                 if (hp->starting[i] == pid)
                         return;
@@ -221,6 +228,11 @@ static void file_read_tables(HotspotProcs *hp, FileEntry *e, const Process *p, c
         hp->table_reads++;
         if (vs)
                 hp->table_pages += vs->reads;
+        if ((r == -EBADMSG || r == -E2BIG) && ++e->bad_reads < HOTSPOT_BAD_TABLE_TRIES) {
+                log_debug_errno(r, "The vmStructs of %s (pid %d) make no sense yet: %m", m->path,
+                                (int)p->pid);
+                return; /* e->read stays false: read again (next interval, next process) */
+        }
         if (r == -EBADMSG || r == -E2BIG) {
                 e->read = true;
                 e->outcome = HS_DETECT_BAD_TABLES;
@@ -432,6 +444,7 @@ void hotspot_procs_note(HotspotProcs *hp, const Process *p)
                 if (!fe->read) {
                         /* Counted, not remembered: the next read of its mappings tries again. */
                         hp->detect[HS_DETECT_READ_FAILED]++;
+                        hotspot_procs_retry(hp, p->pid);
                         return;
                 }
                 outcome = fe->outcome;
@@ -442,7 +455,7 @@ void hotspot_procs_note(HotspotProcs *hp, const Process *p)
                 if (r == -EAGAIN || r == -ESRCH) {
                         log_debug("pid %d: its JVM has no code cache yet", (int)p->pid);
                         if (r == -EAGAIN)
-                                note_starting(hp, p->pid);
+                                hotspot_procs_retry(hp, p->pid);
                         return; /* starting: tried again at the next interval */
                 }
                 if (r < 0) {

@@ -45,6 +45,9 @@ void hotspot_procs_forget(HotspotProcs *hp, pid_t pid);
  * pids, taken out of the list, to be noted again (their mappings may not change any more). */
 #define HOTSPOT_STARTING_MAX 64
 size_t hotspot_procs_take_starting(HotspotProcs *hp, pid_t *ret, size_t max);
+/* Adds pid to that list: its JVM is noted again at the next interval (e.g. BPF could not be told
+ * yet because the pool has no entry for the pid while its tables are built). */
+void hotspot_procs_retry(HotspotProcs *hp, pid_t pid);
 /* The live process pid known to run a HotSpot profd can walk, or NULL. */
 const HotspotProcess *hotspot_procs_get(const HotspotProcs *hp, pid_t pid);
 
