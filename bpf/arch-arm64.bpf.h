@@ -234,3 +234,28 @@ static __always_inline __u64 arch_thread_pointer(struct task_struct *task)
 {
         return profd_have_task_btf ? task->thread.uw.tp_value : BPF_CORE_READ(task, thread.uw.tp_value);
 }
+
+/* ret (x30): HotSpot's aarch64 epilogues end in it. */
+#define ARCH_ARM64_RET 0xd65f03c0u
+
+/* HotSpot's aarch64 epilogue restores fp and lr (ldp x29, x30) and pops the frame before its
+ * return poll and ret, in an order that is not decoded here: a pc with a ret among the
+ * ARCH_HS_EXIT_WINDOW / 4 instructions ahead may be past any of them, so the walk stops there. */
+static __always_inline int arch_hs_compiled_exit(const __u8 *code)
+{
+        const __u32 *insn = (const __u32 *)code;
+
+        /* Bounded by the window's instructions. */
+        for (int i = 0; i < ARCH_HS_EXIT_WINDOW / 4; i++) {
+                if (insn[i] == ARCH_ARM64_RET)
+                        return ARCH_HS_FRAME_UNSURE;
+        }
+        return ARCH_HS_FRAME_BUILT;
+}
+
+/* Before the frame complete offset an aarch64 prologue has stored lr and fp, or not, and dropped sp,
+ * or not: not decoded here. */
+static __always_inline int arch_hs_compiled_entry(const __u8 *code)
+{
+        return ARCH_HS_FRAME_UNSURE;
+}

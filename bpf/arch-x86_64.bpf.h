@@ -176,3 +176,73 @@ static __always_inline __u64 arch_thread_pointer(struct task_struct *task)
 {
         return profd_have_task_btf ? task->thread.fsbase : BPF_CORE_READ(task, thread.fsbase);
 }
+
+/* Whether code[k..] is a HotSpot x86-64 return: its safepoint poll (JDK 16+: cmp rsp, [r15+d];
+ * ja stub; JDK 11: mov r10, [r15+d]; test [r10], eax, or test [rip+d], eax), or what is left of
+ * it, then ret. Constant offsets only: each check is a few compares for the verifier. */
+static __always_inline bool arch_hs_poll_ret(const __u8 *c, int k)
+{
+        if (c[k] == 0xc3) /* ret */
+                return true;
+        if (c[k] == 0x0f && c[k + 1] == 0x87) /* ja rel32 (the poll's stub); ret */
+                return c[k + 6] == 0xc3;
+        if (c[k] == 0x41 && c[k + 1] == 0x85 && c[k + 2] == 0x02) /* test [r10], eax; ret */
+                return c[k + 3] == 0xc3;
+        if (c[k] == 0x85 && c[k + 1] == 0x05) /* test [rip+d32], eax; ret */
+                return c[k + 6] == 0xc3;
+        if (c[k] == 0x49 && c[k + 1] == 0x3b && c[k + 2] == 0x67) /* cmp rsp, [r15+d8]; ja; ret */
+                return c[k + 4] == 0x0f && c[k + 5] == 0x87 && c[k + 10] == 0xc3;
+        if (c[k] == 0x49 && c[k + 1] == 0x3b && c[k + 2] == 0xa7) /* cmp rsp, [r15+d32]; ja; ret */
+                return c[k + 7] == 0x0f && c[k + 8] == 0x87 && c[k + 13] == 0xc3;
+        if (c[k] == 0x4d && c[k + 1] == 0x8b && c[k + 2] == 0x57) /* mov r10, [r15+d8]; test; ret */
+                return c[k + 4] == 0x41 && c[k + 5] == 0x85 && c[k + 6] == 0x02 && c[k + 7] == 0xc3;
+        if (c[k] == 0x4d && c[k + 1] == 0x8b && c[k + 2] == 0x97) /* mov r10, [r15+d32]; test; ret */
+                return c[k + 7] == 0x41 && c[k + 8] == 0x85 && c[k + 9] == 0x02 && c[k + 10] == 0xc3;
+        return false;
+}
+
+/* HotSpot's x86-64 epilogues (C1 remove_frame + return_op, C2 MachEpilogNode) are [vzeroupper]
+ * add rsp, N; pop rbp; the return poll; ret. Up to the add the frame is whole (as in the body);
+ * at the pop the saved rbp is at rsp; past it the return address is. The code at the pc (an
+ * instruction boundary) tells which. */
+static __always_inline int arch_hs_compiled_exit(const __u8 *code)
+{
+        if (code[0] == 0x5d && arch_hs_poll_ret(code, 1)) /* pop rbp */
+                return ARCH_HS_FRAME_FP_AT_SP;
+        if (arch_hs_poll_ret(code, 0))
+                return ARCH_HS_FRAME_RA_AT_SP;
+        return ARCH_HS_FRAME_BUILT;
+}
+
+/* HotSpot's x86-64 prologues (MacroAssembler::verified_entry for C2, C1's build_frame), before the
+ * frame complete offset: the stack bang (mov [rsp-N], eax), push rbp, [mov rbp, rsp,] sub rsp, N,
+ * then the nmethod entry barrier (cmp [r15+d], imm; jne); or, C2 without a bang, sub rsp, imm32
+ * then mov [rsp+N-8], rbp. Before the push (or the bang-less sub) the return address is at rsp;
+ * between the push and the sub the saved rbp is; after both the frame is whole. Other code there
+ * (the bang-less rbp store, the inline cache check of the unverified entry) is not read: unsure. */
+static __always_inline int arch_hs_compiled_entry(const __u8 *c)
+{
+        if (c[0] == 0x55) /* push rbp */
+                return ARCH_HS_FRAME_RA_AT_SP;
+        if (c[0] == 0x89 && c[1] == 0x84 && c[2] == 0x24) /* mov [rsp+d32], eax: the stack bang */
+                return ARCH_HS_FRAME_RA_AT_SP;
+        /* C2 without a stack bang (a small leaf frame): sub rsp, imm32 first, then mov [rsp+d],
+         * rbp. */
+        if (c[0] == 0x48 && c[1] == 0x81 && c[2] == 0xec && c[7] == 0x48 && c[8] == 0x89 &&
+            (c[9] == 0x6c || c[9] == 0xac) && c[10] == 0x24)
+                return ARCH_HS_FRAME_RA_AT_SP;
+        if (c[0] == 0x48 && (c[1] == 0x83 || c[1] == 0x81) && c[2] == 0xec) /* sub rsp, imm */
+                return ARCH_HS_FRAME_FP_AT_SP;
+        if (c[0] == 0x48 && c[1] == 0x89 && c[2] == 0xe5) /* mov rbp, rsp */
+                return ARCH_HS_FRAME_FP_AT_SP;
+        if (c[0] == 0x48 && c[1] == 0x89 && (c[2] == 0x6c || c[2] == 0xac) && c[3] == 0x24)
+                return ARCH_HS_FRAME_FP_IN_REG; /* mov [rsp+d], rbp after a bang-less sub */
+        /* jne of the entry barrier, after its cmp [r15+d8], imm32 (the frame is whole); a jne
+         * elsewhere (the inline cache check) stays unsure. */
+        if (c[0] == 0x0f && c[1] == 0x85 && c[-8] == 0x41 && c[-7] == 0x81 && c[-6] == 0x7f)
+                return ARCH_HS_FRAME_BUILT;
+        if (c[0] == 0x41 && (c[1] == 0x81 || c[1] == 0x83) &&
+            (c[2] == 0x7f || c[2] == 0xbf)) /* cmp [r15+d], imm */
+                return ARCH_HS_FRAME_BUILT;
+        return ARCH_HS_FRAME_UNSURE;
+}

@@ -72,10 +72,32 @@
  *           the record's end; arm64: Go's record lies below sp, x29 = sp - 8 in every Go frame)
  *   bool arch_is_thread_self(__u64 tp, __u64 id)
  *           id, a pthread_self() value (CPython stores it in its PyThreadState), is the thread's
- *           whose thread pointer is tp (x86-64: equal; arm64: struct pthread just below tp) */
+ *           whose thread pointer is tp (x86-64: equal; arm64: struct pthread just below tp)
+ *   int arch_hs_compiled_exit(const __u8 *code)
+ *           the ARCH_HS_EXIT_WINDOW bytes at the sampled pc of a compiled Java method (HotSpot):
+ *           where it stands in its frame, ARCH_HS_FRAME_* below. x86-64 decodes the few
+ *           instructions HotSpot's epilogues have (frame removal, the return's safepoint poll);
+ *           arm64 says unsure near a ret
+ *   int arch_hs_compiled_entry(const __u8 *code)
+ *           the same before the frame complete offset (the prologue), code[-ARCH_HS_BEHIND..]
+ *           readable too; arm64: unsure */
 #pragma once
 
 #include "vmlinux.h"
+
+/* arch_hs_compiled_exit(): frame 0 of a compiled Java method is in its body (its frame is whole),
+ * in its epilogue with the frame removed and the saved fp at sp (the return address above it),
+ * with the fp restored too (the return address at sp), or somewhere the port cannot tell. */
+enum {
+        ARCH_HS_FRAME_BUILT = 0,
+        ARCH_HS_FRAME_FP_AT_SP = 1,
+        ARCH_HS_FRAME_RA_AT_SP = 2,
+        ARCH_HS_FRAME_UNSURE = 3,
+        ARCH_HS_FRAME_FP_IN_REG = 4, /* the frame's sp is set, the caller's fp not saved yet */
+};
+#define ARCH_HS_EXIT_WINDOW 32
+/* arch_hs_compiled_entry() also sees this many bytes before the pc (code[-ARCH_HS_BEHIND..]). */
+#define ARCH_HS_BEHIND 16
 
 /* Registers an unwind step reads and writes, by meaning (see above). */
 struct arch_regs {

@@ -11,6 +11,8 @@
 
 /* Number of enum profd_py_stop values (profd-python.h, checked there by the BPF side). */
 #define PROFD_PY_STOP_COUNT 6
+/* Number of enum profd_hs_event values (profd-hotspot.h, checked by the BPF side). */
+#define PROFD_HS_EVENT_COUNT 8
 
 /* Why a user stack ended; stored in the low byte of profd_stack.flags. */
 enum profd_stop_reason {
@@ -113,5 +115,6 @@ enum profd_counter {
         PROFD_DROP_OFFCPU_PENDING_LOST,   /* unwound wait whose key was gone at its end */
         PROFD_DROP_OFFCPU_COUNTS_FULL,    /* offcpu_counts map full */
         PROFD_CNT_OFFCPU_CUT_PARTS,       /* parts of waits in progress counted at a cut */
-        PROFD_CNT__MAX,
+        PROFD_HS_CNT_BASE,                /* + enum profd_hs_event (profd-hotspot.h): JVM code frames */
+        PROFD_CNT__MAX = PROFD_HS_CNT_BASE + PROFD_HS_EVENT_COUNT,
 };

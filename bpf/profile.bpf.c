@@ -8,6 +8,8 @@
  *                          where a mapping has no table or the pid is not loaded yet
  *                          (step-frame-pointer.bpf.h)
  *   profd_python  (slot 2)  processes running CPython: appends the Python frames (python.bpf.h)
+ *   profd_hotspot (slot 3)  compiled Java frames of a JVM (hotspot.bpf.h); its interpreted frames
+ *                          are taken during profd_step
  *   profd_finalize (slot 1) hashes both stacks, stores each once, counts[key] += 1 (stack-store.bpf.h)
  *   profd_exec              forgets a pid's tables when it execs
  *   profd_offcpu_switch     sched_switch: ends next's wait, starts prev's and unwinds it when
@@ -47,6 +49,7 @@ enum {
         PROFD_PROG_STEP = 0,
         PROFD_PROG_FINALIZE = 1,
         PROFD_PROG_PYTHON = 2,
+        PROFD_PROG_HOTSPOT = 3,
         PROFD_PROG__MAX,
 };
 
@@ -131,6 +134,9 @@ static __always_inline void sample_begin(struct sample_state *st, struct task_st
         st->user.len = 0;
         st->user.flags = 0;
         st->py_active = 0;
+        st->hs_active = 0;
+        st->hs_pending = 0;
+        st->hs_interp_fp = 0;
         st->py_started = 0;
         st->py_done = 0;
         st->py_recorded = 0;
@@ -205,6 +211,15 @@ static __always_inline void sample_find_process(struct sample_state *st, struct 
                                 if (py) {
                                         st->py = *py;
                                         st->py_active = 1;
+                                }
+                        }
+                        /* A JVM's Java frames are taken during the native walk (hotspot.bpf.h). */
+                        if ((proc->runtimes & PROFD_PROC_RUNTIME_HOTSPOT) && st->map_pid == pid) {
+                                struct profd_hotspot_proc *hs = bpf_map_lookup_elem(&hotspot_procs, &pid);
+
+                                if (hs) {
+                                        st->hs = *hs;
+                                        st->hs_active = 1;
                                 }
                         }
                 } else {
@@ -296,6 +311,11 @@ static __always_inline int step_body(void *ctx, void *chain)
         }
 
         st->steps++;
+        if (st->hs_pending && !st->done && st->steps < PROFD_MAX_STEPS) {
+                bpf_tail_call(ctx, chain, PROFD_PROG_HOTSPOT);
+                count(PROFD_DROP_TAIL_CALL);
+                return 0;
+        }
         if (!st->done && st->steps >= PROFD_MAX_STEPS) {
                 /* Unreachable with the frame budget above; kept so the chain always ends. */
                 st->user.flags |= PROFD_STACK_TRUNCATED;
@@ -348,6 +368,36 @@ out:
         return 0;
 }
 
+/* Compiled Java frames (hotspot.bpf.h): stepped here rather than in the step program, whose frame
+ * loop cannot carry a segment map walk 20 times; back to the step program for the interpreter and
+ * native code. */
+static __always_inline int hotspot_body(void *ctx, void *chain)
+{
+        struct sample_state *st = get_state();
+
+        if (!st)
+                return 0;
+        st->steps++;
+        hs_walk_compiled(st);
+        if (!st->done && st->steps >= PROFD_MAX_STEPS) {
+                st->user.flags |= PROFD_STACK_TRUNCATED;
+                stop(st, PROFD_STOP_DEPTH);
+        }
+        if (st->done && st->py_active) {
+                if (st->steps < PROFD_MAX_STEPS) {
+                        bpf_tail_call(ctx, chain, PROFD_PROG_PYTHON);
+                        count(PROFD_DROP_TAIL_CALL);
+                        return 0;
+                }
+                py_stop(st, PROFD_PY_STOP_TAIL_CALLS);
+        }
+        bpf_tail_call(ctx, chain,
+                      st->done ? PROFD_PROG_FINALIZE
+                               : (st->hs_pending ? PROFD_PROG_HOTSPOT : PROFD_PROG_STEP));
+        count(PROFD_DROP_TAIL_CALL);
+        return 0;
+}
+
 static __always_inline int finalize_body(void)
 {
         __u64 finalize_ns = profd_measure_cost ? bpf_ktime_get_ns() : 0;
@@ -389,6 +439,12 @@ SEC("perf_event")
 int profd_python(struct bpf_perf_event_data *ctx)
 {
         return python_body(ctx, &progs);
+}
+
+SEC("perf_event")
+int profd_hotspot(struct bpf_perf_event_data *ctx)
+{
+        return hotspot_body(ctx, &progs);
 }
 
 SEC("perf_event")
@@ -478,6 +534,12 @@ int profd_offcpu_python(void *ctx)
 }
 
 SEC("tp_btf/sched_switch")
+int profd_offcpu_hotspot(void *ctx)
+{
+        return hotspot_body(ctx, &offcpu_progs);
+}
+
+SEC("tp_btf/sched_switch")
 int profd_offcpu_finalize(void *ctx)
 {
         return finalize_body();
@@ -496,5 +558,6 @@ int BPF_PROG(profd_exec, struct task_struct *p)
         bpf_map_delete_elem(&unwind_procs, &pid);
         /* Its interpreter, if any, is gone too: the daemon describes the new image's. */
         bpf_map_delete_elem(&python_procs, &pid);
+        bpf_map_delete_elem(&hotspot_procs, &pid);
         return 0;
 }

@@ -7,6 +7,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 
+#include "profd-hotspot.h"
 #include "profd-python.h"
 #include "profd-sample.h"
 #include "profd-unwind-pool.h"
@@ -58,6 +59,10 @@ struct sample_state {
         __u64 py_last_code; /* code object whose fingerprint py_last_fp is (this sample) */
         __u32 py_last_fp;
         __u32 _pad1;
+        struct profd_hotspot_proc hs; /* valid while hs_active */
+        __u32 hs_active;              /* the process runs a HotSpot JVM: take its Java frames */
+        __u32 hs_pending; /* the last frame recorded is compiled Java code: profd_hotspot steps it */
+        __u64 hs_interp_fp; /* fp of the interpreted frame stepped last (its sender_sp slot) */
         __u64 win_base;    /* user address of win[0]; 0: empty */
         __u32 win_len;     /* bytes valid from win_base */
         __u8 win[PROFD_STACK_WINDOW + 16];

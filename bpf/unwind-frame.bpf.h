@@ -6,6 +6,7 @@
 #include "vmlinux.h"
 
 #include "profd-events.h"
+#include "hotspot.bpf.h"
 #include "profd-sample.h"
 #include "profd-unwind-pool.h"
 #include "pool-lookup.bpf.h"
@@ -48,6 +49,10 @@ static __always_inline bool unwind_one(struct sample_state *st)
             st->ip - arch_signal_tramp_base(current_task()) < ARCH_SIGNAL_TRAMP_WINDOW &&
             arch_is_signal_return(st->ip, st->exact))
                 return step_signal(st);
+
+        /* The JVM's code has no CFI and lies in anonymous memory: its frames are HotSpot's. */
+        if (hs_in_code(st, st->exact ? st->ip : st->ip - 1))
+                return step_hotspot(st, st->exact ? st->ip : st->ip - 1);
 
         if (st->fp_only)
                 return step_frame_pointer(st);

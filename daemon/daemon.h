@@ -5,10 +5,12 @@
 #include <systemd/sd-event.h>
 
 #include "aggregator/aggregator.h"
+#include "runtimes/hotspot-procs.h"
 #include "runtimes/python-procs.h"
 #include "sampler/sample-filter.h"
 #include "sampler/sampler.h"
 #include "service/options.h"
+#include "symbolizer/hotspot-symbols.h"
 #include "symbolizer/python-symbols.h"
 #include "symbolizer/symbolizer.h"
 #include "tracker/cgroup-resolver.h"
@@ -41,6 +43,8 @@ typedef struct Daemon {
         PythonProcs *python;  /* processes whose CPython frames BPF walks */
         PythonSymbols *python_symbols; /* their code objects' names */
         PythonFrameIds *python_ids;    /* ids of Python frames in drained stacks */
+        HotspotProcs *hotspot;         /* processes running a HotSpot JVM */
+        HotspotSymbols *hotspot_symbols; /* their Java frames' names */
         CgroupResolver *cgroups;     /* NULL without a cgroup2 mount */
         CgroupFilter *cgroup_filter; /* NULL without --unit/--cgroup */
         uint64_t start_ns;

@@ -39,14 +39,27 @@ static const Process *find_process(pid_t pid, void *userdata)
         return process_table_find(userdata, pid);
 }
 
+static void runtimes_mapped(void *userdata, const Process *p);
+
 static void on_interval(void *userdata, uint64_t start_ns, uint64_t end_ns, const SampleRecord *records,
                         size_t n)
 {
         Daemon *d = userdata;
+        pid_t starting[HOTSPOT_STARTING_MAX];
+
+        /* JVMs that had no code cache when their mappings were read: described now. */
+        for (size_t i = 0, k = hotspot_procs_take_starting(d->hotspot, starting, ELEMENTSOF(starting));
+             i < k; i++) {
+                const Process *p = process_table_find(d->processes, starting[i]);
+
+                if (p)
+                        runtimes_mapped(d, p);
+        }
 
         aggregator_add_interval(d->aggregator, start_ns, end_ns, records, n);
         /* Python frames: their code objects are read now, while the processes run. */
         python_symbols_note(d->python_symbols, records, n);
+        hotspot_symbols_note(d->hotspot_symbols, records, n);
 
         /* Resolve new cgroup ids now, while the cgroups exist (cached for the history). */
         if (d->cgroups)
@@ -134,6 +147,8 @@ static void daemon_done(Daemon *d)
         d->cgroup_filter = cgroup_filter_free(d->cgroup_filter);
         d->tracker = proc_tracker_free(d->tracker);
         d->python = python_procs_free(d->python); /* after the tracker, which used it */
+        d->hotspot_symbols = hotspot_symbols_free(d->hotspot_symbols);
+        d->hotspot = hotspot_procs_free(d->hotspot);
         d->python_symbols = python_symbols_free(d->python_symbols);
         d->pool = table_pool_free(d->pool);
         d->sampler = sampler_free(d->sampler);
@@ -173,9 +188,15 @@ static void runtimes_mapped(void *userdata, const Process *p)
         int r;
 
         python_procs_note(d->python, p);
+        hotspot_procs_note(d->hotspot, p);
         r = table_pool_set_process_runtimes(
-                d->pool, p->pid, python_procs_get(d->python, p->pid) ? TABLE_POOL_RUNTIME_PYTHON : 0);
-        if (r < 0 && r != -ENOENT)
+                d->pool, p->pid,
+                (python_procs_get(d->python, p->pid) ? TABLE_POOL_RUNTIME_PYTHON : 0) |
+                        (hotspot_procs_get(d->hotspot, p->pid) ? TABLE_POOL_RUNTIME_HOTSPOT : 0));
+        if (r == -ENOENT && hotspot_procs_get(d->hotspot, p->pid))
+                /* Not in the pool yet (its tables are being built): marked at the next interval. */
+                hotspot_procs_retry(d->hotspot, p->pid);
+        else if (r < 0 && r != -ENOENT)
                 log_debug_errno(r, "Marking the runtimes of pid %d for BPF failed: %m", (int)p->pid);
 }
 
@@ -184,6 +205,7 @@ static void runtimes_forgotten(void *userdata, pid_t pid)
         Daemon *d = userdata;
 
         python_procs_forget(d->python, pid);
+        hotspot_procs_forget(d->hotspot, pid);
 }
 
 static int run(int argc, char **argv)
@@ -346,7 +368,16 @@ static int run(int argc, char **argv)
                                                   "Cannot watch new Python stacks, their code objects are "
                                                   "read at the drain only: %m");
                 }
-                if (d.python)
+                /* HotSpot JVMs: found and their vmStructs read (frames are not walked yet). */
+                r = hotspot_procs_new(sampler_hotspot_procs_fd(d.sampler), &d.hotspot);
+                if (r >= 0)
+                        r = hotspot_symbols_new(d.hotspot, &d.hotspot_symbols);
+                if (r < 0)
+                        log_warning_errno(r, "Cannot track HotSpot JVMs: %m");
+                else
+                        symbolizer_set_runtime(d.symbolizer, SYM_RUNTIME_HOTSPOT, hotspot_symbols_name,
+                                               d.hotspot_symbols);
+                if (d.python || d.hotspot)
                         to.observer = (ProcTrackerObserver){
                                 .mapped = runtimes_mapped, .forgotten = runtimes_forgotten, .userdata = &d};
                 r = proc_tracker_new(d.event, d.processes, d.pool, &to, &d.tracker);

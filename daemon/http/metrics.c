@@ -15,6 +15,8 @@
 #include "http/metrics.h"
 #include "output/frame-names.h"
 #include "output/symbol-warmer.h"
+#include "runtimes/hotspot-procs.h"
+#include "symbolizer/hotspot-symbols.h"
 #include "runtimes/python-procs.h"
 #include "runtimes/remote-memory.h"
 #include "service/notify.h"
@@ -279,6 +281,8 @@ int metrics_render(Daemon *d, char **ret_text, size_t *ret_size)
         python_procs_write_metrics(d->python, f);
         python_symbols_write_metrics(d->python_symbols, f);
         python_frame_ids_write_metrics(d->python_ids, f);
+        hotspot_procs_write_metrics(d->hotspot, f);
+        hotspot_symbols_write_metrics(d->hotspot_symbols, f);
         frame_names_write_metrics(f);
         remote_memory_write_metrics(f);
         safe_open_write_metrics(f);

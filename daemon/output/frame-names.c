@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "output/frame-names.h"
+#include "runtimes/hotspot-frames.h"
 #include "runtimes/python-stack.h"
 #include "util/metrics-writer.h"
 
@@ -52,6 +53,11 @@ void frame_locate_user(const Process *p, const Stack *user, uint32_t i, FrameNam
                 ret->kind = FRAME_PYTHON;
                 return;
         }
+        if (hotspot_frame_is(addr)) {
+                ret->kind = FRAME_RUNTIME;
+                ret->runtime = SYM_RUNTIME_HOTSPOT;
+                return;
+        }
         ret->mapping = p ? process_find_mapping(p, ret->exact ? addr : addr - 1) : NULL;
         if (!ret->mapping) {
                 /* No mapping known: keep the address visible rather than dropping the frame. */
@@ -81,6 +87,8 @@ int frame_name_resolve(Symbolizer *sym, const Process *p, FrameName *f)
                 /* Unnamed (never read while the process ran): a "[python] 0xCODE" placeholder. */
                 (void)symbolizer_python(sym, p, f->address, &f->res);
                 return 0;
+        case FRAME_RUNTIME:
+                return symbolizer_runtime(sym, f->runtime, p, f->address, &f->res);
         case FRAME_UNMAPPED:
                 /* Points into f itself, so it follows a copied FrameName. */
                 f->res = (SymResult){.frames = &f->placeholder, .n_frames = 1};
@@ -119,7 +127,7 @@ static bool has_unmapped_frame(const Process *p, const SampleRecord *r)
 {
         for (uint32_t i = 0; i < r->n_user; i++) {
                 uint64_t a = r->user_frames[i];
-                if (!python_frame_is(a) &&
+                if (!python_frame_is(a) && !hotspot_frame_is(a) &&
                     !process_find_mapping(p, frame_exact(r->user_exact, i) ? a : a - 1))
                         return true;
         }

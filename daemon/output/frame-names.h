@@ -26,6 +26,7 @@ typedef enum FrameKind {
         FRAME_KERNEL,
         FRAME_USER,     /* in a mapping of the process */
         FRAME_PYTHON,   /* a Python frame: a code object of the process, no mapping */
+        FRAME_RUNTIME,  /* a frame another runtime's walker recorded (FrameName.runtime), no mapping */
         FRAME_UNMAPPED, /* no mapping of the process covers it (or the process is not known) */
 } FrameKind;
 
@@ -33,6 +34,7 @@ typedef struct FrameName {
         FrameKind kind;
         uint64_t address; /* as sampled */
         bool exact;       /* address is a pc, not a return address */
+        SymRuntime runtime; /* FRAME_RUNTIME: whose frame */
         /* FRAME_USER: the mapping, valid until the process table changes. */
         const ProcMapping *mapping;
         /* The names, innermost (inlined) first; valid until the next naming call. Never empty:

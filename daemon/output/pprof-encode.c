@@ -62,6 +62,7 @@ enum {
         LOC_RETURN = 1,
         LOC_MARKER = 2,
         LOC_PYTHON = 3, /* | pid << 8: a Python frame (python-stack.h), per process */
+        LOC_RUNTIME = 4, /* | pid << 8: another runtime's frame (frame-names.h FRAME_RUNTIME) */
 };
 
 typedef struct FuncKey {
@@ -430,6 +431,10 @@ static int user_location(PprofJob *j, const Process *p, pid_t pid, const Stack *
                 /* Code objects are the process's own: no mapping, no address. */
                 k = (LocKey){0, f.address, LOC_PYTHON | (uint64_t)(uint32_t)pid << 8};
                 break;
+        case FRAME_RUNTIME:
+                /* The runtime's own objects (a Java method and bytecode index): per process. */
+                k = (LocKey){0, f.address, LOC_RUNTIME | (uint64_t)(uint32_t)pid << 8};
+                break;
         case FRAME_UNMAPPED:
                 k = (LocKey){0, f.address, f.exact ? LOC_LEAF : LOC_RETURN};
                 break;
@@ -451,7 +456,7 @@ static int user_location(PprofJob *j, const Process *p, pid_t pid, const Stack *
         if (r < 0)
                 return r;
         j->n_unsymbolized += !f.res.symbolized;
-        if (f.kind == FRAME_PYTHON)
+        if (f.kind == FRAME_PYTHON || f.kind == FRAME_RUNTIME)
                 return location_add(j, &k, h, 0, &f.res, ret);
         /* JIT code named from a perf map: the mapping is that file, as in perf report. */
         if (f.kind == FRAME_USER && f.res.source_file) {

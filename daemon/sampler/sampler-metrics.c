@@ -125,6 +125,19 @@ void sampler_write_metrics(const Sampler *s, FILE *f)
                                "Samples of a child sharing its parent's memory (vfork, posix_spawn) "
                                "unwound with the parent's mappings.",
                                c[PROFD_CNT_SHARED_MM]);
+                metric_labelled(f, "profd_hotspot_bpf_frames_total", "counter",
+                                "Frames in a JVM's code the native walk met, by kind: interpreted (taken "
+                                "as a Java frame), bad_method (its method could not be read: kept as "
+                                "an address), other_code (a stub or adapter: stepped by its frame "
+                                "pointer), compiled (a compiled method, named), compiled_unnamed "
+                                "(compiled code stepped by its frame size, kept as an address), "
+                                "no_blob (not found in the code heap's segment map), unsure (the sampled "
+                                "pc where its frame is not whole: the stack ends there), epilogue (the "
+                                "sampled pc in a compiled method's epilogue, its caller found).",
+                                "kind",
+                                (const char *const[]){"interpreted", "bad_method", "other_code", "compiled",
+                                                      "compiled_unnamed", "no_blob", "unsure", "epilogue"},
+                                c + PROFD_HS_CNT_BASE, PROFD_HS_EVENT_COUNT);
                 metric_counter(f, "profd_bpf_row_searches_total",
                                "Binary searches of an unwind table page: lookups the per-CPU row cache "
                                "did not answer.",

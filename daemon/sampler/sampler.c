@@ -212,6 +212,11 @@ struct bpf_object *sampler_bpf_object(Sampler *s)
         return s && s->skel ? s->skel->obj : NULL;
 }
 
+int sampler_hotspot_procs_fd(Sampler *s)
+{
+        return s && s->skel ? bpf_map__fd(s->skel->maps.hotspot_procs) : -EBADF;
+}
+
 int sampler_python_procs_fd(Sampler *s)
 {
         return s && s->skel ? bpf_map__fd(s->skel->maps.python_procs) : -EBADF;

@@ -66,6 +66,11 @@ struct Symbolizer {
         void *python_userdata;
         char python_placeholder[64];
         uint64_t n_python, n_python_unnamed;
+        struct {
+                SymbolizerRuntimeFn fn;
+                void *userdata;
+        } runtimes[_SYM_RUNTIME_MAX];
+        char runtime_placeholder[32];
 
         uint64_t n_cache_hits, n_user_perf_map;
         size_t cache_entries, cache_bytes;
@@ -438,6 +443,30 @@ int symbolizer_python(Symbolizer *s, const Process *p, uint64_t frame, SymResult
         }
         s->results.frames[0] = f;
         *ret = (SymResult){.frames = s->results.frames, .n_frames = 1};
+        return 0;
+}
+
+void symbolizer_set_runtime(Symbolizer *s, SymRuntime rt, SymbolizerRuntimeFn fn, void *userdata)
+{
+        if (rt < _SYM_RUNTIME_MAX) {
+                s->runtimes[rt].fn = fn;
+                s->runtimes[rt].userdata = userdata;
+        }
+}
+
+int symbolizer_runtime(Symbolizer *s, SymRuntime rt, const Process *p, uint64_t frame, SymResult *ret)
+{
+        SymFrame f = {};
+        bool named = false;
+
+        if (p && rt < _SYM_RUNTIME_MAX && s->runtimes[rt].fn)
+                named = s->runtimes[rt].fn(s->runtimes[rt].userdata, p, frame, &f) >= 0 && f.name;
+        if (!f.name) {
+                snprintf(s->runtime_placeholder, sizeof(s->runtime_placeholder), "[runtime frame]");
+                f = (SymFrame){.name = s->runtime_placeholder, .system_name = s->runtime_placeholder};
+        }
+        s->results.frames[0] = f;
+        *ret = (SymResult){.frames = s->results.frames, .n_frames = 1, .symbolized = named};
         return 0;
 }
 

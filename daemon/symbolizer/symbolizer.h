@@ -54,6 +54,19 @@ void symbolizer_set_python(Symbolizer *s, SymbolizerPythonFn fn, void *userdata)
 /* A Python frame of p: one frame with its function, file and line; unnamed (not read while the
  * process ran): a "[python] 0xCODE" placeholder with symbolized false. */
 int symbolizer_python(Symbolizer *s, const Process *p, uint64_t frame, SymResult *ret);
+
+/* Frames of other runtimes whose walkers record them in stacks as entries of their own (not
+ * addresses): each runtime registers how its frames are named. */
+typedef enum SymRuntime {
+        SYM_RUNTIME_HOTSPOT, /* Java frames (runtimes/hotspot-frames.h) */
+        _SYM_RUNTIME_MAX,
+} SymRuntime;
+/* Names frame of p into *ret (strings owned by the callee, valid until its next call); negative
+ * when it cannot, with a placeholder in *ret that invents nothing. */
+typedef int (*SymbolizerRuntimeFn)(void *userdata, const Process *p, uint64_t frame, SymFrame *ret);
+void symbolizer_set_runtime(Symbolizer *s, SymRuntime rt, SymbolizerRuntimeFn fn, void *userdata);
+/* A frame of runtime rt of p: one frame, named, or the runtime's placeholder (symbolized false). */
+int symbolizer_runtime(Symbolizer *s, SymRuntime rt, const Process *p, uint64_t frame, SymResult *ret);
 /* Kernel text addresses reveal where KASLR put the kernel, so by default nothing profd serves
  * carries them: kernel frames are names, and names of frames that have none (no symbol, or
  * kallsyms hidden) say so without the address. show (--kernel-addresses) lets them through, but

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* HotSpot frames in drained user stacks (bpf/profd-hotspot.h): a Java frame is one entry, the
+ * method and the bytecode index, in place of the pc the native walk met; it stays so through the
+ * drain and the aggregation and is named per process (symbolizer/hotspot-symbols.h). */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <linux/types.h> /* for profd-hotspot.h */
+
+#include "bpf/profd-hotspot.h"
+#include "bpf/profd-python.h"
+
+static inline bool hotspot_frame_is(uint64_t f)
+{
+        return (f & PROFD_FRAME_HOTSPOT) && !(f & PROFD_FRAME_PYTHON);
+}
+
+static inline uint64_t hotspot_frame_method(uint64_t f)
+{
+        return (f & PROFD_HS_METHOD_MASK) << PROFD_HS_METHOD_SHIFT;
+}
+
+/* PROFD_HS_BCI_NONE: unknown. */
+static inline uint32_t hotspot_frame_bci(uint64_t f)
+{
+        return (f >> PROFD_HS_BCI_SHIFT) & 0xffff;
+}

@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Java stacks with no flags on Debian's other JDKs: OpenJDK 11 (bullseye), 21 and 25 (trixie), each
+in a Debian root of its own, run in a mount namespace with that root as its / (as in a container).
+
+The roots are copies of the Debian roots under /var/cache/profd-tests/roots (never modified) with
+the JDKs installed by the root's own apt, made once and cached as ROOT-jdk next to them. For each
+JDK: the interpreted chain of hotspot-stacks (Deflate: zlib, JNI, Deflater.deflate x2, Deflate.c,
+.b, .a, .main with their lines, the JVM down to start_thread in >= 95% of the samples in zlib),
+and the callers check of hotspot-callers (no Java frame with a caller it does not have, >= 80% of
+the samples complete). A JDK whose root cannot be made (the archive unreachable) is skipped loudly;
+the test fails when none ran."""
+import importlib.util
+import os
+import shutil
+import subprocess
+import time
+
+import profdtest as t
+
+ROOTS = "/var/cache/profd-tests/roots"
+# (name, base root, package, java home in the root)
+JDKS = [
+    ("OpenJDK 11", "bullseye", "openjdk-11-jdk-headless", "/usr/lib/jvm/java-11-openjdk-amd64"),
+    ("OpenJDK 21", "trixie", "openjdk-21-jdk-headless", "/usr/lib/jvm/java-21-openjdk-amd64"),
+    ("OpenJDK 25", "trixie", "openjdk-25-jdk-headless", "/usr/lib/jvm/java-25-openjdk-amd64"),
+]
+
+
+def load(name):
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+    spec = importlib.util.spec_from_file_location(name.replace("-", "_")[:-3], path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def in_root(root, argv, **kw):
+    """argv run with root as / in a mount namespace of its own with /proc (and /dev) bound inside;
+    exec'd, so the returned process is the program's."""
+    script = ('mount --bind /proc "$1/proc" && mount --bind /dev "$1/dev" && root="$1" && shift && '
+              'exec chroot "$root" "$@"')
+    return subprocess.Popen(["unshare", "-m", "sh", "-c", script, "sh", root] + argv, **kw)
+
+
+def make_root(base, packages):
+    """ROOTS/base-jdk with packages installed (cached; rebuilt when the package set changed)."""
+    dst = os.path.join(ROOTS, base + "-jdk")
+    stamp = os.path.join(dst, ".profd-jdk")
+    want = " ".join(sorted(packages))
+    try:
+        with open(stamp) as f:
+            if set(f.read().split()) >= set(packages):
+                return dst
+    except OSError:
+        pass
+    src = os.path.join(ROOTS, base)
+    if not os.path.isdir(src):
+        return None
+    tmp = dst + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    t.log("making %s: a copy of %s with %s (once; cached)" % (dst, src, want))
+    subprocess.run(["cp", "-a", src, tmp], check=True)
+    shutil.copy("/etc/resolv.conf", os.path.join(tmp, "etc/resolv.conf"))
+    p = in_root(tmp, ["sh", "-c", "apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y "
+                      "--no-install-recommends %s && apt-get clean" % want])
+    if p.wait() != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        return None
+    with open(os.path.join(tmp, ".profd-jdk"), "w") as f:
+        f.write(want + "\n")
+    shutil.rmtree(dst, ignore_errors=True)
+    os.rename(tmp, dst)
+    return dst
+
+
+def stop(p):
+    if p.poll() is None:
+        p.terminate()
+        try:
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def main():
+    t.require_bpf()
+    if not shutil.which("go"):
+        t.skip("go (golang-go) is not installed: the profile is read with go tool pprof")
+    if not shutil.which("unshare"):
+        t.skip("unshare (util-linux) is not installed")
+    stacks = load("test-hotspot-stacks.py")
+    callers = load("test-hotspot-callers.py")
+    # trixie's libc6 without its debug symbols: start_thread and clone are unnamed (but in libc).
+    for mod in (stacks, callers):
+        mod.THREAD_TAILS.append(["[libc.so.6]", "[libc.so.6]"])
+    by_base = {}
+    for _, base, pkg, _ in JDKS:
+        by_base.setdefault(base, []).append(pkg)
+    roots = {base: make_root(base, pkgs) for base, pkgs in by_base.items()}
+    available = [(name, roots[base], home) for name, base, _, home in JDKS
+                 if roots[base] and os.path.exists(os.path.join(roots[base], home.lstrip("/"), "bin/java"))]
+    for name, base, _, _ in JDKS:
+        if not roots[base]:
+            t.log("SKIPPING %s: its root could not be made from %s/%s (archive unreachable?)" % (name, ROOTS, base))
+    if not available:
+        t.skip("no JDK root could be made (Debian archive unreachable?)")
+    work = {}
+    for name, root, home in available:
+        d = os.path.join(root, "tmp", "profd-jdks-%d-%s" % (os.getpid(), name.split()[-1]))
+        os.makedirs(d, exist_ok=True)
+        work[name] = d
+        for cls, src in (("Deflate", stacks.DEFLATE_JAVA), ("Callers", callers.CALLERS_JAVA)):
+            with open(os.path.join(d, cls + ".java"), "w") as f:
+                f.write(src)
+            inner = "/" + os.path.relpath(d, root)
+            p = in_root(root, [home + "/bin/javac", "-d", inner, inner + "/" + cls + ".java"])
+            if p.wait(timeout=180) != 0:
+                raise RuntimeError("%s: javac failed" % name)
+    jvms = []
+    try:
+        with t.Daemon("--frequency", "997") as dmn:
+            for name, root, home in available:
+                inner = "/" + os.path.relpath(work[name], root)
+                java = in_root(root, [home + "/bin/java", "-cp", inner, "Deflate"], stdout=subprocess.DEVNULL)
+                jvms.append(java)
+                # The root's libjvm.so is new to profd: its tables are built first (seconds).
+                t.unwind_ready(dmn, java.pid, "libjvm.so", name, timeout_s=120)
+                time.sleep(2)  # 32 MiB of input made, then the chain runs
+                stacks.check_profile(dmn, java, name)
+                # What profd knows of the JVM (for a failure above: detection, tables, BPF counts).
+                t.log("%s: profd's view of pid %d:\n%s" % (name, java.pid, dmn.get(
+                    "/debug/profd/process?pid=%d" % java.pid)[2].decode(errors="replace")[:300]))
+                t.log("\n".join(l for l in dmn.get("/metrics")[2].decode().splitlines()
+                                 if l.startswith(("profd_hotspot_detections", "profd_hotspot_processes",
+                                                  "profd_hotspot_bpf_frames")) and not l.endswith(" 0")))
+                stop(java)
+                java = in_root(root, [home + "/bin/java", "-cp", inner, "Callers"], stdout=subprocess.DEVNULL)
+                jvms.append(java)
+                t.unwind_ready(dmn, java.pid, "libjvm.so", name, timeout_s=120)
+                time.sleep(3)  # drive and the apply methods compiled by C2 by then
+                path = t.fetch_profile(dmn, 5, "&pid=%d" % java.pid)
+                total, complete, wrong = callers.check_stacks(t.traces(path), name)
+                t.check(total >= 500, "%s: at least 500 samples of the JVM (%d)" % (name, total))
+                t.check(wrong == 0, "%s: no Java frame with a caller it does not have (%d samples)" % (name, wrong))
+                t.check(total > 0 and complete >= 0.8 * total,
+                        "%s: >= 80%% of the samples reach start_thread (%d of %d)" % (name, complete, total))
+                stop(java)
+    finally:
+        for j in jvms:
+            stop(j)
+        for d in work.values():
+            shutil.rmtree(d, ignore_errors=True)
+    t.finish()
+
+
+if __name__ == "__main__":
+    main()
