@@ -89,6 +89,7 @@ _Static_assert(sizeof(struct profd_row_cache_entry) == 32, "profd_row_cache_entr
 /* profd_unwind_proc.runtimes: the interpreters whose frames BPF walks in this process. A sample
  * of a process without the bit skips that runtime's map lookup altogether. */
 #define PROFD_PROC_RUNTIME_PYTHON 1u
+#define PROFD_PROC_RUNTIME_V8 2u
 
 struct profd_unwind_proc {
         __u32 n_mappings;

@@ -8,6 +8,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "profd-python.h"
+#include "profd-v8.h"
 #include "profd-sample.h"
 #include "profd-unwind-pool.h"
 #include "arch.bpf.h"
@@ -57,6 +58,9 @@ struct sample_state {
         __u64 py_last_code; /* code object whose fingerprint py_last_fp is (this sample) */
         __u32 py_last_fp;
         __u32 _pad1;
+        struct profd_v8_proc v8; /* valid while v8_active */
+        __u32 v8_active;         /* the process runs V8: note its JavaScript frames */
+        __u32 _pad2;
         __u64 win_base;    /* user address of win[0]; 0: empty */
         __u32 win_len;     /* bytes valid from win_base */
         __u8 win[PROFD_STACK_WINDOW + 16];

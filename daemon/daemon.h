@@ -6,6 +6,7 @@
 
 #include "aggregator/aggregator.h"
 #include "runtimes/python-procs.h"
+#include "runtimes/v8-procs.h"
 #include "sampler/sample-filter.h"
 #include "sampler/sampler.h"
 #include "service/options.h"
@@ -39,6 +40,7 @@ typedef struct Daemon {
         TablePool *pool;      /* BPF unwind tables; NULL: frame-pointer unwinding only */
         ProcTracker *tracker; /* keeps the pool's per-process entries current */
         PythonProcs *python;  /* processes whose CPython frames BPF walks */
+        V8Procs *v8;          /* processes whose V8 (Node.js) frames BPF reads */
         PythonSymbols *python_symbols; /* their code objects' names */
         PythonFrameIds *python_ids;    /* ids of Python frames in drained stacks */
         CgroupResolver *cgroups;     /* NULL without a cgroup2 mount */

@@ -134,6 +134,7 @@ static void daemon_done(Daemon *d)
         d->cgroup_filter = cgroup_filter_free(d->cgroup_filter);
         d->tracker = proc_tracker_free(d->tracker);
         d->python = python_procs_free(d->python); /* after the tracker, which used it */
+        d->v8 = v8_procs_free(d->v8);
         d->python_symbols = python_symbols_free(d->python_symbols);
         d->pool = table_pool_free(d->pool);
         d->sampler = sampler_free(d->sampler);
@@ -173,8 +174,11 @@ static void runtimes_mapped(void *userdata, const Process *p)
         int r;
 
         python_procs_note(d->python, p);
+        v8_procs_note(d->v8, p);
         r = table_pool_set_process_runtimes(
-                d->pool, p->pid, python_procs_get(d->python, p->pid) ? TABLE_POOL_RUNTIME_PYTHON : 0);
+                d->pool, p->pid,
+                (python_procs_get(d->python, p->pid) ? TABLE_POOL_RUNTIME_PYTHON : 0) |
+                        (v8_procs_get(d->v8, p->pid) ? TABLE_POOL_RUNTIME_V8 : 0));
         if (r < 0 && r != -ENOENT)
                 log_debug_errno(r, "Marking the runtimes of pid %d for BPF failed: %m", (int)p->pid);
 }
@@ -184,6 +188,7 @@ static void runtimes_forgotten(void *userdata, pid_t pid)
         Daemon *d = userdata;
 
         python_procs_forget(d->python, pid);
+        v8_procs_forget(d->v8, pid);
 }
 
 static int run(int argc, char **argv)
@@ -346,7 +351,11 @@ static int run(int argc, char **argv)
                                                   "Cannot watch new Python stacks, their code objects are "
                                                   "read at the drain only: %m");
                 }
-                if (d.python)
+                /* V8 (Node.js) frames: BPF reads them in the processes this describes to it. */
+                r = v8_procs_new(sampler_v8_procs_fd(d.sampler), &d.v8);
+                if (r < 0)
+                        log_warning_errno(r, "Cannot track Node.js processes, no JavaScript frames: %m");
+                if (d.python || d.v8)
                         to.observer = (ProcTrackerObserver){
                                 .mapped = runtimes_mapped, .forgotten = runtimes_forgotten, .userdata = &d};
                 r = proc_tracker_new(d.event, d.processes, d.pool, &to, &d.tracker);

@@ -217,6 +217,11 @@ int sampler_python_procs_fd(Sampler *s)
         return s && s->skel ? bpf_map__fd(s->skel->maps.python_procs) : -EBADF;
 }
 
+int sampler_v8_procs_fd(Sampler *s)
+{
+        return s && s->skel ? bpf_map__fd(s->skel->maps.v8_procs) : -EBADF;
+}
+
 int sampler_unwinder_events_fd(Sampler *s)
 {
         return s && s->skel ? bpf_map__fd(s->skel->maps.unwinder_events) : -EBADF;

@@ -96,6 +96,8 @@ void sampler_write_metrics(const Sampler *s, FILE *f);
 int sampler_unwinder_events_fd(Sampler *s);
 /* The BPF map of processes whose Python frames are walked (bpf/profd-python.h). */
 int sampler_python_procs_fd(Sampler *s);
+/* The BPF map of processes whose V8 frames are read (bpf/profd-v8.h). */
+int sampler_v8_procs_fd(Sampler *s);
 /* A user stack with Python frames that BPF stored for the first time (sampler-python.c): pid's
  * frames as BPF wrote them (bpf/profd-python.h: two entries per Python frame), valid during the
  * call. */
