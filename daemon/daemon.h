@@ -11,6 +11,7 @@
 #include "sampler/sampler.h"
 #include "service/options.h"
 #include "symbolizer/python-symbols.h"
+#include "symbolizer/v8-symbols.h"
 #include "symbolizer/symbolizer.h"
 #include "tracker/cgroup-resolver.h"
 #include "tracker/process-table.h"
@@ -41,6 +42,7 @@ typedef struct Daemon {
         ProcTracker *tracker; /* keeps the pool's per-process entries current */
         PythonProcs *python;  /* processes whose CPython frames BPF walks */
         V8Procs *v8;          /* processes whose V8 (Node.js) frames BPF reads */
+        V8Symbols *v8_symbols; /* names of their JavaScript frames */
         PythonSymbols *python_symbols; /* their code objects' names */
         PythonFrameIds *python_ids;    /* ids of Python frames in drained stacks */
         CgroupResolver *cgroups;     /* NULL without a cgroup2 mount */

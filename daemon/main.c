@@ -135,6 +135,7 @@ static void daemon_done(Daemon *d)
         d->tracker = proc_tracker_free(d->tracker);
         d->python = python_procs_free(d->python); /* after the tracker, which used it */
         d->v8 = v8_procs_free(d->v8);
+        d->v8_symbols = v8_symbols_free(d->v8_symbols);
         d->python_symbols = python_symbols_free(d->python_symbols);
         d->pool = table_pool_free(d->pool);
         d->sampler = sampler_free(d->sampler);
@@ -178,7 +179,7 @@ static void runtimes_mapped(void *userdata, const Process *p)
         r = table_pool_set_process_runtimes(
                 d->pool, p->pid,
                 (python_procs_get(d->python, p->pid) ? TABLE_POOL_RUNTIME_PYTHON : 0) |
-                        (v8_procs_get(d->v8, p->pid) ? TABLE_POOL_RUNTIME_V8 : 0));
+                        (d->v8_symbols && v8_procs_get(d->v8, p->pid) ? TABLE_POOL_RUNTIME_V8 : 0));
         if (r < 0 && r != -ENOENT)
                 log_debug_errno(r, "Marking the runtimes of pid %d for BPF failed: %m", (int)p->pid);
 }
@@ -353,8 +354,14 @@ static int run(int argc, char **argv)
                 }
                 /* V8 (Node.js) frames: BPF reads them in the processes this describes to it. */
                 r = v8_procs_new(sampler_v8_procs_fd(d.sampler), &d.v8);
+                if (r >= 0)
+                        r = v8_symbols_new(d.v8, &d.v8_symbols);
                 if (r < 0)
                         log_warning_errno(r, "Cannot track Node.js processes, no JavaScript frames: %m");
+                else {
+                        sampler_set_v8_namer(d.sampler, v8_symbols_name_stack, d.v8_symbols);
+                        symbolizer_set_v8(d.symbolizer, v8_symbols_name, d.v8_symbols);
+                }
                 if (d.python || d.v8)
                         to.observer = (ProcTrackerObserver){
                                 .mapped = runtimes_mapped, .forgotten = runtimes_forgotten, .userdata = &d};

@@ -5,6 +5,7 @@
 
 #include "output/frame-names.h"
 #include "runtimes/python-stack.h"
+#include "runtimes/v8-stack.h"
 #include "util/metrics-writer.h"
 
 /* Processes read again in one drain for frames outside their snapshot: bounds the /proc reads a
@@ -52,6 +53,10 @@ void frame_locate_user(const Process *p, const Stack *user, uint32_t i, FrameNam
                 ret->kind = FRAME_PYTHON;
                 return;
         }
+        if (v8_frame_is(addr)) {
+                ret->kind = FRAME_V8;
+                return;
+        }
         ret->mapping = p ? process_find_mapping(p, ret->exact ? addr : addr - 1) : NULL;
         if (!ret->mapping) {
                 /* No mapping known: keep the address visible rather than dropping the frame. */
@@ -80,6 +85,9 @@ int frame_name_resolve(Symbolizer *sym, const Process *p, FrameName *f)
         case FRAME_PYTHON:
                 /* Unnamed (never read while the process ran): a "[python] 0xCODE" placeholder. */
                 (void)symbolizer_python(sym, p, f->address, &f->res);
+                return 0;
+        case FRAME_V8:
+                (void)symbolizer_v8(sym, p, f->address, &f->res);
                 return 0;
         case FRAME_UNMAPPED:
                 /* Points into f itself, so it follows a copied FrameName. */
@@ -119,7 +127,7 @@ static bool has_unmapped_frame(const Process *p, const SampleRecord *r)
 {
         for (uint32_t i = 0; i < r->n_user; i++) {
                 uint64_t a = r->user_frames[i];
-                if (!python_frame_is(a) &&
+                if (!python_frame_is(a) && !v8_frame_is(a) &&
                     !process_find_mapping(p, frame_exact(r->user_exact, i) ? a : a - 1))
                         return true;
         }

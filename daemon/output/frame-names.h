@@ -26,6 +26,7 @@ typedef enum FrameKind {
         FRAME_KERNEL,
         FRAME_USER,     /* in a mapping of the process */
         FRAME_PYTHON,   /* a Python frame: a code object of the process, no mapping */
+        FRAME_V8,       /* a JavaScript frame: names read at the drain, no mapping */
         FRAME_UNMAPPED, /* no mapping of the process covers it (or the process is not known) */
 } FrameKind;
 

@@ -427,6 +427,7 @@ static int user_location(PprofJob *j, const Process *p, pid_t pid, const Stack *
         frame_locate_user(p, user, i, &f);
         switch (f.kind) {
         case FRAME_PYTHON:
+        case FRAME_V8:
                 /* Code objects are the process's own: no mapping, no address. */
                 k = (LocKey){0, f.address, LOC_PYTHON | (uint64_t)(uint32_t)pid << 8};
                 break;
@@ -451,7 +452,7 @@ static int user_location(PprofJob *j, const Process *p, pid_t pid, const Stack *
         if (r < 0)
                 return r;
         j->n_unsymbolized += !f.res.symbolized;
-        if (f.kind == FRAME_PYTHON)
+        if (f.kind == FRAME_PYTHON || f.kind == FRAME_V8)
                 return location_add(j, &k, h, 0, &f.res, ret);
         /* JIT code named from a perf map: the mapping is that file, as in perf report. */
         if (f.kind == FRAME_USER && f.res.source_file) {

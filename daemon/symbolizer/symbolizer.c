@@ -66,6 +66,9 @@ struct Symbolizer {
         void *python_userdata;
         char python_placeholder[64];
         uint64_t n_python, n_python_unnamed;
+        SymbolizerV8Fn v8_fn; /* names of V8 frames (v8-stack.h) */
+        void *v8_userdata;
+        char v8_placeholder[16];
 
         uint64_t n_cache_hits, n_user_perf_map;
         size_t cache_entries, cache_bytes;
@@ -437,6 +440,27 @@ int symbolizer_python(Symbolizer *s, const Process *p, uint64_t frame, SymResult
                 f = (SymFrame){.name = s->python_placeholder, .system_name = s->python_placeholder};
         }
         s->results.frames[0] = f;
+        *ret = (SymResult){.frames = s->results.frames, .n_frames = 1};
+        return 0;
+}
+
+void symbolizer_set_v8(Symbolizer *s, SymbolizerV8Fn fn, void *userdata)
+{
+        s->v8_fn = fn;
+        s->v8_userdata = userdata;
+}
+
+int symbolizer_v8(Symbolizer *s, const Process *p, uint64_t frame, SymResult *ret)
+{
+        SymFrame f = {};
+
+        if (s->v8_fn && s->v8_fn(s->v8_userdata, p, frame, &f) >= 0 && f.name) {
+                s->results.frames[0] = f;
+                *ret = (SymResult){.frames = s->results.frames, .n_frames = 1, .symbolized = true};
+                return 0;
+        }
+        snprintf(s->v8_placeholder, sizeof(s->v8_placeholder), "[javascript]");
+        s->results.frames[0] = (SymFrame){.name = s->v8_placeholder, .system_name = s->v8_placeholder};
         *ret = (SymResult){.frames = s->results.frames, .n_frames = 1};
         return 0;
 }

@@ -54,6 +54,11 @@ void symbolizer_set_python(Symbolizer *s, SymbolizerPythonFn fn, void *userdata)
 /* A Python frame of p: one frame with its function, file and line; unnamed (not read while the
  * process ran): a "[python] 0xCODE" placeholder with symbolized false. */
 int symbolizer_python(Symbolizer *s, const Process *p, uint64_t frame, SymResult *ret);
+/* Names of V8 (JavaScript) frames (runtimes/v8-stack.h), the same way: unnamed ones are
+ * "[javascript]" with symbolized false. */
+typedef int (*SymbolizerV8Fn)(void *userdata, const Process *p, uint64_t frame, SymFrame *ret);
+void symbolizer_set_v8(Symbolizer *s, SymbolizerV8Fn fn, void *userdata);
+int symbolizer_v8(Symbolizer *s, const Process *p, uint64_t frame, SymResult *ret);
 /* Kernel text addresses reveal where KASLR put the kernel, so by default nothing profd serves
  * carries them: kernel frames are names, and names of frames that have none (no symbol, or
  * kallsyms hidden) say so without the address. show (--kernel-addresses) lets them through, but
