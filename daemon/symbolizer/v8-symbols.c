@@ -16,7 +16,7 @@
  * pages as it grows, so an older one would refuse their objects; a read refused (-EFAULT) by a
  * snapshot older than V8_SNAPSHOT_RETRY_NS is tried once more with a new one. */
 #define V8_SNAPSHOT_MAX_AGE_NS (1000ULL * 1000 * 1000)
-#define V8_SNAPSHOT_RETRY_NS (50ULL * 1000 * 1000)
+#define V8_SNAPSHOT_RETRY_NS (10ULL * 1000 * 1000)
 
 typedef enum V8NameResult {
         V8_NAMED,
