@@ -352,11 +352,13 @@ static int run(int argc, char **argv)
                                                   "Cannot watch new Python stacks, their code objects are "
                                                   "read at the drain only: %m");
                 }
-                /* V8 (Node.js) frames: BPF reads them in the processes this describes to it. */
-                r = v8_procs_new(sampler_v8_procs_fd(d.sampler), &d.v8);
-                if (r >= 0)
-                        r = v8_symbols_new(d.v8, &d.v8_symbols);
-                if (r < 0)
+                /* V8 (Node.js) frames: BPF reads them in the processes this describes to it.
+                 * PROFD_V8_FRAMES=0 (tests of perf maps, benchmarks) leaves them out. */
+                const char *vf = getenv("PROFD_V8_FRAMES");
+                if (vf && strcmp(vf, "0") == 0)
+                        log_info("PROFD_V8_FRAMES=0: no JavaScript frames from the V8 walk");
+                else if ((r = v8_procs_new(sampler_v8_procs_fd(d.sampler), &d.v8)) < 0 ||
+                         (r = v8_symbols_new(d.v8, &d.v8_symbols)) < 0)
                         log_warning_errno(r, "Cannot track Node.js processes, no JavaScript frames: %m");
                 else {
                         sampler_set_v8_namer(d.sampler, v8_symbols_name_stack, d.v8_symbols);
