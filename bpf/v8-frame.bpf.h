@@ -13,22 +13,25 @@
 
 #if !ARCH_HAS_LINK_REGISTER
 /* x86-64: do the 8 bytes before addr end with a call? call rel32 (e8), call reg (ff d0+r),
- * call [reg+disp8] (ff 50+r; ff 54 SIB), call [rip+disp32] (ff 15), call [reg+disp32] (ff 90+r;
- * ff 94 SIB). A REX prefix comes before these. Data that happens to match only costs a name. */
+ * call [reg] (ff 10+r; ff 14 SIB), call [reg+disp8] (ff 50+r; ff 54 SIB), call [rip+disp32]
+ * (ff 15), call [reg+disp32] (ff 90+r; ff 94 SIB). A REX prefix comes before these. Data that
+ * happens to match only costs a name. */
 static __always_inline bool v8_after_call(const __u8 b[8])
 {
         return b[3] == 0xe8 || (b[6] == 0xff && (b[7] & 0xf8) == 0xd0) ||
+               (b[6] == 0xff && (b[7] & 0xf8) == 0x10) || (b[5] == 0xff && b[6] == 0x14) ||
                (b[5] == 0xff && (b[6] & 0xf8) == 0x50) || (b[4] == 0xff && b[5] == 0x54) ||
                (b[2] == 0xff && ((b[3] & 0xf8) == 0x90 || b[3] == 0x15)) || (b[1] == 0xff && b[2] == 0x94);
 }
 
 /* x86-64: is the instruction at the pc one of those V8 runs while its frame is gone but the
  * return address is not on top of the stack (DropArguments: pop rcx; lea rsp, [...]; push rcx;
- * ret), or a push (push rbp starts every frame), add rsp or ret? */
+ * ret; its count may be in r8-r15: REX.X/B), or a push (push rbp starts every frame), add rsp or
+ * ret? */
 static __always_inline bool v8_frame_edge_code(const __u8 c[4])
 {
         return (c[0] & 0xf8) == 0x50 || (c[0] == 0x41 && (c[1] & 0xf8) == 0x50) || c[0] == 0xc3 ||
-               c[0] == 0xc2 || (c[0] == 0x48 && c[1] == 0x8d && (c[2] & 0x38) == 0x20) ||
+               c[0] == 0xc2 || ((c[0] & 0xfc) == 0x48 && c[1] == 0x8d && (c[2] & 0x38) == 0x20) ||
                (c[0] == 0x48 && (c[1] == 0x83 || c[1] == 0x81) && c[2] == 0xc4);
 }
 #endif
