@@ -115,6 +115,13 @@ enum profd_counter {
         PROFD_DROP_OFFCPU_PENDING_LOST,   /* unwound wait whose key was gone at its end */
         PROFD_DROP_OFFCPU_COUNTS_FULL,    /* offcpu_counts map full */
         PROFD_CNT_OFFCPU_CUT_PARTS,       /* parts of waits in progress counted at a cut */
+        /* V8 (bpf/v8.bpf.h): frame-pointer frames of V8 processes looked at */
+        PROFD_CNT_V8_FRAMES,              /* JavaScript frames recorded */
+        PROFD_CNT_V8_TYPED,               /* typed frames (entry, exit, stub...): no function */
+        PROFD_CNT_V8_NOT_JS,              /* slots hold no tagged function: not a V8 frame */
+        PROFD_CNT_V8_BAD_READ,            /* the frame's slots could not be read */
+        PROFD_CNT_V8_NO_ROOM,             /* no stack slot left for the function */
+        PROFD_CNT_V8_LEAF_UNSURE,         /* interrupted frame maybe in a prologue: not named */
         PROFD_HS_CNT_BASE,                /* + enum profd_hs_event (profd-hotspot.h): JVM code frames */
         PROFD_CNT__MAX = PROFD_HS_CNT_BASE + PROFD_HS_EVENT_COUNT,
 };

@@ -90,6 +90,7 @@ _Static_assert(sizeof(struct profd_row_cache_entry) == 32, "profd_row_cache_entr
  * of a process without the bit skips that runtime's map lookup altogether. */
 #define PROFD_PROC_RUNTIME_PYTHON 1u
 #define PROFD_PROC_RUNTIME_HOTSPOT 2u
+#define PROFD_PROC_RUNTIME_V8 4u
 
 struct profd_unwind_proc {
         __u32 n_mappings;

@@ -38,6 +38,7 @@
 #include "step-dwarf.bpf.h"
 #include "unwind-frame.bpf.h"
 #include "python.bpf.h"
+#include "v8.bpf.h"
 #include "stack-store.bpf.h"
 #include "filter.bpf.h"
 #include "off-cpu.bpf.h"
@@ -141,6 +142,7 @@ static __always_inline void sample_begin(struct sample_state *st, struct task_st
         st->py_done = 0;
         st->py_recorded = 0;
         st->py_frame = 0;
+        st->v8_active = 0;
         st->kernel.len = 0;
         st->kernel._pad = 0;
         st->offcpu = 0;
@@ -220,6 +222,15 @@ static __always_inline void sample_find_process(struct sample_state *st, struct 
                                 if (hs) {
                                         st->hs = *hs;
                                         st->hs_active = 1;
+                                }
+                        }
+                        /* Node's JavaScript frames are noted during the native walk (v8-frame.bpf.h). */
+                        if ((proc->runtimes & PROFD_PROC_RUNTIME_V8) && st->map_pid == pid) {
+                                struct profd_v8_proc *v8 = bpf_map_lookup_elem(&v8_procs, &pid);
+
+                                if (v8) {
+                                        st->v8 = *v8;
+                                        st->v8_active = 1;
                                 }
                         }
                 } else {
@@ -559,5 +570,6 @@ int BPF_PROG(profd_exec, struct task_struct *p)
         /* Its interpreter, if any, is gone too: the daemon describes the new image's. */
         bpf_map_delete_elem(&python_procs, &pid);
         bpf_map_delete_elem(&hotspot_procs, &pid);
+        bpf_map_delete_elem(&v8_procs, &pid);
         return 0;
 }

@@ -9,6 +9,7 @@
 
 #include "profd-hotspot.h"
 #include "profd-python.h"
+#include "profd-v8.h"
 #include "profd-sample.h"
 #include "profd-unwind-pool.h"
 #include "arch.bpf.h"
@@ -63,6 +64,9 @@ struct sample_state {
         __u32 hs_active;              /* the process runs a HotSpot JVM: take its Java frames */
         __u32 hs_pending; /* the last frame recorded is compiled Java code: profd_hotspot steps it */
         __u64 hs_interp_fp; /* fp of the interpreted frame stepped last (its sender_sp slot) */
+        struct profd_v8_proc v8; /* valid while v8_active */
+        __u32 v8_active;         /* the process runs V8: note its JavaScript frames */
+        __u32 _pad2;
         __u64 win_base;    /* user address of win[0]; 0: empty */
         __u32 win_len;     /* bytes valid from win_base */
         __u8 win[PROFD_STACK_WINDOW + 16];

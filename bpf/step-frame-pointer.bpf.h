@@ -2,7 +2,7 @@
 /* Frame-pointer steps of the native walk: the plain one (mappings without a table, pids not in the
  * pool, pcs no CFI covers) and the stack switch that follows Go's systemstack and friends from
  * the g0 stack back to the goroutine's. The frame record's layout is the arch's (arch.bpf.h).
- * Defines no maps. */
+ * A frame left without CFI may be V8's (v8-frame.bpf.h). Defines no maps. */
 #pragma once
 
 #include "vmlinux.h"
@@ -11,6 +11,7 @@
 #include "arch.bpf.h"
 #include "sample-state.bpf.h"
 #include "stack-read.bpf.h"
+#include "v8-frame.bpf.h"
 
 /* Stack switches one sample may follow (Go: signal stack -> g0 -> goroutine is two); a bound,
  * since a switch step is not checked against sp and a corrupt chain could alternate. */
@@ -146,5 +147,6 @@ static __always_inline bool step_no_row(struct sample_state *st)
 {
         if (st->guess == PROFD_STOP_OK)
                 st->guess = PROFD_STOP_NO_ROW;
+        v8_note_frame(st); /* V8's builtins have no CFI */
         return step_frame_pointer(st);
 }

@@ -72,8 +72,10 @@ static __always_inline bool unwind_one(struct sample_state *st)
                 stop(st, PROFD_STOP_TABLE_PENDING);
                 return true;
         }
-        if (m->flags & PROFD_MAPPING_NO_TABLE)
+        if (m->flags & PROFD_MAPPING_NO_TABLE) {
+                v8_note_frame(st); /* V8's JIT code */
                 return step_frame_pointer(st);
+        }
         st->user.flags |= PROFD_STACK_DWARF;
         return step_dwarf(st, m, lookup_pc);
 }

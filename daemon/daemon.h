@@ -7,11 +7,13 @@
 #include "aggregator/aggregator.h"
 #include "runtimes/hotspot-procs.h"
 #include "runtimes/python-procs.h"
+#include "runtimes/v8-procs.h"
 #include "sampler/sample-filter.h"
 #include "sampler/sampler.h"
 #include "service/options.h"
 #include "symbolizer/hotspot-symbols.h"
 #include "symbolizer/python-symbols.h"
+#include "symbolizer/v8-symbols.h"
 #include "symbolizer/symbolizer.h"
 #include "tracker/cgroup-resolver.h"
 #include "tracker/process-table.h"
@@ -41,6 +43,8 @@ typedef struct Daemon {
         TablePool *pool;      /* BPF unwind tables; NULL: frame-pointer unwinding only */
         ProcTracker *tracker; /* keeps the pool's per-process entries current */
         PythonProcs *python;  /* processes whose CPython frames BPF walks */
+        V8Procs *v8;          /* processes whose V8 (Node.js) frames BPF reads */
+        V8Symbols *v8_symbols; /* names of their JavaScript frames */
         PythonSymbols *python_symbols; /* their code objects' names */
         PythonFrameIds *python_ids;    /* ids of Python frames in drained stacks */
         HotspotProcs *hotspot;         /* processes running a HotSpot JVM */

@@ -149,6 +149,8 @@ static void daemon_done(Daemon *d)
         d->python = python_procs_free(d->python); /* after the tracker, which used it */
         d->hotspot_symbols = hotspot_symbols_free(d->hotspot_symbols);
         d->hotspot = hotspot_procs_free(d->hotspot);
+        d->v8 = v8_procs_free(d->v8);
+        d->v8_symbols = v8_symbols_free(d->v8_symbols);
         d->python_symbols = python_symbols_free(d->python_symbols);
         d->pool = table_pool_free(d->pool);
         d->sampler = sampler_free(d->sampler);
@@ -189,10 +191,12 @@ static void runtimes_mapped(void *userdata, const Process *p)
 
         python_procs_note(d->python, p);
         hotspot_procs_note(d->hotspot, p);
+        v8_procs_note(d->v8, p);
         r = table_pool_set_process_runtimes(
                 d->pool, p->pid,
                 (python_procs_get(d->python, p->pid) ? TABLE_POOL_RUNTIME_PYTHON : 0) |
-                        (hotspot_procs_get(d->hotspot, p->pid) ? TABLE_POOL_RUNTIME_HOTSPOT : 0));
+                        (hotspot_procs_get(d->hotspot, p->pid) ? TABLE_POOL_RUNTIME_HOTSPOT : 0) |
+                        (d->v8_symbols && v8_procs_get(d->v8, p->pid) ? TABLE_POOL_RUNTIME_V8 : 0));
         if (r == -ENOENT && hotspot_procs_get(d->hotspot, p->pid))
                 /* Not in the pool yet (its tables are being built): marked at the next interval. */
                 hotspot_procs_retry(d->hotspot, p->pid);
@@ -206,6 +210,7 @@ static void runtimes_forgotten(void *userdata, pid_t pid)
 
         python_procs_forget(d->python, pid);
         hotspot_procs_forget(d->hotspot, pid);
+        v8_procs_forget(d->v8, pid);
 }
 
 static int run(int argc, char **argv)
@@ -377,7 +382,19 @@ static int run(int argc, char **argv)
                 else
                         symbolizer_set_runtime(d.symbolizer, SYM_RUNTIME_HOTSPOT, hotspot_symbols_name,
                                                d.hotspot_symbols);
-                if (d.python || d.hotspot)
+                /* V8 (Node.js) frames: BPF reads them in the processes this describes to it.
+                 * PROFD_V8_FRAMES=0 (tests of perf maps, benchmarks) leaves them out. */
+                const char *vf = getenv("PROFD_V8_FRAMES");
+                if (vf && strcmp(vf, "0") == 0)
+                        log_info("PROFD_V8_FRAMES=0: no JavaScript frames from the V8 walk");
+                else if ((r = v8_procs_new(sampler_v8_procs_fd(d.sampler), &d.v8)) < 0 ||
+                         (r = v8_symbols_new(d.v8, &d.v8_symbols)) < 0)
+                        log_warning_errno(r, "Cannot track Node.js processes, no JavaScript frames: %m");
+                else {
+                        sampler_set_v8_namer(d.sampler, v8_symbols_name_stack, d.v8_symbols);
+                        symbolizer_set_runtime(d.symbolizer, SYM_RUNTIME_V8, v8_symbols_name, d.v8_symbols);
+                }
+                if (d.python || d.hotspot || d.v8)
                         to.observer = (ProcTrackerObserver){
                                 .mapped = runtimes_mapped, .forgotten = runtimes_forgotten, .userdata = &d};
                 r = proc_tracker_new(d.event, d.processes, d.pool, &to, &d.tracker);

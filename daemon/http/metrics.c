@@ -279,6 +279,8 @@ int metrics_render(Daemon *d, char **ret_text, size_t *ret_size)
         if (d->tracker)
                 proc_tracker_write_metrics(d->tracker, f);
         python_procs_write_metrics(d->python, f);
+        v8_procs_write_metrics(d->v8, f);
+        v8_symbols_write_metrics(d->v8_symbols, f);
         python_symbols_write_metrics(d->python_symbols, f);
         python_frame_ids_write_metrics(d->python_ids, f);
         hotspot_procs_write_metrics(d->hotspot, f);

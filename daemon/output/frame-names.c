@@ -6,6 +6,7 @@
 #include "output/frame-names.h"
 #include "runtimes/hotspot-frames.h"
 #include "runtimes/python-stack.h"
+#include "runtimes/v8-stack.h"
 #include "util/metrics-writer.h"
 
 /* Processes read again in one drain for frames outside their snapshot: bounds the /proc reads a
@@ -56,6 +57,11 @@ void frame_locate_user(const Process *p, const Stack *user, uint32_t i, FrameNam
         if (hotspot_frame_is(addr)) {
                 ret->kind = FRAME_RUNTIME;
                 ret->runtime = SYM_RUNTIME_HOTSPOT;
+                return;
+        }
+        if (v8_frame_is(addr)) {
+                ret->kind = FRAME_RUNTIME;
+                ret->runtime = SYM_RUNTIME_V8;
                 return;
         }
         ret->mapping = p ? process_find_mapping(p, ret->exact ? addr : addr - 1) : NULL;
@@ -127,7 +133,7 @@ static bool has_unmapped_frame(const Process *p, const SampleRecord *r)
 {
         for (uint32_t i = 0; i < r->n_user; i++) {
                 uint64_t a = r->user_frames[i];
-                if (!python_frame_is(a) && !hotspot_frame_is(a) &&
+                if (!python_frame_is(a) && !hotspot_frame_is(a) && !v8_frame_is(a) &&
                     !process_find_mapping(p, frame_exact(r->user_exact, i) ? a : a - 1))
                         return true;
         }

@@ -61,7 +61,7 @@ enum {
         LOC_LEAF = 0,
         LOC_RETURN = 1,
         LOC_MARKER = 2,
-        LOC_PYTHON = 3, /* | pid << 8: a Python frame (python-stack.h), per process */
+        LOC_PYTHON = 3,  /* | pid << 8: a Python frame (python-stack.h), per process */
         LOC_RUNTIME = 4, /* | pid << 8: another runtime's frame (frame-names.h FRAME_RUNTIME) */
 };
 
@@ -457,7 +457,8 @@ static int user_location(PprofJob *j, const Process *p, pid_t pid, const Stack *
                 return r;
         j->n_unsymbolized += !f.res.symbolized;
         if (f.kind == FRAME_PYTHON || f.kind == FRAME_RUNTIME)
-                return location_add(j, &k, h, 0, &f.res, ret);
+                if (f.kind == FRAME_PYTHON || f.kind == FRAME_RUNTIME)
+                        return location_add(j, &k, h, 0, &f.res, ret);
         /* JIT code named from a perf map: the mapping is that file, as in perf report. */
         if (f.kind == FRAME_USER && f.res.source_file) {
                 int64_t idx = intern(j, f.res.source_file);

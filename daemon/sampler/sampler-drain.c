@@ -86,7 +86,7 @@ static int cmp_stack(const void *a, const void *b)
         return x->hash < y->hash ? -1 : x->hash > y->hash;
 }
 
-static const DrainedStack *find_stack(const DrainedStack *v, size_t n, uint64_t hash)
+static DrainedStack *find_stack(DrainedStack *v, size_t n, uint64_t hash)
 {
         DrainedStack k = {.hash = hash};
 
@@ -125,14 +125,18 @@ static int collect_stacks(Drain *d, size_t n, size_t value_size, size_t max_fram
                         if (user)
                                 d->frames[k] &= ~PROFD_FRAME_EXACT;
                 }
-                if (user)
+                size_t v8 = 0;
+                if (user) {
                         len = python_stack_splice(d->frames + d->n_frames, d->exact + d->n_frames, len,
                                                   flags, d->python_ids, &d->python_splice);
+                        len = v8_stack_splice(d->frames + d->n_frames, d->exact + d->n_frames, len, &v8);
+                }
                 memcpy(&(*stacks)[*n_stacks].hash, (const uint8_t *)d->batch_keys + i * sizeof(uint64_t),
                        sizeof(uint64_t));
                 (*stacks)[*n_stacks].off = d->n_frames;
                 (*stacks)[*n_stacks].len = len;
                 (*stacks)[*n_stacks].flags = flags;
+                (*stacks)[*n_stacks].v8 = (uint32_t)v8;
                 (*n_stacks)++;
                 d->n_frames += len;
         }
@@ -152,12 +156,18 @@ static void copy_comm(char dst[PROFD_COMM_LEN + 1], const char src[PROFD_COMM_LE
 static SampleRecord make_record(Sampler *s, const struct profd_count_key *k, bool off_cpu)
 {
         Drain *d = &s->drain;
-        const DrainedStack *us = find_stack(d->stacks, d->n_stacks, k->user_hash);
+        DrainedStack *us = find_stack(d->stacks, d->n_stacks, k->user_hash);
         const DrainedStack *ks = find_stack(d->kstacks, d->n_kstacks, k->kernel_hash);
         SampleRecord rec;
 
         if (((k->user_hash && !us) || (k->kernel_hash && !ks)) && !off_cpu)
                 s->missing_stacks++;
+        /* JavaScript functions are named now, while the process runs, by the first record of the
+         * stack (its function addresses are that process's). */
+        if (us && us->v8 && d->v8_cb) {
+                d->v8_cb(d->v8_userdata, k->pid, d->frames + us->off, us->len);
+                us->v8 = 0;
+        }
         rec = (SampleRecord){
                 .pid = k->pid,
                 .tid = k->tid,

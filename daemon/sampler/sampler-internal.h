@@ -8,6 +8,7 @@
 #include <systemd/sd-event.h>
 
 #include "runtimes/python-stack.h"
+#include "runtimes/v8-stack.h"
 #include "sampler/sampler.h"
 #include "util/macro.h"
 
@@ -26,6 +27,7 @@ typedef struct DrainedStack {
         uint64_t hash;
         size_t off;
         uint32_t len, flags;
+        uint32_t v8; /* V8 entries not named yet (v8-stack.h) */
 } DrainedStack;
 
 /* Buffers of one drain, kept between drains so a steady state allocates nothing. */
@@ -52,6 +54,10 @@ typedef struct Drain {
 
         PythonSpliceStats python_splice;
         PythonFrameIds *python_ids; /* for the splice; NULL: Python frames stay unnamed */
+
+        /* Names V8 entries; NULL: they are left as BPF wrote them (none: no process has the bit) */
+        sampler_v8_names_cb_t v8_cb;
+        void *v8_userdata;
 } Drain;
 
 struct Sampler {

@@ -142,6 +142,14 @@ void sampler_write_metrics(const Sampler *s, FILE *f)
                                "Binary searches of an unwind table page: lookups the per-CPU row cache "
                                "did not answer.",
                                c[PROFD_CNT_ROW_SEARCHES]);
+                metric_labelled(f, "profd_v8_bpf_frames_total", "counter",
+                                "Frame-pointer frames of V8 processes BPF looked at, by outcome.", "outcome",
+                                (const char *const[]){"javascript", "typed", "not_javascript", "bad_read",
+                                                      "no_room", "leaf_unsure"},
+                                (const uint64_t[]){c[PROFD_CNT_V8_FRAMES], c[PROFD_CNT_V8_TYPED],
+                                                   c[PROFD_CNT_V8_NOT_JS], c[PROFD_CNT_V8_BAD_READ],
+                                                   c[PROFD_CNT_V8_NO_ROOM], c[PROFD_CNT_V8_LEAF_UNSURE]},
+                                6);
                 if (s->opts.measure_cost) {
                         /* Nanoseconds: 9 decimals, finer than metric_counter_seconds(). */
                         metric_family(f, "profd_bpf_recorded_seconds_total", "counter",

@@ -98,6 +98,8 @@ int sampler_unwinder_events_fd(Sampler *s);
 int sampler_python_procs_fd(Sampler *s);
 /* The BPF map hotspot_procs (bpf/profd-hotspot.h); -EBADF without BPF. */
 int sampler_hotspot_procs_fd(Sampler *s);
+/* The BPF map of processes whose V8 frames are read (bpf/profd-v8.h). */
+int sampler_v8_procs_fd(Sampler *s);
 /* A user stack with Python frames that BPF stored for the first time (sampler-python.c): pid's
  * frames as BPF wrote them (bpf/profd-python.h: two entries per Python frame), valid during the
  * call. */
@@ -106,3 +108,7 @@ typedef void (*sampler_python_stack_cb_t)(void *userdata, uint32_t pid, const ui
 int sampler_watch_python_stacks(Sampler *s, sampler_python_stack_cb_t cb, void *userdata);
 /* The ids the drain gives Python frames (runtimes/python-frame-ids.h); without, they stay unnamed. */
 void sampler_set_python_frame_ids(Sampler *s, PythonFrameIds *ids);
+/* Names the V8 entries of a drained user stack of pid in place (runtimes/v8-stack.h: each
+ * becomes PROFD_FRAME_V8 | V8_FRAME_NAMED | id), once per stack per drain, while pid runs. */
+typedef void (*sampler_v8_names_cb_t)(void *userdata, uint32_t pid, uint64_t *frames, size_t n);
+void sampler_set_v8_namer(Sampler *s, sampler_v8_names_cb_t cb, void *userdata);

@@ -462,7 +462,12 @@ int symbolizer_runtime(Symbolizer *s, SymRuntime rt, const Process *p, uint64_t 
         if (p && rt < _SYM_RUNTIME_MAX && s->runtimes[rt].fn)
                 named = s->runtimes[rt].fn(s->runtimes[rt].userdata, p, frame, &f) >= 0 && f.name;
         if (!f.name) {
-                snprintf(s->runtime_placeholder, sizeof(s->runtime_placeholder), "[runtime frame]");
+                static const char *const placeholders[_SYM_RUNTIME_MAX] = {
+                        [SYM_RUNTIME_HOTSPOT] = "[java]",
+                        [SYM_RUNTIME_V8] = "[javascript]",
+                };
+                snprintf(s->runtime_placeholder, sizeof(s->runtime_placeholder), "%s",
+                         rt < _SYM_RUNTIME_MAX ? placeholders[rt] : "[runtime frame]");
                 f = (SymFrame){.name = s->runtime_placeholder, .system_name = s->runtime_placeholder};
         }
         s->results.frames[0] = f;

@@ -59,13 +59,15 @@ int symbolizer_python(Symbolizer *s, const Process *p, uint64_t frame, SymResult
  * addresses): each runtime registers how its frames are named. */
 typedef enum SymRuntime {
         SYM_RUNTIME_HOTSPOT, /* Java frames (runtimes/hotspot-frames.h) */
+        SYM_RUNTIME_V8,      /* JavaScript frames of V8 (runtimes/v8-stack.h) */
         _SYM_RUNTIME_MAX,
 } SymRuntime;
 /* Names frame of p into *ret (strings owned by the callee, valid until its next call); negative
  * when it cannot, with a placeholder in *ret that invents nothing. */
 typedef int (*SymbolizerRuntimeFn)(void *userdata, const Process *p, uint64_t frame, SymFrame *ret);
 void symbolizer_set_runtime(Symbolizer *s, SymRuntime rt, SymbolizerRuntimeFn fn, void *userdata);
-/* A frame of runtime rt of p: one frame, named, or the runtime's placeholder (symbolized false). */
+/* A frame of runtime rt of p: one frame, named, or the runtime's placeholder ("[java]",
+ * "[javascript]"; symbolized false). */
 int symbolizer_runtime(Symbolizer *s, SymRuntime rt, const Process *p, uint64_t frame, SymResult *ret);
 /* Kernel text addresses reveal where KASLR put the kernel, so by default nothing profd serves
  * carries them: kernel frames are names, and names of frames that have none (no symbol, or

@@ -322,6 +322,7 @@ int table_pool_set_process_at(TablePool *p, pid_t pid, uint64_t maps_ns, const P
 
 _Static_assert(TABLE_POOL_RUNTIME_PYTHON == PROFD_PROC_RUNTIME_PYTHON, "runtime bits");
 _Static_assert(TABLE_POOL_RUNTIME_HOTSPOT == PROFD_PROC_RUNTIME_HOTSPOT, "runtime bits");
+_Static_assert(TABLE_POOL_RUNTIME_V8 == PROFD_PROC_RUNTIME_V8, "runtime bits");
 
 int table_pool_set_process_runtimes(TablePool *p, pid_t pid, uint32_t runtimes)
 {

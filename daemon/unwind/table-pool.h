@@ -50,6 +50,7 @@ int table_pool_last_exec(TablePool *p, pid_t pid, uint64_t *ret_ns);
 int table_pool_remove_process(TablePool *p, pid_t pid);
 #define TABLE_POOL_RUNTIME_PYTHON 1u /* = PROFD_PROC_RUNTIME_PYTHON */
 #define TABLE_POOL_RUNTIME_HOTSPOT 2u /* = PROFD_PROC_RUNTIME_HOTSPOT */
+#define TABLE_POOL_RUNTIME_V8 4u      /* = PROFD_PROC_RUNTIME_V8 */
 /* Which runtimes' frames BPF walks in pid (TABLE_POOL_RUNTIME_* bits): samples of a pid without a
  * bit skip that runtime's lookup. Kept across set_process() calls; -ENOENT before the first. */
 int table_pool_set_process_runtimes(TablePool *p, pid_t pid, uint32_t runtimes);

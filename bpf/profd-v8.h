@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* V8 (Node.js) frames in BPF: the per-process description the daemon writes (map "v8_procs") and
+ * how a JavaScript frame is marked in a user stack (struct profd_stack, profd-sample.h).
+ * Includes nothing: BPF code gets __u8.. from vmlinux.h, userspace from <linux/types.h>.
+ *
+ * V8 keeps frame pointers in the frames of its JIT code and builtins, so the native walk crosses
+ * them with frame-pointer steps (their code has no CFI). At each such step of a process listed in
+ * v8_procs, the walk (bpf/v8.bpf.h) reads the frame's fixed slots: a frame whose context slot holds
+ * a tagged object and whose function slot a tagged heap object is a JavaScript frame, and a
+ * PROFD_FRAME_V8 entry with the function's address follows the frame's own pc entry. A typed frame
+ * (entry, exit, stub, ...) keeps a marker in its context slot instead (StackFrame::TypeToMarker: the
+ * type shifted left by one, low bit 0) and gets no entry. The daemon names the function at the
+ * drain, checking its type first (daemon/runtimes/v8-objects.h). */
+#pragma once
+
+/* A user stack entry that is a V8 function, not an address (user addresses end at 2^47): bits
+ * 0..46 the JSFunction's tagged address. Bit 62 (PROFD_FRAME_PYTHON) is never set with it. */
+#define PROFD_FRAME_V8 (1ULL << 59)
+#define PROFD_V8_ADDR_MASK ((1ULL << 47) - 1)
+
+/* A frame type marker is below this (V8 has fewer than 32 frame types), shifted left by one. */
+#define PROFD_V8_MARKER_MAX 64
+
+/* Map "v8_procs": pid -> the frame layout of its V8. */
+#define PROFD_V8_MAX_PROCS 4096
+struct profd_v8_proc {
+        __s8 fp_function; /* slot of the JSFunction, bytes from the frame pointer (-16) */
+        __s8 fp_context;  /* slot of the context or the frame type marker (-8) */
+        __u8 heap_object_tag_mask;
+        __u8 heap_object_tag;
+        __u32 _pad;
+};
+_Static_assert(sizeof(struct profd_v8_proc) == 8, "profd_v8_proc layout");

@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* V8 (Node.js): a JavaScript frame's function, noted by the native walk where it takes a
+ * frame-pointer step (bpf/profd-v8.h). Defines no maps. */
+#pragma once
+
+#include "vmlinux.h"
+
+#include "profd-sample.h"
+#include "profd-v8.h"
+#include "sample-state.bpf.h"
+#include "stack-hash.bpf.h"
+#include "stack-read.bpf.h"
+
+#if !ARCH_HAS_LINK_REGISTER
+/* x86-64: do the 8 bytes before addr end with a call? call rel32 (e8), call reg (ff d0+r),
+ * call [reg] (ff 10+r; ff 14 SIB), call [reg+disp8] (ff 50+r; ff 54 SIB), call [rip+disp32]
+ * (ff 15), call [reg+disp32] (ff 90+r; ff 94 SIB). A REX prefix comes before these. Data that
+ * happens to match only costs a name. */
+static __always_inline bool v8_after_call(const __u8 b[8])
+{
+        return b[3] == 0xe8 || (b[6] == 0xff && (b[7] & 0xf8) == 0xd0) ||
+               (b[6] == 0xff && (b[7] & 0xf8) == 0x10) || (b[5] == 0xff && b[6] == 0x14) ||
+               (b[5] == 0xff && (b[6] & 0xf8) == 0x50) || (b[4] == 0xff && b[5] == 0x54) ||
+               (b[2] == 0xff && ((b[3] & 0xf8) == 0x90 || b[3] == 0x15)) || (b[1] == 0xff && b[2] == 0x94);
+}
+
+/* x86-64: is the instruction at the pc one of those V8 runs while its frame is gone but the
+ * return address is not on top of the stack (DropArguments: pop rcx; lea rsp, [...]; push rcx;
+ * ret; its count may be in r8-r15: REX.X/B), or a push (push rbp starts every frame), add rsp or
+ * ret? */
+static __always_inline bool v8_frame_edge_code(const __u8 c[4])
+{
+        return (c[0] & 0xf8) == 0x50 || (c[0] == 0x41 && (c[1] & 0xf8) == 0x50) || c[0] == 0xc3 ||
+               c[0] == 0xc2 || ((c[0] & 0xfc) == 0x48 && c[1] == 0x8d && (c[2] & 0x38) == 0x20) ||
+               (c[0] == 0x48 && (c[1] == 0x83 || c[1] == 0x81) && c[2] == 0xc4);
+}
+#endif
+
+/* Is the interrupted frame perhaps not the frame at st->fp? A function interrupted in its
+ * prologue (before push rbp; mov rbp, rsp; push rsi; push rdi) or epilogue (after mov rsp, rbp)
+ * still has its caller's frame pointer, whose slots would name the caller for the function's pc.
+ * The pc's code range is not known in BPF, so the stack and the code say it: the frame's slots
+ * must lie on the live stack (at or above sp), the top of the stack must not be the saved frame
+ * pointer (just pushed) nor a return address (not pushed yet, or about to return), and the pc must
+ * not be at a push, ret or stack pointer adjustment. Any doubt leaves the frame unnamed: its pc
+ * entry stays. Return addresses (frames above) always belong to the frame at fp. */
+static __always_inline bool v8_leaf_unsure(struct sample_state *st)
+{
+        const struct profd_v8_proc *v8 = &st->v8;
+        __s64 lowest = v8->fp_function < v8->fp_context ? v8->fp_function : v8->fp_context;
+        __u64 top[2];
+
+        if (!st->exact)
+                return false;
+#if ARCH_HAS_LINK_REGISTER
+        /* The frame record is written after the first instructions and there is no stack check
+         * here yet: never name the interrupted frame. */
+        return true;
+#else
+        __u8 code[4], before[8];
+
+        if (st->fp + lowest < st->sp)
+                return true;
+        if (read_stack(st, st->sp, top, 8) < 0 || top[0] == st->fp)
+                return true;
+        if (bpf_probe_read_user(code, sizeof(code), (void *)st->ip) < 0 || v8_frame_edge_code(code))
+                return true;
+        if (top[0] >= 8 && top[0] <= ARCH_USER_ADDR_MAX &&
+            (bpf_probe_read_user(before, sizeof(before), (void *)(top[0] - 8)) == 0 &&
+             v8_after_call(before)))
+                return true;
+        return false;
+#endif
+}
+
+/* The frame at st->fp is about to be left by a frame-pointer step (JIT code in anonymous memory,
+ * builtins without CFI). In a V8 process, a JavaScript frame there gets a PROFD_FRAME_V8 entry with
+ * its function after the entry of its pc (bpf/profd-v8.h). The daemon checks what it names. */
+static __always_inline void v8_note_frame(struct sample_state *st)
+{
+        const struct profd_v8_proc *v8 = &st->v8;
+        __u64 ctx[2], fn[2], rec;
+        __u32 len = st->user.len;
+
+        if (!st->v8_active || st->fp == 0 || (st->fp & 7) || st->fp < st->sp)
+                return;
+        if (read_stack(st, st->fp + v8->fp_context, ctx, 8) < 0 ||
+            read_stack(st, st->fp + v8->fp_function, fn, 8) < 0) {
+                count(PROFD_CNT_V8_BAD_READ);
+                return;
+        }
+        /* A typed frame's marker is an untagged small integer; a JavaScript frame holds its
+         * context, a heap object. */
+        if ((ctx[0] & v8->heap_object_tag_mask) != v8->heap_object_tag) {
+                count(ctx[0] < PROFD_V8_MARKER_MAX ? PROFD_CNT_V8_TYPED : PROFD_CNT_V8_NOT_JS);
+                return;
+        }
+        if ((fn[0] & v8->heap_object_tag_mask) != v8->heap_object_tag || fn[0] > PROFD_V8_ADDR_MASK ||
+            fn[0] < 4096) {
+                count(PROFD_CNT_V8_NOT_JS);
+                return;
+        }
+        if (v8_leaf_unsure(st)) {
+                count(PROFD_CNT_V8_LEAF_UNSURE);
+                return;
+        }
+        if (len >= PROFD_MAX_USER_FRAMES) {
+                count(PROFD_CNT_V8_NO_ROOM);
+                return;
+        }
+        rec = PROFD_FRAME_V8 | fn[0];
+        st->user.ips[len & (PROFD_MAX_USER_FRAMES - 1)] = rec;
+        st->user.len = len + 1;
+        st->uhash = hash_mix(st->uhash, rec);
+        count(PROFD_CNT_V8_FRAMES);
+}

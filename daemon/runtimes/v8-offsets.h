@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* What walking and naming V8's JavaScript frames needs, read from V8's post-mortem metadata: the
+ * v8dbg_* data symbols V8 builds export (gen-postmortem-metadata.py; Node.js keeps them in the
+ * node executable or libnode.so, in .dynsym, so a stripped file has them too). Each is an int
+ * whose value is a constant of that V8 build: frame slot offsets from the frame pointer, object
+ * member offsets, instance type numbers, tag bits. Data only: no code walks frames here.
+ *
+ * A build without them (or without a member listed as required below) is not described: its
+ * processes stay native and are counted (docs/runtimes.md, "Node.js"). */
+
+/* Every value, as (member, v8dbg symbol without its prefix, required). A member not required is
+ * V8_OFFSET_NONE when the build lacks it. */
+#define V8_OFFSET_FIELDS(X)                                                                                 \
+        /* Frame slots, bytes from the frame pointer (negative: below it) */                                \
+        X(fp_function, "off_fp_function", true)              /* JSFunction of a JavaScript frame */         \
+        X(fp_context, "off_fp_context", true)                /* Context, or the marker of a typed frame */  \
+        X(fp_bytecode_array, "off_fp_bytecode_array", false) /* interpreted/baseline frames */              \
+        X(fp_bytecode_offset, "off_fp_bytecode_offset", false) /* Smi */                                    \
+        /* Tagging */                                                                                       \
+        X(heap_object_tag, "HeapObjectTag", true)                                                           \
+        X(heap_object_tag_mask, "HeapObjectTagMask", true)                                                  \
+        X(smi_tag, "SmiTag", true)                                                                          \
+        X(smi_tag_mask, "SmiTagMask", true)                                                                 \
+        X(smi_shift_size, "SmiShiftSize", true) /* Smi value at bit smi_shift_size + 1 */                   \
+        X(tagged_size, "TaggedSize", false)     /* 4: pointer compression (not described) */                \
+        X(pointer_size, "SystemPointerSize", false)                                                         \
+        /* Strings: instance type bits */                                                                   \
+        X(first_nonstring_type, "FirstNonstringType", true)                                                 \
+        X(string_encoding_mask, "StringEncodingMask", true)                                                 \
+        X(one_byte_string_tag, "OneByteStringTag", true)                                                    \
+        X(two_byte_string_tag, "TwoByteStringTag", true)                                                    \
+        X(string_representation_mask, "StringRepresentationMask", true)                                     \
+        X(seq_string_tag, "SeqStringTag", true)                                                             \
+        X(cons_string_tag, "ConsStringTag", true)                                                           \
+        X(thin_string_tag, "ThinStringTag", false)                                                          \
+        /* Instance types */                                                                                \
+        X(type_js_function, "type_JSFunction__JS_FUNCTION_TYPE", true)                                      \
+        X(type_shared_function_info, "type_SharedFunctionInfo__SHARED_FUNCTION_INFO_TYPE", true)            \
+        X(type_script, "type_Script__SCRIPT_TYPE", true)                                                    \
+        X(type_scope_info, "type_ScopeInfo__SCOPE_INFO_TYPE", false)                                        \
+        X(type_bytecode_array, "type_BytecodeArray__BYTECODE_ARRAY_TYPE", false)                            \
+        /* Object members, bytes from the object's (untagged) start */                                      \
+        X(heap_object_map, "class_HeapObject__map__Map", true)                                              \
+        X(map_instance_type, "class_Map__instance_type__uint16_t", true)                                    \
+        X(js_function_shared, "class_JSFunction__shared__SharedFunctionInfo", true)                         \
+        X(sfi_name_or_scope_info, "class_SharedFunctionInfo__name_or_scope_info__Object", true)             \
+        X(sfi_script_or_debug_info, "class_SharedFunctionInfo__script_or_debug_info__HeapObject", false)    \
+        X(sfi_function_data, "class_SharedFunctionInfo__function_data__Object", false)                      \
+        X(script_name, "class_Script__name__Object", true)                                                  \
+        X(string_length, "class_String__length__int32_t", true)                                             \
+        X(seq_one_byte_chars, "class_SeqOneByteString__chars__char", true)                                  \
+        X(seq_two_byte_chars, "class_SeqTwoByteString__chars__char", true)                                  \
+        X(cons_first, "class_ConsString__first__String", false)                                             \
+        X(cons_second, "class_ConsString__second__String", false)                                           \
+        X(thin_actual, "class_ThinString__actual__String", false)                                           \
+        /* ScopeInfo: tagged slots after its map; context_local_count, then the locals from first_vars */   \
+        X(scope_info_ncontextlocals, "scopeinfo_idx_ncontextlocals", false)                                 \
+        X(scope_info_first_vars, "scopeinfo_idx_first_vars", false)                                         \
+        /* Frame types: the Smi a typed frame keeps in its context slot */                                  \
+        X(frame_entry, "frametype_EntryFrame", true)                                                        \
+        X(frame_construct_entry, "frametype_ConstructEntryFrame", false)                                    \
+        X(frame_exit, "frametype_ExitFrame", true)                                                          \
+        X(frame_builtin_exit, "frametype_BuiltinExitFrame", false)                                          \
+        X(frame_interpreted, "frametype_InterpretedFrame", false)                                           \
+        X(frame_baseline, "frametype_BaselineFrame", false)                                                 \
+        X(frame_optimized, "frametype_OptimizedFrame", false) /* TurbofanFrame in later versions */         \
+        X(frame_stub, "frametype_StubFrame", false)                                                         \
+        X(frame_internal, "frametype_InternalFrame", false)                                                 \
+        X(frame_construct, "frametype_ConstructFrame", false)                                               \
+        X(frame_builtin, "frametype_BuiltinFrame", false)
+
+#define V8_OFFSET_NONE INT32_MIN
+
+typedef struct V8Offsets {
+#define V8_OFFSET_MEMBER(name, sym, required) int32_t name;
+        V8_OFFSET_FIELDS(V8_OFFSET_MEMBER)
+#undef V8_OFFSET_MEMBER
+} V8Offsets;
+
+/* What a V8 build's file holds: its metadata and where it is. */
+typedef struct V8Elf {
+        V8Offsets offsets;
+        unsigned n_symbols; /* v8dbg_* symbols seen */
+        /* ELF address of v8::internal::Isolate::embedded_blob_code_size() (a Node.js/V8 marker
+         * even when the metadata is absent); 0: not seen */
+        uint64_t isolate_marker;
+} V8Elf;
+
+/* Reads the v8dbg_* symbols of an ELF file (fd; path for messages only). -ENOENT: not a V8 build
+ * (no v8dbg_ symbol and no V8 marker); -EPROTONOSUPPORT: V8, but a required value is missing or
+ * the layout is one profd does not describe (pointer compression, 32-bit); -EBADMSG: not ELF or a
+ * value out of range. ret is filled in every case but -EBADMSG (tests look at what was found). */
+int v8_elf_probe(int fd, const char *path, V8Elf *ret);
+
+/* Name and value of the i-th field in V8_OFFSET_FIELDS order; NULL past the last one. */
+const char *v8_offsets_field(const V8Offsets *o, size_t i, int32_t *ret_value, bool *ret_required);
+
+/* The Smi value of a tagged word, per the build's tagging. */
+static inline int64_t v8_smi_value(const V8Offsets *o, uint64_t word)
+{
+        return (int64_t)word >> (o->smi_shift_size + 1);
+}
+static inline bool v8_is_smi(const V8Offsets *o, uint64_t word)
+{
+        return (word & (uint64_t)o->smi_tag_mask) == (uint64_t)o->smi_tag;
+}
+static inline bool v8_is_heap_object(const V8Offsets *o, uint64_t word)
+{
+        return (word & (uint64_t)o->heap_object_tag_mask) == (uint64_t)o->heap_object_tag;
+}

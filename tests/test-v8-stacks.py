@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""JavaScript frames of Node.js, read in BPF and named at the drain, merged with native frames, on
+Debian 12's node 18 (its libnode.so.108 holds V8 and its metadata; tests/lib/debiannode.py), run
+with no flag at all.
+
+The script's main thread calls level1 -> level2 -> level3 -> hot once; hot loops until the end
+(interpreted callers in Ignition frames, hot itself optimized by on-stack replacement). A worker
+thread runs the same script. Per thread kind, among the samples whose stack holds hot:
+- >= 95% show level1;level2;level3;hot in that order, adjacent, each with the script as its file;
+- >= 95% reach the native bottom of their thread (_start via node::Start for the main thread,
+  start_thread for the worker), native frames outermost;
+and /metrics counts the process as found, with frames named."""
+import os
+import re
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "lib"))
+import profdtest as t
+import debiannode
+
+WINDOW_S = 6
+CHAIN = ["level1", "level2", "level3", "hot"]
+
+SCRIPT = r"""
+const { Worker, isMainThread } = require('worker_threads');
+function hot(ms) {
+  const end = Date.now() + ms;
+  let s = 0;
+  while (Date.now() < end) for (let i = 0; i < 100000; i++) s = (s + i * i) % 1000003;
+  return s;
+}
+function level3(ms) { return hot(ms); }
+function level2(ms) { return level3(ms); }
+function level1(ms) { return level2(ms); }
+if (isMainThread) {
+  new Worker(__filename);
+  console.log("ready");
+}
+level1(60000);
+"""
+
+
+SCRIPT_PATH = []  # the script's path, once written
+
+
+def name_of(frame):
+    """pprof -lines frame "name file[:line]" -> (name, file): JavaScript frames have the script as
+    file (no line yet), native ones a source line when their debug info says."""
+    for path in SCRIPT_PATH:
+        if frame.endswith(" " + path):
+            return frame[:-len(path) - 1], path
+    m = re.match(r"^(.*) (\S+):(\d+)$", frame)
+    return (m.group(1), m.group(2)) if m else (frame, "")
+
+
+def check_kind(what, traces, script, bottom):
+    with_hot = [(c, f) for c, f in traces if any(name_of(x)[0] == "hot" for x in f)]
+    total = sum(c for c, _ in with_hot)
+    if not t.check(total >= 60, "%s: %d samples in hot (>= 60)" % (what, total)):
+        for c, frames in sorted(traces, key=lambda x: -x[0])[:2]:
+            t.log("   %d: %s" % (c, " | ".join(frames)))
+        return
+    chain_ok = bottom_ok = 0
+    bad = []
+    for c, frames in with_hot:
+        names = [name_of(x) for x in frames]  # leaf first
+        root_first = list(reversed(names))
+        ok = False
+        for i in range(len(root_first) - len(CHAIN) + 1):
+            if [n for n, _ in root_first[i:i + len(CHAIN)]] == CHAIN and \
+                    all(f == script for _, f in root_first[i:i + len(CHAIN)]):
+                ok = True
+                break
+        chain_ok += c if ok else 0
+        if not ok:
+            bad.append((c, [n for n, _ in root_first]))
+        bottom_ok += c if any(n == bottom for n, _ in root_first[:4]) else 0
+    t.check(chain_ok >= 0.95 * total, "%s: %d of %d samples in hot show %s in order, file %s"
+            % (what, chain_ok, total, ";".join(CHAIN), script))
+    for c, stack in sorted(bad, reverse=True)[:3]:
+        t.log("   without the chain (%d): %s" % (c, ";".join(stack)))
+    t.check(bottom_ok >= 0.95 * total, "%s: %d of %d samples reach %s at their root"
+            % (what, bottom_ok, total, bottom))
+
+
+def main():
+    t.require_bpf()
+    try:
+        base = debiannode.ensure_node18(log=t.log)
+    except debiannode.NodeUnavailable as e:
+        t.skip("Debian 12's node 18 cannot be had here: %s" % e)
+    script = os.path.join(t.tmpdir(), "chain.js")
+    with open(script, "w") as f:
+        f.write(SCRIPT)
+    SCRIPT_PATH.append(script)
+    created = not os.path.isdir("/usr/share/nodejs")
+    if created:
+        os.makedirs("/usr/share/nodejs")
+    proc = None
+    try:
+        with t.Daemon("--frequency", "199", "--labels", "comm,pid,tid") as d:
+            proc = subprocess.Popen(debiannode.command(base, [script]), stdout=subprocess.PIPE, text=True)
+            t.check(proc.stdout.readline().strip() == "ready", "node 18 started")
+            t.unwind_ready(d, proc.pid, "libnode.so.108", "node 18")
+            time.sleep(1)
+            path = t.fetch_profile(d, WINDOW_S, "&pid=%d" % proc.pid)
+            _, _, metrics = d.get("/metrics")
+            metrics = metrics.decode()
+    finally:
+        if proc:
+            proc.kill()
+            proc.wait()
+        if created:
+            os.rmdir("/usr/share/nodejs")
+
+    for line in metrics.splitlines():
+        if line.startswith(("profd_v8_", "profd_remote_reads_total")):
+            t.log("   " + line)
+    found = re.search(r'^profd_v8_detections_total\{outcome="found"\} (\d+)', metrics, re.M)
+    t.check(found and int(found.group(1)) >= 1, "/metrics: node 18's V8 found (%s)" % (found and found.group(1)))
+    named = re.search(r'^profd_v8_frames_named_total\{result="named"\} (\d+)', metrics, re.M)
+    t.check(named and int(named.group(1)) > 0, "/metrics: JavaScript frames named (%s)" % (named and named.group(1)))
+
+    main_t, worker_t = [], []
+    for tr in t.traces(path, lines=True):
+        names = [name_of(x)[0] for x in tr.frames]
+        (worker_t if "start_thread" in names else main_t).append((tr.value, tr.frames))
+    check_kind("main thread", main_t, script, "_start")
+    check_kind("worker thread", worker_t, script, "start_thread")
+    t.finish()
+
+
+main()
