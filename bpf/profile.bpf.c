@@ -51,6 +51,8 @@ enum {
         PROFD_PROG_FINALIZE = 1,
         PROFD_PROG_PYTHON = 2,
         PROFD_PROG_HOTSPOT = 3,
+        PROFD_PROG_STEP_HOTSPOT = 4, /* the step program's builds per runtime (enum profd_step_kind) */
+        PROFD_PROG_STEP_V8 = 5,
         PROFD_PROG__MAX,
 };
 
@@ -143,6 +145,7 @@ static __always_inline void sample_begin(struct sample_state *st, struct task_st
         st->py_recorded = 0;
         st->py_frame = 0;
         st->v8_active = 0;
+        st->step_prog = PROFD_PROG_STEP;
         st->kernel.len = 0;
         st->kernel._pad = 0;
         st->offcpu = 0;
@@ -222,6 +225,7 @@ static __always_inline void sample_find_process(struct sample_state *st, struct 
                                 if (hs) {
                                         st->hs = *hs;
                                         st->hs_active = 1;
+                                        st->step_prog = PROFD_PROG_STEP_HOTSPOT;
                                 }
                         }
                         /* Node's JavaScript frames are noted during the native walk (v8-frame.bpf.h). */
@@ -231,6 +235,7 @@ static __always_inline void sample_find_process(struct sample_state *st, struct 
                                 if (v8) {
                                         st->v8 = *v8;
                                         st->v8_active = 1;
+                                        st->step_prog = PROFD_PROG_STEP_V8;
                                 }
                         }
                 } else {
@@ -300,7 +305,7 @@ int profd_sample(struct bpf_perf_event_data *ctx)
 
         if (profd_measure_cost)
                 st->entry_end_ns = bpf_ktime_get_ns();
-        bpf_tail_call(ctx, &progs, st->done ? PROFD_PROG_FINALIZE : PROFD_PROG_STEP);
+        bpf_tail_call(ctx, &progs, st->done ? PROFD_PROG_FINALIZE : st->step_prog);
         count(PROFD_DROP_TAIL_CALL);
         return 0;
 }
@@ -308,7 +313,7 @@ int profd_sample(struct bpf_perf_event_data *ctx)
 /* The unwinder's steps, once per program type: a tail call only reaches programs of its caller's
  * type, so the off-CPU hook has its own copies (SEC("tp_btf/sched_switch"), prog array
  * offcpu_progs) of the same code, which takes the prog array of its chain as an argument. */
-static __always_inline int step_body(void *ctx, void *chain)
+static __always_inline int step_body(void *ctx, void *chain, const enum profd_step_kind kind)
 {
         struct sample_state *st = get_state();
 
@@ -317,7 +322,7 @@ static __always_inline int step_body(void *ctx, void *chain)
 
         /* Bounded by the frames one program may verify (PROFD_FRAMES_PER_STEP, above). */
         for (int i = 0; i < PROFD_FRAMES_PER_STEP; i++) {
-                if (unwind_one(st))
+                if (unwind_one(st, kind))
                         break;
         }
 
@@ -340,7 +345,7 @@ static __always_inline int step_body(void *ctx, void *chain)
                 }
                 py_stop(st, PROFD_PY_STOP_TAIL_CALLS);
         }
-        bpf_tail_call(ctx, chain, st->done ? PROFD_PROG_FINALIZE : PROFD_PROG_STEP);
+        bpf_tail_call(ctx, chain, st->done ? PROFD_PROG_FINALIZE : st->step_prog);
         count(PROFD_DROP_TAIL_CALL);
         return 0;
 }
@@ -404,7 +409,7 @@ static __always_inline int hotspot_body(void *ctx, void *chain)
         }
         bpf_tail_call(ctx, chain,
                       st->done ? PROFD_PROG_FINALIZE
-                               : (st->hs_pending ? PROFD_PROG_HOTSPOT : PROFD_PROG_STEP));
+                               : (st->hs_pending ? PROFD_PROG_HOTSPOT : st->step_prog));
         count(PROFD_DROP_TAIL_CALL);
         return 0;
 }
@@ -443,7 +448,19 @@ static __always_inline int finalize_body(void)
 SEC("perf_event")
 int profd_step(struct bpf_perf_event_data *ctx)
 {
-        return step_body(ctx, &progs);
+        return step_body(ctx, &progs, PROFD_STEP_NATIVE);
+}
+
+SEC("perf_event")
+int profd_step_hotspot(struct bpf_perf_event_data *ctx)
+{
+        return step_body(ctx, &progs, PROFD_STEP_HOTSPOT);
+}
+
+SEC("perf_event")
+int profd_step_v8(struct bpf_perf_event_data *ctx)
+{
+        return step_body(ctx, &progs, PROFD_STEP_V8);
 }
 
 SEC("perf_event")
@@ -504,7 +521,7 @@ static __always_inline int offcpu_switch(void *ctx, bool preempt, struct task_st
         sample_task_regs(st, prev, &user_mode);
         sample_find_process(st, prev, user_mode);
 
-        bpf_tail_call(ctx, &offcpu_progs, st->done ? PROFD_PROG_FINALIZE : PROFD_PROG_STEP);
+        bpf_tail_call(ctx, &offcpu_progs, st->done ? PROFD_PROG_FINALIZE : st->step_prog);
         count(PROFD_DROP_TAIL_CALL);
         return 0;
 }
@@ -535,7 +552,19 @@ int profd_offcpu_cut(void *ctx)
 SEC("tp_btf/sched_switch")
 int profd_offcpu_step(void *ctx)
 {
-        return step_body(ctx, &offcpu_progs);
+        return step_body(ctx, &offcpu_progs, PROFD_STEP_NATIVE);
+}
+
+SEC("tp_btf/sched_switch")
+int profd_offcpu_step_hotspot(void *ctx)
+{
+        return step_body(ctx, &offcpu_progs, PROFD_STEP_HOTSPOT);
+}
+
+SEC("tp_btf/sched_switch")
+int profd_offcpu_step_v8(void *ctx)
+{
+        return step_body(ctx, &offcpu_progs, PROFD_STEP_V8);
 }
 
 SEC("tp_btf/sched_switch")

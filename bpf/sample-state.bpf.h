@@ -14,6 +14,15 @@
 #include "profd-unwind-pool.h"
 #include "arch.bpf.h"
 
+/* Which runtime's frames a build of the step program takes besides native ones (unwind_one's
+ * kind, a constant per program): each build verifies alone, so the frame loop of one carries only
+ * its own runtime's checks and a native process's samples pay for none. */
+enum profd_step_kind {
+        PROFD_STEP_NATIVE,  /* native frames (and the eval frames Python's walk needs) */
+        PROFD_STEP_HOTSPOT, /* + the JVM's interpreted and compiled frames (hotspot.bpf.h) */
+        PROFD_STEP_V8,      /* + V8's JavaScript frames (v8-frame.bpf.h) */
+};
+
 /* Most bytes of user stack copied per read: callers' frames lie just above, so one copy serves
  * several frames (each bpf_probe_read_user costs about as much as a 1 KiB copy). A read stops at
  * the end of its page (see read_stack), so one page is the most that is useful. */
@@ -66,7 +75,7 @@ struct sample_state {
         __u64 hs_interp_fp; /* fp of the interpreted frame stepped last (its sender_sp slot) */
         struct profd_v8_proc v8; /* valid while v8_active */
         __u32 v8_active;         /* the process runs V8: note its JavaScript frames */
-        __u32 _pad2;
+        __u32 step_prog;         /* tail-call slot of the step program for this process's runtime */
         __u64 win_base;    /* user address of win[0]; 0: empty */
         __u32 win_len;     /* bytes valid from win_base */
         __u8 win[PROFD_STACK_WINDOW + 16];

@@ -45,7 +45,7 @@ static __always_inline bool step_signal(struct sample_state *st)
  * link register: arch_ra_in_register()), fp restored from CFA + offset when saved. Returns true
  * when unwinding ended. */
 static __always_inline bool step_dwarf(struct sample_state *st, const struct profd_unwind_mapping *m,
-                                       __u64 lookup_pc)
+                                       __u64 lookup_pc, const enum profd_step_kind kind)
 {
         __u32 rule_idx = find_rule(st, m, lookup_pc - m->load_bias);
         struct profd_unwind_rule *rule;
@@ -53,7 +53,7 @@ static __always_inline bool step_dwarf(struct sample_state *st, const struct pro
         __s32 ra_off;
 
         if (!rule_idx)
-                return st->done ? true : step_no_row(st);
+                return st->done ? true : step_no_row(st, kind);
         rule_idx--;
         rule = bpf_map_lookup_elem(&unwind_rules, &rule_idx);
         if (!rule) {
@@ -90,7 +90,7 @@ static __always_inline bool step_dwarf(struct sample_state *st, const struct pro
                 stop(st, PROFD_STOP_OK);
                 return true;
         case PROFD_CFA_END:
-                return step_no_row(st);
+                return step_no_row(st, kind);
         case PROFD_CFA_GO_SWITCH:
                 return step_stack_switch(st);
         default:

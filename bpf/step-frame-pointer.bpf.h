@@ -143,10 +143,11 @@ static __always_inline bool step_stack_switch(struct sample_state *st)
 /* No CFI covers the pc (hand-written assembly, a gap between functions): a validated
  * frame-pointer step. Unverified: unless CFI later leads to the outermost frame, the stack reports
  * no_row however it ends. */
-static __always_inline bool step_no_row(struct sample_state *st)
+static __always_inline bool step_no_row(struct sample_state *st, const enum profd_step_kind kind)
 {
         if (st->guess == PROFD_STOP_OK)
                 st->guess = PROFD_STOP_NO_ROW;
-        v8_note_frame(st); /* V8's builtins have no CFI */
+        if (kind == PROFD_STEP_V8)
+                v8_note_frame(st); /* V8's builtins have no CFI */
         return step_frame_pointer(st);
 }

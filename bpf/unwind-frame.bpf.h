@@ -17,7 +17,7 @@
 #include "unwinder-events.bpf.h"
 
 /* Records st->ip, then finds its caller. Returns true when unwinding ended. */
-static __always_inline bool unwind_one(struct sample_state *st)
+static __always_inline bool unwind_one(struct sample_state *st, const enum profd_step_kind kind)
 {
         const struct profd_unwind_mapping *m;
         __u32 len = st->user.len;
@@ -51,7 +51,7 @@ static __always_inline bool unwind_one(struct sample_state *st)
                 return step_signal(st);
 
         /* The JVM's code has no CFI and lies in anonymous memory: its frames are HotSpot's. */
-        if (hs_in_code(st, st->exact ? st->ip : st->ip - 1))
+        if (kind == PROFD_STEP_HOTSPOT && hs_in_code(st, st->exact ? st->ip : st->ip - 1))
                 return step_hotspot(st, st->exact ? st->ip : st->ip - 1);
 
         if (st->fp_only)
@@ -73,9 +73,10 @@ static __always_inline bool unwind_one(struct sample_state *st)
                 return true;
         }
         if (m->flags & PROFD_MAPPING_NO_TABLE) {
-                v8_note_frame(st); /* V8's JIT code */
+                if (kind == PROFD_STEP_V8)
+                        v8_note_frame(st); /* V8's JIT code */
                 return step_frame_pointer(st);
         }
         st->user.flags |= PROFD_STACK_DWARF;
-        return step_dwarf(st, m, lookup_pc);
+        return step_dwarf(st, m, lookup_pc, kind);
 }

@@ -159,7 +159,7 @@ int sampler_load(Sampler *s)
                 return r;
 
         /* BPF_LOG_STATS: only the verifier's closing statistics, even when the load succeeds. */
-        char stats[16][512]; /* every program */
+        char stats[24][512]; /* every program */
         struct bpf_program *prog;
         size_t n_prog = 0;
         if (s->opts.verifier_stats)
@@ -189,8 +189,9 @@ int sampler_load(Sampler *s)
                                           "kernel with BTF): %m");
 
         /* In the order of the slots in bpf/profile.bpf.c. */
-        struct bpf_program *slots[] = {s->skel->progs.profd_step, s->skel->progs.profd_finalize,
-                                       s->skel->progs.profd_python, s->skel->progs.profd_hotspot};
+        struct bpf_program *slots[] = {s->skel->progs.profd_step,         s->skel->progs.profd_finalize,
+                                       s->skel->progs.profd_python,       s->skel->progs.profd_hotspot,
+                                       s->skel->progs.profd_step_hotspot, s->skel->progs.profd_step_v8};
         int progs_fd = bpf_map__fd(s->skel->maps.progs);
         for (uint32_t i = 0; i < ELEMENTSOF(slots); i++) {
                 int fd = bpf_program__fd(slots[i]);
