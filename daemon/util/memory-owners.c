@@ -153,15 +153,46 @@ int memory_files_rss_drop(const MemoryFile *files, size_t n, uint64_t *ret)
         return files_rss(files, n, ret, true);
 }
 
+/* Resident bytes of the main malloc arena (the "[heap]" mapping), from /proc/self/smaps. */
+static int heap_rss(uint64_t *ret)
+{
+        _cleanup_fclose_ FILE *f = fopen("/proc/self/smaps", "re");
+        char line[4096];
+        bool in_heap = false;
+
+        if (!f)
+                return -errno;
+        while (fgets(line, sizeof(line), f)) {
+                unsigned long long kb;
+
+                if (!strchr(line, '\n')) {
+                        int ch;
+                        while ((ch = fgetc(f)) != EOF && ch != '\n')
+                                ;
+                }
+                if (strchr(line, '-') && strstr(line, " [heap]"))
+                        in_heap = true;
+                else if (in_heap && sscanf(line, "Rss: %llu kB", &kb) == 1) {
+                        *ret = (uint64_t)kb * 1024;
+                        return 0;
+                }
+        }
+        return -ENOENT;
+}
+
 void memory_owners_write_metrics(MemoryOwners *m, FILE *f)
 {
         /* Walks malloc's free lists: milliseconds on a heap of many free chunks, so once per
-         * scrape and never in a hot path. Free bytes malloc_trim gave back stay counted here (the
-         * chunks are still free-listed) although they are no longer resident. */
+         * scrape and never in a hot path. */
         struct mallinfo2 mi = mallinfo2();
-        uint64_t rss = 0, owned = 0;
+        uint64_t rss = 0, owned = 0, heap = 0, free_bytes = mi.fordblks + mi.fsmblks;
 
-        memory_owners_add(m, "allocator_free", mi.fordblks + mi.fsmblks);
+        /* Free chunks stay on malloc's lists after malloc_trim gave their pages back: what is
+         * resident of them is the heap's resident part less what is in use (one thread, so the
+         * main arena is nearly all of it). Without smaps, every free byte. */
+        if (heap_rss(&heap) >= 0 && free_bytes > (heap > mi.uordblks ? heap - mi.uordblks : 0))
+                free_bytes = heap > mi.uordblks ? heap - mi.uordblks : 0;
+        memory_owners_add(m, "allocator_free", free_bytes);
         for (size_t i = 0; i < m->n; i++)
                 owned += m->bytes[i];
         (void)memory_self_rss(&rss);
