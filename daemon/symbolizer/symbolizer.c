@@ -534,14 +534,17 @@ void symbolizer_write_metrics(const Symbolizer *s, FILE *f)
                         "Executables opened, evicted or failed to open.", "event", exe_events, exe_counts,
                         ELEMENTSOF(exe_events));
         metric_labelled(f, "profd_symbolizer_executables_closed_total", "counter",
-                        "Open executables closed, by reason: not used for a while (idle), or all of them "
-                        "over their memory bound (memory).",
-                        "reason", (const char *const[]){"idle", "memory"},
-                        (const uint64_t[]){s->elf.n_exe_closed_idle, s->elf.n_exe_closed_memory}, 2);
+                        "Open executables closed, by reason: not used for a while (idle), all of them "
+                        "over their memory bound (memory; in_use: of these, ones used in the last 5 s, "
+                        "past the hard bound).",
+                        "reason", (const char *const[]){"idle", "memory", "in_use"},
+                        (const uint64_t[]){s->elf.n_exe_closed_idle, s->elf.n_exe_closed_memory,
+                                           s->elf.n_exe_closed_in_use},
+                        3);
         metric_counter(
                 f, "profd_symbolizer_over_bound_total",
-                "10-second periods in which the open executables went over their bound with every one "
-                "of them used in the last 5 s (none closed).",
+                "10-second periods in which the open executables went over their bound with none they "
+                "could close (all used in the last 5 s; past the hard bound: only deleted files).",
                 s->elf.n_over_bound);
         metric_gauge(
                 f, "profd_symbolizer_executables_resident_bytes",
