@@ -15,9 +15,11 @@
  * errno.h. */
 #define KERNEL_ENOTSUPP 524
 
+/* The kernel has no batch operation for the map type (ENOTSUPP), or no batch commands at all
+ * (EINVAL, before 5.6: then also an element's own error; see the callers). */
 static bool batch_refused(int error, unsigned done)
 {
-        return done == 0 && (error == -KERNEL_ENOTSUPP || error == -EOPNOTSUPP || error == -EINVAL);
+        return done == 0 && (error == -KERNEL_ENOTSUPP || error == -EOPNOTSUPP);
 }
 
 int map_batch_update(MapBatch *b, int fd, const void *keys, size_t key_size, const void *values,
@@ -28,6 +30,8 @@ int map_batch_update(MapBatch *b, int fd, const void *keys, size_t key_size, con
         int ret = 0;
 
         for (size_t i = 0; i < n;) {
+                bool maybe_refused = false;
+
                 if (!b->unsupported && n - i > 1) {
                         __u32 count = (__u32)(n - i);
                         int r;
@@ -39,17 +43,24 @@ int map_batch_update(MapBatch *b, int fd, const void *keys, size_t key_size, con
                                 return ret;
                         }
                         r = -errno;
-                        if (count > n - i)
-                                count = 0; /* not filled in: nothing known done */
+                        /* Filled in by the kernel once it went through elements; a refused
+                         * command leaves it as passed: then nothing is known done. */
+                        if (count >= n - i)
+                                count = 0;
                         b->elements += count;
                         i += count;
                         if (batch_refused(r, count))
                                 b->unsupported = true;
+                        /* EINVAL for the first element: a refused command if it alone is fine. */
+                        maybe_refused = r == -EINVAL && count == 0;
                         /* Element i failed (or the batch was refused): once alone, below. */
                 }
                 b->calls++;
                 b->elements++;
-                if (bpf_map_update_elem(fd, k + i * key_size, v + i * value_size, BPF_ANY) < 0) {
+                if (bpf_map_update_elem(fd, k + i * key_size, v + i * value_size, BPF_ANY) == 0) {
+                        if (maybe_refused)
+                                b->unsupported = true;
+                } else {
                         int r = -errno;
 
                         if (ret == 0)
@@ -79,11 +90,13 @@ void map_batch_delete(MapBatch *b, int fd, const void *keys, size_t key_size, si
                                 return;
                         }
                         r = -errno;
-                        if (count > n - i)
+                        if (count >= n - i)
                                 count = 0;
                         b->elements += count;
                         i += count;
-                        if (batch_refused(r, count) && r != -EINVAL)
+                        /* A key not in the map stops a batch with ENOENT, so EINVAL at the first
+                         * is the command refused. */
+                        if (batch_refused(r, count) || (r == -EINVAL && count == 0))
                                 b->unsupported = true;
                         if (i >= n)
                                 return;
