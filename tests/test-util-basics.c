@@ -171,6 +171,7 @@ static void test_files_rss(void)
         fclose(m);
         CHECK(buf && strstr(buf, "profd_memory_bytes{owner=\"a\"} 3\n") &&
                       (fr = strstr(buf, "profd_memory_bytes{owner=\"allocator_free\"} ")) &&
+                      strstr(buf, "profd_memory_bytes{owner=\"code\"} ") &&
                       strstr(buf, "profd_memory_bytes{owner=\"other\"} "),
               "%s", buf);
         /* The 16+ MiB freed above are still on malloc's free list (v[N - 1] holds the heap's top)

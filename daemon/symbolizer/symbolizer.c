@@ -581,11 +581,13 @@ void symbolizer_tick(Symbolizer *s, const Process *(*find)(pid_t pid, void *user
 void symbolizer_memory(const Symbolizer *s, SymbolizerMemory *ret)
 {
         size_t heap = 0;
+        uint64_t mapped = exe_cache_mapped_bytes(&s->elf);
 
         for (size_t i = 0; i < s->elf.n_exes; i++)
                 heap += exe_heap_bytes(s->elf.exes[i]);
         *ret = (SymbolizerMemory){
-                .dwarf_elf = heap + exe_cache_mapped_bytes(&s->elf),
+                .dwarf_elf = heap + mapped,
+                .dwarf_elf_mapped = mapped,
                 .symbol_cache =
                         s->cache_bytes + (s->cache ? SYMBOLIZER_CACHE_SLOTS * sizeof(CacheEntry) : 0),
                 .jit_names = perf_maps_memory(s->perf_maps),

@@ -30,18 +30,26 @@ void memory_owners_add(MemoryOwners *m, const char *name, uint64_t bytes)
         m->bytes[m->n++] = bytes;
 }
 
-int memory_self_rss(uint64_t *ret)
+/* Resident bytes, and of them file-backed and shared ones (statm's "shared"). */
+static int self_statm(uint64_t *ret_rss, uint64_t *ret_shared)
 {
         _cleanup_fclose_ FILE *f = fopen("/proc/self/statm", "re");
-        unsigned long long size, resident;
+        unsigned long long size, resident, shared;
         long page = sysconf(_SC_PAGESIZE);
 
         if (!f)
                 return -errno;
-        if (fscanf(f, "%llu %llu", &size, &resident) != 2 || page <= 0)
+        if (fscanf(f, "%llu %llu %llu", &size, &resident, &shared) != 3 || page <= 0)
                 return -EBADMSG;
-        *ret = (uint64_t)resident * (uint64_t)page;
+        *ret_rss = (uint64_t)resident * (uint64_t)page;
+        if (ret_shared)
+                *ret_shared = (uint64_t)shared * (uint64_t)page;
         return 0;
+}
+
+int memory_self_rss(uint64_t *ret)
+{
+        return self_statm(ret, NULL);
 }
 
 /* PM_PRESENT, PM_SWAP and PM_FILE of a /proc/PID/pagemap entry (Documentation/admin-guide/mm/pagemap.rst).
@@ -185,7 +193,7 @@ void memory_owners_write_metrics(MemoryOwners *m, FILE *f)
         /* Walks malloc's free lists: milliseconds on a heap of many free chunks, so once per
          * scrape and never in a hot path. */
         struct mallinfo2 mi = mallinfo2();
-        uint64_t rss = 0, owned = 0, heap = 0, free_bytes = mi.fordblks + mi.fsmblks;
+        uint64_t rss = 0, shared = 0, owned = 0, heap = 0, free_bytes = mi.fordblks + mi.fsmblks;
 
         /* Free chunks stay on malloc's lists after malloc_trim gave their pages back: what is
          * resident of them is the heap's resident part less what is in use (one thread, so the
@@ -193,9 +201,10 @@ void memory_owners_write_metrics(MemoryOwners *m, FILE *f)
         if (heap_rss(&heap) >= 0 && free_bytes > (heap > mi.uordblks ? heap - mi.uordblks : 0))
                 free_bytes = heap > mi.uordblks ? heap - mi.uordblks : 0;
         memory_owners_add(m, "allocator_free", free_bytes);
+        (void)self_statm(&rss, &shared);
+        memory_owners_add(m, "code", shared > m->file_bytes ? shared - m->file_bytes : 0);
         for (size_t i = 0; i < m->n; i++)
                 owned += m->bytes[i];
-        (void)memory_self_rss(&rss);
         memory_owners_add(m, "other", rss > owned ? rss - owned : 0);
 
         metric_labelled(f, "profd_memory_bytes", "gauge",
