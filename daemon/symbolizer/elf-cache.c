@@ -184,9 +184,10 @@ void exe_note_line_table(ExeCache *c, Exe *e, uint64_t cu_offset, size_t n_lines
 
 void exe_cache_trim(ExeCache *c, uint64_t now)
 {
-        if (now - c->last_check_ns < SYMBOLIZER_CHECK_NS)
+        if (now - c->last_check_ns < (c->used_since_check ? SYMBOLIZER_CHECK_NS : SYMBOLIZER_CHECK_IDLE_NS))
                 return;
         c->last_check_ns = now;
+        c->used_since_check = false;
         for (size_t i = 0; i < c->n_exes;)
                 if (now - c->exes[i]->last_use_ns > SYMBOLIZER_IDLE_NS) {
                         exe_close_at(c, i);

@@ -26,9 +26,12 @@
  * mapping would stay resident as long as it is open. */
 #define SYMBOLIZER_IDLE_NS (180 * NSEC_PER_SEC)
 /* Pages of the mapped files read since the last check (uncompressed DWARF, symbol names) are
- * dropped and freed heap given back this often: at 10 s they were 20-30 MiB of RSS during
- * profile builds. A check costs a read of /proc/self/smaps and a malloc_trim, ~1-3 ms. */
-#define SYMBOLIZER_CHECK_NS (3 * NSEC_PER_SEC)
+ * dropped and freed heap given back this often while lookups run: at 10 s, and still at 3 s,
+ * they were 20-45 MiB of file RSS and 20-45 MiB of free heap at a profile build's peaks. A check
+ * costs a read of /proc/self/smaps and a malloc_trim, ~1-3 ms; none is made between drains
+ * (every second) when no lookup came, except every SYMBOLIZER_CHECK_IDLE_NS for idle closes. */
+#define SYMBOLIZER_CHECK_NS (NSEC_PER_SEC / 10 * 9)
+#define SYMBOLIZER_CHECK_IDLE_NS (10 * NSEC_PER_SEC)
 /* ... but never one used this recently: the bound is exceeded rather than a profile's files
  * closed under it (counted: profd_symbolizer_over_bound_total). */
 #define SYMBOLIZER_KEEP_NS (5 * NSEC_PER_SEC)
@@ -113,6 +116,7 @@ typedef struct ExeCache {
         uint64_t n_exe_closed_idle, n_exe_closed_memory, n_exe_closed_in_use;
         uint64_t last_check_ns;
         bool closed_since_check; /* freed heap to give back at the next check */
+        bool used_since_check;   /* a lookup went to an executable since the last check */
         bool over_bound;         /* over SYMBOLIZER_MAX_BYTES with nothing to close, since the check */
         uint64_t n_over_bound;   /* checks that found it so */
         uint64_t mapped_rss;     /* resident bytes of the mapped files at the last check, before the drop */

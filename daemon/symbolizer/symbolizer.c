@@ -338,6 +338,7 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
         }
         e->last_use = ++s->elf.tick;
         e->last_use_ns = now_ns(CLOCK_MONOTONIC);
+        s->elf.used_since_check = true;
 
         if (!e->dwfl || !(m->bias_known)) {
                 s->n_user_no_file++;
@@ -542,13 +543,14 @@ void symbolizer_write_metrics(const Symbolizer *s, FILE *f)
                                            s->elf.n_exe_closed_in_use},
                         3);
         metric_counter(f, "profd_symbolizer_over_bound_total",
-                       "3-second periods in which the open executables went over their bound with none they "
+                       "Checks (every second while lookups run, else every 10 s) in which the open "
+                       "executables went over their bound with none they "
                        "could close (all used in the last 5 s; past the hard bound: only deleted files).",
                        s->elf.n_over_bound);
         metric_gauge(
                 f, "profd_symbolizer_executables_resident_bytes",
                 "Resident part of the open executables' mapped files at the last check, before its pages "
-                "were dropped: what lookups read in 3 s.",
+                "were dropped: what lookups read since the one before.",
                 s->elf.mapped_rss);
         metric_family(f, "profd_symbolizer_lookups_total", "counter", "Addresses looked up, by result.");
         for (size_t i = 0; i < ELEMENTSOF(lookups); i++)
