@@ -230,6 +230,7 @@ static void write_memory(Daemon *d, FILE *f)
 
                 symbolizer_memory(d->symbolizer, &sm);
                 memory_owners_add(&m, "dwarf_elf", sm.dwarf_elf);
+                m.file_bytes += sm.dwarf_elf_mapped;
                 memory_owners_add(&m, "symbol_cache", sm.symbol_cache);
                 memory_owners_add(&m, "jit_names", sm.jit_names);
                 memory_owners_add(&m, "kallsyms", sm.kallsyms);

@@ -131,6 +131,14 @@ void exe_cache_make_room(ExeCache *c, const Exe *keep)
                         if (c->exes[i] != keep && now - c->exes[i]->last_use_ns > SYMBOLIZER_KEEP_NS &&
                             (victim == SIZE_MAX || c->exes[i]->last_use < c->exes[victim]->last_use))
                                 victim = i;
+                if (victim == SIZE_MAX && total > SYMBOLIZER_HARD_MAX_BYTES) {
+                        for (size_t i = 0; i < c->n_exes; i++)
+                                if (c->exes[i] != keep && !c->exes[i]->deleted &&
+                                    (victim == SIZE_MAX || c->exes[i]->last_use < c->exes[victim]->last_use))
+                                        victim = i;
+                        if (victim != SIZE_MAX)
+                                c->n_exe_closed_in_use++;
+                }
                 if (victim == SIZE_MAX) {
                         c->over_bound = true;
                         return;
@@ -176,9 +184,10 @@ void exe_note_line_table(ExeCache *c, Exe *e, uint64_t cu_offset, size_t n_lines
 
 void exe_cache_trim(ExeCache *c, uint64_t now)
 {
-        if (now - c->last_check_ns < SYMBOLIZER_CHECK_NS)
+        if (now - c->last_check_ns < (c->used_since_check ? SYMBOLIZER_CHECK_NS : SYMBOLIZER_CHECK_IDLE_NS))
                 return;
         c->last_check_ns = now;
+        c->used_since_check = false;
         for (size_t i = 0; i < c->n_exes;)
                 if (now - c->exes[i]->last_use_ns > SYMBOLIZER_IDLE_NS) {
                         exe_close_at(c, i);
@@ -255,6 +264,7 @@ int exe_open(ExeCache *c, const Process *p, const ProcMapping *m, const char *id
                 e->search.main_dev = st.st_dev;
                 e->search.main_ino = st.st_ino;
                 e->file = (MemoryFile){.dev = st.st_dev, .ino = st.st_ino, .size = (uint64_t)st.st_size};
+                e->deleted = st.st_nlink == 0;
         }
         e->dwfl = dwfl_begin(&e->callbacks);
         if (!e->dwfl) {

@@ -21,14 +21,26 @@
  * line tables libdw parsed); least recently used closed first. The pages of their mapped files
  * (the executable, its debug and dwz files) are dropped every SYMBOLIZER_CHECK_NS instead. A large
  * binary's symbol table and a .debug file's DWARF are 5-20 MiB each. */
-#define SYMBOLIZER_MAX_BYTES (48ULL << 20)
+#define SYMBOLIZER_MAX_BYTES (40ULL << 20)
 /* An executable no lookup used for this long is closed: its process is usually gone, and its
  * mapping would stay resident as long as it is open. */
 #define SYMBOLIZER_IDLE_NS (180 * NSEC_PER_SEC)
-#define SYMBOLIZER_CHECK_NS (10 * NSEC_PER_SEC)
+/* Pages of the mapped files read since the last check (uncompressed DWARF, symbol names) are
+ * dropped and freed heap given back this often while lookups run: at 10 s, and still at 3 s,
+ * they were 20-45 MiB of file RSS and 20-45 MiB of free heap at a profile build's peaks. A check
+ * costs a read of /proc/self/smaps and a malloc_trim, ~1-3 ms; none is made between drains
+ * (every second) when no lookup came, except every SYMBOLIZER_CHECK_IDLE_NS for idle closes. */
+#define SYMBOLIZER_CHECK_NS (NSEC_PER_SEC / 10 * 9)
+#define SYMBOLIZER_CHECK_IDLE_NS (10 * NSEC_PER_SEC)
 /* ... but never one used this recently: the bound is exceeded rather than a profile's files
  * closed under it (counted: profd_symbolizer_over_bound_total). */
 #define SYMBOLIZER_KEEP_NS (5 * NSEC_PER_SEC)
+/* ... up to this much: past it, executables used that recently are closed too (least recently
+ * used first, never the one being read, nor a deleted file, which may not open again once its
+ * process is gone). A profile of a busy host touches tens of executables with Debian debug files
+ * within 5 s, whose inflated DWARF and line tables alone went past 100 MiB. Their addresses stay
+ * named in the symbolizer's cache; only addresses not resolved yet open them again. */
+#define SYMBOLIZER_HARD_MAX_BYTES (48ULL << 20)
 /* DWARF stored compressed is inflated whole into memory when opened (Debian's debug packages
  * compress it): a file with more than this is named from its symbol table only. */
 #define SYMBOLIZER_MAX_DWARF_BYTES (24ULL << 20)
@@ -66,6 +78,7 @@ typedef struct Exe {
         uint64_t line_bytes;
         uint64_t dwarf_bytes; /* DWARF sections libdw inflated (compressed in the file) */
         uint64_t failed_ns;   /* open failed at this time (CLOCK_MONOTONIC) */
+        bool deleted;         /* no link left when opened: may not open again */
         /* Function symbols sorted by address: dwfl_module_addrinfo scans every symbol per
          * lookup, which dominates symbolization of large profiles. */
         ExeSym *syms;
@@ -100,9 +113,10 @@ typedef struct ExeCache {
         Dwfl_Callbacks callbacks;
         uint64_t n_exe_opened, n_exe_evicted, n_exe_failed;
         uint64_t n_dwarf_unsafe[_DWARF_UNUSED_MAX];
-        uint64_t n_exe_closed_idle, n_exe_closed_memory;
+        uint64_t n_exe_closed_idle, n_exe_closed_memory, n_exe_closed_in_use;
         uint64_t last_check_ns;
         bool closed_since_check; /* freed heap to give back at the next check */
+        bool used_since_check;   /* a lookup went to an executable since the last check */
         bool over_bound;         /* over SYMBOLIZER_MAX_BYTES with nothing to close, since the check */
         uint64_t n_over_bound;   /* checks that found it so */
         uint64_t mapped_rss;     /* resident bytes of the mapped files at the last check, before the drop */

@@ -343,6 +343,7 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
         }
         e->last_use = ++s->elf.tick;
         e->last_use_ns = now_ns(CLOCK_MONOTONIC);
+        s->elf.used_since_check = true;
 
         if (!e->dwfl || !(m->bias_known)) {
                 s->n_user_no_file++;
@@ -568,19 +569,22 @@ void symbolizer_write_metrics(const Symbolizer *s, FILE *f)
                         "Executables opened, evicted or failed to open.", "event", exe_events, exe_counts,
                         ELEMENTSOF(exe_events));
         metric_labelled(f, "profd_symbolizer_executables_closed_total", "counter",
-                        "Open executables closed, by reason: not used for a while (idle), or all of them "
-                        "over their memory bound (memory).",
-                        "reason", (const char *const[]){"idle", "memory"},
-                        (const uint64_t[]){s->elf.n_exe_closed_idle, s->elf.n_exe_closed_memory}, 2);
-        metric_counter(
-                f, "profd_symbolizer_over_bound_total",
-                "10-second periods in which the open executables went over their bound with every one "
-                "of them used in the last 5 s (none closed).",
-                s->elf.n_over_bound);
+                        "Open executables closed, by reason: not used for a while (idle), all of them "
+                        "over their memory bound (memory; in_use: of these, ones used in the last 5 s, "
+                        "past the hard bound).",
+                        "reason", (const char *const[]){"idle", "memory", "in_use"},
+                        (const uint64_t[]){s->elf.n_exe_closed_idle, s->elf.n_exe_closed_memory,
+                                           s->elf.n_exe_closed_in_use},
+                        3);
+        metric_counter(f, "profd_symbolizer_over_bound_total",
+                       "Checks (every second while lookups run, else every 10 s) in which the open "
+                       "executables went over their bound with none they "
+                       "could close (all used in the last 5 s; past the hard bound: only deleted files).",
+                       s->elf.n_over_bound);
         metric_gauge(
                 f, "profd_symbolizer_executables_resident_bytes",
                 "Resident part of the open executables' mapped files at the last check, before its pages "
-                "were dropped: what lookups read in 10 s.",
+                "were dropped: what lookups read since the one before.",
                 s->elf.mapped_rss);
         metric_family(f, "profd_symbolizer_lookups_total", "counter", "Addresses looked up, by result.");
         for (size_t i = 0; i < ELEMENTSOF(lookups); i++)
@@ -613,11 +617,13 @@ void symbolizer_tick(Symbolizer *s, const Process *(*find)(pid_t pid, void *user
 void symbolizer_memory(const Symbolizer *s, SymbolizerMemory *ret)
 {
         size_t heap = 0;
+        uint64_t mapped = exe_cache_mapped_bytes(&s->elf);
 
         for (size_t i = 0; i < s->elf.n_exes; i++)
                 heap += exe_heap_bytes(s->elf.exes[i]);
         *ret = (SymbolizerMemory){
-                .dwarf_elf = heap + exe_cache_mapped_bytes(&s->elf),
+                .dwarf_elf = heap + mapped,
+                .dwarf_elf_mapped = mapped,
                 .symbol_cache =
                         s->cache_bytes + (s->cache ? SYMBOLIZER_CACHE_SLOTS * sizeof(CacheEntry) : 0),
                 .jit_names = perf_maps_memory(s->perf_maps),

@@ -81,10 +81,11 @@ bool symbolizer_kernel_addresses_shown(Symbolizer *s);
 void symbolizer_write_metrics(const Symbolizer *s, FILE *f);
 /* What the symbolizer holds, in bytes (profd_memory_bytes). */
 typedef struct SymbolizerMemory {
-        uint64_t dwarf_elf;    /* open executables: resident mapped files, tables read from them */
-        uint64_t symbol_cache; /* resolved addresses */
-        uint64_t jit_names;    /* perf maps */
-        uint64_t kallsyms;     /* kernel symbols */
+        uint64_t dwarf_elf;        /* open executables: resident mapped files, tables read from them */
+        uint64_t dwarf_elf_mapped; /* of which resident mapped files */
+        uint64_t symbol_cache;     /* resolved addresses */
+        uint64_t jit_names;        /* perf maps */
+        uint64_t kallsyms;         /* kernel symbols */
 } SymbolizerMemory;
 void symbolizer_memory(const Symbolizer *s, SymbolizerMemory *ret);
 /* A process seen in samples: reads (a bounded step of) its perf map while it runs, if it has

@@ -8,6 +8,7 @@
 
 #include <bpf/bpf.h>
 
+#include "unwind/map-batch.h"
 #include "unwind/pool-mappings.h"
 #include "unwind/pool-storage.h"
 #include "util/array.h"
@@ -121,6 +122,15 @@ static int add_piece_keys(pid_t pid, uint64_t start, uint64_t end, uint64_t room
         return 0;
 }
 
+/* A write of keys[i] failed: the value is not what the map holds, never taken as written. */
+static void entry_write_failed(size_t i, int error, void *userdata)
+{
+        struct profd_unwind_mapping *values = userdata;
+
+        (void)error;
+        values[i].flags = UINT32_MAX;
+}
+
 typedef struct Entry {
         struct profd_unwind_mapping_key key;
         struct profd_unwind_mapping value;
@@ -185,7 +195,9 @@ int pool_proc_write_entries(TablePool *p, Proc *pr, const PoolMapping *m, size_t
                 values[k] = e[k].value;
         }
 
-        /* pr->keys is sorted: write what it lacks or holds with another value. */
+        /* pr->keys is sorted: write what it lacks or holds with another value, in one batch
+         * (e is no longer needed: it holds the batch). */
+        size_t n_write = 0;
         for (size_t k = 0; k < n_keys; k++) {
                 while (j < pr->n_keys && cmp_key(&pr->keys[j], &keys[k]) < 0)
                         j++;
@@ -194,24 +206,51 @@ int pool_proc_write_entries(TablePool *p, Proc *pr, const PoolMapping *m, size_t
                         p->entries_unchanged++;
                         continue;
                 }
-                p->entries_written++;
-                if (bpf_map_update_elem(p->mappings_fd, &keys[k], &values[k], BPF_ANY) < 0) {
-                        ret = -errno;
-                        p->entry_errors++;
+                e[n_write++] = (Entry){.key = keys[k], .value = values[k]};
+        }
+        if (n_write > 0) {
+                _cleanup_free_ struct profd_unwind_mapping_key *wk = calloc(n_write, sizeof(*wk));
+                _cleanup_free_ struct profd_unwind_mapping *wv = calloc(n_write, sizeof(*wv));
+
+                if (!wk || !wv)
+                        return -ENOMEM; /* nothing written yet */
+                for (size_t k = 0; k < n_write; k++) {
+                        wk[k] = e[k].key;
+                        wv[k] = e[k].value;
+                }
+                p->entries_written += n_write;
+                r = map_batch_update(&p->entry_batch, p->mappings_fd, wk, sizeof(*wk), wv, sizeof(*wv),
+                                     n_write, entry_write_failed, wv);
+                if (r < 0) {
+                        ret = r;
                         /* Not what the map holds: never taken as written next time. */
-                        values[k].flags = UINT32_MAX;
+                        for (size_t k = 0, w = 0; k < n_keys && w < n_write; k++)
+                                if (cmp_key(&keys[k], &wk[w]) == 0) {
+                                        if (wv[w].flags == UINT32_MAX) {
+                                                values[k].flags = UINT32_MAX;
+                                                p->entry_errors++;
+                                        }
+                                        w++;
+                                }
                 }
         }
 
         /* Delete what the new set lacks. */
         j = 0;
+        size_t n_delete = 0;
+        _cleanup_free_ struct profd_unwind_mapping_key *dk =
+                pr->n_keys ? calloc(pr->n_keys, sizeof(*dk)) : NULL;
         for (size_t i = 0; i < pr->n_keys; i++) {
                 while (j < n_keys && cmp_key(&keys[j], &pr->keys[i]) < 0)
                         j++;
                 if (j < n_keys && cmp_key(&keys[j], &pr->keys[i]) == 0)
                         continue;
-                (void)bpf_map_delete_elem(p->mappings_fd, &pr->keys[i]);
+                if (dk)
+                        dk[n_delete++] = pr->keys[i];
+                else
+                        (void)bpf_map_delete_elem(p->mappings_fd, &pr->keys[i]);
         }
+        map_batch_delete(&p->entry_batch, p->mappings_fd, dk, sizeof(*dk), n_delete);
         p->n_mapping_entries = p->n_mapping_entries - pr->n_keys + n_keys;
         free(pr->keys);
         free(pr->values);
@@ -366,8 +405,7 @@ int table_pool_remove_process(TablePool *p, pid_t pid)
         /* A later process with this pid did not exec then; a stale exec time would make its
          * fork-copied mappings look older than its image. */
         (void)bpf_map_delete_elem(p->execs_fd, &key);
-        for (size_t k = 0; k < pr->n_keys; k++)
-                (void)bpf_map_delete_elem(p->mappings_fd, &pr->keys[k]);
+        map_batch_delete(&p->entry_batch, p->mappings_fd, pr->keys, sizeof(*pr->keys), pr->n_keys);
         p->n_mapping_entries -= pr->n_keys;
         for (size_t k = 0; k < pr->n_maps; k++)
                 table_pool_release(p, pr->maps[k].table);

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "bpf/profd-unwind-pool.h"
+#include "unwind/map-batch.h"
 #include "unwind/table-pool.h"
 
 #define RULE_HASH_SIZE (2 * PROFD_POOL_MAX_RULES) /* open addressing, load <= 1/2 */
@@ -71,4 +72,5 @@ struct TablePool {
         uint64_t stale_snapshots;
         uint64_t entries_written, entries_unchanged;
         uint32_t proc_version; /* last profd_unwind_proc.version written */
+        MapBatch entry_batch;  /* writes and deletes of mapping entries */
 };

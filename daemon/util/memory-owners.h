@@ -15,12 +15,16 @@ typedef struct MemoryOwners {
         const char *names[MEMORY_OWNERS_MAX];
         uint64_t bytes[MEMORY_OWNERS_MAX];
         size_t n;
+        /* Of the bytes above, resident pages of mapped files (the kernel counts them as file RSS):
+         * the rest of the file RSS is "code". */
+        uint64_t file_bytes;
 } MemoryOwners;
 
 /* name: a static string; an owner added twice adds up. Past MEMORY_OWNERS_MAX it goes to "other". */
 void memory_owners_add(MemoryOwners *m, const char *name, uint64_t bytes);
-/* Adds allocator_free (free bytes malloc holds, mallinfo2) and other (resident bytes from
- * /proc/self/statm minus every owner, 0 when they add up to more), then writes the family. */
+/* Adds allocator_free (free bytes malloc holds resident), code (file-backed resident bytes from
+ * /proc/self/statm no owner counts: profd's own code and libraries) and other (resident bytes
+ * minus every owner, 0 when they add up to more), then writes the family. */
 void memory_owners_write_metrics(MemoryOwners *m, FILE *f);
 
 /* Resident bytes of profd (/proc/self/statm); -errno. */
