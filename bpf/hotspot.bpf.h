@@ -307,6 +307,7 @@ static __always_inline bool hs_walk_one(struct sample_state *st, bool frame0)
                 return false;
         }
         rec = st->ip;
+        asm volatile("" : "+r"(len)); /* keeps the mask for 5.10's verifier (v8-frame.bpf.h) */
         st->user.ips[len & (PROFD_MAX_USER_FRAMES - 1)] = rec;
         st->user.len = len + 1;
         st->uhash = hash_mix(st->uhash, rec);
@@ -336,7 +337,9 @@ static __always_inline void hs_walk_compiled(struct sample_state *st)
                 hs_walk_one(st, true);
                 return;
         }
-        /* Bounded by PROFD_HS_FRAMES_PER_PROG. */
+        /* Bounded by PROFD_HS_FRAMES_PER_PROG. Unrolled: as a loop, its latch is a helper call,
+         * and 5.10's verifier refuses the edge from a call back into its loop ("back-edge"). */
+#pragma unroll
         for (int i = 0; i < PROFD_HS_FRAMES_PER_PROG; i++) {
                 if (!hs_walk_one(st, false))
                         return;

@@ -109,6 +109,9 @@ static __always_inline void v8_note_frame(struct sample_state *st)
                 return;
         }
         rec = PROFD_FRAME_V8 | fn[0];
+        /* The compiler drops the mask after the check above; 5.10's verifier cannot bound the
+         * index without it (an opaque copy keeps it). */
+        asm volatile("" : "+r"(len));
         st->user.ips[len & (PROFD_MAX_USER_FRAMES - 1)] = rec;
         st->user.len = len + 1;
         st->uhash = hash_mix(st->uhash, rec);
