@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "runtimes/hotspot-vmstructs.h"
+#include "runtimes/runtime-elf.h"
 #include "util/array.h"
 
 static const char *const sym_names[_HS_SYM_MAX] = {
@@ -32,55 +33,34 @@ static const char *const sym_names[_HS_SYM_MAX] = {
         [HS_SYM_LONG_STRIDE] = "gHotSpotVMLongConstantEntryArrayStride",
 };
 
+static int hotspot_symbol(const GElf_Sym *sym, const char *name, void *userdata)
+{
+        HotspotElf *r = userdata;
+
+        if (strncmp(name, "gHotSpotVM", 10) != 0)
+                return 0;
+        for (size_t s = 0; s < _HS_SYM_MAX; s++)
+                if (strcmp(name, sym_names[s]) == 0)
+                        r->sym[s] = sym->st_value;
+        return 0;
+}
+
 int hotspot_elf_probe(int fd, HotspotElf *ret)
 {
         HotspotElf r = {};
-        Elf_Scn *scn = NULL;
-        GElf_Shdr sh;
         Elf *elf;
-        int res = -ENOENT;
+        int res;
 
-        elf_version(EV_CURRENT);
-        elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-        if (!elf)
-                return -EBADMSG;
-        if (elf_kind(elf) != ELF_K_ELF) {
-                res = -EBADMSG;
-                goto out;
-        }
-        while ((scn = elf_nextscn(elf, scn))) {
-                Elf_Data *d;
-                size_t n;
-
-                if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM || sh.sh_entsize == 0)
-                        continue;
-                d = elf_getdata(scn, NULL);
-                if (!d)
-                        break;
-                n = sh.sh_size / sh.sh_entsize;
-                for (size_t i = 0; i < n; i++) {
-                        GElf_Sym sym;
-                        const char *name;
-
-                        if (!gelf_getsym(d, i, &sym) || sym.st_shndx == SHN_UNDEF || sym.st_value == 0)
-                                continue;
-                        name = elf_strptr(elf, sh.sh_link, sym.st_name);
-                        if (!name || strncmp(name, "gHotSpotVM", 10) != 0)
-                                continue;
-                        for (size_t s = 0; s < _HS_SYM_MAX; s++)
-                                if (strcmp(name, sym_names[s]) == 0)
-                                        r.sym[s] = sym.st_value;
-                }
-                break;
-        }
+        res = runtime_elf_open(fd, &elf);
+        if (res < 0)
+                return res;
+        (void)runtime_elf_dynsym_foreach(elf, hotspot_symbol, &r); /* checked below */
+        elf_end(elf);
         for (size_t s = 0; s < _HS_SYM_MAX; s++)
                 if (!r.sym[s])
-                        goto out;
+                        return -ENOENT;
         *ret = r;
-        res = 0;
-out:
-        elf_end(elf);
-        return res;
+        return 0;
 }
 
 /* --- reading through a cache of whole pages --------------------------------------------------------

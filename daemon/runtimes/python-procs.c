@@ -16,6 +16,7 @@
 #include "runtimes/python-eval-cold.h"
 #include "runtimes/python-procs.h"
 #include "runtimes/remote-memory.h"
+#include "runtimes/runtime-elf.h"
 #include "util/log.h"
 #include "util/metrics-writer.h"
 
@@ -166,58 +167,48 @@ static int read_vaddr(Elf *elf, uint64_t addr, void *buf, size_t n)
         return 0;
 }
 
+typedef struct PythonSymbols {
+        PythonElf *r;
+        uint64_t py_version_addr;
+} PythonSymbols;
+
+static int python_symbol(const GElf_Sym *sym, const char *name, void *userdata)
+{
+        PythonSymbols *ps = userdata;
+        PythonElf *r = ps->r;
+
+        if (name[0] != '_' && name[0] != 'P')
+                return 0;
+        if (strcmp(name, "_PyRuntime") == 0)
+                r->runtime = sym->st_value;
+        else if (strcmp(name, "_PyEval_EvalFrameDefault") == 0) {
+                r->eval = sym->st_value;
+                r->eval_size = sym->st_size;
+        } else if (strcmp(name, "PyCode_Type") == 0)
+                r->code_type = sym->st_value;
+        else if (strcmp(name, "PyUnicode_Type") == 0)
+                r->str_type = sym->st_value;
+        else if (strcmp(name, "Py_Version") == 0 && sym->st_size == 8)
+                ps->py_version_addr = sym->st_value;
+        else if (strcmp(name, "_Py_NegativeRefcount") == 0)
+                r->debug_build = true; /* Py_REF_DEBUG: another object layout */
+        return 0;
+}
+
 int python_elf_probe(int fd, const char *path, PythonElf *ret)
 {
         PythonElf r = {};
-        uint64_t py_version = 0, py_version_addr = 0;
-        Elf_Scn *scn = NULL;
-        GElf_Shdr sh;
+        PythonSymbols ps = {.r = &r};
+        uint64_t py_version = 0, py_version_addr;
         Elf *elf;
-        int res = -ENOENT;
+        int res;
 
-        elf_version(EV_CURRENT);
-        elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-        if (!elf)
-                return -EBADMSG;
-        if (elf_kind(elf) != ELF_K_ELF) {
-                res = -EBADMSG;
-                goto out;
-        }
-        while ((scn = elf_nextscn(elf, scn))) {
-                Elf_Data *d;
-                size_t n;
-
-                if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM || sh.sh_entsize == 0)
-                        continue;
-                d = elf_getdata(scn, NULL);
-                if (!d)
-                        break;
-                n = sh.sh_size / sh.sh_entsize;
-                for (size_t i = 0; i < n; i++) {
-                        GElf_Sym sym;
-                        const char *name;
-
-                        if (!gelf_getsym(d, i, &sym) || sym.st_shndx == SHN_UNDEF || sym.st_value == 0)
-                                continue;
-                        name = elf_strptr(elf, sh.sh_link, sym.st_name);
-                        if (!name || (name[0] != '_' && name[0] != 'P'))
-                                continue;
-                        if (strcmp(name, "_PyRuntime") == 0)
-                                r.runtime = sym.st_value;
-                        else if (strcmp(name, "_PyEval_EvalFrameDefault") == 0) {
-                                r.eval = sym.st_value;
-                                r.eval_size = sym.st_size;
-                        } else if (strcmp(name, "PyCode_Type") == 0)
-                                r.code_type = sym.st_value;
-                        else if (strcmp(name, "PyUnicode_Type") == 0)
-                                r.str_type = sym.st_value;
-                        else if (strcmp(name, "Py_Version") == 0 && sym.st_size == 8)
-                                py_version_addr = sym.st_value;
-                        else if (strcmp(name, "_Py_NegativeRefcount") == 0)
-                                r.debug_build = true; /* Py_REF_DEBUG: another object layout */
-                }
-                break;
-        }
+        res = runtime_elf_open(fd, &elf);
+        if (res < 0)
+                return res;
+        res = -ENOENT;
+        (void)runtime_elf_dynsym_foreach(elf, python_symbol, &ps); /* checked below */
+        py_version_addr = ps.py_version_addr;
         if (!r.runtime || !r.eval || !r.eval_size || !r.code_type || !r.str_type)
                 goto out;
         /* 3.11+ export their PY_VERSION_HEX; older ones are told by their file name. */

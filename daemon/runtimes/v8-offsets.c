@@ -4,6 +4,7 @@
 #include <libelf.h>
 #include <string.h>
 
+#include "runtimes/runtime-elf.h"
 #include "runtimes/v8-offsets.h"
 
 #define V8DBG_PREFIX "v8dbg_"
@@ -136,14 +137,9 @@ int v8_elf_probe(int fd, const char *path, V8Elf *ret)
                 memcpy((uint8_t *)&r.offsets + fields[i].offset, &none, sizeof(none));
         }
 
-        elf_version(EV_CURRENT);
-        elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-        if (!elf)
-                return -EBADMSG;
-        if (elf_kind(elf) != ELF_K_ELF) {
-                res = -EBADMSG;
-                goto out;
-        }
+        res = runtime_elf_open(fd, &elf);
+        if (res < 0)
+                return res;
         /* Both tables: a file with a .symtab may hold the metadata only there. */
         while ((scn = elf_nextscn(elf, scn))) {
                 if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_DYNSYM && sh.sh_type != SHT_SYMTAB))
