@@ -15,9 +15,10 @@ import shutil
 import subprocess
 import time
 
+import debianroot
 import profdtest as t
 
-ROOTS = "/var/cache/profd-tests/roots"
+ROOTS = debianroot.ROOTS_DIR
 # (name, base root, package, java home in the root)
 JDKS = [
     ("OpenJDK 11", "bullseye", "openjdk-11-jdk-headless", "/usr/lib/jvm/java-11-openjdk-amd64"),
@@ -53,8 +54,11 @@ def make_root(base, packages):
                 return dst
     except OSError:
         pass
-    src = os.path.join(ROOTS, base)
-    if not os.path.isdir(src):
+    try:
+        # The Debian root is built first when no other test has (a new machine).
+        src = debianroot.ensure_root(base, log=t.log)
+    except debianroot.RootUnavailable as e:
+        t.log("the %s root cannot be made: %s" % (base, e))
         return None
     tmp = dst + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
