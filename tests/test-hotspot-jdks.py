@@ -40,7 +40,11 @@ def in_root(root, argv, **kw):
     exec'd, so the returned process is the program's."""
     script = ('mount --bind /proc "$1/proc" && mount --bind /dev "$1/dev" && root="$1" && shift && '
               'exec chroot "$root" "$@"')
-    return subprocess.Popen(["unshare", "-m", "sh", "-c", script, "sh", root] + argv, **kw)
+    # The test's TMPDIR is a folder of this machine, not of the root (apt's maintainer scripts
+    # would fail to make their temporary files there).
+    env = dict(kw.pop("env", None) or os.environ)
+    env.pop("TMPDIR", None)
+    return subprocess.Popen(["unshare", "-m", "sh", "-c", script, "sh", root] + argv, env=env, **kw)
 
 
 def make_root(base, packages):
