@@ -42,25 +42,39 @@ static __always_inline bool step_signal(struct sample_state *st)
 
 /* Go arm64's runtime.asyncPreempt (PROFD_CFA_GO_PREEMPT, unwind-tables/go-table.c): a signal
  * handler injected the call, so its caller is the interrupted frame, as after a signal frame: an
- * exact pc (saved at CFA + rbx_offset; it may be a function's first instruction, so it is not
- * looked up as pc - 1), x29 at CFA + rbp_offset, and lr (CFA - 16) still that frame's return
- * address if it has not saved it. The x28 (g) the sample found is the goroutine's still. */
+ * exact pc (saved at CFA + rbx_offset, or before asyncPreempt's prologue still in lr; it may be a
+ * function's first instruction, so it is not looked up as pc - 1), x29 at CFA + rbp_offset (or
+ * untouched), and lr (CFA - 16) still that frame's return address if it has not saved it. The x28
+ * (g) the sample found is the goroutine's still. */
 static __always_inline bool step_go_preempt(struct sample_state *st, const struct profd_unwind_rule *rule)
 {
         __u64 cfa = st->sp + rule->cfa_offset, v[2];
 
-        /* x29 right below the pc (asyncPreempt's frame record): both in one read */
-        if (!ARCH_HAS_LINK_REGISTER || rule->cfa_offset <= 0 || (cfa & (ARCH_CFA_ALIGN - 1)) ||
-            rule->rbp_offset + 8 != rule->rbx_offset) {
+        if (!ARCH_HAS_LINK_REGISTER || rule->cfa_offset <= 0 || (cfa & (ARCH_CFA_ALIGN - 1))) {
                 stop(st, PROFD_STOP_UNSUPPORTED);
                 return true;
         }
-        if (read_stack(st, cfa + rule->rbp_offset, v, 16) < 0) {
-                stop(st, PROFD_STOP_BAD_READ);
+        if (rule->rbx_kind == PROFD_RBP_UNCHANGED) {
+                /* asyncPreempt's first instructions: the pc still in lr, x29 untouched; lr is that
+                 * pc only in the frame the sample (or a signal) interrupted */
+                if (!st->aux_valid) {
+                        stop(st, PROFD_STOP_BAD_FRAME);
+                        return true;
+                }
+                st->ip = arch_strip_ra(st->aux);
+        } else if (rule->rbx_kind == PROFD_RBP_CFA_OFFSET && rule->rbp_kind == PROFD_RBP_CFA_OFFSET &&
+                   rule->rbp_offset + 8 == rule->rbx_offset) {
+                /* x29 right below the pc (asyncPreempt's frame record): both in one read */
+                if (read_stack(st, cfa + rule->rbp_offset, v, 16) < 0) {
+                        stop(st, PROFD_STOP_BAD_READ);
+                        return true;
+                }
+                st->fp = v[0];
+                st->ip = arch_strip_ra(v[1]);
+        } else {
+                stop(st, PROFD_STOP_UNSUPPORTED);
                 return true;
         }
-        st->fp = v[0];
-        st->ip = arch_strip_ra(v[1]);
         if (read_stack(st, cfa - 16, v, 8) < 0) {
                 stop(st, PROFD_STOP_BAD_READ);
                 return true;

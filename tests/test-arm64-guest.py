@@ -304,9 +304,10 @@ def judge(out, name, prog, chains):
         log("go: %d samples through runtime.systemstack, %d of them complete, %d reach main.allocLoop" %
             (switched, sum(t.value for t in mine if "runtime.systemstack" in go_frames(t) and complete(t)), crossed))
         for fn in ("runtime.asyncPreempt", "runtime.morestack"):
-            log("go: %d samples through %s, %d of them complete" % (
-                sum(t.value for t in mine if fn in go_frames(t)),
-                fn, sum(t.value for t in mine if fn in go_frames(t) and complete(t))))
+            through = sorted((t for t in mine if fn in go_frames(t)), key=lambda t: -t.value)
+            log("go: %d samples through %s, %d of them complete%s" % (
+                sum(t.value for t in through), fn, sum(t.value for t in through if complete(t)),
+                ", e.g. " + ";".join(go_frames(through[0]))[:500] if through else ""))
         # the g0 stack's callers are on the goroutine's (g.m.curg.sched.bp, x28 = g)
         check(crossed > 0, "go: samples on the g0 stack reach the goroutine: goexit;main.allocLoop;...;"
               "runtime.systemstack (%d)" % crossed)

@@ -56,13 +56,20 @@ static bool name_in(const char *name, const char *const *list, size_t n)
  * (MOVD R29, -8(RSP); SUB $8, RSP, R29); its epilogue reloads them and ends ADD $D+16, RSP;
  * JMP (R27). From the instruction after that store of x29 up to the ADD, sp is the body's and
  * the interrupted frame is: sp + D + 16 its sp, at sp its exact pc, at sp - 8 its x29, at sp + D
- * its lr (PROFD_CFA_GO_PREEMPT). Those instructions are checked in the code; the rest of the
- * function (before the store of x29, the JMP) gets no row a walk could follow wrongly. A function
- * of another shape keeps the ordinary rows. */
+ * its lr (PROFD_CFA_GO_PREEMPT). Before its SUB (Go 1.19: ldr x27, =-D; str x30, [sp, x27];
+ * sub sp, sp, #D), the interrupted pc is still in lr, x29 untouched, the interrupted lr at sp, its
+ * sp at sp + 16 (PROFD_CFA_GO_PREEMPT with the pc in lr: trusted only where the sample or a signal
+ * interrupted it, as every "in lr" row). Those instructions are checked in the code; the rest of
+ * the function (the store of x29, the JMP) gets no row a walk could follow wrongly. A function of
+ * another shape keeps the ordinary rows. */
 #define A64_STUR_X29_SP_M8 0xf81f83fdu /* stur x29, [sp, #-8] */
 #define A64_SUB_X29_SP_8 0xd10023fdu   /* sub x29, sp, #8 */
 #define A64_ADD_SP_SP 0x910003ffu      /* add sp, sp, #imm12 (imm12 << 10) */
 #define A64_BR_X27 0xd61f0360u         /* br x27 */
+#define A64_LDR_LIT_X27_MASK 0xff00001fu
+#define A64_LDR_LIT_X27 0x5800001bu    /* ldr x27, =literal (the frame size, negated) */
+#define A64_STR_X30_SP_X27 0xf83b6bfeu /* str x30, [sp, x27] */
+#define A64_SUB_SP_SP 0xd10003ffu      /* sub sp, sp, #imm12 (imm12 << 10) */
 #define GO_PUSHCALL_SLOT 16
 
 /* The instruction at vaddr in an executable section, or 0 (no instruction profd checks for). */
@@ -185,8 +192,22 @@ int go_table_rows(const GoPclntab *t, Elf *elf, const TextRanges *text, bool aar
                 int32_t pre_delta;
                 if (aarch64 && strcmp(f.name, "runtime.asyncPreempt") == 0 &&
                     go_preempt_body(t, elf, &f, &pre_start, &pre_end, &pre_delta)) {
-                        rule = (struct profd_unwind_rule){.cfa_kind = PROFD_CFA_UNSUPPORTED};
-                        r = builder_interval(b, f.entry, pre_start, &rule, UNSUP_CFA);
+                        uint64_t body = pre_start - 4; /* the range with the frame: after the SUB */
+                        if (body == f.entry + 12 &&
+                            (code_word(elf, f.entry) & A64_LDR_LIT_X27_MASK) == A64_LDR_LIT_X27 &&
+                            code_word(elf, f.entry + 4) == A64_STR_X30_SP_X27 &&
+                            code_word(elf, f.entry + 8) == (A64_SUB_SP_SP | (uint32_t)pre_delta << 10)) {
+                                rule = (struct profd_unwind_rule){.cfa_kind = PROFD_CFA_GO_PREEMPT,
+                                                                  .cfa_offset = GO_PUSHCALL_SLOT};
+                                r = builder_interval(b, f.entry, body, &rule, UNSUP_NONE);
+                        } else {
+                                rule = (struct profd_unwind_rule){.cfa_kind = PROFD_CFA_UNSUPPORTED};
+                                r = builder_interval(b, f.entry, body, &rule, UNSUP_CFA);
+                        }
+                        if (r >= 0) {
+                                rule = (struct profd_unwind_rule){.cfa_kind = PROFD_CFA_UNSUPPORTED};
+                                r = builder_interval(b, body, pre_start, &rule, UNSUP_CFA);
+                        }
                         if (r >= 0) {
                                 int32_t cfa = pre_delta + GO_PUSHCALL_SLOT;
                                 rule = (struct profd_unwind_rule){

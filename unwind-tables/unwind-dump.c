@@ -38,7 +38,10 @@ static void format_rule_aarch64(const struct profd_unwind_rule *r, char *buf, si
         int n;
         if (r->cfa_kind == PROFD_CFA_RSP || r->cfa_kind == PROFD_CFA_RBP)
                 n = snprintf(buf, size, "%s%+d", k, r->cfa_offset);
-        else if (r->cfa_kind == PROFD_CFA_GO_PREEMPT) {
+        else if (r->cfa_kind == PROFD_CFA_GO_PREEMPT && r->rbx_kind == PROFD_RBP_UNCHANGED) {
+                snprintf(buf, size, "%s sp%+d x29:u pc:lr lr:c-16", k, r->cfa_offset);
+                return;
+        } else if (r->cfa_kind == PROFD_CFA_GO_PREEMPT) {
                 /* "go_preempt sp+512 x29:c-520 pc:c-512 lr:c-16": where the interrupted frame is */
                 snprintf(buf, size, "%s sp%+d x29:c%+d pc:c%+d lr:c-16", k, r->cfa_offset, r->rbp_offset,
                          r->rbx_offset);
