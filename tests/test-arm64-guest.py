@@ -76,7 +76,10 @@ SCENARIOS = {
     # through a callback; bookworm's arm64 libc.so.6 and ld.so from the arm64 root
     "shlib": (RUN, [r"shlib_lib_leaf;shlib_lib_mid;shlib_lib_entry;shlib_caller;" + BELOW_MAIN,
                        r"shlib_callback_leaf;shlib_callback;shlib_lib_mid;shlib_lib_entry;shlib_caller;" + BELOW_MAIN,
-                       r"(?:__)?clock_gettime;" + BELOW_MAIN]),
+                       r"(?:__)?clock_gettime;" + BELOW_MAIN,
+                       # a sample in the callers themselves (no shlib_ frame above the first one)
+                       r"^(?:(?!shlib_|\[)[^;]*;)*(?:(?:(?:(?:shlib_callback;)?shlib_lib_mid;)?shlib_lib_entry;)?"
+                       r"shlib_caller;)?" + BELOW_MAIN]),
     # C++ throw/catch in the hot loop, the work in the catch block (.cold fragment), some samples
     # in libgcc's unwinder (static: libstdc++/libgcc from the cross g++)
     "exceptions": (RUN, [r"exc_catch_leaf;exc_hot_loop(?:\.cold)?;" + BELOW_MAIN,
