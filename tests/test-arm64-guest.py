@@ -90,7 +90,7 @@ SCENARIOS = {
                [r"dl_module_leaf;dl_module_mid;dl_module_entry;dl_run;" + BELOW_MAIN,
                 r"(?:__)?clock_gettime;" + BELOW_MAIN,
                 # a sample in the callers themselves (no dl_ frame above the first one)
-                r"^(?:(?!dl_|\[)[^;]*;)*(?:(?:dl_module_mid;)?dl_module_entry;)?dl_run;" + BELOW_MAIN]),
+                r"^(?:(?!dl_|\[)[^;]*;)*(?:(?:(?:dl_module_mid;)?dl_module_entry;)?dl_run;)?" + BELOW_MAIN]),
     # static, GOARCH=arm64: judged by its outermost frame (one Go's tracebacks end at), see judge()
     "go": (RUN, []),
     # python3.11 -S /pychain.py: a -> b -> c, c's loop reads the clock (native frames above c)
