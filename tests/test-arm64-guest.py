@@ -48,7 +48,7 @@ KERNEL = sys.argv[1] if len(sys.argv) > 1 else "6.1"
 CACHE = os.environ.get("PROFD_ARM64_CACHE", "/var/cache/profd-tests/arm64")
 CROSS_BUILD = os.path.join(BUILD, "aarch64-cross")
 THRESHOLD = 0.99
-# All programs run at once in one guest (two CPUs, ~12 busy threads): each gets ~1/6 of a CPU, ~400
+# All programs run at once in one guest (two CPUs, ~13 busy threads): each gets ~1/6 of a CPU, ~300
 # samples at 99 Hz in the window; fewer than MIN_SAMPLES means the program was hardly sampled.
 WINDOW = 25
 MIN_SAMPLES = 150
