@@ -10,7 +10,8 @@
  * (daemon/runtimes/python-stack.c) puts each such group of Python frames in place of its eval frame. */
 #pragma once
 
-/* A user stack entry that is a Python frame, not an address (user addresses end at 2^47). */
+/* A user stack entry that is a Python frame, not an address (user addresses end at 2^47 on x86-64,
+ * 2^48 on arm64). */
 #define PROFD_FRAME_PYTHON (1ULL << 62)
 /* Python entry: the outermost frame of one call of the eval function (a group ends here). */
 #define PROFD_FRAME_PY_ENTRY (1ULL << 61)
@@ -23,13 +24,21 @@
  * address whose fingerprint is this one. 0: none could be taken (never a fingerprint). */
 #define PROFD_FRAME_PY_FP (1ULL << 60)
 
-/* Python entry: bits 0..43 the code object's address >> 3 (objects are 8-byte aligned, user
- * addresses have 47 bits), bits 44..59 the instruction (see profd_python_proc.lasti_kind),
- * saturated at PROFD_PY_INSTR_MAX. */
+/* Python entry: bits 0..PROFD_PY_CODE_BITS-1 the code object's address >> 3 (objects are 8-byte
+ * aligned), the bits above it up to 59 the instruction (see profd_python_proc.lasti_kind), saturated
+ * at PROFD_PY_INSTR_MAX. User addresses have 47 bits on x86-64 and 48 on arm64 (Debian's arm64
+ * kernels; there shared libraries, the heap's mmap arenas and a PIE interpreter's static code
+ * objects all lie above 2^47), so arm64 keeps one bit more of the address and one less of the
+ * instruction (0x7fff code units, 64 KiB of bytecode in one code object, before it saturates). */
+#if defined(__TARGET_ARCH_arm64) || (!defined(__TARGET_ARCH_x86) && defined(__aarch64__))
+#define PROFD_PY_CODE_BITS 45
+#else
+#define PROFD_PY_CODE_BITS 44
+#endif
 #define PROFD_PY_CODE_SHIFT 3
-#define PROFD_PY_CODE_MASK ((1ULL << 44) - 1)
-#define PROFD_PY_INSTR_SHIFT 44
-#define PROFD_PY_INSTR_MAX 0xffffULL
+#define PROFD_PY_CODE_MASK ((1ULL << PROFD_PY_CODE_BITS) - 1)
+#define PROFD_PY_INSTR_SHIFT PROFD_PY_CODE_BITS
+#define PROFD_PY_INSTR_MAX ((1ULL << (60 - PROFD_PY_CODE_BITS)) - 1)
 
 /* How a frame says which instruction runs. */
 enum profd_py_lasti_kind {

@@ -27,6 +27,14 @@ enum profd_cfa_kind {
          * (a frame-pointer step that may jump to another stack; docs/unwinder.md "Go") */
         PROFD_CFA_GO_SWITCH = 8,
         PROFD_CFA_RBX = 9, /* CFA = rbx + cfa_offset (ld.so's _dl_runtime_resolve_*) */
+        /* Go arm64: the body of runtime.asyncPreempt, a call a signal handler injected into the
+         * interrupted frame: CFA = sp + cfa_offset is that frame's sp, its exact pc is saved at
+         * CFA + rbx_offset, its x29 at CFA + rbp_offset, its lr at CFA - 16 (go-table.c) */
+        PROFD_CFA_GO_PREEMPT = 10,
+        /* Go arm64: runtime.morestack, whose callee newstack runs on g0 and resumes the goroutine
+         * from its g.sched: the caller is the goroutine's frame saved there, as in Go's own
+         * tracebacks (step-frame-pointer.bpf.h) */
+        PROFD_CFA_GO_MORESTACK = 11,
 };
 
 enum profd_rbp_kind {
@@ -59,7 +67,8 @@ enum profd_rbp_kind {
  *               PROFD_RBX_UNKNOWN = cannot be recovered (in another register, an expression).
  *   flags       PROFD_RULE_RA_SIGNED as above.
  * Go on aarch64 (.gopclntab): CFA = sp + spdelta; with a frame (spdelta > 0) the return address
- * is at CFA - spdelta and the caller's x29 at CFA - spdelta - 8; frameless: in x30. */
+ * is at CFA - spdelta and the caller's x29 at CFA - spdelta - 8; frameless: in x30.
+ * GO_PREEMPT (aarch64 only): rbx_* says where the interrupted pc is (not a return address). */
 struct profd_unwind_rule {
         __u8 cfa_kind;
         __u8 rbp_kind;

@@ -40,6 +40,56 @@ static __always_inline bool step_signal(struct sample_state *st)
         return false;
 }
 
+/* Go arm64's runtime.asyncPreempt (PROFD_CFA_GO_PREEMPT, unwind-tables/go-table.c): a signal
+ * handler injected the call, so its caller is the interrupted frame, as after a signal frame: an
+ * exact pc (saved at CFA + rbx_offset, or before asyncPreempt's prologue still in lr; it may be a
+ * function's first instruction, so it is not looked up as pc - 1), x29 at CFA + rbp_offset (or
+ * untouched), and lr (CFA - 16) still that frame's return address if it has not saved it. The x28
+ * (g) the sample found is the goroutine's still. */
+static __always_inline bool step_go_preempt(struct sample_state *st, const struct profd_unwind_rule *rule)
+{
+        __u64 cfa = st->sp + rule->cfa_offset, v[2];
+
+        if (!ARCH_HAS_LINK_REGISTER || rule->cfa_offset <= 0 || (cfa & (ARCH_CFA_ALIGN - 1))) {
+                stop(st, PROFD_STOP_UNSUPPORTED);
+                return true;
+        }
+        if (rule->rbx_kind == PROFD_RBP_UNCHANGED) {
+                /* asyncPreempt's first instructions: the pc still in lr, x29 untouched; lr is that
+                 * pc only in the frame the sample (or a signal) interrupted */
+                if (!st->aux_valid) {
+                        stop(st, PROFD_STOP_BAD_FRAME);
+                        return true;
+                }
+                st->ip = arch_strip_ra(st->aux);
+        } else if (rule->rbx_kind == PROFD_RBP_CFA_OFFSET && rule->rbp_kind == PROFD_RBP_CFA_OFFSET &&
+                   rule->rbp_offset + 8 == rule->rbx_offset) {
+                /* x29 right below the pc (asyncPreempt's frame record): both in one read */
+                if (read_stack(st, cfa + rule->rbp_offset, v, 16) < 0) {
+                        stop(st, PROFD_STOP_BAD_READ);
+                        return true;
+                }
+                st->fp = v[0];
+                st->ip = arch_strip_ra(v[1]);
+        } else {
+                stop(st, PROFD_STOP_UNSUPPORTED);
+                return true;
+        }
+        if (read_stack(st, cfa - 16, v, 8) < 0) {
+                stop(st, PROFD_STOP_BAD_READ);
+                return true;
+        }
+        st->aux = v[0];
+        st->aux_valid = 1;
+        st->sp = cfa;
+        st->exact = 1;
+        if (st->ip == 0 || st->ip > ARCH_USER_ADDR_MAX) {
+                stop(st, PROFD_STOP_BAD_FRAME);
+                return true;
+        }
+        return false;
+}
+
 /* One DWARF step: the rule in force at pc, then CFA = sp|fp|aux + offset (or the arch's PLT
  * forms), the return address where the call left it (CFA + arch_ra_cfa_offset(), or still in the
  * link register: arch_ra_in_register()), fp restored from CFA + offset when saved. Returns true
@@ -93,6 +143,10 @@ static __always_inline bool step_dwarf(struct sample_state *st, const struct pro
                 return step_no_row(st, kind);
         case PROFD_CFA_GO_SWITCH:
                 return step_stack_switch(st);
+        case PROFD_CFA_GO_PREEMPT:
+                return step_go_preempt(st, rule);
+        case PROFD_CFA_GO_MORESTACK:
+                return step_go_morestack(st);
         default:
                 stop(st, PROFD_STOP_UNSUPPORTED);
                 return true;

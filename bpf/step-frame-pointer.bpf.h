@@ -140,6 +140,55 @@ static __always_inline bool step_stack_switch(struct sample_state *st)
         return false;
 }
 
+/* g.sched (gobuf: sp, pc, g, ctxt, ret, lr, bp) and m.g0 (runtime/runtime2.go, Go 1.19's
+ * asm_arm64.s: g_sched 56, m_g0 0). */
+#define GO_G_SCHED 56
+#define GO_M_G0 0
+struct go_gobuf {
+        __u64 sp, pc, g, ctxt, ret, lr, bp;
+};
+
+/* arm64's runtime.morestack (PROFD_CFA_GO_MORESTACK): it saved the goroutine's state in g.sched
+ * (pc: the function f that called it, sp: f's, lr: f's caller's pc, bp: x29), switched g (x28)
+ * to g0 and called newstack there, which resumes the goroutine from g.sched. Go's own tracebacks
+ * continue from g0 at m.curg.sched (pc, sp, lr) and end at morestack when m.curg is nil (newstack
+ * descheduled the goroutine: gopreempt_m); so does this step: f comes next, its return address
+ * still in lr, as in an interrupted frame. Anything else (g is not g0: a sample in morestack
+ * before it switched; an unreadable word) ends the walk as bad_frame. */
+static __always_inline bool step_go_morestack(struct sample_state *st)
+{
+        struct go_gobuf sched;
+        __u64 m, g0, curg;
+
+        if (!ARCH_GO_G_IN_REGISTER || st->switches >= PROFD_MAX_STACK_SWITCHES || st->go_g == 0 ||
+            st->go_g > ARCH_USER_ADDR_MAX ||
+            bpf_probe_read_user(&m, sizeof(m), (void *)(st->go_g + GO_G_M)) < 0 || m == 0 ||
+            m > ARCH_USER_ADDR_MAX || bpf_probe_read_user(&g0, sizeof(g0), (void *)(m + GO_M_G0)) < 0 ||
+            g0 != st->go_g || bpf_probe_read_user(&curg, sizeof(curg), (void *)(m + GO_M_CURG)) < 0 ||
+            curg > ARCH_USER_ADDR_MAX) {
+                stop(st, PROFD_STOP_BAD_FRAME);
+                return true;
+        }
+        if (curg == 0) {
+                stop(st, PROFD_STOP_OK); /* where Go's tracebacks end too */
+                return true;
+        }
+        if (bpf_probe_read_user(&sched, sizeof(sched), (void *)(curg + GO_G_SCHED)) < 0 || sched.pc == 0 ||
+            sched.pc > ARCH_USER_ADDR_MAX || sched.sp == 0 || sched.sp > ARCH_USER_ADDR_MAX) {
+                stop(st, PROFD_STOP_BAD_FRAME);
+                return true;
+        }
+        st->switches++;
+        st->go_g = curg;
+        st->ip = sched.pc; /* the return address of f's call of morestack */
+        st->sp = sched.sp;
+        st->fp = sched.bp;
+        st->aux = sched.lr;
+        st->aux_valid = 1;
+        st->exact = 0;
+        return false;
+}
+
 /* No CFI covers the pc (hand-written assembly, a gap between functions): a validated
  * frame-pointer step. Unverified: unless CFI later leads to the outermost frame, the stack reports
  * no_row however it ends. */

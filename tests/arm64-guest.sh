@@ -3,7 +3,7 @@
 # on), sampling the whole guest while aarch64 programs run:
 #
 #   tests/arm64-guest.sh --kernel 5.10|6.1|6.12 --out PROFILE.pb.gz [--seconds N] [--frequency HZ]
-#                        [--console FILE] [--extra DIR] [--run 'PROGRAM ARGS'...] [PROGRAM [ARGS...]]
+#                        [--console FILE] [--extra DIR] [--ready FILE] [--run 'PROGRAM ARGS'...] [PROGRAM [ARGS...]]
 #
 # Every --run program (and PROGRAM) starts at once in one boot; one profile window covers them all
 # (tell them apart by their comm label).

@@ -22,6 +22,8 @@ static const char *cfa_kind_name[] = {
         [PROFD_CFA_UNSUPPORTED] = "unsupported",
         [PROFD_CFA_GO_SWITCH] = "go_switch",
         [PROFD_CFA_RBX] = "rbx",
+        [PROFD_CFA_GO_PREEMPT] = "go_preempt",
+        [PROFD_CFA_GO_MORESTACK] = "go_morestack",
 };
 
 /* aarch64: "<cfa> <x29> <return address>[ pac]", e.g. "sp+32 x29:c-32 ra:c-24 pac" or
@@ -36,7 +38,15 @@ static void format_rule_aarch64(const struct profd_unwind_rule *r, char *buf, si
         int n;
         if (r->cfa_kind == PROFD_CFA_RSP || r->cfa_kind == PROFD_CFA_RBP)
                 n = snprintf(buf, size, "%s%+d", k, r->cfa_offset);
-        else {
+        else if (r->cfa_kind == PROFD_CFA_GO_PREEMPT && r->rbx_kind == PROFD_RBP_UNCHANGED) {
+                snprintf(buf, size, "%s sp%+d x29:u pc:lr lr:c-16", k, r->cfa_offset);
+                return;
+        } else if (r->cfa_kind == PROFD_CFA_GO_PREEMPT) {
+                /* "go_preempt sp+512 x29:c-520 pc:c-512 lr:c-16": where the interrupted frame is */
+                snprintf(buf, size, "%s sp%+d x29:c%+d pc:c%+d lr:c-16", k, r->cfa_offset, r->rbp_offset,
+                         r->rbx_offset);
+                return;
+        } else {
                 /* the other kinds say all there is */
                 snprintf(buf, size, "%s", k);
                 return;

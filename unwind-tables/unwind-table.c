@@ -527,7 +527,7 @@ static int build(Elf *elf, int fd, const UnwindTableOptions *opts, UnwindTable *
                 if (!b)
                         return cfi_fail(err, -ENOMEM, "out of memory");
                 t->stats.fdes = go.nfunc;
-                r = go_table_rows(&go, &text, t->machine == EM_AARCH64, b, err);
+                r = go_table_rows(&go, elf, &text, t->machine == EM_AARCH64, b, err);
                 if (r >= 0)
                         r = builder_finish(b, t);
                 t->stats.peak_bytes = builder_peak_bytes(b);

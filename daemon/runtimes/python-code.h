@@ -33,7 +33,7 @@ typedef struct PythonCodeCache PythonCodeCache;
 #define PYTHON_CODE_MAX_LINE_TABLE (64u << 10)
 /* The instruction index BPF stores when the real one does not fit (PROFD_PY_INSTR_MAX): the line
  * is unknown. */
-#define PYTHON_CODE_INSTR_UNKNOWN 0xffffu
+#define PYTHON_CODE_INSTR_UNKNOWN ((uint32_t)PROFD_PY_INSTR_MAX)
 
 typedef struct PythonFrameInfo {
         const char *name;    /* UTF-8: co_qualname from 3.11 ("Outer.method"), co_name before */

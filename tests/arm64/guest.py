@@ -146,8 +146,9 @@ def build_initramfs(work, args, sysroot):
     copy_with_libraries(root, [sysroot], os.path.join(args.build, "daemon", "profd"), "/profd")
     shutil.copy2(os.path.join(SRC, "tests", "arm64", "guest-init"), os.path.join(root, "init"))
     with open(os.path.join(root, "guest.conf"), "w") as f:
-        f.write("SECONDS_WINDOW=%d\nFREQUENCY=%d\nBPF_STATS=%d\nNPROGS=%d\n"
-                % (args.seconds, args.frequency, args.bpf_stats, len(args.programs)))
+        f.write("SECONDS_WINDOW=%d\nFREQUENCY=%d\nBPF_STATS=%d\nNPROGS=%d\nREADY=%s\n"
+                % (args.seconds, args.frequency, args.bpf_stats, len(args.programs),
+                   shlex.quote(" ".join(args.ready))))
         for i, (program, prog_args) in enumerate(args.programs, 1):
             # under its own name: runtimes are recognized by it (python3.11), and it is the comm
             prog = "/" + os.path.basename(program)
@@ -199,6 +200,9 @@ def main():
     p.add_argument("--bpf-stats", action="store_true",
                    help="start the program first, profd with --pid on it and kernel.bpf_stats_enabled; "
                         "print the entry program's run_time_ns and run_cnt")
+    p.add_argument("--ready", action="append", default=[], metavar="FILE",
+                   help="the profile window starts once this file exists in the guest (a program makes "
+                        "it when its start-up is over), at most 120 s after the programs started")
     p.add_argument("--run", action="append", default=[], metavar="'PROGRAM [ARGS...]'",
                    help="run this program (shell words) too, at the same time: one boot, one profile "
                         "window for all of them")

@@ -313,8 +313,16 @@ static const char *go_func_name(const GoPclntab *go, uint64_t pc)
 static bool go_agrees_aarch64(const GoPclntab *go, uint64_t pc, const struct profd_unwind_rule *ours,
                               const struct profd_unwind_rule *theirs)
 {
-        if (ours->cfa_kind == PROFD_CFA_GO_SWITCH || ours->cfa_kind == PROFD_CFA_UNDEF ||
-            ours->cfa_kind == PROFD_CFA_SIGNAL)
+        /* asyncPreempt's body: Go's CFI calls it an ordinary frame of its size, the table says where
+         * the interrupted frame's registers are, 16 bytes further (the slot the handler pushed) */
+        if (ours->cfa_kind == PROFD_CFA_GO_PREEMPT)
+                return theirs->cfa_kind == PROFD_CFA_RSP && ours->cfa_offset == theirs->cfa_offset + 16;
+        /* and no row before its store of x29 and after its ADD (go-table.c) */
+        if (ours->cfa_kind == PROFD_CFA_UNSUPPORTED &&
+            strcmp(go_func_name(go, pc), "runtime.asyncPreempt") == 0)
+                return true;
+        if (ours->cfa_kind == PROFD_CFA_GO_SWITCH || ours->cfa_kind == PROFD_CFA_GO_MORESTACK ||
+            ours->cfa_kind == PROFD_CFA_UNDEF || ours->cfa_kind == PROFD_CFA_SIGNAL)
                 return true;
         if (ours->cfa_kind == PROFD_CFA_UNSUPPORTED && theirs->cfa_kind == PROFD_CFA_RSP &&
             theirs->cfa_offset > (1 << 30))
