@@ -132,4 +132,5 @@ def main():
     t.finish()
 
 
-main()
+if __name__ == "__main__":
+    main()
