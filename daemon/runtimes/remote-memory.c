@@ -393,6 +393,11 @@ int remote_memory_read(const RemoteMemory *m, uint64_t addr, void *buf, size_t n
         return reader_read(m->pid, addr, buf, n);
 }
 
+uint64_t remote_memory_reads_done(void)
+{
+        return reader.n_ok + reader.n_failed + reader.n_timeout;
+}
+
 void remote_memory_write_metrics(FILE *f)
 {
         static const char *const result_names[] = {"ok", "failed", "timeout", "blocked", "refused"};
