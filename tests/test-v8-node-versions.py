@@ -59,10 +59,11 @@ def run_one(stacks, name, root, lib):
         shutil.rmtree(work, ignore_errors=True)
 
     for line in metrics.splitlines():
-        if line.startswith(("profd_v8_", "profd_remote_reads_total")):
+        if line.startswith(("profd_v8_", "profd_remote_reads_total", "profd_drain_seconds_count")):
             t.log("   " + line)
     found = re.search(r'^profd_v8_detections_total\{outcome="found"\} (\d+)', metrics, re.M)
     t.check(found and int(found.group(1)) >= 1, "%s: /metrics: V8 found (%s)" % (name, found and found.group(1)))
+    stacks.check_name_cache(name, metrics)
     main_t, worker_t = [], []
     for tr in t.traces(path, lines=True):
         # The main thread's id is the process's.
