@@ -10,6 +10,7 @@
 #include "symbolizer/v8-symbols.h"
 #include "util/hash.h"
 #include "util/id-index.h"
+#include "util/log.h"
 #include "util/metrics-writer.h"
 #include "util/time-util.h"
 
@@ -46,6 +47,7 @@ struct V8Symbols {
         size_t n_names, cap_names, bytes;
         IdIndex index;
         V8NameCache *cache;
+        bool no_cache;
         RemoteMemory *mem; /* of mem_pid, taken at mem_ns */
         pid_t mem_pid;
         uint64_t mem_ns;
@@ -60,6 +62,10 @@ int v8_symbols_new(V8Procs *procs, V8Symbols **ret)
 
         if (!vs)
                 return -ENOMEM;
+        /* PROFD_V8_NAME_CACHE=0 (benchmarks: bench/v8-names-bench.py) names every frame afresh. */
+        vs->no_cache = getenv("PROFD_V8_NAME_CACHE") && strcmp(getenv("PROFD_V8_NAME_CACHE"), "0") == 0;
+        if (vs->no_cache)
+                log_info("PROFD_V8_NAME_CACHE=0: JavaScript names not cached across drains");
         if (v8_name_cache_new(&vs->cache) < 0) {
                 free(vs);
                 return -ENOMEM;
@@ -167,7 +173,7 @@ static V8NameResult name_one(V8Symbols *vs, const V8Process *vp, uint64_t fn, ui
 
         if (!m)
                 return V8_NO_PROCESS;
-        if (cached(vs, vp, m, fn, ret_id))
+        if (!vs->no_cache && cached(vs, vp, m, fn, ret_id))
                 return V8_NAMED;
         r = v8_function_names(m, &vp->offsets, fn, &n);
         if (r == -EFAULT && (m = memory_of(vs, vp->pid, V8_SNAPSHOT_RETRY_NS)))
@@ -179,7 +185,9 @@ static V8NameResult name_one(V8Symbols *vs, const V8Process *vp, uint64_t fn, ui
         *ret_id = intern(vs, n.function, n.script);
         if (!*ret_id)
                 return V8_TABLE_FULL;
-        (void)v8_name_cache_put(vs->cache, vp->pid, vp->start_time, fn, &n.identity, (uint32_t)*ret_id);
+        if (!vs->no_cache)
+                (void)v8_name_cache_put(vs->cache, vp->pid, vp->start_time, fn, &n.identity,
+                                        (uint32_t)*ret_id);
         return V8_NAMED;
 }
 
