@@ -64,6 +64,12 @@ bool remote_memory_fstype_untrusted(const char *fstype)
  * fails with -ETIMEDOUT, the process it was reading is not read again for REMOTE_BLOCK_NS, and
  * no process is for REMOTE_PAUSE_NS. A new child starts at the next read. */
 #define REMOTE_READ_TIMEOUT_MS 100
+/* A new child says it is ready before its first read is timed: its start (being scheduled on a
+ * loaded host) is profd's own work, no user's file; timed with the read, it had a process blocked
+ * for a minute (the first read of a test on a 2-CPU host at load 7: every JavaScript frame of that
+ * node unnamed). It may take this long, past which the start fails (-EIO, nothing blocked); starts
+ * are rare (the first read, after a timeout's pause, after a death). */
+#define REMOTE_READER_START_TIMEOUT_MS 1000
 #define REMOTE_BLOCK_NS (60 * 1000000000ULL)
 /* After a timeout no process is read for this long: many processes doing the same cannot hold the
  * loop more than REMOTE_READ_TIMEOUT_MS per pause (1%). */
@@ -99,6 +105,10 @@ __attribute__((noreturn)) static void reader_main(int fd)
         static uint8_t buf[sizeof(ReadReply) + REMOTE_READ_MAX];
 
         (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+        /* Ready: an empty reply (see REMOTE_READER_START_TIMEOUT_MS). */
+        *(ReadReply *)buf = (ReadReply){};
+        if (send(fd, buf, sizeof(ReadReply), MSG_NOSIGNAL) < 0)
+                _exit(1);
         for (;;) {
                 ReadRequest q;
                 ReadReply *a = (ReadReply *)buf;
@@ -175,6 +185,15 @@ static int reader_start(void)
         reader.child = pid;
         reader.fd = sv[0];
         reader.n_starts++;
+
+        struct pollfd p = {.fd = reader.fd, .events = POLLIN};
+        ReadReply hello;
+
+        if (poll(&p, 1, REMOTE_READER_START_TIMEOUT_MS) <= 0 ||
+            recv(reader.fd, &hello, sizeof(hello), 0) != sizeof(hello) || hello.err != 0 || hello.len != 0) {
+                reader_stop();
+                return -EIO;
+        }
         return 0;
 }
 
@@ -218,8 +237,10 @@ static int reader_read(pid_t pid, uint64_t addr, void *buf, size_t n)
                 reader.n_blocked++;
                 return -ETIMEDOUT;
         }
-        if (reader.fd < 0 && (r = reader_start()) < 0)
+        if (reader.fd < 0 && (r = reader_start()) < 0) {
+                reader.n_failed++;
                 return r;
+        }
         if (send(reader.fd, &q, sizeof(q), MSG_NOSIGNAL) != sizeof(q)) {
                 reader_stop(); /* it died: the next read starts another */
                 reader.n_failed++;

@@ -32,7 +32,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(RemoteMemory *, remote_memory_free);
 /* n bytes at addr. -EFAULT: not (wholly) inside readable memory the snapshot allows, or unmapped
  * now; -ENOTSUP: inside a mapping of a file on FUSE or a network filesystem (never read); -ESRCH:
  * the process is gone; -ETIMEDOUT: the read did not finish in time (the process is not read again
- * for a minute); -EINVAL: more than 64 KiB. */
+ * for a minute); -EIO: the reader process died or did not start (the next read starts another);
+ * -EINVAL: more than 64 KiB. */
 int remote_memory_read(const RemoteMemory *m, uint64_t addr, void *buf, size_t n);
 
 /* Reads made so far, whatever their result (not those refused or blocked before reading): callers
