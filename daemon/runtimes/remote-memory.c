@@ -70,6 +70,11 @@ bool remote_memory_fstype_untrusted(const char *fstype)
  * node unnamed). It may take this long, past which the start fails (-EIO, nothing blocked); starts
  * are rare (the first read, after a timeout's pause, after a death). */
 #define REMOTE_READER_START_TIMEOUT_MS 1000
+/* A read past REMOTE_READ_TIMEOUT_MS whose child is runnable (state R: waiting for a CPU, not in a
+ * FUSE or network filesystem wait, where it sleeps) is waited for a little longer, at most this
+ * long in all: on a loaded host a child's wake-up alone took over 100 ms, and each such timeout
+ * left a process unread for a minute. */
+#define REMOTE_READ_RUNNABLE_MAX_MS 1000
 #define REMOTE_BLOCK_NS (60 * 1000000000ULL)
 /* After a timeout no process is read for this long: many processes doing the same cannot hold the
  * loop more than REMOTE_READ_TIMEOUT_MS per pause (1%). */
@@ -221,6 +226,27 @@ static void reader_block(pid_t pid, uint64_t now)
         reader.blocked[oldest].until_ns = now + REMOTE_BLOCK_NS;
 }
 
+/* Is the reader child runnable (running or waiting for a CPU)? Its /proc stat, a kernel file. */
+static bool reader_runnable(void)
+{
+        char path[64], buf[256];
+        const char *close_paren;
+        ssize_t k;
+        int fd;
+
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)reader.child);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return false;
+        k = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (k <= 0)
+                return false;
+        buf[k] = 0;
+        close_paren = strrchr(buf, ')');
+        return close_paren && close_paren[1] == ' ' && close_paren[2] == 'R';
+}
+
 static int reader_read(pid_t pid, uint64_t addr, void *buf, size_t n)
 {
         static uint8_t reply[sizeof(ReadReply) + REMOTE_READ_MAX];
@@ -248,6 +274,10 @@ static int reader_read(pid_t pid, uint64_t addr, void *buf, size_t n)
         }
         p = (struct pollfd){.fd = reader.fd, .events = POLLIN};
         r = poll(&p, 1, REMOTE_READ_TIMEOUT_MS);
+        for (unsigned waited = REMOTE_READ_TIMEOUT_MS;
+             r == 0 && waited < REMOTE_READ_RUNNABLE_MAX_MS && reader_runnable();
+             waited += REMOTE_READ_TIMEOUT_MS)
+                r = poll(&p, 1, REMOTE_READ_TIMEOUT_MS);
         if (r <= 0) {
                 reader_stop();
                 reader_block(pid, now);
