@@ -3,7 +3,8 @@
 (its frame not pushed yet, or popped already): there the frame pointer is still its caller's, and
 the caller's slots would name the function's pc after the caller.
 
-Debian 12's node 18 (tests/lib/debiannode.py), with inlining off so that every call pushes a
+Debian 12's node 18 (tests/lib/debiannode.py), and Debian 13's node 20 and 14's node 24 in their
+Debian roots (tests/lib/noderoot.py), with inlining off so that every call pushes a
 frame, runs driver -> mid -> leafA / leafB, tiny functions called some ten million times a second,
 so that many samples land in their prologues and epilogues. No function here calls itself, and
 leafA and leafB call no JavaScript function: among the samples, no JavaScript frame may have a
@@ -13,6 +14,7 @@ be many (>= 20 in 6 s, the calls are most of the work), and BPF must report inte
 left unnamed (profd_v8_bpf_frames_total{outcome="leaf_unsure"})."""
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -20,6 +22,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "lib"))
 import profdtest as t
 import debiannode
+import noderoot
 
 WINDOW_S = 6
 JS = {"driver", "mid", "leafA", "leafB"}
@@ -47,25 +50,14 @@ def name_of(frame, script):
     return frame[:-len(script) - 1] if frame.endswith(" " + script) else None
 
 
-def main():
-    t.require_bpf()
-    try:
-        base = debiannode.ensure_node18(log=t.log)
-    except debiannode.NodeUnavailable as e:
-        t.skip("Debian 12's node 18 cannot be had here: %s" % e)
-    script = os.path.join(t.tmpdir(), "calls.js")
-    with open(script, "w") as f:
-        f.write(SCRIPT)
-    created = not os.path.isdir("/usr/share/nodejs")
-    if created:
-        os.makedirs("/usr/share/nodejs")
+def check_run(label, start, script, lib):
+    """start(): node running SCRIPT (stdout piped); script: its path as node sees it."""
     proc = None
     try:
         with t.Daemon("--frequency", "499") as d:
-            proc = subprocess.Popen(debiannode.command(base, ["--max-inlined-bytecode-size=0", script]),
-                                    stdout=subprocess.PIPE, text=True)
-            t.check(proc.stdout.readline().strip() == "ready", "node 18 started")
-            t.unwind_ready(d, proc.pid, "libnode.so.108", "node 18")
+            proc = start()
+            t.check(proc.stdout.readline().strip() == "ready", "%s started" % label)
+            t.unwind_ready(d, proc.pid, lib, label)
             time.sleep(1)
             path = t.fetch_profile(d, WINDOW_S, "&pid=%d" % proc.pid)
             _, _, metrics = d.get("/metrics")
@@ -74,15 +66,13 @@ def main():
         if proc:
             proc.kill()
             proc.wait()
-        if created:
-            os.rmdir("/usr/share/nodejs")
 
     for line in metrics.splitlines():
-        if line.startswith("profd_v8_"):
+        if line.startswith("profd_v8_bpf"):
             t.log("   " + line)
     unsure = re.search(r'^profd_v8_bpf_frames_total\{outcome="leaf_unsure"\} (\d+)', metrics, re.M)
     t.check(unsure and int(unsure.group(1)) > 0,
-            "/metrics: interrupted frames left unnamed (%s)" % (unsure and unsure.group(1)))
+            "%s: /metrics: interrupted frames left unnamed (%s)" % (label, unsure and unsure.group(1)))
 
     total = leaves = 0
     wrong = {}
@@ -98,11 +88,57 @@ def main():
     for tr in sorted(t.traces(path, lines=True), key=lambda x: -x.value)[:6]:
         t.log("   %d: %s" % (tr.value, ";".join(reversed([name_of(x, script) or x.split(" ")[0]
                                                          for x in tr.frames[:6]]))))
-    t.log("   %d samples, %d with leafA or leafB as leaf" % (total, leaves))
-    t.check(total >= 100, "%d samples of node (>= 100)" % total)
-    t.check(not wrong, "no JavaScript caller;callee pair the program does not have (%s)"
-            % ", ".join("%s: %d" % kv for kv in sorted(wrong.items())))
-    t.check(leaves >= 20, "%d samples named leafA or leafB where they run (>= 20)" % leaves)
+    t.log("   %s: %d samples, %d with leafA or leafB as leaf" % (label, total, leaves))
+    t.check(total >= 100, "%s: %d samples of node (>= 100)" % (label, total))
+    t.check(not wrong, "%s: no JavaScript caller;callee pair the program does not have (%s)"
+            % (label, ", ".join("%s: %d" % kv for kv in sorted(wrong.items()))))
+    t.check(leaves >= 20, "%s: %d samples named leafA or leafB where they run (>= 20)" % (label, leaves))
+
+
+def main():
+    t.require_bpf()
+    ran = 0
+    try:
+        base = debiannode.ensure_node18(log=t.log)
+    except debiannode.NodeUnavailable as e:
+        base = None
+        t.log("SKIPPING node 18: Debian 12's node 18 cannot be had here: %s" % e)
+    if base:
+        script = os.path.join(t.tmpdir(), "calls.js")
+        with open(script, "w") as f:
+            f.write(SCRIPT)
+        created = not os.path.isdir("/usr/share/nodejs")
+        if created:
+            os.makedirs("/usr/share/nodejs")
+        try:
+            check_run("node 18", lambda: subprocess.Popen(
+                debiannode.command(base, ["--max-inlined-bytecode-size=0", script]), stdout=subprocess.PIPE,
+                text=True), script, "libnode.so.108")
+        finally:
+            if created:
+                os.rmdir("/usr/share/nodejs")
+        ran += 1
+    # Debian 13's node 20 and 14's node 24 (Maglev code) in their roots (tests/lib/noderoot.py).
+    for label, suite, soname in (("node 20", "trixie", "libnode.so.115"), ("node 24", "forky", "libnode.so.137")):
+        try:
+            root = noderoot.ensure(suite, log=t.log)
+        except noderoot.RootUnavailable as e:
+            t.log("SKIPPING %s: %s" % (label, e))
+            continue
+        work = os.path.join(root, "tmp", "profd-v8-leaf-%d" % os.getpid())
+        os.makedirs(work)
+        inner = "/" + os.path.relpath(os.path.join(work, "calls.js"), root)
+        with open(os.path.join(work, "calls.js"), "w") as f:
+            f.write(SCRIPT)
+        try:
+            check_run(label, lambda: noderoot.in_root(
+                root, ["/usr/bin/node", "--max-inlined-bytecode-size=0", inner], stdout=subprocess.PIPE,
+                text=True), inner, soname)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        ran += 1
+    if ran == 0:
+        t.skip("no Node.js build could be had here")
     t.finish()
 
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """V8's post-mortem metadata (daemon/runtimes/v8-offsets.c) and the names of V8 heap objects
 (daemon/runtimes/v8-objects.c) against real Node.js builds: Debian 12's node 18 (its libnode.so.108,
-downloaded once by tests/lib/debiannode.py) and the machine's own /usr/bin/node when it is one.
+downloaded once by tests/lib/debiannode.py), Debian 13's node 20 and Debian 14's node 24 (V8 13.6)
+in their Debian roots (tests/lib/noderoot.py, made once) and the machine's own /usr/bin/node when it
+is one.
 
 The metadata must be found and sane (frame slots below the frame pointer, 8-byte tagged words,
 distinct types and frame markers). Then node runs a script that prints the addresses of its
@@ -12,6 +14,7 @@ SharedFunctionInfo) and compiled ones (name in the ScopeInfo, after inline or ha
 an object that is not a function must be refused, never named."""
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -19,6 +22,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "lib"))
 import profdtest as t
 import debiannode
+import noderoot
 
 DUMP = os.path.join(t.BUILD, "tests", "v8-offsets-dump")
 
@@ -79,12 +83,17 @@ def check_metadata(label, v):
     return True
 
 
-def check_live(label, argv, lib):
-    script = os.path.join(t.tmpdir(), "functions.js")
-    with open(script, "w") as f:
+def check_live(label, argv, lib, root=None):
+    """root: node runs in that Debian root (noderoot.in_root), the script in its /tmp."""
+    folder = os.path.join(root, "tmp", "profd-v8-offsets-%d" % os.getpid()) if root else t.tmpdir()
+    os.makedirs(folder, exist_ok=True)
+    script_host = os.path.join(folder, "functions.js")
+    script = "/" + os.path.relpath(script_host, root) if root else script_host
+    with open(script_host, "w") as f:
         f.write(SCRIPT)
-    proc = subprocess.Popen(argv + ["--allow-natives-syntax", "--expose-gc", script], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    args = argv + ["--allow-natives-syntax", "--expose-gc", script]
+    kw = dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = noderoot.in_root(root, args, **kw) if root else subprocess.Popen(args, **kw)
     try:
         addrs, name = [], None
         deadline = time.time() + 60
@@ -114,6 +123,8 @@ def check_live(label, argv, lib):
     finally:
         proc.kill()
         proc.wait()
+        if root:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def main():
@@ -136,6 +147,18 @@ def main():
             if created:
                 os.rmdir("/usr/share/nodejs")
         checked.append("node 18")
+    # Debian 13's node 20 and Debian 14's node 24 in their roots (made once by tests/lib/noderoot.py).
+    for label, suite, soname in (("node 20 (Debian 13)", "trixie", "libnode.so.115"),
+                                 ("node 24 (Debian 14)", "forky", "libnode.so.137")):
+        try:
+            root = noderoot.ensure(suite, log=t.log)
+        except noderoot.RootUnavailable as e:
+            t.log("SKIPPING %s: %s" % (label, e))
+            continue
+        lib = os.path.join(root, "usr/lib/x86_64-linux-gnu", soname)
+        if check_metadata(label, probe(lib)):
+            check_live(label, ["/usr/bin/node"], lib, root=root)
+        checked.append(label)
     host = "/usr/bin/node"
     if os.path.exists(host) and probe(host).get("result") != "ENOENT":
         label = "host " + subprocess.run([host, "--version"], stdout=subprocess.PIPE, text=True).stdout.strip()

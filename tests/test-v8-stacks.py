@@ -85,6 +85,26 @@ def check_kind(what, traces, script, bottom):
             % (what, bottom_ok, total, bottom))
 
 
+def metric(metrics, name):
+    m = re.search(r"^%s (\d+)$" % re.escape(name), metrics, re.M)
+    return int(m.group(1)) if m else 0
+
+
+def check_name_cache(what, metrics):
+    """The same functions, drain after drain: named from the cache (v8-name-cache.h) after the
+    first drain, with far fewer remote reads than naming each time."""
+    hits = metric(metrics, 'profd_v8_name_cache_lookups_total{result="hit"}')
+    misses = metric(metrics, 'profd_v8_name_cache_lookups_total{result="miss"}')
+    frames = sum(metric(metrics, 'profd_v8_frames_named_total{result="%s"}' % r)
+                 for r in ("named", "not_a_function", "read_failed"))
+    reads = metric(metrics, "profd_v8_remote_reads_total")
+    drains = metric(metrics, "profd_drain_seconds_count")
+    t.log("%s: %d JavaScript frames named in %d drains with %d remote reads (%.1f a frame); name cache: "
+          "%d hits, %d misses" % (what, frames, drains, reads, reads / max(frames, 1), hits, misses))
+    t.check(hits > misses, "%s: most JavaScript frames named from the cache across drains (%d hits, %d misses)"
+            % (what, hits, misses))
+
+
 def main():
     t.require_bpf()
     try:
@@ -116,12 +136,14 @@ def main():
             os.rmdir("/usr/share/nodejs")
 
     for line in metrics.splitlines():
-        if line.startswith(("profd_v8_", "profd_remote_reads_total")):
+        if line.startswith(("profd_v8_", "profd_remote_reads_total", "profd_drain_seconds_count")):
             t.log("   " + line)
     found = re.search(r'^profd_v8_detections_total\{outcome="found"\} (\d+)', metrics, re.M)
     t.check(found and int(found.group(1)) >= 1, "/metrics: node 18's V8 found (%s)" % (found and found.group(1)))
     named = re.search(r'^profd_v8_frames_named_total\{result="named"\} (\d+)', metrics, re.M)
     t.check(named and int(named.group(1)) > 0, "/metrics: JavaScript frames named (%s)" % (named and named.group(1)))
+
+    check_name_cache("node 18", metrics)
 
     main_t, worker_t = [], []
     for tr in t.traces(path, lines=True):
@@ -132,4 +154,5 @@ def main():
     t.finish()
 
 
-main()
+if __name__ == "__main__":
+    main()

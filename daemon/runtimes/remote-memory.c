@@ -64,6 +64,17 @@ bool remote_memory_fstype_untrusted(const char *fstype)
  * fails with -ETIMEDOUT, the process it was reading is not read again for REMOTE_BLOCK_NS, and
  * no process is for REMOTE_PAUSE_NS. A new child starts at the next read. */
 #define REMOTE_READ_TIMEOUT_MS 100
+/* A new child says it is ready before its first read is timed: its start (being scheduled on a
+ * loaded host) is profd's own work, no user's file; timed with the read, it had a process blocked
+ * for a minute (the first read of a test on a 2-CPU host at load 7: every JavaScript frame of that
+ * node unnamed). It may take this long, past which the start fails (-EIO, nothing blocked); starts
+ * are rare (the first read, after a timeout's pause, after a death). */
+#define REMOTE_READER_START_TIMEOUT_MS 1000
+/* A read past REMOTE_READ_TIMEOUT_MS whose child is runnable (state R: waiting for a CPU, not in a
+ * FUSE or network filesystem wait, where it sleeps) is waited for a little longer, at most this
+ * long in all: on a loaded host a child's wake-up alone took over 100 ms, and each such timeout
+ * left a process unread for a minute. */
+#define REMOTE_READ_RUNNABLE_MAX_MS 1000
 #define REMOTE_BLOCK_NS (60 * 1000000000ULL)
 /* After a timeout no process is read for this long: many processes doing the same cannot hold the
  * loop more than REMOTE_READ_TIMEOUT_MS per pause (1%). */
@@ -99,6 +110,10 @@ __attribute__((noreturn)) static void reader_main(int fd)
         static uint8_t buf[sizeof(ReadReply) + REMOTE_READ_MAX];
 
         (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+        /* Ready: an empty reply (see REMOTE_READER_START_TIMEOUT_MS). */
+        *(ReadReply *)buf = (ReadReply){};
+        if (send(fd, buf, sizeof(ReadReply), MSG_NOSIGNAL) < 0)
+                _exit(1);
         for (;;) {
                 ReadRequest q;
                 ReadReply *a = (ReadReply *)buf;
@@ -175,6 +190,15 @@ static int reader_start(void)
         reader.child = pid;
         reader.fd = sv[0];
         reader.n_starts++;
+
+        struct pollfd p = {.fd = reader.fd, .events = POLLIN};
+        ReadReply hello;
+
+        if (poll(&p, 1, REMOTE_READER_START_TIMEOUT_MS) <= 0 ||
+            recv(reader.fd, &hello, sizeof(hello), 0) != sizeof(hello) || hello.err != 0 || hello.len != 0) {
+                reader_stop();
+                return -EIO;
+        }
         return 0;
 }
 
@@ -202,6 +226,27 @@ static void reader_block(pid_t pid, uint64_t now)
         reader.blocked[oldest].until_ns = now + REMOTE_BLOCK_NS;
 }
 
+/* Is the reader child runnable (running or waiting for a CPU)? Its /proc stat, a kernel file. */
+static bool reader_runnable(void)
+{
+        char path[64], buf[256];
+        const char *close_paren;
+        ssize_t k;
+        int fd;
+
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)reader.child);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return false;
+        k = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (k <= 0)
+                return false;
+        buf[k] = 0;
+        close_paren = strrchr(buf, ')');
+        return close_paren && close_paren[1] == ' ' && close_paren[2] == 'R';
+}
+
 static int reader_read(pid_t pid, uint64_t addr, void *buf, size_t n)
 {
         static uint8_t reply[sizeof(ReadReply) + REMOTE_READ_MAX];
@@ -218,8 +263,10 @@ static int reader_read(pid_t pid, uint64_t addr, void *buf, size_t n)
                 reader.n_blocked++;
                 return -ETIMEDOUT;
         }
-        if (reader.fd < 0 && (r = reader_start()) < 0)
+        if (reader.fd < 0 && (r = reader_start()) < 0) {
+                reader.n_failed++;
                 return r;
+        }
         if (send(reader.fd, &q, sizeof(q), MSG_NOSIGNAL) != sizeof(q)) {
                 reader_stop(); /* it died: the next read starts another */
                 reader.n_failed++;
@@ -227,6 +274,10 @@ static int reader_read(pid_t pid, uint64_t addr, void *buf, size_t n)
         }
         p = (struct pollfd){.fd = reader.fd, .events = POLLIN};
         r = poll(&p, 1, REMOTE_READ_TIMEOUT_MS);
+        for (unsigned waited = REMOTE_READ_TIMEOUT_MS;
+             r == 0 && waited < REMOTE_READ_RUNNABLE_MAX_MS && reader_runnable();
+             waited += REMOTE_READ_TIMEOUT_MS)
+                r = poll(&p, 1, REMOTE_READ_TIMEOUT_MS);
         if (r <= 0) {
                 reader_stop();
                 reader_block(pid, now);
@@ -391,6 +442,11 @@ int remote_memory_read(const RemoteMemory *m, uint64_t addr, void *buf, size_t n
                 at = r->end;
         }
         return reader_read(m->pid, addr, buf, n);
+}
+
+uint64_t remote_memory_reads_done(void)
+{
+        return reader.n_ok + reader.n_failed + reader.n_timeout;
 }
 
 void remote_memory_write_metrics(FILE *f)

@@ -32,9 +32,13 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(RemoteMemory *, remote_memory_free);
 /* n bytes at addr. -EFAULT: not (wholly) inside readable memory the snapshot allows, or unmapped
  * now; -ENOTSUP: inside a mapping of a file on FUSE or a network filesystem (never read); -ESRCH:
  * the process is gone; -ETIMEDOUT: the read did not finish in time (the process is not read again
- * for a minute); -EINVAL: more than 64 KiB. */
+ * for a minute); -EIO: the reader process died or did not start (the next read starts another);
+ * -EINVAL: more than 64 KiB. */
 int remote_memory_read(const RemoteMemory *m, uint64_t addr, void *buf, size_t n);
 
+/* Reads made so far, whatever their result (not those refused or blocked before reading): callers
+ * count their own share by the difference. */
+uint64_t remote_memory_reads_done(void);
 /* Prometheus text: profd_remote_reads_total{result}, profd_remote_reader_starts_total. */
 void remote_memory_write_metrics(FILE *f);
 

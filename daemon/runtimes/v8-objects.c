@@ -29,7 +29,9 @@ static uint64_t untag(const V8Offsets *o, uint64_t obj)
         return obj - (uint64_t)o->heap_object_tag;
 }
 
-int v8_object_type(const RemoteMemory *m, const V8Offsets *o, uint64_t obj, uint16_t *ret)
+/* The instance type of obj, and its map word. */
+static int object_map_type(const RemoteMemory *m, const V8Offsets *o, uint64_t obj, uint64_t *ret_map,
+                           uint16_t *ret)
 {
         uint64_t base = untag(o, obj), map, map_base;
         int r;
@@ -42,7 +44,15 @@ int v8_object_type(const RemoteMemory *m, const V8Offsets *o, uint64_t obj, uint
         map_base = untag(o, map);
         if (!map_base)
                 return -EBADMSG;
+        *ret_map = map;
         return remote_memory_read(m, map_base + o->map_instance_type, ret, sizeof(*ret));
+}
+
+int v8_object_type(const RemoteMemory *m, const V8Offsets *o, uint64_t obj, uint16_t *ret)
+{
+        uint64_t map;
+
+        return object_map_type(m, o, obj, &map, ret);
 }
 
 /* Appends the string at str to buf (used bytes *pos, room size - 1). */
@@ -177,7 +187,8 @@ int v8_function_names(const RemoteMemory *m, const V8Offsets *o, uint64_t fn, V8
         int r;
 
         ret->function[0] = ret->script[0] = 0;
-        r = v8_object_type(m, o, fn, &type);
+        ret->identity = (V8FunctionIdentity){};
+        r = object_map_type(m, o, fn, &ret->identity.map, &type);
         if (r < 0)
                 return r;
         if (type != (uint32_t)o->type_js_function)
@@ -191,9 +202,11 @@ int v8_function_names(const RemoteMemory *m, const V8Offsets *o, uint64_t fn, V8
         if (type != (uint32_t)o->type_shared_function_info)
                 return -EMEDIUMTYPE;
 
+        ret->identity.shared = shared;
         r = read_word(m, untag(o, shared) + o->sfi_name_or_scope_info, &name);
         if (r < 0)
                 return r;
+        ret->identity.sfi_name = name;
         r = v8_object_type(m, o, name, &type);
         if (r == 0 && o->type_scope_info != V8_OFFSET_NONE && type == (uint32_t)o->type_scope_info)
                 r = scope_info_name(m, o, name, ret->function, sizeof(ret->function));
@@ -207,6 +220,7 @@ int v8_function_names(const RemoteMemory *m, const V8Offsets *o, uint64_t fn, V8
         r = read_word(m, untag(o, shared) + o->sfi_script_or_debug_info, &script);
         if (r < 0)
                 return r;
+        ret->identity.sfi_script = script;
         if (v8_object_type(m, o, script, &type) < 0 || type != (uint32_t)o->type_script)
                 return 0; /* no script (a builtin), or a DebugInfo (a debugger is attached) */
         r = read_word(m, untag(o, script) + o->script_name, &script_name);
@@ -215,5 +229,51 @@ int v8_function_names(const RemoteMemory *m, const V8Offsets *o, uint64_t fn, V8
         r = v8_read_string(m, o, script_name, ret->script, sizeof(ret->script));
         if (r < 0 && r != -EMEDIUMTYPE && r != -EBADMSG)
                 return r;
+        return 0;
+}
+
+/* Two members of the object at base (untagged): one read when they lie within
+ * V8_IDENTITY_SPAN_MAX bytes of each other, two otherwise. */
+#define V8_IDENTITY_SPAN_MAX 64
+static int read_pair(const RemoteMemory *m, uint64_t base, int32_t off_a, int32_t off_b, uint64_t *ret_a,
+                     uint64_t *ret_b)
+{
+        int32_t lo = off_a < off_b ? off_a : off_b, hi = off_a < off_b ? off_b : off_a;
+        uint64_t words[V8_IDENTITY_SPAN_MAX / 8];
+        int r;
+
+        if (lo < 0 || (lo & 7) || (hi & 7) || hi - lo >= V8_IDENTITY_SPAN_MAX) {
+                r = read_word(m, base + off_a, ret_a);
+                return r < 0 ? r : read_word(m, base + off_b, ret_b);
+        }
+        r = remote_memory_read(m, base + lo, words, (size_t)(hi - lo) + 8);
+        if (r < 0)
+                return r;
+        *ret_a = words[(off_a - lo) / 8];
+        *ret_b = words[(off_b - lo) / 8];
+        return 0;
+}
+
+int v8_function_identity(const RemoteMemory *m, const V8Offsets *o, uint64_t fn, V8FunctionIdentity *ret)
+{
+        uint64_t base = untag(o, fn), shared_base, script = 0;
+        int r;
+
+        *ret = (V8FunctionIdentity){};
+        if (!base)
+                return -EBADMSG;
+        r = read_pair(m, base, o->heap_object_map, o->js_function_shared, &ret->map, &ret->shared);
+        if (r < 0)
+                return r;
+        shared_base = untag(o, ret->shared);
+        if (!shared_base)
+                return -EBADMSG;
+        if (o->sfi_script_or_debug_info == V8_OFFSET_NONE)
+                return read_word(m, shared_base + o->sfi_name_or_scope_info, &ret->sfi_name);
+        r = read_pair(m, shared_base, o->sfi_name_or_scope_info, o->sfi_script_or_debug_info, &ret->sfi_name,
+                      &script);
+        if (r < 0)
+                return r;
+        ret->sfi_script = script;
         return 0;
 }

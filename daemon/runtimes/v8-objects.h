@@ -14,9 +14,17 @@
 /* Longest name kept (bytes, NUL included); longer ones are cut. */
 #define V8_NAME_MAX 256
 
+/* The words that make a JSFunction's names what they are: its map and SharedFunctionInfo, and the
+ * SharedFunctionInfo's name (or ScopeInfo) and script. Equal words at the same address later: the
+ * same names (a cache's check, far cheaper than naming again). */
+typedef struct V8FunctionIdentity {
+        uint64_t map, shared, sfi_name, sfi_script; /* sfi_script 0 when the build has no such member */
+} V8FunctionIdentity;
+
 typedef struct V8FunctionNames {
-        char function[V8_NAME_MAX]; /* "" for an anonymous function */
-        char script[V8_NAME_MAX];   /* "" when the function has no script with a name */
+        char function[V8_NAME_MAX];  /* "" for an anonymous function */
+        char script[V8_NAME_MAX];    /* "" when the function has no script with a name */
+        V8FunctionIdentity identity; /* the words the names were read through */
 } V8FunctionNames;
 
 /* The instance type of the heap object at tagged address obj. -EBADMSG: obj is not a tagged heap
@@ -32,3 +40,8 @@ int v8_read_string(const RemoteMemory *m, const V8Offsets *o, uint64_t str, char
  * or moved by the GC), or its SharedFunctionInfo is not one. A name that cannot be read (an
  * unexpected ScopeInfo layout) is left "", as an anonymous function's. */
 int v8_function_names(const RemoteMemory *m, const V8Offsets *o, uint64_t fn, V8FunctionNames *ret);
+
+/* The identity words of the object at tagged address fn (two remote reads when the members lie
+ * close together, as in every V8 build seen). Nothing is checked: the caller compares them with
+ * those of a JSFunction it named. -EBADMSG: fn or its shared word is not a heap object pointer. */
+int v8_function_identity(const RemoteMemory *m, const V8Offsets *o, uint64_t fn, V8FunctionIdentity *ret);

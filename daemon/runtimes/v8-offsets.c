@@ -21,6 +21,17 @@ static const V8Field fields[] = {
 #undef V8_FIELD
 };
 
+/* Later spellings of the same members: V8 12+ names a member's type as its C++ type
+ * (Tagged<...> becomes Tagged_..._), and V8 13 keeps a SharedFunctionInfo's script alone (its
+ * DebugInfo moved to a table of the isolate). Same meaning, same use. */
+static const V8Field aliases[] = {
+        {"class_SharedFunctionInfo__name_or_scope_info__Tagged_NameOrScopeInfoT_",
+         offsetof(V8Offsets, sfi_name_or_scope_info), true},
+        {"class_SharedFunctionInfo__script__Tagged_HeapObject_",
+         offsetof(V8Offsets, sfi_script_or_debug_info), false},
+        {"frametype_TurbofanFrame", offsetof(V8Offsets, frame_optimized), false},
+};
+
 #define V8_ISOLATE_MARKER "_ZNK2v88internal7Isolate23embedded_blob_code_sizeEv"
 
 const char *v8_offsets_field(const V8Offsets *o, size_t i, int32_t *ret_value, bool *ret_required)
@@ -64,6 +75,9 @@ static const V8Field *field_by_symbol(const char *name)
         for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
                 if (strcmp(fields[i].symbol, name) == 0)
                         return &fields[i];
+        for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
+                if (strcmp(aliases[i].symbol, name) == 0)
+                        return &aliases[i];
         return NULL;
 }
 

@@ -6,9 +6,11 @@
 #include "runtimes/remote-memory.h"
 #include "runtimes/v8-objects.h"
 #include "runtimes/v8-stack.h"
+#include "symbolizer/v8-name-cache.h"
 #include "symbolizer/v8-symbols.h"
 #include "util/hash.h"
 #include "util/id-index.h"
+#include "util/log.h"
 #include "util/metrics-writer.h"
 #include "util/time-util.h"
 
@@ -44,10 +46,13 @@ struct V8Symbols {
         V8Name *names; /* id - 1 */
         size_t n_names, cap_names, bytes;
         IdIndex index;
+        V8NameCache *cache;
+        bool no_cache;
         RemoteMemory *mem; /* of mem_pid, taken at mem_ns */
         pid_t mem_pid;
         uint64_t mem_ns;
         uint64_t results[_V8_NAME_MAX];
+        uint64_t remote_reads; /* made naming frames */
         char name[V8_NAME_MAX + 16];
 };
 
@@ -57,6 +62,14 @@ int v8_symbols_new(V8Procs *procs, V8Symbols **ret)
 
         if (!vs)
                 return -ENOMEM;
+        /* PROFD_V8_NAME_CACHE=0 (benchmarks: bench/v8-names-bench.py) names every frame afresh. */
+        vs->no_cache = getenv("PROFD_V8_NAME_CACHE") && strcmp(getenv("PROFD_V8_NAME_CACHE"), "0") == 0;
+        if (vs->no_cache)
+                log_info("PROFD_V8_NAME_CACHE=0: JavaScript names not cached across drains");
+        if (v8_name_cache_new(&vs->cache) < 0) {
+                free(vs);
+                return -ENOMEM;
+        }
         vs->procs = procs;
         *ret = vs;
         return 0;
@@ -72,6 +85,7 @@ V8Symbols *v8_symbols_free(V8Symbols *vs)
         }
         free(vs->names);
         id_index_done(&vs->index);
+        v8_name_cache_free(vs->cache);
         remote_memory_free(vs->mem);
         free(vs);
         return NULL;
@@ -134,6 +148,23 @@ static RemoteMemory *memory_of(V8Symbols *vs, pid_t pid, uint64_t max_age)
         return vs->mem;
 }
 
+/* Whether fn was named before and is still that function (v8-name-cache.h): its id then. */
+static bool cached(V8Symbols *vs, const V8Process *vp, RemoteMemory *m, uint64_t fn, uint64_t *ret_id)
+{
+        V8FunctionIdentity was, now;
+        uint32_t id;
+
+        if (v8_name_cache_get(vs->cache, vp->pid, vp->start_time, fn, &was, &id) < 0)
+                return false;
+        if (v8_function_identity(m, &vp->offsets, fn, &now) == 0 && memcmp(&was, &now, sizeof(was)) == 0) {
+                *ret_id = id;
+                return true;
+        }
+        /* Another function there, or its memory unreadable in this snapshot: named afresh. */
+        v8_name_cache_stale(vs->cache, vp->pid, vp->start_time, fn);
+        return false;
+}
+
 static V8NameResult name_one(V8Symbols *vs, const V8Process *vp, uint64_t fn, uint64_t *ret_id)
 {
         V8FunctionNames n;
@@ -142,6 +173,8 @@ static V8NameResult name_one(V8Symbols *vs, const V8Process *vp, uint64_t fn, ui
 
         if (!m)
                 return V8_NO_PROCESS;
+        if (!vs->no_cache && cached(vs, vp, m, fn, ret_id))
+                return V8_NAMED;
         r = v8_function_names(m, &vp->offsets, fn, &n);
         if (r == -EFAULT && (m = memory_of(vs, vp->pid, V8_SNAPSHOT_RETRY_NS)))
                 r = v8_function_names(m, &vp->offsets, fn, &n);
@@ -150,7 +183,12 @@ static V8NameResult name_one(V8Symbols *vs, const V8Process *vp, uint64_t fn, ui
         if (r < 0)
                 return V8_READ_FAILED;
         *ret_id = intern(vs, n.function, n.script);
-        return *ret_id ? V8_NAMED : V8_TABLE_FULL;
+        if (!*ret_id)
+                return V8_TABLE_FULL;
+        if (!vs->no_cache)
+                (void)v8_name_cache_put(vs->cache, vp->pid, vp->start_time, fn, &n.identity,
+                                        (uint32_t)*ret_id);
+        return V8_NAMED;
 }
 
 void v8_symbols_name_stack(void *userdata, uint32_t pid, uint64_t *frames, size_t n)
@@ -169,7 +207,10 @@ void v8_symbols_name_stack(void *userdata, uint32_t pid, uint64_t *frames, size_
                         id = last_id; /* recursion: the same function frame after frame */
                         res = id ? V8_NAMED : V8_NOT_FUNCTION;
                 } else {
+                        uint64_t reads = remote_memory_reads_done();
+
                         res = vp ? name_one(vs, vp, v8_frame_value(f), &id) : V8_NO_PROCESS;
+                        vs->remote_reads += remote_memory_reads_done() - reads;
                         last_fn = v8_frame_value(f);
                         last_id = id;
                 }
@@ -207,9 +248,12 @@ void v8_symbols_write_metrics(const V8Symbols *vs, FILE *f)
                 "result", result_names, vs->results, _V8_NAME_MAX);
         metric_gauge(f, "profd_v8_names", "(function, script) name pairs kept for JavaScript frames.",
                      vs->n_names);
+        metric_counter(f, "profd_v8_remote_reads_total",
+                       "Reads of other processes' memory made naming JavaScript frames.", vs->remote_reads);
+        v8_name_cache_write_metrics(vs->cache, f);
 }
 
 size_t v8_symbols_memory(const V8Symbols *vs)
 {
-        return vs ? vs->bytes + vs->index.cap * sizeof(IndexSlot) : 0;
+        return vs ? vs->bytes + vs->index.cap * sizeof(IndexSlot) + v8_name_cache_memory(vs->cache) : 0;
 }

@@ -26,10 +26,10 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(V8Symbols *, v8_symbols_free);
 
 /* A sampler_v8_names_cb_t: userdata is the V8Symbols. */
 void v8_symbols_name_stack(void *userdata, uint32_t pid, uint64_t *frames, size_t n);
-/* A SymbolizerRuntimeFn (SYM_RUNTIME_V8): userdata is the V8Symbols. -ENOENT: the frame has no names (the symbolizer
- * calls it "[javascript]"). */
+/* A SymbolizerRuntimeFn (SYM_RUNTIME_V8): userdata is the V8Symbols. -ENOENT: the frame has no names (the
+ * symbolizer calls it "[javascript]"). */
 int v8_symbols_name(void *userdata, const Process *p, uint64_t frame, SymFrame *ret);
 
-/* profd_v8_frames_named_total{result}, profd_v8_names. */
+/* profd_v8_frames_named_total{result}, profd_v8_names, profd_v8_name_cache_* (v8-name-cache.h). */
 void v8_symbols_write_metrics(const V8Symbols *vs, FILE *f);
 size_t v8_symbols_memory(const V8Symbols *vs);

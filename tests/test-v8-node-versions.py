@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""JavaScript frames with no flags on Debian's newer Node.js builds: nodejs 20 (V8 11.3) of Debian 13
+"trixie" and nodejs 24 (V8 13.6) of Debian 14 "forky", each in a Debian root of its own
+(tests/lib/noderoot.py: a copy of the release's root with nodejs installed by its own apt, made
+once and cached), run in a mount namespace with that root as its / (as in a container).
+
+For each: the check of v8-stacks (tests/test-v8-stacks.py): the main thread and a worker thread
+run level1 -> level2 -> level3 -> hot; among the samples in hot, >= 95% show the chain in order
+with the script as file, and >= 95% reach the thread's native bottom (_start, start_thread);
+/metrics counts the process's V8 as found. A root that cannot be made (archive unreachable) is
+skipped loudly; the test fails when none ran."""
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import time
+
+import noderoot
+import profdtest as t
+
+# (name, suite, libnode soname)
+NODES = [
+    ("node 20", "trixie", "libnode.so.115"),
+    ("node 24", "forky", "libnode.so.137"),
+]
+
+
+def load(name):
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+    spec = importlib.util.spec_from_file_location(name.replace("-", "_")[:-3], path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def run_one(stacks, name, root, lib):
+    work = os.path.join(root, "tmp", "profd-v8-%d" % os.getpid())
+    os.makedirs(work)
+    inner = "/" + os.path.relpath(os.path.join(work, "chain.js"), root)
+    with open(os.path.join(work, "chain.js"), "w") as f:
+        f.write(stacks.SCRIPT)
+    stacks.SCRIPT_PATH[:] = [inner]
+    proc = None
+    try:
+        with t.Daemon("--frequency", "199", "--labels", "comm,pid,tid") as d:
+            proc = noderoot.in_root(root, ["/usr/bin/node", inner], stdout=subprocess.PIPE, text=True)
+            if not t.check(proc.stdout.readline().strip() == "ready", "%s started" % name):
+                return
+            t.unwind_ready(d, proc.pid, lib, name)
+            time.sleep(1)
+            path = t.fetch_profile(d, stacks.WINDOW_S, "&pid=%d" % proc.pid)
+            _, _, metrics = d.get("/metrics")
+            metrics = metrics.decode()
+    finally:
+        if proc:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(work, ignore_errors=True)
+
+    for line in metrics.splitlines():
+        if line.startswith(("profd_v8_", "profd_remote_reads_total", "profd_drain_seconds_count")):
+            t.log("   " + line)
+    found = re.search(r'^profd_v8_detections_total\{outcome="found"\} (\d+)', metrics, re.M)
+    t.check(found and int(found.group(1)) >= 1, "%s: /metrics: V8 found (%s)" % (name, found and found.group(1)))
+    stacks.check_name_cache(name, metrics)
+    main_t, worker_t = [], []
+    for tr in t.traces(path, lines=True):
+        # The main thread's id is the process's.
+        (main_t if tr.labels.get("tid") == [str(proc.pid)] else worker_t).append((tr.value, tr.frames))
+    stacks.check_kind("%s main thread" % name, main_t, inner, "_start")
+    stacks.check_kind("%s worker thread" % name, worker_t, inner, "start_thread")
+
+
+def main():
+    t.require_bpf()
+    if not shutil.which("unshare"):
+        t.skip("unshare (util-linux) is not installed")
+    stacks = load("test-v8-stacks.py")
+    ran = 0
+    for name, suite, lib in NODES:
+        t0 = time.monotonic()
+        try:
+            root = noderoot.ensure(suite, log=t.log)
+        except noderoot.RootUnavailable as e:
+            t.log("SKIPPING %s: %s" % (name, e))
+            continue
+        t.log("%s: root %s ready in %.1f s" % (name, root, time.monotonic() - t0))
+        run_one(stacks, name, root, lib)
+        ran += 1
+    if ran == 0:
+        t.skip("no Node.js root could be made (Debian archive unreachable?)")
+    t.finish()
+
+
+main()
