@@ -68,6 +68,7 @@ struct Symbolizer {
         uint64_t n_python, n_python_unnamed;
         struct {
                 SymbolizerRuntimeFn fn;
+                SymbolizerRuntimeInlinedFn inlined_fn;
                 void *userdata;
         } runtimes[_SYM_RUNTIME_MAX];
         char runtime_placeholder[32];
@@ -455,10 +456,17 @@ void symbolizer_set_runtime(Symbolizer *s, SymRuntime rt, SymbolizerRuntimeFn fn
         }
 }
 
+void symbolizer_set_runtime_inlined(Symbolizer *s, SymRuntime rt, SymbolizerRuntimeInlinedFn fn)
+{
+        if (rt < _SYM_RUNTIME_MAX)
+                s->runtimes[rt].inlined_fn = fn;
+}
+
 int symbolizer_runtime(Symbolizer *s, SymRuntime rt, const Process *p, uint64_t frame, SymResult *ret)
 {
         SymFrame f = {};
         bool named = false;
+        size_t n = 0;
 
         if (p && rt < _SYM_RUNTIME_MAX && s->runtimes[rt].fn)
                 named = s->runtimes[rt].fn(s->runtimes[rt].userdata, p, frame, &f) >= 0 && f.name;
@@ -471,8 +479,14 @@ int symbolizer_runtime(Symbolizer *s, SymRuntime rt, const Process *p, uint64_t 
                          rt < _SYM_RUNTIME_MAX ? placeholders[rt] : "[runtime frame]");
                 f = (SymFrame){.name = s->runtime_placeholder, .system_name = s->runtime_placeholder};
         }
-        s->results.frames[0] = f;
-        *ret = (SymResult){.frames = s->results.frames, .n_frames = 1, .symbolized = named};
+        if (named && s->runtimes[rt].inlined_fn) {
+                n = s->runtimes[rt].inlined_fn(s->runtimes[rt].userdata, p, frame, s->results.frames,
+                                               SYMBOLIZER_MAX_INLINE);
+                if (n > SYMBOLIZER_MAX_INLINE)
+                        n = 0;
+        }
+        s->results.frames[n] = f;
+        *ret = (SymResult){.frames = s->results.frames, .n_frames = n + 1, .symbolized = named};
         return 0;
 }
 
