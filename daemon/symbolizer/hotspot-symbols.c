@@ -9,6 +9,7 @@
 #include "runtimes/hotspot-scopes.h"
 #include "runtimes/remote-memory.h"
 #include "symbolizer/hotspot-symbols.h"
+#include "util/log.h"
 #include "util/metrics-writer.h"
 
 /* One Java method of a frame, named. */
@@ -249,6 +250,8 @@ static int read_compiled(HotspotSymbols *hs, const HotspotProcess *hp, RemoteMem
                 if (r == -ESRCH)
                         return r;
         }
+        log_debug_errno(r, "pid %d: the methods at compiled pc 0x%" PRIx64 " cannot be read: %m",
+                        (int)hp->pid, hp->code.code_start + (e->frame & ((1ULL << PROFD_HS_PC_BITS) - 1)));
         res = r == -ESTALE   ? COMPILED_STALE
               : r == -ENOENT ? COMPILED_NO_NMETHOD
               : r == -ESRCH  ? COMPILED_UNREADABLE
