@@ -5,7 +5,8 @@ safepoint poll and, with it, a PcDesc that says which methods run there) is call
 library (built here, loaded with System.loadLibrary) calls back millions of times from the native
 method Inline.viaC; viaC is called by Inline.outer, called by Inline.task, run by a thread pool
 (ExecutorService) once per task: fromC is compiled (C2 inlines middle and hot into it), outer and
-task stay interpreted. For a JVM started before profd and one started after, >= 95% of the
+task stay interpreted. For a JVM started before profd, one started after and one in its own pid and
+mount namespaces (unshare -p -m -f --mount-proc: pid 1 there, as in a container), >= 95% of the
 samples whose leaf is Inline.hot must show the whole chain in order, each frame with the line of
 the source that runs (hot and middle as inlined lines of fromC's location), down to the pool's
 worker thread and start_thread. /metrics must count compiled frames named with their inlined
@@ -169,6 +170,21 @@ def check_jvm(traces, pid, what, jvm_symbols=True):
             "%s: >= 95%% of Inline.hot's samples show the whole chain with lines (%d of %d)" % (what, ok, hot))
 
 
+def child_of(pid, timeout_s=10):
+    """The (host) pid of pid's first child, None when it has none within timeout_s."""
+    end = time.time() + timeout_s
+    while time.time() < end:
+        try:
+            with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+                kids = f.read().split()
+            if kids:
+                return int(kids[0])
+        except OSError:
+            return None
+        time.sleep(0.05)
+    return None
+
+
 def build_jni(java_home, work):
     """work/libinlinejni.so from C, against java_home's jni.h (it calls nothing of libc: it loads in
     a root of another Debian release too)."""
@@ -202,15 +218,29 @@ def main():
     build_jni(java_home, work)
     argv = ["java", "-Djava.library.path=" + work, "-cp", work, "Inline"]
     jvms = []
+    contained = None
     try:
         jvms.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL))  # before profd
         with t.Daemon("--frequency", "499") as d:
             jvms.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL))  # after
+            # As in a container: a pid namespace (the JVM is its pid 1) and a mount namespace of
+            # its own, with its own /proc.
+            if shutil.which("unshare"):
+                # --kill-child: the JVM goes with unshare (it would outlive a killed unshare).
+                jvms.append(subprocess.Popen(["unshare", "-p", "-m", "-f", "--mount-proc", "--kill-child"] + argv,
+                                             stdout=subprocess.DEVNULL))
+                contained = child_of(jvms[-1].pid)
+            else:
+                t.log("SKIPPING the JVM in its own pid and mount namespaces: unshare (util-linux) is not installed")
             time.sleep(5)  # fromC compiled by C2 (middle and hot inlined) by then
             path = t.fetch_profile(d, 10)
             traces = t.traces(path, lines=True)
             check_jvm(traces, jvms[0].pid, "JVM started before profd")
             check_jvm(traces, jvms[1].pid, "JVM started after profd")
+            if contained:
+                check_jvm(traces, contained, "JVM in its own pid and mount namespaces")
+            elif shutil.which("unshare"):
+                t.check(False, "the JVM in its own namespaces started (no child of unshare)")
             text = d.get("/metrics")[2].decode()
             counts = {k: metric(text, "profd_hotspot_compiled_frames_total", '{result="%s"}' % k)
                       for k in ("inlined", "approximate", "method_only", "stale", "no_nmethod", "unreadable")}
@@ -218,6 +248,11 @@ def main():
             t.check(counts["inlined"] + counts["approximate"] > 0,
                     "/metrics: compiled frames named with their inlined methods")
     finally:
+        if contained:
+            try:
+                os.kill(contained, 9)
+            except ProcessLookupError:
+                pass
         for j in jvms:
             if j.poll() is None:
                 j.kill()
