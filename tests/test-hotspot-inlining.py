@@ -5,7 +5,8 @@ safepoint poll and, with it, a PcDesc that says which methods run there) is call
 library (built here, loaded with System.loadLibrary) calls back millions of times from the native
 method Inline.viaC; viaC is called by Inline.outer, called by Inline.task, run by a thread pool
 (ExecutorService) once per task: fromC is compiled (C2 inlines middle and hot into it), outer and
-task stay interpreted. For a JVM started before profd, one started after and one in its own pid and
+task stay interpreted. In the JVM started after profd a thread of another C library, attached to
+the JVM (AttachCurrentThread), calls fromC too. For a JVM started before profd, one started after and one in its own pid and
 mount namespaces (unshare -p -m -f --mount-proc: pid 1 there, as in a container), >= 95% of the
 samples whose leaf is Inline.hot must show the whole chain in order, each frame with the line of
 the source that runs (hot and middle as inlined lines of fromC's location), down to the pool's
@@ -24,6 +25,7 @@ import java.util.concurrent.Executors;
 
 public class Inline {
     static native long viaC(long n);
+    static native void startAttached();
 
     static final class Node {
         final long v;
@@ -57,6 +59,10 @@ public class Inline {
         System.loadLibrary("inlinejni");
         for (int i = 0; i < 300; i++)
             list = new Node(i, list);
+        if (args.length > 0) { // a native thread attached to the JVM calls fromC too
+            System.loadLibrary("inlineattach");
+            startAttached();
+        }
         ExecutorService pool = Executors.newFixedThreadPool(2);
         long sum = 0;
         for (long k = 0; ; k++) {
@@ -80,6 +86,38 @@ JNIEXPORT jlong JNICALL Java_Inline_viaC(JNIEnv *env, jclass cls, jlong n)
         for (jlong i = 0; i < n; i++)
                 s += (*env)->CallStaticLongMethod(env, cls, m, i); /* @callback */
         return s;
+}
+"""
+
+# A thread of the C library, attached to the JVM (AttachCurrentThread), calling Inline.fromC in a
+# loop. Apart from the test's library: pthread_create of the host's libc is not in bullseye's.
+ATTACH_C = """#include <jni.h>
+#include <pthread.h>
+
+static JavaVM *vm;
+static jclass cls;
+
+static void *attached(void *arg)
+{
+        JNIEnv *env;
+        jmethodID m;
+        volatile jlong s = 0;
+
+        if ((*vm)->AttachCurrentThread(vm, (void **)&env, arg) != 0)
+                return NULL;
+        m = (*env)->GetStaticMethodID(env, cls, "fromC", "(J)J");
+        for (jlong i = 0; s != -1; i++)
+                s += (*env)->CallStaticLongMethod(env, cls, m, i); /* @attached */
+        return NULL;
+}
+
+JNIEXPORT void JNICALL Java_Inline_startAttached(JNIEnv *env, jclass c)
+{
+        pthread_t t;
+
+        (*env)->GetJavaVM(env, &vm);
+        cls = (*env)->NewGlobalRef(env, c);
+        pthread_create(&t, NULL, attached, NULL);
 }
 """
 
@@ -113,6 +151,11 @@ def expected_chain(jvm_symbols=True):
         ("java.lang.Thread.run", None, False),
         ("thread_native_entry(Thread*)", None, False) if jvm_symbols else None,
     ] if f]
+
+
+def attached_chain():
+    """The attached thread's: fromC's part, then the C thread down to start_thread."""
+    return expected_chain()[:4] + [("attached", "inlinejni-attach.c:%d" % line_of(ATTACH_C, "@attached"), False)]
 
 
 def parse(frame):
@@ -149,20 +192,30 @@ def whole(frames, chain):
     return None
 
 
-def check_jvm(traces, pid, what, jvm_symbols=True):
+def check_jvm(traces, pid, what, jvm_symbols=True, attached=False):
+    """attached: the JVM runs the attached native thread too; each sample in Inline.hot must show
+    the whole chain of its thread (the pool's or the attached one's), and both must be seen."""
     chain = expected_chain(jvm_symbols)
-    hot = ok = 0
+    hot = ok = ok_attached = 0
     bad = {}
     for tr in traces:
         if tr.labels.get("pid") != [str(pid)] or not tr.frames or not tr.frames[0].startswith("Inline.hot "):
             continue
         hot += tr.value
         why = whole(tr.frames, chain)
+        if why is not None and attached and whole(tr.frames, attached_chain()) is None:
+            ok_attached += tr.value
+            continue
         if why is None:
             ok += tr.value
         else:
             bad.setdefault(why, [0, tr.frames])[0] += tr.value
-    t.log("%s: %d samples in Inline.hot, %d with the whole chain" % (what, hot, ok))
+    ok += ok_attached
+    t.log("%s: %d samples in Inline.hot, %d with the whole chain (%d on the attached thread)" %
+          (what, hot, ok, ok_attached))
+    if attached:
+        t.check(ok_attached >= 100, "%s: at least 100 samples in Inline.hot on the attached native thread (%d)" %
+                (what, ok_attached))
     for why, (v, frames) in sorted(bad.items(), key=lambda x: -x[1][0])[:4]:
         t.log("  %d samples: %s:\n    %s" % (v, why, "\n    ".join(frames)))
     t.check(hot >= 200, "%s: at least 200 samples in Inline.hot (%d)" % (what, hot))
@@ -216,13 +269,19 @@ def main():
         f.write(JAVA)
     subprocess.run(["javac", "-d", work, os.path.join(work, "Inline.java")], check=True, timeout=120)
     build_jni(java_home, work)
+    with open(os.path.join(work, "inlinejni-attach.c"), "w") as f:
+        f.write(ATTACH_C)
+    subprocess.run(["gcc", "-O1", "-g", "-fPIC", "-shared", "-pthread", "-I", os.path.join(java_home, "include"),
+                    "-I", os.path.join(java_home, "include", "linux"), "-o",
+                    os.path.join(work, "libinlineattach.so"), os.path.join(work, "inlinejni-attach.c")],
+                   check=True, timeout=120)
     argv = ["java", "-Djava.library.path=" + work, "-cp", work, "Inline"]
     jvms = []
     contained = None
     try:
         jvms.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL))  # before profd
         with t.Daemon("--frequency", "499") as d:
-            jvms.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL))  # after
+            jvms.append(subprocess.Popen(argv + ["attach"], stdout=subprocess.DEVNULL))  # after
             # As in a container: a pid namespace (the JVM is its pid 1) and a mount namespace of
             # its own, with its own /proc.
             if shutil.which("unshare"):
@@ -236,7 +295,7 @@ def main():
             path = t.fetch_profile(d, 10)
             traces = t.traces(path, lines=True)
             check_jvm(traces, jvms[0].pid, "JVM started before profd")
-            check_jvm(traces, jvms[1].pid, "JVM started after profd")
+            check_jvm(traces, jvms[1].pid, "JVM started after profd, with an attached native thread", attached=True)
             if contained:
                 check_jvm(traces, contained, "JVM in its own pid and mount namespaces")
             elif shutil.which("unshare"):
