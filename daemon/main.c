@@ -384,6 +384,7 @@ static int run(int argc, char **argv)
                                                d.hotspot_symbols);
                         symbolizer_set_runtime_inlined(d.symbolizer, SYM_RUNTIME_HOTSPOT,
                                                        hotspot_symbols_inlined);
+                        symbolizer_set_anon(d.symbolizer, hotspot_symbols_anon, d.hotspot_symbols);
                 }
                 /* V8 (Node.js) frames: BPF reads them in the processes this describes to it.
                  * PROFD_V8_FRAMES=0 (tests of perf maps, benchmarks) leaves them out. */

@@ -305,3 +305,44 @@ int hotspot_scopes_read(const HotspotOffsets *o, const struct profd_hotspot_proc
                 return -EBADMSG;
         return 0;
 }
+
+int hotspot_blob_name(const HotspotOffsets *o, const struct profd_hotspot_proc *code, HotspotReadFn read_fn,
+                      void *userdata, uint64_t pc, uint64_t *ret_blob, uint64_t *ret_end, char *ret_name,
+                      size_t size)
+{
+        Remote m = {.fn = read_fn, .userdata = userdata};
+        uint64_t blob = 0, name = 0;
+        int32_t blob_size = 0;
+        int r;
+
+        if (!known(o->code_blob_name) || !known(o->code_blob_size) || size == 0)
+                return -EPROTONOSUPPORT;
+        r = find_blob(&m, code, pc, &blob);
+        if (r < 0)
+                return r;
+        if ((r = rd_i32(&m, blob + o->code_blob_size, &blob_size)) < 0 ||
+            (r = rd_u64(&m, blob + o->code_blob_name, &name)) < 0)
+                return r;
+        if (blob_size <= 0 || pc >= blob + (uint32_t)blob_size || !name)
+                return -EBADMSG;
+        /* Names are C strings in libjvm's data or the C heap: read a little, up to the first NUL. */
+        memset(ret_name, 0, size);
+        for (size_t got = 0; got < size - 1;) {
+                size_t n = size - 1 - got < 16 ? size - 1 - got : 16;
+
+                if (rd(&m, name + got, ret_name + got, n) < 0)
+                        break;
+                if (memchr(ret_name + got, 0, n))
+                        break;
+                got += n;
+        }
+        ret_name[size - 1] = 0;
+        if (!ret_name[0])
+                return -EBADMSG;
+        for (char *c = ret_name; *c; c++)
+                if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
+                        return -EBADMSG; /* HotSpot names its blobs in ASCII */
+        *ret_blob = blob;
+        *ret_end = blob + (uint32_t)blob_size;
+        return 0;
+}

@@ -53,6 +53,13 @@ typedef struct HotspotScopes {
 int hotspot_scopes_read(const HotspotOffsets *o, const struct profd_hotspot_proc *code,
                         HotspotReadFn read_fn, void *userdata, uint64_t frame, HotspotScopes *ret);
 
+/* The blob (CodeBlob*) holding pc in the code heaps of code (CodeHeap::find_blob), its size and
+ * its name (CodeBlob::_name, up to size - 1 bytes): what a pc in a stub, an adapter or the
+ * interpreter is. -ENOENT: none; -EPROTONOSUPPORT: the tables lack the name or size. */
+int hotspot_blob_name(const HotspotOffsets *o, const struct profd_hotspot_proc *code, HotspotReadFn read_fn,
+                      void *userdata, uint64_t pc, uint64_t *ret_blob, uint64_t *ret_end, char *ret_name,
+                      size_t size);
+
 /* Reads n bytes at offset off of the scopes data, or of the Metadata* table (8 bytes an entry);
  * returns the bytes read (fewer at the end), negative on errors. */
 typedef struct HotspotScopesSource {

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 #include <errno.h>
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,9 +66,29 @@ static const char *const compiled_names[_COMPILED_MAX] = {
         [COMPILED_NO_NMETHOD] = "no_nmethod",   [COMPILED_UNREADABLE] = "unreadable",
 };
 
+/* A blob of a JVM's code that is no Java method (a stub, an adapter, the interpreter), as read
+ * at a drain: pcs inside it are named after it. */
+typedef struct Stub {
+        pid_t pid;
+        uint64_t start_time;
+        uint64_t begin, end; /* [begin, end): the blob */
+        uint64_t seq;
+        char *name; /* "[jvm] StubRoutines (1)" */
+        struct Stub *next;
+} Stub;
+
+#define STUB_BUCKETS 1024
+/* Stub blobs kept, at most (a JVM has a few hundred); past it the oldest half goes. */
+#define HOTSPOT_STUBS_MAX 8192
+/* Longest blob name kept. */
+#define STUB_NAME_MAX 96
+
 struct HotspotSymbols {
         HotspotProcs *procs;
         Entry *buckets[BUCKETS];
+        Stub *stubs[STUB_BUCKETS];
+        size_t n_stubs;
+        uint64_t stub_seq, stub_reads, stub_failed;
         size_t n, bytes;
         uint64_t seq, evicted;
         uint64_t reads[_READ_MAX];
@@ -105,10 +126,23 @@ static void entry_free(HotspotSymbols *hs, Entry *e)
         free(e);
 }
 
+static void stub_free(HotspotSymbols *hs, Stub *st)
+{
+        hs->n_stubs--;
+        hs->bytes -= sizeof(*st) + strlen(st->name) + 1;
+        free(st->name);
+        free(st);
+}
+
 HotspotSymbols *hotspot_symbols_free(HotspotSymbols *hs)
 {
         if (!hs)
                 return NULL;
+        for (size_t b = 0; b < STUB_BUCKETS; b++)
+                for (Stub *st = hs->stubs[b], *n; st; st = n) {
+                        n = st->next;
+                        stub_free(hs, st);
+                }
         for (size_t b = 0; b < BUCKETS; b++)
                 for (Entry *e = hs->buckets[b], *n; e; e = n) {
                         n = e->next;
@@ -251,7 +285,8 @@ static int read_compiled(HotspotSymbols *hs, const HotspotProcess *hp, RemoteMem
                         return r;
         }
         log_debug_errno(r, "pid %d: the methods at compiled pc 0x%" PRIx64 " cannot be read: %m",
-                        (int)hp->pid, hp->code.code_start + (e->frame & ((1ULL << PROFD_HS_PC_BITS) - 1)));
+                        (int)hp->pid,
+                        (uint64_t)(hp->code.code_start + (e->frame & ((1ULL << PROFD_HS_PC_BITS) - 1))));
         res = r == -ESTALE   ? COMPILED_STALE
               : r == -ENOENT ? COMPILED_NO_NMETHOD
               : r == -ESRCH  ? COMPILED_UNREADABLE
@@ -307,6 +342,71 @@ static void read_frame(HotspotSymbols *hs, const HotspotProcess *hp, RemoteMemor
         hs->bytes += sizeof(*e);
 }
 
+static Stub *find_stub(const HotspotSymbols *hs, pid_t pid, uint64_t start_time, uint64_t pc)
+{
+        for (Stub *st = hs->stubs[(unsigned)pid % STUB_BUCKETS]; st; st = st->next)
+                if (st->pid == pid && st->start_time == start_time && pc >= st->begin && pc < st->end)
+                        return st;
+        return NULL;
+}
+
+/* Reads the blob holding pc (a native entry in hp's code cache) into a new stub entry. */
+static void read_stub(HotspotSymbols *hs, const HotspotProcess *hp, RemoteMemory *mem, uint64_t pc)
+{
+        char name[STUB_NAME_MAX];
+        uint64_t begin, end;
+        Stub *st;
+        int r;
+
+        if (hs->n_stubs >= HOTSPOT_STUBS_MAX) {
+                uint64_t seq = hs->stub_seq - HOTSPOT_STUBS_MAX / 2;
+
+                for (size_t b = 0; b < STUB_BUCKETS; b++)
+                        for (Stub **p = &hs->stubs[b]; *p;) {
+                                Stub *o = *p;
+
+                                if (o->seq < seq) {
+                                        *p = o->next;
+                                        hs->evicted++;
+                                        stub_free(hs, o);
+                                } else {
+                                        p = &o->next;
+                                }
+                        }
+        }
+        hs->stub_reads++;
+        r = hotspot_blob_name(&hp->offsets, &hp->code, read_remote, mem, pc, &begin, &end, name,
+                              sizeof(name));
+        if (r < 0) {
+                hs->stub_failed++;
+                return;
+        }
+        /* pprof takes "(...)" for a C++ parameter list and drops it: "StubRoutines (1)" keeps its
+         * number as "StubRoutines [1]". */
+        for (char *c = name; *c; c++)
+                *c = *c == '(' ? '[' : *c == ')' ? ']' : *c;
+        st = calloc(1, sizeof(*st));
+        if (!st || asprintf(&st->name, "[jvm] %s", name) < 0) {
+                free(st);
+                return;
+        }
+        st->pid = hp->pid;
+        st->start_time = hp->start_time;
+        st->begin = begin;
+        st->end = end;
+        st->seq = hs->stub_seq++;
+        st->next = hs->stubs[(unsigned)hp->pid % STUB_BUCKETS];
+        hs->stubs[(unsigned)hp->pid % STUB_BUCKETS] = st;
+        hs->n_stubs++;
+        hs->bytes += sizeof(*st) + strlen(st->name) + 1;
+}
+
+/* A native entry (an address) in hp's code cache: a stub, adapter or the interpreter's code. */
+static bool in_code_cache(const HotspotProcess *hp, uint64_t f)
+{
+        return !(f >> 47) && hp->code.n_heaps && f >= hp->code.code_start && f < hp->code.code_end;
+}
+
 void hotspot_symbols_note(HotspotSymbols *hs, const SampleRecord *records, size_t n)
 {
         if (!hs)
@@ -315,16 +415,30 @@ void hotspot_symbols_note(HotspotSymbols *hs, const SampleRecord *records, size_
                 const SampleRecord *rec = &records[k];
                 _cleanup_(remote_memory_freep) RemoteMemory *mem = NULL;
                 const HotspotProcess *hp = NULL;
+                bool looked_up = false;
 
                 for (uint32_t i = 0; i < rec->n_user; i++) {
                         uint64_t f = rec->user_frames[i];
+                        bool exact = rec->user_exact ? rec->user_exact[i] : i == 0;
 
-                        if (!hotspot_frame_is(f))
-                                continue;
-                        if (!hp) {
+                        if (!looked_up && (hotspot_frame_is(f) || !(f >> 47))) {
                                 hp = hotspot_procs_get(hs->procs, (pid_t)rec->pid);
-                                if (!hp)
+                                looked_up = true;
+                        }
+                        if (!hp) {
+                                if (looked_up)
                                         break;
+                                continue;
+                        }
+                        if (!hotspot_frame_is(f)) {
+                                uint64_t pc = exact ? f : f - 1;
+
+                                if (!in_code_cache(hp, f) || find_stub(hs, hp->pid, hp->start_time, pc))
+                                        continue;
+                                if (!mem && remote_memory_open(hp->pid, &mem) < 0)
+                                        break;
+                                read_stub(hs, hp, mem, pc);
+                                continue;
                         }
                         if (find(hs, hp->pid, hp->start_time, f))
                                 continue;
@@ -364,6 +478,13 @@ int hotspot_symbols_name(void *userdata, const Process *p, uint64_t frame, SymFr
         return 0;
 }
 
+const char *hotspot_symbols_anon(void *userdata, const Process *p, uint64_t addr)
+{
+        const Stub *st = find_stub(userdata, p->pid, p->start_time, addr);
+
+        return st ? st->name : NULL;
+}
+
 size_t hotspot_symbols_inlined(void *userdata, const Process *p, uint64_t frame, SymFrame *ret, size_t max)
 {
         HotspotSymbols *hs = userdata;
@@ -399,6 +520,16 @@ void hotspot_symbols_write_metrics(const HotspotSymbols *hs, FILE *f)
                 "first), unreadable, stale (not its class's method any more: never named), "
                 "bad_method.",
                 "result", read_names, hs ? hs->reads : zero, _READ_MAX);
+        metric_gauge(f, "profd_hotspot_stubs",
+                     "Blobs of JVM code that are no Java method (stubs, adapters, the "
+                     "interpreter) whose names are kept.",
+                     hs ? hs->n_stubs : 0);
+        metric_counter(f, "profd_hotspot_stub_reads_total",
+                       "Reads of the blob holding a native pc in a JVM's code cache, for its name.",
+                       hs ? hs->stub_reads : 0);
+        metric_counter(f, "profd_hotspot_stub_reads_failed_total",
+                       "Of those, the reads that found no blob or no name (the pc stays unnamed).",
+                       hs ? hs->stub_failed : 0);
         metric_labelled(f, "profd_hotspot_compiled_frames_total", "counter",
                         "Compiled Java frames read for the methods inlined at their pc, by result: "
                         "inlined (all named with lines), approximate (the sampled pc named by the "

@@ -72,6 +72,8 @@ struct Symbolizer {
                 void *userdata;
         } runtimes[_SYM_RUNTIME_MAX];
         char runtime_placeholder[32];
+        SymbolizerAnonFn anon_fn; /* names of runtimes' own code in anonymous memory */
+        void *anon_userdata;
 
         uint64_t n_cache_hits, n_user_perf_map;
         size_t cache_entries, cache_bytes;
@@ -301,6 +303,13 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
                                            .source_file = file};
                         return 0;
                 }
+                name = s->anon_fn ? s->anon_fn(s->anon_userdata, p, addr) : NULL;
+                if (name) {
+                        s->n_user_perf_map++;
+                        s->results.frames[0] = (SymFrame){.name = name, .system_name = name};
+                        *ret = (SymResult){.frames = s->results.frames, .n_frames = 1, .symbolized = true};
+                        return 0;
+                }
                 s->n_user_no_file++;
                 result_frames_unknown(
                         &s->results,
@@ -454,6 +463,12 @@ void symbolizer_set_runtime(Symbolizer *s, SymRuntime rt, SymbolizerRuntimeFn fn
                 s->runtimes[rt].fn = fn;
                 s->runtimes[rt].userdata = userdata;
         }
+}
+
+void symbolizer_set_anon(Symbolizer *s, SymbolizerAnonFn fn, void *userdata)
+{
+        s->anon_fn = fn;
+        s->anon_userdata = userdata;
 }
 
 void symbolizer_set_runtime_inlined(Symbolizer *s, SymRuntime rt, SymbolizerRuntimeInlinedFn fn)

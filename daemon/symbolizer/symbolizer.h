@@ -72,6 +72,10 @@ void symbolizer_set_runtime(Symbolizer *s, SymRuntime rt, SymbolizerRuntimeFn fn
 typedef size_t (*SymbolizerRuntimeInlinedFn)(void *userdata, const Process *p, uint64_t frame, SymFrame *ret,
                                              size_t max);
 void symbolizer_set_runtime_inlined(Symbolizer *s, SymRuntime rt, SymbolizerRuntimeInlinedFn fn);
+/* Optional: names an address in anonymous memory (a runtime's own code: a JVM's stubs) that no
+ * perf map names; the string stays the callee's. NULL: unnamed. */
+typedef const char *(*SymbolizerAnonFn)(void *userdata, const Process *p, uint64_t addr);
+void symbolizer_set_anon(Symbolizer *s, SymbolizerAnonFn fn, void *userdata);
 /* A frame of runtime rt of p: one frame, named, or the runtime's placeholder ("[java]",
  * "[javascript]"; symbolized false). */
 int symbolizer_runtime(Symbolizer *s, SymRuntime rt, const Process *p, uint64_t frame, SymResult *ret);
