@@ -73,7 +73,7 @@ typedef struct Stub {
         uint64_t start_time;
         uint64_t begin, end; /* [begin, end): the blob */
         uint64_t seq;
-        char *name; /* "[jvm] StubRoutines (1)" */
+        char *name; /* "[jvm] StubRoutines [1]"; NULL: none could be read at this pc */
         struct Stub *next;
 } Stub;
 
@@ -129,7 +129,7 @@ static void entry_free(HotspotSymbols *hs, Entry *e)
 static void stub_free(HotspotSymbols *hs, Stub *st)
 {
         hs->n_stubs--;
-        hs->bytes -= sizeof(*st) + strlen(st->name) + 1;
+        hs->bytes -= sizeof(*st) + (st->name ? strlen(st->name) + 1 : 0);
         free(st->name);
         free(st);
 }
@@ -377,18 +377,23 @@ static void read_stub(HotspotSymbols *hs, const HotspotProcess *hp, RemoteMemory
         hs->stub_reads++;
         r = hotspot_blob_name(&hp->offsets, &hp->code, read_remote, mem, pc, &begin, &end, name,
                               sizeof(name));
-        if (r < 0) {
-                hs->stub_failed++;
-                return;
-        }
-        /* pprof takes "(...)" for a C++ parameter list and drops it: "StubRoutines (1)" keeps its
-         * number as "StubRoutines [1]". */
-        for (char *c = name; *c; c++)
-                *c = *c == '(' ? '[' : *c == ')' ? ']' : *c;
         st = calloc(1, sizeof(*st));
-        if (!st || asprintf(&st->name, "[jvm] %s", name) < 0) {
-                free(st);
+        if (!st)
                 return;
+        if (r < 0) {
+                /* Kept unnamed for this pc, so that it is not read again at every drain. */
+                hs->stub_failed++;
+                begin = pc;
+                end = pc + 1;
+        } else {
+                /* pprof takes "(...)" for a C++ parameter list and drops it: "StubRoutines (1)"
+                 * keeps its number as "StubRoutines [1]". */
+                for (char *c = name; *c; c++)
+                        *c = *c == '(' ? '[' : *c == ')' ? ']' : *c;
+                if (asprintf(&st->name, "[jvm] %s", name) < 0) {
+                        free(st);
+                        return;
+                }
         }
         st->pid = hp->pid;
         st->start_time = hp->start_time;
@@ -398,7 +403,7 @@ static void read_stub(HotspotSymbols *hs, const HotspotProcess *hp, RemoteMemory
         st->next = hs->stubs[(unsigned)hp->pid % STUB_BUCKETS];
         hs->stubs[(unsigned)hp->pid % STUB_BUCKETS] = st;
         hs->n_stubs++;
-        hs->bytes += sizeof(*st) + strlen(st->name) + 1;
+        hs->bytes += sizeof(*st) + (st->name ? strlen(st->name) + 1 : 0);
 }
 
 /* A native entry (an address) in hp's code cache: a stub, adapter or the interpreter's code. */
