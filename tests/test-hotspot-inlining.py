@@ -288,7 +288,7 @@ def main():
             # its own, with its own /proc.
             if shutil.which("unshare"):
                 # --kill-child: the JVM goes with unshare (it would outlive a killed unshare).
-                jvms.append(subprocess.Popen(["unshare", "-p", "-m", "-f", "--mount-proc", "--kill-child"] + argv,
+                jvms.append(subprocess.Popen(["unshare", "-p", "-m", "-f", "--mount-proc", "--kill-child=TERM"] + argv,
                                              stdout=subprocess.DEVNULL))
                 contained = child_of(jvms[-1].pid)
             else:
@@ -309,13 +309,20 @@ def main():
             t.check(counts["inlined"] + counts["approximate"] > 0,
                     "/metrics: compiled frames named with their inlined methods")
     finally:
+        # SIGTERM: a JVM that exits removes its /tmp/hsperfdata_root/PID (the contained one's is
+        # named 1); SIGKILL only for one that does not.
         if contained:
             try:
-                os.kill(contained, 9)
+                os.kill(contained, 15)
             except ProcessLookupError:
                 pass
         for j in jvms:
             if j.poll() is None:
+                j.terminate()
+        for j in jvms:
+            try:
+                j.wait(timeout=20)
+            except subprocess.TimeoutExpired:
                 j.kill()
                 j.wait()
         if not had_hsperfdata:
