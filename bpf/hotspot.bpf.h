@@ -196,10 +196,28 @@ static __always_inline bool hs_step_compiled(struct sample_state *st, __u32 last
                 __u64 rec = PROFD_FRAME_HOTSPOT |
                             ((method >> PROFD_HS_METHOD_SHIFT) & PROFD_HS_METHOD_MASK) |
                             (PROFD_HS_BCI_NONE << PROFD_HS_BCI_SHIFT);
+                __s32 compile_id = 0;
 
-                st->user.ips[last & (PROFD_MAX_USER_FRAMES - 1)] = rec;
-                st->uhash = hash_mix(st->uhash, rec);
-                count(PROFD_HS_CNT_BASE + PROFD_HS_COMPILED);
+                /* Where it ran, for the methods inlined there (profd-hotspot.h): the return
+                 * address of a caller, the sampled pc of frame 0. Where the compile id is known
+                 * every compiled entry is one (the daemon tells them so), else the pc stays. */
+                if (hs->blob_compile_id) {
+                        rec = 0;
+                        if (st->ip - hs->code_start < (1ULL << PROFD_HS_PC_BITS) &&
+                            bpf_probe_read_user(&compile_id, sizeof(compile_id),
+                                                (void *)(blob + hs->blob_compile_id)) == 0 &&
+                            compile_id > 0)
+                                rec = PROFD_FRAME_HOTSPOT | (PROFD_HS_BCI_NONE << PROFD_HS_BCI_SHIFT) |
+                                      (st->ip - hs->code_start) | (frame0 ? PROFD_HS_PC_LEAF : 0) |
+                                      (((__u64)compile_id & PROFD_HS_ID_MASK) << PROFD_HS_ID_SHIFT);
+                }
+                if (rec) {
+                        st->user.ips[last & (PROFD_MAX_USER_FRAMES - 1)] = rec;
+                        st->uhash = hash_mix(st->uhash, rec);
+                        count(PROFD_HS_CNT_BASE + PROFD_HS_COMPILED);
+                } else {
+                        count(PROFD_HS_CNT_BASE + PROFD_HS_COMPILED_UNNAMED);
+                }
         } else {
                 count(PROFD_HS_CNT_BASE + PROFD_HS_COMPILED_UNNAMED);
         }

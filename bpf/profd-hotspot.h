@@ -20,6 +20,17 @@
 #define PROFD_HS_METHOD_MASK ((1ULL << 44) - 1)
 #define PROFD_HS_BCI_SHIFT 44
 #define PROFD_HS_BCI_NONE 0xffffULL
+/* A compiled frame whose nmethod's compile id could be read: bci PROFD_HS_BCI_NONE (never an
+ * interpreted frame's: those hold 0..65534) and in bits 0..43 where it ran, so that the daemon
+ * reads the methods inlined there (its scope descriptors) while the process runs: bits 0..30 the
+ * pc (the return address of a caller, the sampled pc of frame 0) minus code_start (HotSpot's code
+ * cache is at most 2 GiB: CODE_CACHE_SIZE_LIMIT), bit 31 set for frame 0's sampled pc, bits
+ * 32..43 the low bits of nmethod::_compile_id, which the daemon checks against the nmethod it
+ * finds at that pc (memory of a freed nmethod is soon another's). */
+#define PROFD_HS_PC_BITS 31
+#define PROFD_HS_PC_LEAF (1ULL << 31)
+#define PROFD_HS_ID_SHIFT 32
+#define PROFD_HS_ID_MASK 0xfffULL
 
 /* Map "hotspot_procs": pid -> where its JVM's code is and how its interpreter frames are laid out. */
 #define PROFD_HS_MAX_PROCS 4096
@@ -53,9 +64,9 @@ struct profd_hotspot_proc {
         /* Compiled frames: CodeBlob members. */
         __u16 blob_frame_size; /* int, in words: the frame from sp to the caller's sp */
         __u16 blob_method;     /* nmethod's Method* */
-        __u16 _pad0;
-        __u8 heap_block_size; /* sizeof(HeapBlock): the blob follows its header */
-        __u8 n_heaps;         /* 0: compiled frames are stepped by their frame pointer */
+        __u16 blob_compile_id; /* nmethod::_compile_id (int); 0: unknown, Method* recorded */
+        __u8 heap_block_size;  /* sizeof(HeapBlock): the blob follows its header */
+        __u8 n_heaps;          /* 0: compiled frames are stepped by their frame pointer */
         /* The interpreter frame's slot of its caller's sp as the caller left it (before the
          * interpreter extended the frame for the callee's locals): a compiled caller's frame
          * size counts from there. */

@@ -379,9 +379,13 @@ static int run(int argc, char **argv)
                         r = hotspot_symbols_new(d.hotspot, &d.hotspot_symbols);
                 if (r < 0)
                         log_warning_errno(r, "Cannot track HotSpot JVMs: %m");
-                else
+                else {
                         symbolizer_set_runtime(d.symbolizer, SYM_RUNTIME_HOTSPOT, hotspot_symbols_name,
                                                d.hotspot_symbols);
+                        symbolizer_set_runtime_inlined(d.symbolizer, SYM_RUNTIME_HOTSPOT,
+                                                       hotspot_symbols_inlined);
+                        symbolizer_set_anon(d.symbolizer, hotspot_symbols_anon, d.hotspot_symbols);
+                }
                 /* V8 (Node.js) frames: BPF reads them in the processes this describes to it.
                  * PROFD_V8_FRAMES=0 (tests of perf maps, benchmarks) leaves them out. */
                 const char *vf = getenv("PROFD_V8_FRAMES");

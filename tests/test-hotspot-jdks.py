@@ -6,8 +6,9 @@ The roots are copies of the Debian roots under /var/cache/profd-tests/roots (nev
 the JDKs installed by the root's own apt, made once and cached as ROOT-jdk next to them. For each
 JDK: the interpreted chain of hotspot-stacks (Deflate: zlib, JNI, Deflater.deflate x2, Deflate.c,
 .b, .a, .main with their lines, the JVM down to start_thread in >= 95% of the samples in zlib),
-and the callers check of hotspot-callers (no Java frame with a caller it does not have, >= 80% of
-the samples complete). A JDK whose root cannot be made (the archive unreachable) is skipped loudly;
+the callers check of hotspot-callers (no Java frame with a caller it does not have, >= 80% of
+the samples complete), and the inlining check of hotspot-inlining (compiled Inline.hot with its
+inlined callers and lines through JNI and a thread pool in >= 95% of its samples). A JDK whose root cannot be made (the archive unreachable) is skipped loudly;
 the test fails when none ran."""
 import importlib.util
 import os
@@ -99,8 +100,9 @@ def main():
         t.skip("unshare (util-linux) is not installed")
     stacks = load("test-hotspot-stacks.py")
     callers = load("test-hotspot-callers.py")
+    inlining = load("test-hotspot-inlining.py")
     # trixie's libc6 without its debug symbols: start_thread and clone are unnamed (but in libc).
-    for mod in (stacks, callers):
+    for mod in (stacks, callers, inlining):
         mod.THREAD_TAILS.append(["[libc.so.6]", "[libc.so.6]"])
     by_base = {}
     for _, base, pkg, _ in JDKS:
@@ -118,7 +120,9 @@ def main():
         d = os.path.join(root, "tmp", "profd-jdks-%d-%s" % (os.getpid(), name.split()[-1]))
         os.makedirs(d, exist_ok=True)
         work[name] = d
-        for cls, src in (("Deflate", stacks.DEFLATE_JAVA), ("Callers", callers.CALLERS_JAVA)):
+        inlining.build_jni(os.path.join(root, home.lstrip("/")), d)
+        for cls, src in (("Deflate", stacks.DEFLATE_JAVA), ("Callers", callers.CALLERS_JAVA),
+                         ("Inline", inlining.JAVA)):
             with open(os.path.join(d, cls + ".java"), "w") as f:
                 f.write(src)
             inner = "/" + os.path.relpath(d, root)
@@ -153,6 +157,15 @@ def main():
                 t.check(wrong == 0, "%s: no Java frame with a caller it does not have (%d samples)" % (name, wrong))
                 t.check(total > 0 and complete >= 0.8 * total,
                         "%s: >= 80%% of the samples reach start_thread (%d of %d)" % (name, complete, total))
+                stop(java)
+                java = in_root(root, [home + "/bin/java", "-Djava.library.path=" + inner, "-cp", inner, "Inline"],
+                               stdout=subprocess.DEVNULL)
+                jvms.append(java)
+                t.unwind_ready(dmn, java.pid, "libjvm.so", name, timeout_s=120)
+                time.sleep(5)  # fromC compiled by C2 (middle and hot inlined) by then
+                path = t.fetch_profile(dmn, 8, "&pid=%d" % java.pid)
+                # The roots' libjvm.so have no .symtab: the JVM's C++ frames are unnamed.
+                inlining.check_jvm(t.traces(path, lines=True), java.pid, name + " (inlining)", jvm_symbols=False)
                 stop(java)
     finally:
         for j in jvms:

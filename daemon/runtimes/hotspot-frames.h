@@ -27,3 +27,10 @@ static inline uint32_t hotspot_frame_bci(uint64_t f)
 {
         return (f >> PROFD_HS_BCI_SHIFT) & 0xffff;
 }
+
+/* Whether f (a HotSpot frame of a JVM whose BPF description has blob_compile_id: compile_id_known)
+ * is a compiled frame's pc, not a method (profd-hotspot.h: PROFD_HS_PC_BITS). */
+static inline bool hotspot_frame_is_compiled_pc(uint64_t f, bool compile_id_known)
+{
+        return compile_id_known && hotspot_frame_bci(f) == PROFD_HS_BCI_NONE;
+}

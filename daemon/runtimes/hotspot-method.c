@@ -31,6 +31,11 @@ static size_t read_unsigned5(const uint8_t *p, size_t size, uint32_t x, uint32_t
         return 0;
 }
 
+size_t hotspot_read_unsigned5(const uint8_t *p, size_t size, uint32_t jdk_major, uint32_t *ret)
+{
+        return read_unsigned5(p, size, jdk_major >= U5_ZERO_FREE_FROM_JDK ? 1 : 0, ret);
+}
+
 static int32_t decode_sign(uint32_t v)
 {
         return (int32_t)(v >> 1) ^ -(int32_t)(v & 1);

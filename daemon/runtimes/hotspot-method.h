@@ -41,3 +41,7 @@ int hotspot_method_read(const HotspotOffsets *o, HotspotReadFn read_fn, void *us
  * ints; a 0 byte ends it): the line of the last entry whose bci is <= bci, 0 when none. The
  * ints' encoding is the JDK's (jdk_major: UNSIGNED5 without 0 bytes from JDK 21). */
 uint32_t hotspot_line_at(const uint8_t *table, size_t size, uint32_t bci, uint32_t jdk_major);
+
+/* One int of a CompressedReadStream (UNSIGNED5, in the JDK's encoding: jdk_major) at p: the bytes
+ * it took, 0 when size bytes do not hold it. */
+size_t hotspot_read_unsigned5(const uint8_t *p, size_t size, uint32_t jdk_major, uint32_t *ret);

@@ -75,6 +75,26 @@ typedef struct HotspotOffsets {
         uint32_t method_code;                   /* Method::_code: its current nmethod */
         uint32_t virtual_space_high_boundary;   /* reserved end (the committed end grows) */
 
+        /* Compiled frames' inlined methods (hotspot-scopes.h): an nmethod's PcDescs and scope
+         * descriptors. Up to JDK 22 both follow its header (offsets from the nmethod) and
+         * CompiledMethod::_scopes_data_begin points at the scopes; from JDK 23 they are in its
+         * immutable data (offsets from _immutable_data), and from JDK 24 its Metadata* table is
+         * in its mutable data, after the relocations. NONE where the JDK has no such field. */
+        uint32_t nmethod_compile_id;
+        uint32_t nmethod_scopes_pcs_offset;
+        uint32_t nmethod_dependencies_offset; /* the PcDescs' end (JDK <= 22) */
+        uint32_t nmethod_metadata_offset;     /* JDK <= 23 */
+        uint32_t nmethod_scopes_data_begin;   /* address (JDK <= 22) */
+        uint32_t nmethod_immutable_data;      /* address (JDK 23+) */
+        uint32_t nmethod_immutable_data_size; /* int */
+        uint32_t nmethod_scopes_data_offset;  /* from _immutable_data: the PcDescs' end too */
+        uint32_t code_blob_mutable_data;      /* address (JDK 24+) */
+        uint32_t code_blob_relocation_size;   /* the metadata follow the relocations */
+        uint32_t code_blob_mutable_data_size;
+        uint32_t pc_desc_pc_offset;           /* int, from the code begin */
+        uint32_t pc_desc_scope_decode_offset; /* int, into the scopes; 0: none */
+        uint32_t pc_desc_sizeof;
+
         /* Abstract_VM_Version::_vm_major_version (static, address - bias): the JDK's feature
          * version, which the encoding of line number tables depends on. */
         uint64_t vm_major_version;

@@ -343,6 +343,8 @@ static int describe_heaps(RemoteMemory *mem, uint64_t bias, const HotspotOffsets
         }
         if (o->code_blob_name != UINT32_MAX)
                 d->blob_name = (uint16_t)o->code_blob_name;
+        if (o->nmethod_compile_id != UINT32_MAX)
+                d->blob_compile_id = (uint16_t)o->nmethod_compile_id;
         return 0;
 }
 
@@ -485,6 +487,7 @@ void hotspot_procs_note(HotspotProcs *hp, const Process *p)
         e->walkable = outcome == HS_DETECT_FOUND;
         if (e->walkable) {
                 e->info.offsets = fe->offsets;
+                e->info.code = d;
                 e->bpf = d;
                 hp->n_procs++;
         }

@@ -13,6 +13,9 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include <linux/types.h> /* for profd-hotspot.h */
+
+#include "bpf/profd-hotspot.h"
 #include "runtimes/hotspot-offsets.h"
 #include "tracker/process-table.h"
 #include "util/macro.h"
@@ -30,6 +33,7 @@ typedef struct HotspotProcess {
         uint64_t start_time;
         uint64_t bias; /* libjvm's load bias in the process */
         HotspotOffsets offsets;
+        struct profd_hotspot_proc code; /* where its code is (what BPF was given) */
 } HotspotProcess;
 
 /* map_fd: the BPF map hotspot_procs (bpf/profd-hotspot.h); -1 for none (detection alone). */

@@ -1,25 +1,35 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 #include <errno.h>
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtimes/hotspot-frames.h"
 #include "runtimes/hotspot-method.h"
+#include "runtimes/hotspot-scopes.h"
 #include "runtimes/remote-memory.h"
 #include "symbolizer/hotspot-symbols.h"
+#include "util/log.h"
 #include "util/metrics-writer.h"
 
-/* One frame of one process, as read. */
-typedef struct Entry {
-        pid_t pid;
-        uint64_t start_time;
-        uint64_t frame;    /* the stack entry: method and bci */
-        uint64_t seq;      /* insertion order: the older half goes when full */
-        char *name;        /* "java.util.zip.Deflater.deflate"; NULL: could not be read */
+/* One Java method of a frame, named. */
+typedef struct Named {
+        char *name;        /* "java.util.zip.Deflater.deflate" */
         char *system_name; /* with the signature: "java.util.zip.Deflater.deflate([BIII)I" */
         char *file;        /* "java/util/zip/Deflater.java"; NULL: none */
         uint32_t line;
+} Named;
+
+/* One frame of one process, as read: an interpreted frame is one method; a compiled one the
+ * methods inlined at its pc, innermost first, the compiled method last. */
+typedef struct Entry {
+        pid_t pid;
+        uint64_t start_time;
+        uint64_t frame; /* the stack entry: method and bci, or a compiled frame's pc */
+        uint64_t seq;   /* insertion order: the older half goes when full */
+        size_t n;       /* 0: could not be read */
+        Named *named;
         struct Entry *next;
 } Entry;
 
@@ -39,12 +49,50 @@ static const char *const read_names[_READ_MAX] = {
         [READ_STALE] = "stale", [READ_BAD] = "bad_method",
 };
 
+/* Compiled frames read for their inlined methods (hotspot-scopes.h), by result. */
+typedef enum CompiledResult {
+        COMPILED_INLINED,     /* every method at the pc named, with lines */
+        COMPILED_APPROXIMATE, /* frame 0: named by the first PcDesc after its pc */
+        COMPILED_METHOD_ONLY, /* no usable PcDesc or scope: the compiled method alone, no line */
+        COMPILED_STALE,       /* another nmethod at the pc now (compile id): not named */
+        COMPILED_NO_NMETHOD,  /* no nmethod at the pc any more: not named */
+        COMPILED_UNREADABLE,  /* its memory could not be read, or made no sense: not named */
+        _COMPILED_MAX,
+} CompiledResult;
+
+static const char *const compiled_names[_COMPILED_MAX] = {
+        [COMPILED_INLINED] = "inlined",         [COMPILED_APPROXIMATE] = "approximate",
+        [COMPILED_METHOD_ONLY] = "method_only", [COMPILED_STALE] = "stale",
+        [COMPILED_NO_NMETHOD] = "no_nmethod",   [COMPILED_UNREADABLE] = "unreadable",
+};
+
+/* A blob of a JVM's code that is no Java method (a stub, an adapter, the interpreter), as read
+ * at a drain: pcs inside it are named after it. */
+typedef struct Stub {
+        pid_t pid;
+        uint64_t start_time;
+        uint64_t begin, end; /* [begin, end): the blob */
+        uint64_t seq;
+        char *name; /* "[jvm] StubRoutines [1]"; NULL: none could be read at this pc */
+        struct Stub *next;
+} Stub;
+
+#define STUB_BUCKETS 1024
+/* Stub blobs kept, at most (a JVM has a few hundred); past it the oldest half goes. */
+#define HOTSPOT_STUBS_MAX 8192
+/* Longest blob name kept. */
+#define STUB_NAME_MAX 96
+
 struct HotspotSymbols {
         HotspotProcs *procs;
         Entry *buckets[BUCKETS];
+        Stub *stubs[STUB_BUCKETS];
+        size_t n_stubs;
+        uint64_t stub_seq, stub_reads, stub_failed;
         size_t n, bytes;
         uint64_t seq, evicted;
         uint64_t reads[_READ_MAX];
+        uint64_t compiled[_COMPILED_MAX];
         char placeholder[64];
 };
 
@@ -59,21 +107,42 @@ int hotspot_symbols_new(HotspotProcs *procs, HotspotSymbols **ret)
         return 0;
 }
 
+static size_t named_bytes(const Named *n)
+{
+        return strlen(n->name) + strlen(n->system_name) + 2 + (n->file ? strlen(n->file) + 1 : 0);
+}
+
 static void entry_free(HotspotSymbols *hs, Entry *e)
 {
         hs->n--;
-        hs->bytes -= sizeof(*e) + (e->name ? strlen(e->name) + strlen(e->system_name) + 2 : 0) +
-                     (e->file ? strlen(e->file) + 1 : 0);
-        free(e->name);
-        free(e->system_name);
-        free(e->file);
+        hs->bytes -= sizeof(*e) + e->n * sizeof(Named);
+        for (size_t i = 0; i < e->n; i++) {
+                hs->bytes -= named_bytes(&e->named[i]);
+                free(e->named[i].name);
+                free(e->named[i].system_name);
+                free(e->named[i].file);
+        }
+        free(e->named);
         free(e);
+}
+
+static void stub_free(HotspotSymbols *hs, Stub *st)
+{
+        hs->n_stubs--;
+        hs->bytes -= sizeof(*st) + (st->name ? strlen(st->name) + 1 : 0);
+        free(st->name);
+        free(st);
 }
 
 HotspotSymbols *hotspot_symbols_free(HotspotSymbols *hs)
 {
         if (!hs)
                 return NULL;
+        for (size_t b = 0; b < STUB_BUCKETS; b++)
+                for (Stub *st = hs->stubs[b], *n; st; st = n) {
+                        n = st->next;
+                        stub_free(hs, st);
+                }
         for (size_t b = 0; b < BUCKETS; b++)
                 for (Entry *e = hs->buckets[b], *n; e; e = n) {
                         n = e->next;
@@ -143,43 +212,125 @@ static char *source_path(const char *klass, const char *file)
         return s;
 }
 
+/* Names method at bci (UINT32_MAX: no line) into *ret. */
+static int name_method(const HotspotProcess *hp, RemoteMemory *mem, uint64_t method, uint32_t bci,
+                       Named *ret)
+{
+        _cleanup_free_ HotspotMethodInfo *info = malloc(sizeof(*info));
+        size_t n;
+        int r;
+
+        if (!info)
+                return -ENOMEM;
+        r = hotspot_method_read(&hp->offsets, read_remote, mem, method, bci, info);
+        if (r < 0)
+                return r;
+        n = strlen(info->klass) + 1 + strlen(info->name) + 1;
+        *ret = (Named){.name = malloc(n), .system_name = malloc(n + strlen(info->signature))};
+        if (!ret->name || !ret->system_name) {
+                free(ret->name);
+                free(ret->system_name);
+                return -ENOMEM;
+        }
+        snprintf(ret->name, n, "%s.%s", info->klass, info->name);
+        snprintf(ret->system_name, n + strlen(info->signature), "%s.%s%s", info->klass, info->name,
+                 info->signature);
+        ret->file = source_path(info->klass, info->file);
+        ret->line = info->line;
+        return 0;
+}
+
+static void named_clear(Named *n)
+{
+        free(n->name);
+        free(n->system_name);
+        free(n->file);
+        *n = (Named){};
+}
+
+/* A compiled frame (its pc: hotspot_frame_is_compiled_pc()): the methods inlined at its pc,
+ * each named with its line, and the compiled method; the compiled method alone (no line) when
+ * the pc's scopes cannot be read for sure; nothing when the nmethod at the pc is not the one
+ * sampled. Returns the number of methods named into e. */
+static int read_compiled(HotspotSymbols *hs, const HotspotProcess *hp, RemoteMemory *mem, Entry *e)
+{
+        _cleanup_free_ HotspotScopes *sc = malloc(sizeof(*sc));
+        CompiledResult res;
+        int r;
+
+        if (!sc)
+                return -ENOMEM;
+        r = hotspot_scopes_read(&hp->offsets, &hp->code, read_remote, mem, e->frame, sc);
+        if (r >= 0) {
+                e->named = calloc(sc->n, sizeof(Named));
+                if (!e->named)
+                        return -ENOMEM;
+                for (size_t i = 0; i < sc->n; i++) {
+                        r = name_method(hp, mem, sc->scopes[i].method, sc->scopes[i].bci, &e->named[i]);
+                        if (r < 0)
+                                break;
+                        e->n++;
+                }
+                if (r >= 0) {
+                        hs->compiled[sc->approximate ? COMPILED_APPROXIMATE : COMPILED_INLINED]++;
+                        return 0;
+                }
+                /* A method that is not its class's: none of the chain is taken. */
+                for (size_t i = 0; i < e->n; i++)
+                        named_clear(&e->named[i]);
+                e->n = 0;
+                free(e->named);
+                e->named = NULL;
+                if (r == -ESRCH)
+                        return r;
+        }
+        log_debug_errno(r, "pid %d: the methods at compiled pc 0x%" PRIx64 " cannot be read: %m",
+                        (int)hp->pid,
+                        (uint64_t)(hp->code.code_start + (e->frame & ((1ULL << PROFD_HS_PC_BITS) - 1))));
+        res = r == -ESTALE   ? COMPILED_STALE
+              : r == -ENOENT ? COMPILED_NO_NMETHOD
+              : r == -ESRCH  ? COMPILED_UNREADABLE
+                             : COMPILED_METHOD_ONLY;
+        if (res == COMPILED_METHOD_ONLY && sc->nmethod_method) {
+                e->named = calloc(1, sizeof(Named));
+                if (!e->named)
+                        return -ENOMEM;
+                r = name_method(hp, mem, sc->nmethod_method, UINT32_MAX, &e->named[0]);
+                if (r >= 0)
+                        e->n = 1;
+        } else if (res == COMPILED_METHOD_ONLY) {
+                res = COMPILED_UNREADABLE;
+        }
+        hs->compiled[res]++;
+        return e->n ? 0 : r < 0 ? r : -EBADMSG;
+}
+
 /* Reads one frame of the live JVM hp into a new entry. */
 static void read_frame(HotspotSymbols *hs, const HotspotProcess *hp, RemoteMemory *mem, uint64_t frame)
 {
-        _cleanup_free_ HotspotMethodInfo *info = malloc(sizeof(*info));
         uint32_t bci = hotspot_frame_bci(frame);
         Entry *e;
         int r;
 
-        if (!info)
-                return;
         if (hs->n >= HOTSPOT_SYMBOLS_MAX)
                 drop_older(hs, hs->seq - HOTSPOT_SYMBOLS_MAX / 2);
         e = calloc(1, sizeof(*e));
         if (!e)
                 return;
         *e = (Entry){.pid = hp->pid, .start_time = hp->start_time, .frame = frame, .seq = hs->seq++};
-        r = hotspot_method_read(&hp->offsets, read_remote, mem, hotspot_frame_method(frame),
-                                bci == PROFD_HS_BCI_NONE ? UINT32_MAX : bci, info);
-        if (r >= 0) {
-                size_t n = strlen(info->klass) + 1 + strlen(info->name) + 1;
-
-                e->name = malloc(n);
-                e->system_name = malloc(n + strlen(info->signature));
-                if (e->name && e->system_name) {
-                        snprintf(e->name, n, "%s.%s", info->klass, info->name);
-                        snprintf(e->system_name, n + strlen(info->signature), "%s.%s%s", info->klass,
-                                 info->name, info->signature);
-                        e->file = source_path(info->klass, info->file);
-                        e->line = info->line;
-                        hs->bytes += strlen(e->name) + strlen(e->system_name) + 2 +
-                                     (e->file ? strlen(e->file) + 1 : 0);
-                } else {
-                        free(e->name);
-                        free(e->system_name);
-                        e->name = e->system_name = NULL;
-                }
+        if (hotspot_frame_is_compiled_pc(frame, hp->code.blob_compile_id)) {
+                r = read_compiled(hs, hp, mem, e);
+        } else {
+                e->named = calloc(1, sizeof(Named));
+                r = e->named ? name_method(hp, mem, hotspot_frame_method(frame),
+                                           bci == PROFD_HS_BCI_NONE ? UINT32_MAX : bci, &e->named[0])
+                             : -ENOMEM;
+                if (r >= 0)
+                        e->n = 1;
         }
+        for (size_t i = 0; i < e->n; i++)
+                hs->bytes += named_bytes(&e->named[i]);
+        hs->bytes += e->n * sizeof(Named);
         hs->reads[r >= 0          ? READ_OK
                   : r == -ESRCH   ? READ_GONE
                   : r == -ESTALE  ? READ_STALE
@@ -191,6 +342,76 @@ static void read_frame(HotspotSymbols *hs, const HotspotProcess *hp, RemoteMemor
         hs->bytes += sizeof(*e);
 }
 
+static Stub *find_stub(const HotspotSymbols *hs, pid_t pid, uint64_t start_time, uint64_t pc)
+{
+        for (Stub *st = hs->stubs[(unsigned)pid % STUB_BUCKETS]; st; st = st->next)
+                if (st->pid == pid && st->start_time == start_time && pc >= st->begin && pc < st->end)
+                        return st;
+        return NULL;
+}
+
+/* Reads the blob holding pc (a native entry in hp's code cache) into a new stub entry. */
+static void read_stub(HotspotSymbols *hs, const HotspotProcess *hp, RemoteMemory *mem, uint64_t pc)
+{
+        char name[STUB_NAME_MAX];
+        uint64_t begin, end;
+        Stub *st;
+        int r;
+
+        if (hs->n_stubs >= HOTSPOT_STUBS_MAX) {
+                uint64_t seq = hs->stub_seq - HOTSPOT_STUBS_MAX / 2;
+
+                for (size_t b = 0; b < STUB_BUCKETS; b++)
+                        for (Stub **p = &hs->stubs[b]; *p;) {
+                                Stub *o = *p;
+
+                                if (o->seq < seq) {
+                                        *p = o->next;
+                                        hs->evicted++;
+                                        stub_free(hs, o);
+                                } else {
+                                        p = &o->next;
+                                }
+                        }
+        }
+        hs->stub_reads++;
+        r = hotspot_blob_name(&hp->offsets, &hp->code, read_remote, mem, pc, &begin, &end, name,
+                              sizeof(name));
+        st = calloc(1, sizeof(*st));
+        if (!st)
+                return;
+        if (r < 0) {
+                /* Kept unnamed for this pc, so that it is not read again at every drain. */
+                hs->stub_failed++;
+                begin = pc;
+                end = pc + 1;
+        } else {
+                /* pprof takes "(...)" for a C++ parameter list and drops it: "StubRoutines (1)"
+                 * keeps its number as "StubRoutines [1]". */
+                for (char *c = name; *c; c++)
+                        *c = *c == '(' ? '[' : *c == ')' ? ']' : *c;
+                if (asprintf(&st->name, "[jvm] %s", name) < 0) {
+                        free(st);
+                        return;
+                }
+        }
+        st->pid = hp->pid;
+        st->start_time = hp->start_time;
+        st->begin = begin;
+        st->end = end;
+        st->seq = hs->stub_seq++;
+        st->next = hs->stubs[(unsigned)hp->pid % STUB_BUCKETS];
+        hs->stubs[(unsigned)hp->pid % STUB_BUCKETS] = st;
+        hs->n_stubs++;
+        hs->bytes += sizeof(*st) + (st->name ? strlen(st->name) + 1 : 0);
+}
+
+/* A native entry (an address) in hp's code cache: a stub, adapter or the interpreter's code. */
+static bool in_code_cache(const HotspotProcess *hp, uint64_t f)
+{
+        return !(f >> 47) && hp->code.n_heaps && f >= hp->code.code_start && f < hp->code.code_end;
+}
+
 void hotspot_symbols_note(HotspotSymbols *hs, const SampleRecord *records, size_t n)
 {
         if (!hs)
@@ -199,16 +420,30 @@ void hotspot_symbols_note(HotspotSymbols *hs, const SampleRecord *records, size_
                 const SampleRecord *rec = &records[k];
                 _cleanup_(remote_memory_freep) RemoteMemory *mem = NULL;
                 const HotspotProcess *hp = NULL;
+                bool looked_up = false;
 
                 for (uint32_t i = 0; i < rec->n_user; i++) {
                         uint64_t f = rec->user_frames[i];
+                        bool exact = rec->user_exact ? rec->user_exact[i] : i == 0;
 
-                        if (!hotspot_frame_is(f))
-                                continue;
-                        if (!hp) {
+                        if (!looked_up && (hotspot_frame_is(f) || !(f >> 47))) {
                                 hp = hotspot_procs_get(hs->procs, (pid_t)rec->pid);
-                                if (!hp)
+                                looked_up = true;
+                        }
+                        if (!hp) {
+                                if (looked_up)
                                         break;
+                                continue;
+                        }
+                        if (!hotspot_frame_is(f)) {
+                                uint64_t pc = exact ? f : f - 1;
+
+                                if (!in_code_cache(hp, f) || find_stub(hs, hp->pid, hp->start_time, pc))
+                                        continue;
+                                if (!mem && remote_memory_open(hp->pid, &mem) < 0)
+                                        break;
+                                read_stub(hs, hp, mem, pc);
+                                continue;
                         }
                         if (find(hs, hp->pid, hp->start_time, f))
                                 continue;
@@ -225,25 +460,57 @@ int hotspot_symbols_name(void *userdata, const Process *p, uint64_t frame, SymFr
 {
         HotspotSymbols *hs = userdata;
         const Entry *e = find(hs, p->pid, p->start_time, frame);
+        const Named *n;
 
-        if (!e || !e->name) {
-                snprintf(hs->placeholder, sizeof(hs->placeholder), "[java] 0x%" PRIx64,
-                         hotspot_frame_method(frame));
+        if (!e || e->n == 0) {
+                if (hotspot_frame_bci(frame) == PROFD_HS_BCI_NONE)
+                        snprintf(hs->placeholder, sizeof(hs->placeholder), "[java] compiled");
+                else
+                        snprintf(hs->placeholder, sizeof(hs->placeholder), "[java] 0x%" PRIx64,
+                                 hotspot_frame_method(frame));
                 *ret = (SymFrame){.name = hs->placeholder, .system_name = hs->placeholder};
                 return e ? -ESTALE : -ENOENT;
         }
+        /* The compiled method (the outermost); the methods inlined into it follow
+         * (hotspot_symbols_inlined). */
+        n = &e->named[e->n - 1];
         *ret = (SymFrame){
-                .name = e->name,
-                .system_name = e->system_name,
-                .file = e->file,
-                .line = (int)e->line,
+                .name = n->name,
+                .system_name = n->system_name,
+                .file = n->file,
+                .line = (int)n->line,
         };
         return 0;
 }
 
+const char *hotspot_symbols_anon(void *userdata, const Process *p, uint64_t addr)
+{
+        const Stub *st = find_stub(userdata, p->pid, p->start_time, addr);
+
+        return st ? st->name : NULL;
+}
+
+size_t hotspot_symbols_inlined(void *userdata, const Process *p, uint64_t frame, SymFrame *ret, size_t max)
+{
+        HotspotSymbols *hs = userdata;
+        const Entry *e = find(hs, p->pid, p->start_time, frame);
+        size_t k = 0;
+
+        if (!e || e->n < 2 || e->n - 1 > max)
+                return 0;
+        for (; k < e->n - 1; k++)
+                ret[k] = (SymFrame){
+                        .name = e->named[k].name,
+                        .system_name = e->named[k].system_name,
+                        .file = e->named[k].file,
+                        .line = (int)e->named[k].line,
+                };
+        return k;
+}
+
 void hotspot_symbols_write_metrics(const HotspotSymbols *hs, FILE *f)
 {
-        static const uint64_t zero[_READ_MAX];
+        static const uint64_t zero[_READ_MAX], zero_compiled[_COMPILED_MAX];
 
         metric_gauge(f, "profd_hotspot_frames",
                      "Java frames (process, method, bytecode index) whose names are kept.", hs ? hs->n : 0);
@@ -258,6 +525,23 @@ void hotspot_symbols_write_metrics(const HotspotSymbols *hs, FILE *f)
                 "first), unreadable, stale (not its class's method any more: never named), "
                 "bad_method.",
                 "result", read_names, hs ? hs->reads : zero, _READ_MAX);
+        metric_gauge(f, "profd_hotspot_stubs",
+                     "Blobs of JVM code that are no Java method (stubs, adapters, the "
+                     "interpreter) whose names are kept.",
+                     hs ? hs->n_stubs : 0);
+        metric_counter(f, "profd_hotspot_stub_reads_total",
+                       "Reads of the blob holding a native pc in a JVM's code cache, for its name.",
+                       hs ? hs->stub_reads : 0);
+        metric_counter(f, "profd_hotspot_stub_reads_failed_total",
+                       "Of those, the reads that found no blob or no name (the pc stays unnamed).",
+                       hs ? hs->stub_failed : 0);
+        metric_labelled(f, "profd_hotspot_compiled_frames_total", "counter",
+                        "Compiled Java frames read for the methods inlined at their pc, by result: "
+                        "inlined (all named with lines), approximate (the sampled pc named by the "
+                        "next PcDesc), method_only (no usable PcDesc or scope: the compiled method "
+                        "alone), stale (another nmethod at the pc now: not named), no_nmethod, "
+                        "unreadable.",
+                        "result", compiled_names, hs ? hs->compiled : zero_compiled, _COMPILED_MAX);
 }
 
 size_t hotspot_symbols_memory(const HotspotSymbols *hs)

@@ -28,6 +28,11 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(HotspotSymbols *, hotspot_symbols_free);
 void hotspot_symbols_note(HotspotSymbols *hs, const SampleRecord *records, size_t n);
 /* SymbolizerRuntimeFn: userdata is the HotspotSymbols. */
 int hotspot_symbols_name(void *userdata, const Process *p, uint64_t frame, SymFrame *ret);
+/* SymbolizerAnonFn: the stub, adapter or interpreter blob of a JVM's code cache holding addr
+ * (read at a drain), "[jvm] NAME"; NULL when none. */
+const char *hotspot_symbols_anon(void *userdata, const Process *p, uint64_t addr);
+/* SymbolizerRuntimeInlinedFn: a compiled frame's methods inlined at its pc, innermost first. */
+size_t hotspot_symbols_inlined(void *userdata, const Process *p, uint64_t frame, SymFrame *ret, size_t max);
 
 void hotspot_symbols_write_metrics(const HotspotSymbols *hs, FILE *f);
 size_t hotspot_symbols_memory(const HotspotSymbols *hs);

@@ -68,9 +68,12 @@ struct Symbolizer {
         uint64_t n_python, n_python_unnamed;
         struct {
                 SymbolizerRuntimeFn fn;
+                SymbolizerRuntimeInlinedFn inlined_fn;
                 void *userdata;
         } runtimes[_SYM_RUNTIME_MAX];
         char runtime_placeholder[32];
+        SymbolizerAnonFn anon_fn; /* names of runtimes' own code in anonymous memory */
+        void *anon_userdata;
 
         uint64_t n_cache_hits, n_user_perf_map;
         size_t cache_entries, cache_bytes;
@@ -300,6 +303,13 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
                                            .source_file = file};
                         return 0;
                 }
+                name = s->anon_fn ? s->anon_fn(s->anon_userdata, p, addr) : NULL;
+                if (name) {
+                        s->n_user_perf_map++;
+                        s->results.frames[0] = (SymFrame){.name = name, .system_name = name};
+                        *ret = (SymResult){.frames = s->results.frames, .n_frames = 1, .symbolized = true};
+                        return 0;
+                }
                 s->n_user_no_file++;
                 result_frames_unknown(
                         &s->results,
@@ -455,10 +465,23 @@ void symbolizer_set_runtime(Symbolizer *s, SymRuntime rt, SymbolizerRuntimeFn fn
         }
 }
 
+void symbolizer_set_anon(Symbolizer *s, SymbolizerAnonFn fn, void *userdata)
+{
+        s->anon_fn = fn;
+        s->anon_userdata = userdata;
+}
+
+void symbolizer_set_runtime_inlined(Symbolizer *s, SymRuntime rt, SymbolizerRuntimeInlinedFn fn)
+{
+        if (rt < _SYM_RUNTIME_MAX)
+                s->runtimes[rt].inlined_fn = fn;
+}
+
 int symbolizer_runtime(Symbolizer *s, SymRuntime rt, const Process *p, uint64_t frame, SymResult *ret)
 {
         SymFrame f = {};
         bool named = false;
+        size_t n = 0;
 
         if (p && rt < _SYM_RUNTIME_MAX && s->runtimes[rt].fn)
                 named = s->runtimes[rt].fn(s->runtimes[rt].userdata, p, frame, &f) >= 0 && f.name;
@@ -471,8 +494,14 @@ int symbolizer_runtime(Symbolizer *s, SymRuntime rt, const Process *p, uint64_t 
                          rt < _SYM_RUNTIME_MAX ? placeholders[rt] : "[runtime frame]");
                 f = (SymFrame){.name = s->runtime_placeholder, .system_name = s->runtime_placeholder};
         }
-        s->results.frames[0] = f;
-        *ret = (SymResult){.frames = s->results.frames, .n_frames = 1, .symbolized = named};
+        if (named && s->runtimes[rt].inlined_fn) {
+                n = s->runtimes[rt].inlined_fn(s->runtimes[rt].userdata, p, frame, s->results.frames,
+                                               SYMBOLIZER_MAX_INLINE);
+                if (n > SYMBOLIZER_MAX_INLINE)
+                        n = 0;
+        }
+        s->results.frames[n] = f;
+        *ret = (SymResult){.frames = s->results.frames, .n_frames = n + 1, .symbolized = named};
         return 0;
 }
 

@@ -66,6 +66,16 @@ typedef enum SymRuntime {
  * when it cannot, with a placeholder in *ret that invents nothing. */
 typedef int (*SymbolizerRuntimeFn)(void *userdata, const Process *p, uint64_t frame, SymFrame *ret);
 void symbolizer_set_runtime(Symbolizer *s, SymRuntime rt, SymbolizerRuntimeFn fn, void *userdata);
+/* Optional, after fn named frame: the frames inlined into it (a JIT's inlined methods), innermost
+ * first, at most max, into ret (strings owned by the callee as fn's); returns their number. They
+ * become lines of the frame's location, as native inlined functions do. userdata is fn's. */
+typedef size_t (*SymbolizerRuntimeInlinedFn)(void *userdata, const Process *p, uint64_t frame, SymFrame *ret,
+                                             size_t max);
+void symbolizer_set_runtime_inlined(Symbolizer *s, SymRuntime rt, SymbolizerRuntimeInlinedFn fn);
+/* Optional: names an address in anonymous memory (a runtime's own code: a JVM's stubs) that no
+ * perf map names; the string stays the callee's. NULL: unnamed. */
+typedef const char *(*SymbolizerAnonFn)(void *userdata, const Process *p, uint64_t addr);
+void symbolizer_set_anon(Symbolizer *s, SymbolizerAnonFn fn, void *userdata);
 /* A frame of runtime rt of p: one frame, named, or the runtime's placeholder ("[java]",
  * "[javascript]"; symbolized false). */
 int symbolizer_runtime(Symbolizer *s, SymRuntime rt, const Process *p, uint64_t frame, SymResult *ret);
