@@ -353,7 +353,13 @@ static void work_queue(ProcTracker *t, unsigned max, bool named_only)
  * turns to anything else, the first samples of a new program find it in the pool. */
 void tracker_on_drained(void *userdata)
 {
-        work_queue(userdata, DRAIN_BATCH, true);
+        ProcTracker *t = userdata;
+
+        work_queue(t, DRAIN_BATCH, true);
+        /* Emptied here: the worker enqueue() switched on would only cost the loop one more turn
+         * (an epoll_wait and a dispatch) to find nothing, once per event. */
+        if (!t->q_head && !t->scan_pending && t->worker)
+                (void)sd_event_source_set_enabled(t->worker, SD_EVENT_OFF);
 }
 
 size_t proc_tracker_settle(ProcTracker *t, uint64_t budget_ns)
