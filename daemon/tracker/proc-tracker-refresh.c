@@ -188,6 +188,7 @@ static void watch_loader(ProcTracker *t, Tracked *p, const Process *proc, const 
         /* This process may have passed its start-up hook before the uprobe existed (the first
          * process of a new container image): look at it again shortly. */
         if (proc_events_watch_loader(t->events, path, m->dev, m->inode) > 0) {
+                t->loader_watch_ns = now_ns(CLOCK_MONOTONIC);
                 p->recheck_tries = 0;
                 tracker_schedule_recheck(t, p, PROFD_EV_ADDR_UNKNOWN);
         }
