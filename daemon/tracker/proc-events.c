@@ -412,6 +412,16 @@ fail:
         return r;
 }
 
+bool proc_events_loader_unwatched(const ProcEvents *pe, uint64_t dev, uint64_t inode)
+{
+        if (!pe || !pe->loader_uprobes)
+                return false;
+        for (size_t i = 0; i < pe->n_loaders; i++)
+                if (pe->loaders[i].dev == dev && pe->loaders[i].inode == inode)
+                        return false;
+        return true;
+}
+
 int proc_events_watch_loader(ProcEvents *pe, const char *path, uint64_t dev, uint64_t inode)
 {
         LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = "_dl_debug_state");

@@ -174,9 +174,13 @@ static bool is_loader(const char *path)
 
 static void watch_loader(ProcTracker *t, Tracked *p, const Process *proc, const ProcMapping *m)
 {
-        _cleanup_close_ int fd = process_open_mapping(proc, m);
+        _cleanup_close_ int fd = -1;
         char path[64];
 
+        /* Every exec maps its loader anew: open it only when it is not watched yet. */
+        if (!proc_events_loader_unwatched(t->events, m->dev, m->inode))
+                return;
+        fd = process_open_mapping(proc, m);
         if (fd < 0) {
                 log_debug_errno(fd, "Cannot open dynamic loader %s of pid %d: %m", m->path, (int)p->pid);
                 return;
