@@ -4,9 +4,12 @@
 build without profd. Prints per run: execs profd saw (profd_process_events_received_total
 {type="exec"}), profd's CPU time during the build (utime+stime of /proc/PID/stat), CPU per exec,
 the share of one core, the part of it spent building unwind tables of files never seen before,
-and the build's wall time without and with profd (ratio).
+and the build's wall time without and with profd (ratio). Then, from the same time without the build
+just before it (--idle seconds: the neighbours' execs, profd's own timers and drains), the build's
+own execs and profd's CPU per exec of them (table builds left out): the per-exec figure freed from
+what goes on anyway.
 
-    bench/exec-cost.py [--runs 2] [--port 7422] [--profd OTHER/daemon/profd]   (compare another build)
+    bench/exec-cost.py [--runs 2] [--port 7422] [--idle 10] [--profd OTHER/daemon/profd]   (compare another build)
 
 The copy and its `meson setup` are made once, outside the measured part; each measured build is
 `ninja clean` then `ninja -j2`. Everything goes under the test session folder, removed at exit."""
@@ -46,7 +49,7 @@ def build(bdir):
     return time.monotonic() - t0
 
 
-def with_profd(binary, bdir, port):
+def with_profd(binary, bdir, port, idle):
     with Daemon(binary=binary, port=port) as dm:
         # The start-up scan and its table builds are not the build's cost: wait for them.
         deadline = time.monotonic() + 60
@@ -55,13 +58,19 @@ def with_profd(binary, bdir, port):
                                                         dm.get("/metrics")[2].decode(), re.M):
             time.sleep(0.5)
         time.sleep(2)
+        # The same time without the build first: profd's CPU and the execs it sees when only the
+        # neighbours run (their execs, its own timers and drains), subtracted below.
+        _, _, mi = dm.get("/metrics")
+        cpui = proc_cpu_seconds(dm.proc.pid)
+        time.sleep(idle)
         _, _, m0 = dm.get("/metrics")
         cpu0 = proc_cpu_seconds(dm.proc.pid)
         wall = build(bdir)
         cpu1 = proc_cpu_seconds(dm.proc.pid)
         _, _, m1 = dm.get("/metrics")
-    m0, m1 = m0.decode(), m1.decode()
-    return wall, cpu1 - cpu0, exec_count(m1) - exec_count(m0), build_seconds(m1) - build_seconds(m0)
+    mi, m0, m1 = mi.decode(), m0.decode(), m1.decode()
+    quiet = (cpu0 - cpui, exec_count(m0) - exec_count(mi), build_seconds(m0) - build_seconds(mi))
+    return wall, cpu1 - cpu0, exec_count(m1) - exec_count(m0), build_seconds(m1) - build_seconds(m0), quiet
 
 
 def main():
@@ -69,6 +78,8 @@ def main():
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--port", type=int, default=7422)
     ap.add_argument("--profd", default=None, help="another profd build to compare")
+    ap.add_argument("--idle", type=float, default=10.0,
+                    help="seconds measured without the build before each build with profd")
     args = ap.parse_args()
     require_bpf()
     src = os.path.join(tmpdir(), "profd-src")
@@ -80,12 +91,25 @@ def main():
     for i in range(args.runs):
         base = build(bdir)
         for label, binary in builds:
-            wall, cpu, execs, tables = with_profd(binary, bdir, args.port)
+            wall, cpu, execs, tables, (qcpu, qexecs, qtables) = with_profd(binary, bdir, args.port, args.idle)
             log("run %d, %s: %d execs in %.1f s; profd CPU %.3f s = %.3f ms per exec, %.2f%% of one core "
                 "(of which unwind table builds %.3f s; without them %.3f ms per exec); "
                 "build wall %.1f s without profd, %.1f s with (ratio %.3f); load average %.1f"
                 % (i + 1, label, execs, wall, cpu, 1000.0 * cpu / max(execs, 1), 100.0 * cpu / wall, tables,
                    1000.0 * (cpu - tables) / max(execs, 1), base, wall, wall / base, os.getloadavg()[0]))
+            # What the build added: less the CPU and the execs of the quiet time, scaled to the build's
+            # wall time (the neighbours' execs and profd's own timers and drains go on during it).
+            scale = wall / args.idle
+            bexecs = execs - qexecs * scale
+            bcpu = (cpu - tables) - (qcpu - qtables) * scale
+            quiet = "quiet %.0f s before: profd CPU %.3f s, %d execs (%.1f ms/s, %.1f execs/s)" % (
+                args.idle, qcpu, qexecs, 1000.0 * qcpu / args.idle, qexecs / args.idle)
+            if bexecs < execs / 2:
+                # Neighbours' bursts: the quiet time is no measure of what went on during the build.
+                log("run %d, %s: %s; too busy to subtract" % (i + 1, label, quiet))
+            else:
+                log("run %d, %s: %s; the build's own: ~%.0f execs, ~%.3f ms of profd CPU per exec without "
+                    "table builds" % (i + 1, label, quiet, bexecs, 1000.0 * bcpu / bexecs))
 
 
 if __name__ == "__main__":

@@ -54,9 +54,25 @@ static __always_inline void count(__u32 idx)
                 *c += 1;
 }
 
+/* Exits, and forks of children that share their parent's memory (vfork, posix_spawn: each of a
+ * build's compilers), need nothing done at once: an exit only frees entries, such a fork writes
+ * none. They go without waking the daemon, which reads them with the next event that does wake it
+ * (an exec, a loader report: the ring keeps their order) or at its periodic drain
+ * (PROC_EVENTS_DEFERRED_DRAIN_USEC in proc-events.c): two wake-ups fewer per exec. Past this much
+ * unread data they wake it anyway, the ring stays far from full. */
+#define DEFER_MAX_BYTES (64 * 1024)
+/* One record in the ring: the event and the ring's 8-byte header. */
+#define EVENT_RECORD_BYTES (sizeof(struct profd_event) + 8)
+
+static __always_inline bool deferrable(__u32 type, __u64 addr)
+{
+        return type == PROFD_EV_EXIT || (type == PROFD_EV_FORK && addr == PROFD_EV_FORK_SHARED_MM);
+}
+
 static __always_inline void emit(__u32 type, __u32 pid, __u32 ppid, __u64 addr, __u64 len)
 {
         struct profd_event *ev;
+        __u64 pending, flags = 0;
 
         if (pid == 0 || (self_tgid && pid == self_tgid))
                 return;
@@ -72,7 +88,17 @@ static __always_inline void emit(__u32 type, __u32 pid, __u32 ppid, __u64 addr, 
         ev->addr = addr;
         ev->len = len;
         ev->ktime_ns = bpf_ktime_get_ns();
-        bpf_ringbuf_submit(ev, 0);
+        /* Unread data before this record (it counts itself once reserved): the kernel wakes the
+         * reader by itself only for the first unread record, so an event behind deferred ones
+         * must force the wake-up. */
+        pending = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+        if (deferrable(type, addr) && pending <= DEFER_MAX_BYTES) {
+                flags = BPF_RB_NO_WAKEUP;
+                count(PROFD_EVCNT_DEFERRED);
+        } else if (pending > EVENT_RECORD_BYTES) {
+                flags = BPF_RB_FORCE_WAKEUP;
+        }
+        bpf_ringbuf_submit(ev, flags);
         count(PROFD_EVCNT_SENT + type);
 }
 

@@ -28,13 +28,16 @@ _Static_assert(sizeof(struct profd_event) == 40, "profd_event layout");
  * buffer was full. Types are < 8 (enum profd_event_type). */
 #define PROFD_EVCNT_SENT 0
 #define PROFD_EVCNT_DROPPED 8
-#define PROFD_EVCNT_RATELIMITED 16 /* mprotect +X events not sent: same process < 100 ms ago */
+#define PROFD_EVCNT_RATELIMITED 16      /* mprotect +X events not sent: same process < 100 ms ago */
 #define PROFD_EVCNT_MMAP_RATELIMITED 17 /* file mapping events not sent: the process's burst used up */
 /* Anonymous executable ranges not sent: the process's burst was used up / the same range was sent
  * from this CPU just before. */
 #define PROFD_EVCNT_ANON_RATELIMITED 18
 #define PROFD_EVCNT_ANON_DEDUPED 19
-#define PROFD_EVCNT__MAX 20
+/* Events sent without waking the daemon (exits, forks sharing the parent's memory): read with the
+ * next event that wakes it, or at its periodic drain. */
+#define PROFD_EVCNT_DEFERRED 20
+#define PROFD_EVCNT__MAX 21
 
 /* FORK with addr PROFD_EV_FORK_SHARED_MM: the child shares its parent's memory (vfork,
  * posix_spawn: CLONE_VM without CLONE_THREAD) until it execs or exits. The unwinder uses the

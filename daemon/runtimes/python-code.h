@@ -23,9 +23,11 @@
 typedef struct PythonCodeCache PythonCodeCache;
 
 /* Defaults of python_code_cache_new() (0 asks for them). A code object costs ~100 bytes plus its
- * names and line table (typically a few hundred bytes). */
+ * names and line table (typically a few hundred bytes). 8 MiB: an hour of a build running Python
+ * grew the cache to 14.7 MiB under a 32 MiB bound, too much of profd's 128 MiB; past the bound the
+ * least recently used go (counted), a running process's are read again when next needed. */
 #define PYTHON_CODE_MAX_ENTRIES 65536u
-#define PYTHON_CODE_MAX_BYTES (32u << 20)
+#define PYTHON_CODE_MAX_BYTES (8u << 20)
 /* Characters of a name or file name kept; longer ones are cut there (counted). */
 #define PYTHON_CODE_MAX_NAME 1024u
 /* Bytes of a line table kept; a code object with a bigger one is kept without it: its lines are

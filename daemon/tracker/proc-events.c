@@ -20,6 +20,11 @@
 #define HOOK_MAX_WAYS 5
 /* Dynamic loader files (distinct inodes: host plus container images) watched by uprobe. */
 #define MAX_LOADERS 64
+/* Exits and shared-memory forks do not wake the daemon (bpf/events.bpf.c, deferrable()): when no
+ * other event comes, they are read this often at the latest. The accuracy lets the loop fold this
+ * into the wake-ups its other timers make anyway. */
+#define PROC_EVENTS_DEFERRED_DRAIN_USEC (100 * 1000ULL)
+#define PROC_EVENTS_DEFERRED_DRAIN_ACCURACY_USEC (50 * 1000ULL)
 
 typedef struct HookWay {
         struct bpf_program *prog;
@@ -55,6 +60,7 @@ struct ProcEvents {
         struct events_bpf *skel;
         struct ring_buffer *rb;
         sd_event_source *io;
+        sd_event_source *deferred_drain; /* periodic: events sent without a wake-up */
         proc_event_fn fn;
         void (*drained)(void *userdata);
         void *userdata;
@@ -105,6 +111,20 @@ static int on_ringbuf_io(sd_event_source *s, int fd, uint32_t revents, void *use
                 log_warning_errno_ratelimited(r, "Reading process event ring buffer failed: %m");
         if (pe->drained)
                 pe->drained(pe->userdata);
+        return 0;
+}
+
+static int on_deferred_drain(sd_event_source *s, uint64_t usec, void *userdata)
+{
+        ProcEvents *pe = userdata;
+        int r;
+
+        r = ring_buffer__consume(pe->rb);
+        if (r < 0)
+                log_warning_errno_ratelimited(r, "Reading process event ring buffer failed: %m");
+        if (r > 0 && pe->drained)
+                pe->drained(pe->userdata);
+        (void)sd_event_source_set_time(s, usec + PROC_EVENTS_DEFERRED_DRAIN_USEC);
         return 0;
 }
 
@@ -369,6 +389,15 @@ int proc_events_new(sd_event *e, proc_event_fn fn, void *userdata, const char *m
                 goto fail;
         }
         (void)sd_event_source_set_description(pe->io, "process-events");
+        r = sd_event_add_time_relative(e, &pe->deferred_drain, CLOCK_MONOTONIC,
+                                       PROC_EVENTS_DEFERRED_DRAIN_USEC,
+                                       PROC_EVENTS_DEFERRED_DRAIN_ACCURACY_USEC, on_deferred_drain, pe);
+        if (r < 0) {
+                log_error_errno(r, "Adding the process event drain timer failed: %m");
+                goto fail;
+        }
+        (void)sd_event_source_set_enabled(pe->deferred_drain, SD_EVENT_ON);
+        (void)sd_event_source_set_description(pe->deferred_drain, "process-events-deferred");
 
         anon_exec_setup(pe, e);
 
@@ -381,6 +410,16 @@ int proc_events_new(sd_event *e, proc_event_fn fn, void *userdata, const char *m
 fail:
         proc_events_free(pe);
         return r;
+}
+
+bool proc_events_loader_unwatched(const ProcEvents *pe, uint64_t dev, uint64_t inode)
+{
+        if (!pe || !pe->loader_uprobes)
+                return false;
+        for (size_t i = 0; i < pe->n_loaders; i++)
+                if (pe->loaders[i].dev == dev && pe->loaders[i].inode == inode)
+                        return false;
+        return true;
 }
 
 int proc_events_watch_loader(ProcEvents *pe, const char *path, uint64_t dev, uint64_t inode)
@@ -427,6 +466,7 @@ ProcEvents *proc_events_free(ProcEvents *pe)
         if (!pe)
                 return NULL;
         perf_mmap_events_free(pe->perf);
+        sd_event_source_disable_unref(pe->deferred_drain);
         sd_event_source_disable_unref(pe->io);
         ring_buffer__free(pe->rb);
         for (size_t i = 0; i < _HOOK_MAX; i++)
@@ -521,6 +561,10 @@ void proc_events_write_metrics(const ProcEvents *pe, FILE *f)
                 "Anonymous executable ranges not sent: the same range was sent from that CPU just before "
                 "(JIT W^X flips).",
                 c[PROFD_EVCNT_ANON_DEDUPED]);
+        metric_counter(f, "profd_process_events_deferred_total",
+                       "Events sent without waking the daemon (exits, forks sharing the parent's memory): "
+                       "read with the next event that wakes it, or within 150 ms.",
+                       c[PROFD_EVCNT_DEFERRED]);
         perf_mmap_events_write_metrics(pe->perf, f);
         if (pe->loader_uprobes) {
                 size_t n = 0;

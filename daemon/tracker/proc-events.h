@@ -4,6 +4,7 @@
 #pragma once
 
 #include <linux/types.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <systemd/sd-event.h>
@@ -32,6 +33,9 @@ int proc_events_add_ringbuf(ProcEvents *pe, int map_fd);
  * /proc/PID/root/lib64/ld-linux-x86-64.so.2). Returns 1 if a new uprobe was attached, 0 if not
  * needed or already watched. */
 int proc_events_watch_loader(ProcEvents *pe, const char *path, uint64_t dev, uint64_t inode);
+/* Whether proc_events_watch_loader() would attach anything for this file (loader uprobes in use,
+ * the file not watched yet): callers open the file only then. */
+bool proc_events_loader_unwatched(const ProcEvents *pe, uint64_t dev, uint64_t inode);
 /* Drains what is queued now (tests, and before a reconcile sweep). */
 int proc_events_consume(ProcEvents *pe);
 /* Events lost so far because a ring buffer was full (kernel side). */

@@ -123,6 +123,41 @@ static void on_anon_exec(ProcTracker *t, pid_t pid, uint64_t start, uint64_t end
                 tracker_mark_dirty(t, p);
 }
 
+/* glibc's loader (ld-linux-*.so.2, ld-2.NN.so; not musl's ld-musl-*), found by the name its cache
+ * entry was first seen under. */
+static bool maps_glibc_loader(const Tracked *p)
+{
+        for (size_t i = 0; i < p->n_maps; i++) {
+                const char *name = p->maps[i].exe ? p->maps[i].exe->name : NULL, *base;
+
+                if (!name)
+                        continue;
+                base = strrchr(name, '/');
+                base = base ? base + 1 : name;
+                if (strncmp(base, "ld-linux", 8) == 0 || strncmp(base, "ld-2.", 5) == 0)
+                        return true;
+        }
+        return false;
+}
+
+/* glibc's loader calls its debugger hook twice at start-up: RT_ADD before it maps the program's
+ * libraries, RT_CONSISTENT once they are mapped. The first finds the mappings the exec's own read
+ * found (the executable, the loader, the vDSO), so it is not acted on: one read of /proc/PID less
+ * per exec. Only when that read was pushed after this exec, and the uprobe was already attached at
+ * the exec (attached later, the first report seen may be the second: acted on). musl's loader
+ * reports once, after mapping: always acted on. */
+static bool loader_start_report_skipped(ProcTracker *t, Tracked *p)
+{
+        if (!p->loader_start_expected)
+                return false;
+        p->loader_start_expected = false;
+        if (!p->exec_ns || p->pushed_ns < p->exec_ns || p->exec_ns <= t->loader_watch_ns || p->dirty ||
+            !maps_glibc_loader(p))
+                return false;
+        t->n_loader_start_skipped++;
+        return true;
+}
+
 void tracker_on_event(const struct profd_event *ev, void *userdata)
 {
         ProcTracker *t = userdata;
@@ -166,11 +201,14 @@ void tracker_on_event(const struct profd_event *ev, void *userdata)
                 p->urgent = true;
                 p->refresh_interval_ns = 0; /* a new program: no history of churn */
                 p->exec_reads = EXEC_FAST_READS;
+                p->loader_start_expected = true;
                 tracker_mark_dirty(t, p);
                 return;
         case PROFD_EV_MMAP_EXEC:
                 p = tracked_get(t, pid);
                 if (!p)
+                        return;
+                if (ev->addr == PROFD_EV_ADDR_LOADER && loader_start_report_skipped(t, p))
                         return;
                 p->background = false;
                 tracker_mark_dirty(t, p);

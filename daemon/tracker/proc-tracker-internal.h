@@ -45,10 +45,11 @@ typedef struct Tracked {
         uint8_t recheck_tries;
         uint8_t exec_reads; /* re-reads left that the spacing does not hold back (after exec) */
         bool dirty, push, queued, recheck, recheck_fired, seen;
-        bool urgent;       /* exec: refresh at once whatever the spacing */
-        bool exec_adopted; /* exec_ns came from the pool, before its exec event */
-        bool background;   /* found by a /proc scan, not by an event: its builds wait */
-        bool queued_back;  /* queued behind the others (background) */
+        bool urgent;                /* exec: refresh at once whatever the spacing */
+        bool exec_adopted;          /* exec_ns came from the pool, before its exec event */
+        bool background;            /* found by a /proc scan, not by an event: its builds wait */
+        bool queued_back;           /* queued behind the others (background) */
+        bool loader_start_expected; /* exec'd: glibc's loader reports its start-up next */
         struct Tracked *prev, *next;
         struct Tracked *queue_next;
 } Tracked;
@@ -100,6 +101,8 @@ struct ProcTracker {
         uint64_t n_refresh_deferred, n_refresh_coalesced;
         uint64_t n_anon_added, n_anon_known, n_anon_reread, n_anon_dropped;
         uint64_t n_mid_exec, n_exec_fast;
+        uint64_t n_loader_start_skipped;
+        uint64_t loader_watch_ns; /* last time a loader uprobe was attached */
         uint64_t n_refreshes, n_unchanged, n_pushes, n_forks_copied, n_forks_shared, n_unknown_ratelimited,
                 n_reconcile_new, n_reconcile_gone, n_rechecks, n_exits;
         uint64_t map_errors[_MAP_ERR_MAX];

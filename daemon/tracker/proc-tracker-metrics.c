@@ -81,6 +81,10 @@ void proc_tracker_write_metrics(const ProcTracker *t, FILE *f)
                         "(fast), found mid-exec without an image (looked at again).",
                         "kind", (const char *const[]){"fast", "mid_exec"},
                         (const uint64_t[]){t->n_exec_fast, t->n_mid_exec}, 2);
+        metric_counter(f, "profd_proc_tracker_loader_start_skipped_total",
+                       "glibc loader start-up reports made before it maps the libraries (the exec's read "
+                       "already has those mappings): not read again.",
+                       t->n_loader_start_skipped);
         metric_labelled(f, "profd_proc_tracker_errors_total", "counter",
                         "Processes or mappings left without unwind entries, by reason.", "reason",
                         tracker_refresh_err_names, t->refresh_errors, _REFRESH_ERR_MAX);

@@ -174,9 +174,13 @@ static bool is_loader(const char *path)
 
 static void watch_loader(ProcTracker *t, Tracked *p, const Process *proc, const ProcMapping *m)
 {
-        _cleanup_close_ int fd = process_open_mapping(proc, m);
+        _cleanup_close_ int fd = -1;
         char path[64];
 
+        /* Every exec maps its loader anew: open it only when it is not watched yet. */
+        if (!proc_events_loader_unwatched(t->events, m->dev, m->inode))
+                return;
+        fd = process_open_mapping(proc, m);
         if (fd < 0) {
                 log_debug_errno(fd, "Cannot open dynamic loader %s of pid %d: %m", m->path, (int)p->pid);
                 return;
@@ -188,6 +192,7 @@ static void watch_loader(ProcTracker *t, Tracked *p, const Process *proc, const 
         /* This process may have passed its start-up hook before the uprobe existed (the first
          * process of a new container image): look at it again shortly. */
         if (proc_events_watch_loader(t->events, path, m->dev, m->inode) > 0) {
+                t->loader_watch_ns = now_ns(CLOCK_MONOTONIC);
                 p->recheck_tries = 0;
                 tracker_schedule_recheck(t, p, PROFD_EV_ADDR_UNKNOWN);
         }
@@ -353,7 +358,13 @@ static void work_queue(ProcTracker *t, unsigned max, bool named_only)
  * turns to anything else, the first samples of a new program find it in the pool. */
 void tracker_on_drained(void *userdata)
 {
-        work_queue(userdata, DRAIN_BATCH, true);
+        ProcTracker *t = userdata;
+
+        work_queue(t, DRAIN_BATCH, true);
+        /* Emptied here: the worker enqueue() switched on would only cost the loop one more turn
+         * (an epoll_wait and a dispatch) to find nothing, once per event. */
+        if (!t->q_head && !t->scan_pending && t->worker)
+                (void)sd_event_source_set_enabled(t->worker, SD_EVENT_OFF);
 }
 
 size_t proc_tracker_settle(ProcTracker *t, uint64_t budget_ns)

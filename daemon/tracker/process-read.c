@@ -219,7 +219,8 @@ int process_read(ProcessTable *t, Process *p)
         char comm[17], state = 0;
         unsigned bad = 0;
         bool quick;
-        int fd, r;
+        _cleanup_close_ int fd = -1;
+        int r;
 
         t->n_reads++;
         /* Everything through one descriptor of /proc/PID: it names this very process, so a pid
@@ -263,12 +264,6 @@ int process_read(ProcessTable *t, Process *p)
                 r = errno == ENOENT ? -ESRCH : -errno;
                 goto fail;
         }
-        f = fdopen(fd, "re");
-        if (!f) {
-                r = -errno;
-                close(fd);
-                goto fail;
-        }
         /* Only the executable mappings, without the kernel printing every other one: most of
          * what reading a process cost. */
         r = t->maps_query_unsupported ? -EOPNOTSUPP : proc_maps_query_executable(fd, read_cb, &c);
@@ -282,7 +277,15 @@ int process_read(ProcessTable *t, Process *p)
                 c.no_file = c.dropped = 0;
                 /* ESRCH: the memory the file was opened on is gone (exit, or exec since): no
                  * mappings, as the text would read; what that means is decided below. */
-                r = r == -ESRCH ? 0 : proc_maps_read(f, read_cb, &c, &bad);
+                if (r == -ESRCH)
+                        r = 0;
+                else {
+                        /* The text, through a FILE made only now: most reads never need one. */
+                        f = fdopen(fd, "re");
+                        if (f)
+                                fd = -1; /* the FILE owns it */
+                        r = f ? proc_maps_read(f, read_cb, &c, &bad) : -errno;
+                }
         }
         if (r < 0) {
                 mappings_free(t, c.mappings, c.n);
