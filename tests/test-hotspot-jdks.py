@@ -36,50 +36,13 @@ def load(name):
     return mod
 
 
-def in_root(root, argv, **kw):
-    """argv run with root as / in a mount namespace of its own with /proc (and /dev) bound inside;
-    exec'd, so the returned process is the program's."""
-    script = ('mount --bind /proc "$1/proc" && mount --bind /dev "$1/dev" && root="$1" && shift && '
-              'exec chroot "$root" "$@"')
-    # The test's TMPDIR is a folder of this machine, not of the root (apt's maintainer scripts
-    # would fail to make their temporary files there).
-    env = dict(kw.pop("env", None) or os.environ)
-    env.pop("TMPDIR", None)
-    return subprocess.Popen(["unshare", "-m", "sh", "-c", script, "sh", root] + argv, env=env, **kw)
-
-
 def make_root(base, packages):
-    """ROOTS/base-jdk with packages installed (cached; rebuilt when the package set changed)."""
-    dst = os.path.join(ROOTS, base + "-jdk")
-    stamp = os.path.join(dst, ".profd-jdk")
-    want = " ".join(sorted(packages))
+    """ROOTS/base-jdk with packages installed (tests/lib/debianroot.py; cached), or None."""
     try:
-        with open(stamp) as f:
-            if set(f.read().split()) >= set(packages):
-                return dst
-    except OSError:
-        pass
-    try:
-        # The Debian root is built first when no other test has (a new machine).
-        src = debianroot.ensure_root(base, log=t.log)
+        return debianroot.ensure_derived(base, "jdk", packages, log=t.log)
     except debianroot.RootUnavailable as e:
-        t.log("the %s root cannot be made: %s" % (base, e))
+        t.log("the %s-jdk root cannot be made: %s" % (base, e))
         return None
-    tmp = dst + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    t.log("making %s: a copy of %s with %s (once; cached)" % (dst, src, want))
-    subprocess.run(["cp", "-a", src, tmp], check=True)
-    shutil.copy("/etc/resolv.conf", os.path.join(tmp, "etc/resolv.conf"))
-    p = in_root(tmp, ["sh", "-c", "apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y "
-                      "--no-install-recommends %s && apt-get clean" % want])
-    if p.wait() != 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        return None
-    with open(os.path.join(tmp, ".profd-jdk"), "w") as f:
-        f.write(want + "\n")
-    shutil.rmtree(dst, ignore_errors=True)
-    os.rename(tmp, dst)
-    return dst
 
 
 def stop(p):
@@ -126,7 +89,7 @@ def main():
             with open(os.path.join(d, cls + ".java"), "w") as f:
                 f.write(src)
             inner = "/" + os.path.relpath(d, root)
-            p = in_root(root, [home + "/bin/javac", "-d", inner, inner + "/" + cls + ".java"])
+            p = debianroot.in_root(root, [home + "/bin/javac", "-d", inner, inner + "/" + cls + ".java"])
             if p.wait(timeout=180) != 0:
                 raise RuntimeError("%s: javac failed" % name)
     jvms = []
@@ -134,7 +97,7 @@ def main():
         with t.Daemon("--frequency", "997") as dmn:
             for name, root, home in available:
                 inner = "/" + os.path.relpath(work[name], root)
-                java = in_root(root, [home + "/bin/java", "-cp", inner, "Deflate"], stdout=subprocess.DEVNULL)
+                java = debianroot.in_root(root, [home + "/bin/java", "-cp", inner, "Deflate"], stdout=subprocess.DEVNULL)
                 jvms.append(java)
                 # The root's libjvm.so is new to profd: its tables are built first (seconds).
                 t.unwind_ready(dmn, java.pid, "libjvm.so", name, timeout_s=120)
@@ -147,7 +110,7 @@ def main():
                                  if l.startswith(("profd_hotspot_detections", "profd_hotspot_processes",
                                                   "profd_hotspot_bpf_frames")) and not l.endswith(" 0")))
                 stop(java)
-                java = in_root(root, [home + "/bin/java", "-cp", inner, "Callers"], stdout=subprocess.DEVNULL)
+                java = debianroot.in_root(root, [home + "/bin/java", "-cp", inner, "Callers"], stdout=subprocess.DEVNULL)
                 jvms.append(java)
                 t.unwind_ready(dmn, java.pid, "libjvm.so", name, timeout_s=120)
                 time.sleep(3)  # drive and the apply methods compiled by C2 by then
@@ -158,7 +121,7 @@ def main():
                 t.check(total > 0 and complete >= 0.8 * total,
                         "%s: >= 80%% of the samples reach start_thread (%d of %d)" % (name, complete, total))
                 stop(java)
-                java = in_root(root, [home + "/bin/java", "-Djava.library.path=" + inner, "-cp", inner, "Inline"],
+                java = debianroot.in_root(root, [home + "/bin/java", "-Djava.library.path=" + inner, "-cp", inner, "Inline"],
                                stdout=subprocess.DEVNULL)
                 jvms.append(java)
                 t.unwind_ready(dmn, java.pid, "libjvm.so", name, timeout_s=120)

@@ -8,8 +8,9 @@ so a root that exists is whole; its stamp file names the suite, mirror and packa
 with, and a root whose stamp does not match what is asked for is rebuilt. The machine's own apt
 configuration and package lists are never touched: debootstrap downloads into the new root only.
 
-Nothing is run inside a root: tests read its files (ELF binaries, their separate debug info) from
-the host.
+Nothing is run inside a base root: tests read its files (ELF binaries, their separate debug info)
+from the host. A derived root (ensure_derived: a copy of a base root with more packages, e.g. a JDK
+or nodejs, installed by the root's own apt) is where programs run (in_root), as in a container.
 
   python3 tests/lib/debianroot.py SUITE     # build (or find) the root, print its path
 
@@ -195,6 +196,55 @@ def ensure_root(suite, log=print):
                 os.unlink(tmp + ".log")
             except OSError:
                 pass
+
+
+def in_root(root, argv, **kw):
+    """argv run with root as / in a mount namespace of its own with /proc (and /dev) bound inside;
+    exec'd, so the returned process is the program's."""
+    script = ('mount --bind /proc "$1/proc" && mount --bind /dev "$1/dev" && root="$1" && shift && '
+              'exec chroot "$root" "$@"')
+    # The caller's TMPDIR is a folder of this machine, not of the root (apt's maintainer scripts
+    # would fail to make their temporary files there).
+    env = dict(kw.pop("env", None) or os.environ)
+    env.pop("TMPDIR", None)
+    return subprocess.Popen(["unshare", "-m", "sh", "-c", script, "sh", root] + argv, env=env, **kw)
+
+
+def ensure_derived(suite, kind, packages, log=print):
+    """ROOTS_DIR/<suite>-<kind>: a copy of the suite's base root (never modified itself) with
+    packages installed by the root's own apt; cached, and made again when the package set grew.
+    Raises RootUnavailable when it cannot be made."""
+    dst = os.path.join(ROOTS_DIR, "%s-%s" % (suite, kind))
+    stamp = ".profd-" + kind
+    want = " ".join(sorted(packages))
+    try:
+        with open(os.path.join(dst, stamp)) as f:
+            if set(f.read().split()) >= set(packages):
+                return dst
+    except OSError:
+        pass
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        raise RootUnavailable("making the %s-%s root needs root and unshare" % (suite, kind))
+    # The base root is built first when no other test has (a new machine).
+    src = ensure_root(suite, log=log)
+    tmp = dst + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    log("making %s: a copy of %s with %s (once; cached)" % (dst, src, want))
+    subprocess.run(["cp", "-a", src, tmp], check=True)
+    shutil.copy("/etc/resolv.conf", os.path.join(tmp, "etc/resolv.conf"))
+    # A testing suite's Release file may be past its Valid-Until between two archive pushes.
+    p = in_root(tmp, ["sh", "-c", "apt-get -o Acquire::Check-Valid-Until=false update && "
+                      "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends %s && "
+                      "apt-get clean" % want], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out = p.communicate()[0]
+    if p.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise RootUnavailable("apt-get in the %s root failed: %s" % (suite, out[-500:]))
+    with open(os.path.join(tmp, stamp), "w") as f:
+        f.write(want + "\n")
+    shutil.rmtree(dst, ignore_errors=True)
+    os.rename(tmp, dst)
+    return dst
 
 
 if __name__ == "__main__":
