@@ -83,9 +83,7 @@ def main():
     args = ap.parse_args()
     require_bpf()
     base = debiannode.ensure_node18(log=log)
-    created = not os.path.isdir("/usr/share/nodejs")
-    if created:
-        os.makedirs("/usr/share/nodejs")
+    created = debiannode.make_mount_target()
     try:
         for name, src in (("chain", CHAIN), ("many", MANY)):
             script = os.path.join(tmpdir(), name + ".js")
@@ -104,8 +102,7 @@ def main():
                     % (name, "on" if cache else "off", statistics.median(x["per_frame"] for x in runs),
                        statistics.median(x["cpu"] for x in runs), args.seconds))
     finally:
-        if created:
-            os.rmdir("/usr/share/nodejs")
+        debiannode.remove_mount_target(created)
 
 
 main()

@@ -107,16 +107,13 @@ def main():
         script = os.path.join(t.tmpdir(), "calls.js")
         with open(script, "w") as f:
             f.write(SCRIPT)
-        created = not os.path.isdir("/usr/share/nodejs")
-        if created:
-            os.makedirs("/usr/share/nodejs")
+        created = debiannode.make_mount_target()
         try:
             check_run("node 18", lambda: subprocess.Popen(
                 debiannode.command(base, ["--max-inlined-bytecode-size=0", script]), stdout=subprocess.PIPE,
                 text=True), script, "libnode.so.108")
         finally:
-            if created:
-                os.rmdir("/usr/share/nodejs")
+            debiannode.remove_mount_target(created)
         ran += 1
     # Debian 13's node 20 and 14's node 24 (Maglev code) in their roots (tests/lib/noderoot.py).
     for label, suite, soname in (("node 20", "trixie", "libnode.so.115"), ("node 24", "forky", "libnode.so.137")):

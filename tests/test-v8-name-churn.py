@@ -63,9 +63,7 @@ def main():
     script = os.path.join(t.tmpdir(), "churn.js")
     with open(script, "w") as f:
         f.write(SCRIPT)
-    created = not os.path.isdir("/usr/share/nodejs")
-    if created:
-        os.makedirs("/usr/share/nodejs")
+    created = debiannode.make_mount_target()
     proc = None
     try:
         with t.Daemon("--frequency", "199") as d:
@@ -80,8 +78,7 @@ def main():
         if proc:
             proc.kill()
             proc.wait()
-        if created:
-            os.rmdir("/usr/share/nodejs")
+        debiannode.remove_mount_target(created)
 
     for line in metrics.splitlines():
         if line.startswith(("profd_v8_frames_named", "profd_v8_name_cache", "profd_v8_remote_reads", "profd_remote_")):

@@ -137,15 +137,12 @@ def main():
         base = None
         t.log("Debian 12's node 18 unavailable: %s" % e)
     if base:
-        created = not os.path.isdir("/usr/share/nodejs")
-        if created:
-            os.makedirs("/usr/share/nodejs")
+        created = debiannode.make_mount_target()
         try:
             if check_metadata("node 18 (Debian 12)", probe(debiannode.libnode(base))):
                 check_live("node 18 (Debian 12)", debiannode.command(base, []), debiannode.libnode(base))
         finally:
-            if created:
-                os.rmdir("/usr/share/nodejs")
+            debiannode.remove_mount_target(created)
         checked.append("node 18")
     # Debian 13's node 20 and Debian 14's node 24 in their roots (made once by tests/lib/noderoot.py).
     for label, suite, soname in (("node 20 (Debian 13)", "trixie", "libnode.so.115"),

@@ -115,9 +115,7 @@ def main():
     with open(script, "w") as f:
         f.write(SCRIPT)
     SCRIPT_PATH.append(script)
-    created = not os.path.isdir("/usr/share/nodejs")
-    if created:
-        os.makedirs("/usr/share/nodejs")
+    created = debiannode.make_mount_target()
     proc = None
     try:
         with t.Daemon("--frequency", "199", "--labels", "comm,pid,tid") as d:
@@ -132,8 +130,7 @@ def main():
         if proc:
             proc.kill()
             proc.wait()
-        if created:
-            os.rmdir("/usr/share/nodejs")
+        debiannode.remove_mount_target(created)
 
     for line in metrics.splitlines():
         if line.startswith(("profd_v8_", "profd_remote_reads_total", "profd_drain_seconds_count")):

@@ -70,6 +70,20 @@ def libnode(base):
     return os.path.join(base, "root", LIB, "libnode.so.108")
 
 
+def make_mount_target():
+    """Makes /usr/share/nodejs, where command() binds the unpacked files in node's own mount
+    namespace, when this machine has none; True when it was made (remove_mount_target)."""
+    if os.path.isdir("/usr/share/nodejs"):
+        return False
+    os.makedirs("/usr/share/nodejs")
+    return True
+
+
+def remove_mount_target(created):
+    if created:
+        os.rmdir("/usr/share/nodejs")
+
+
 def command(base, args):
     """argv running Debian's node 18 with args (in its own mount namespace, see above)."""
     root = os.path.join(base, "root")
