@@ -12,7 +12,6 @@ callee below its caller); a stack may end early at a frame profd cannot step fro
 "[unwind stopped: ...]"), but >= 80% of the samples must reach start_thread. /metrics must show
 the epilogue and unsure cases were met (the test reaches them)."""
 import os
-import re
 import shutil
 import subprocess
 import time
@@ -95,11 +94,6 @@ def check_stacks(traces, what):
     return total, complete, n_wrong
 
 
-def metric(text, name, labels):
-    m = re.search(r"^%s%s (\S+)$" % (re.escape(name), re.escape(labels)), text, re.M)
-    return float(m.group(1)) if m else 0.0
-
-
 def main():
     t.require_bpf()
     if not shutil.which("go"):
@@ -123,7 +117,7 @@ def main():
             t.check(total > 0 and complete >= 0.8 * total,
                     ">= 80%% of the samples reach start_thread (%d of %d)" % (complete, total))
             text = d.get("/metrics")[2].decode()
-            counts = {k: metric(text, "profd_hotspot_bpf_frames_total", '{kind="%s"}' % k)
+            counts = {k: t.metric(text, "profd_hotspot_bpf_frames_total", '{kind="%s"}' % k)
                       for k in ("compiled", "epilogue", "unsure", "interpreted")}
             t.log("/metrics: HotSpot frames %s" % counts)
             t.check(counts["compiled"] > 1000, "/metrics: compiled frames taken (%d)" % counts["compiled"])

@@ -251,11 +251,6 @@ def build_jni(java_home, work):
                    check=True, timeout=120)
 
 
-def metric(text, name, labels):
-    m = re.search(r"^%s%s (\S+)$" % (re.escape(name), re.escape(labels)), text, re.M)
-    return float(m.group(1)) if m else 0.0
-
-
 def main():
     t.require_bpf()
     if not shutil.which("go"):
@@ -303,7 +298,7 @@ def main():
             elif shutil.which("unshare"):
                 t.check(False, "the JVM in its own namespaces started (no child of unshare)")
             text = d.get("/metrics")[2].decode()
-            counts = {k: metric(text, "profd_hotspot_compiled_frames_total", '{result="%s"}' % k)
+            counts = {k: t.metric(text, "profd_hotspot_compiled_frames_total", '{result="%s"}' % k)
                       for k in ("inlined", "approximate", "method_only", "stale", "no_nmethod", "unreadable")}
             t.log("/metrics: compiled frames %s" % counts)
             t.check(counts["inlined"] + counts["approximate"] > 0,

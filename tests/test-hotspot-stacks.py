@@ -124,11 +124,6 @@ def check_compiled(d, java):
             "(%d of %d)" % (good, total))
 
 
-def metric(text, name, labels=""):
-    m = re.search(r"^%s%s (\S+)$" % (re.escape(name), re.escape(labels)), text, re.M)
-    return float(m.group(1)) if m else None
-
-
 def check_profile(d, java, what):
     path = t.fetch_profile(d, 4, "&pid=%d" % java.pid)
     traces = t.traces(path, lines=True)
@@ -197,16 +192,16 @@ def main():
             time.sleep(4)  # compiled by then
             check_compiled(d, hot)
             text = d.get("/metrics")[2].decode()
-            n = metric(text, "profd_hotspot_bpf_frames_total", '{kind="interpreted"}')
+            n = t.metric(text, "profd_hotspot_bpf_frames_total", '{kind="interpreted"}')
             t.check(n and n > 100, "/metrics: %s interpreted frames taken in BPF" % n)
-            n = metric(text, "profd_hotspot_bpf_frames_total", '{kind="compiled"}')
+            n = t.metric(text, "profd_hotspot_bpf_frames_total", '{kind="compiled"}')
             t.check(n and n > 10, "/metrics: %s compiled frames taken in BPF" % n)
-            ok = metric(text, "profd_hotspot_method_reads_total", '{result="ok"}')
+            ok = t.metric(text, "profd_hotspot_method_reads_total", '{result="ok"}')
             t.check(ok and ok >= 12, "/metrics: %s Java frames read and named" % ok)
             # Failed reads are counted for every JVM of the machine (others may run and exit
             # meanwhile): logged; that these JVMs' frames were all named is checked above.
             t.log("/metrics: method reads " + ", ".join(
-                "%s %s" % (r, metric(text, "profd_hotspot_method_reads_total", '{result="%s"}' % r))
+                "%s %s" % (r, t.metric(text, "profd_hotspot_method_reads_total", '{result="%s"}' % r))
                 for r in ("ok", "gone", "unreadable", "stale", "bad_method")))
     finally:
         for j in jvms:

@@ -49,11 +49,6 @@ for (let gen = 0; ; gen++) {
 """
 
 
-def metric(text, name):
-    m = re.search(r"^%s (\d+)$" % re.escape(name), text, re.M)
-    return int(m.group(1)) if m else 0
-
-
 def main():
     t.require_bpf()
     try:
@@ -83,9 +78,9 @@ def main():
     for line in metrics.splitlines():
         if line.startswith(("profd_v8_frames_named", "profd_v8_name_cache", "profd_v8_remote_reads", "profd_remote_")):
             t.log("   " + line)
-    hits = metric(metrics, 'profd_v8_name_cache_lookups_total{result="hit"}')
-    misses = metric(metrics, 'profd_v8_name_cache_lookups_total{result="miss"}')
-    stale = metric(metrics, 'profd_v8_name_cache_lookups_total{result="stale"}')
+    hits = t.metric(metrics, 'profd_v8_name_cache_lookups_total{result="hit"}')
+    misses = t.metric(metrics, 'profd_v8_name_cache_lookups_total{result="miss"}')
+    stale = t.metric(metrics, 'profd_v8_name_cache_lookups_total{result="stale"}')
     t.check(stale > 0, "functions gone from cached addresses are found stale (%d)" % stale)
     t.check(hits > 0, "the stable function (hot) named from the cache (%d hits, %d misses)" % (hits, misses))
 

@@ -85,20 +85,15 @@ def check_kind(what, traces, script, bottom):
             % (what, bottom_ok, total, bottom))
 
 
-def metric(metrics, name):
-    m = re.search(r"^%s (\d+)$" % re.escape(name), metrics, re.M)
-    return int(m.group(1)) if m else 0
-
-
 def check_name_cache(what, metrics):
     """The same functions, drain after drain: named from the cache (v8-name-cache.h) after the
     first drain, with far fewer remote reads than naming each time."""
-    hits = metric(metrics, 'profd_v8_name_cache_lookups_total{result="hit"}')
-    misses = metric(metrics, 'profd_v8_name_cache_lookups_total{result="miss"}')
-    frames = sum(metric(metrics, 'profd_v8_frames_named_total{result="%s"}' % r)
+    hits = t.metric(metrics, 'profd_v8_name_cache_lookups_total{result="hit"}')
+    misses = t.metric(metrics, 'profd_v8_name_cache_lookups_total{result="miss"}')
+    frames = sum(t.metric(metrics, 'profd_v8_frames_named_total{result="%s"}' % r)
                  for r in ("named", "not_a_function", "read_failed"))
-    reads = metric(metrics, "profd_v8_remote_reads_total")
-    drains = metric(metrics, "profd_drain_seconds_count")
+    reads = t.metric(metrics, "profd_v8_remote_reads_total")
+    drains = t.metric(metrics, "profd_drain_seconds_count")
     t.log("%s: %d JavaScript frames named in %d drains with %d remote reads (%.1f a frame); name cache: "
           "%d hits, %d misses" % (what, frames, drains, reads, reads / max(frames, 1), hits, misses))
     t.check(hits > misses, "%s: most JavaScript frames named from the cache across drains (%d hits, %d misses)"

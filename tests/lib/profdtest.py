@@ -288,6 +288,13 @@ def traces(profile_path, sample_index="samples", lines=False):
     return out
 
 
+def metric(text, name, labels=""):
+    """The value of name{labels} in /metrics text (labels as written there, e.g. '{kind="x"}'),
+    0 when absent."""
+    m = re.search(r"^%s%s (\S+)$" % (re.escape(name), re.escape(labels)), text, re.M)
+    return float(m.group(1)) if m else 0
+
+
 def fetch_profile(d, seconds, extra="", path=None):
     st, hdr, body = d.get("/debug/pprof/profile?seconds=%d%s" % (seconds, extra), timeout=seconds + 120)
     if st != 200:
