@@ -160,11 +160,11 @@ def filtered_cost(seconds):
     return (t1 - t0) / max(n1 - n0, 1), n1 - n0
 
 
-def sample_cost(seconds, depth, c_filtered, cmd=None, env=None):
+def sample_cost(seconds, depth, c_filtered, cmd=None, daemon_args=()):
     cmd = cmd or [WORKLOAD, str(seconds + SETTLE_S + 8), str(depth)]
     w = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
-        with Daemon("--frequency", str(FREQUENCY), "--pid", str(w.pid), env=env) as d:
+        with Daemon("--frequency", str(FREQUENCY), "--pid", str(w.pid), *daemon_args) as d:
             time.sleep(SETTLE_S)
             result = {}
 
@@ -245,7 +245,7 @@ deep(int(sys.argv[1]))
 
 def python_cost(args, c_filtered):
     """Debian's python3.11 spinning at the bottom of a recursion of N Python frames: BPF cost per
-    sample with the Python walk and without it (PROFD_PYTHON_FRAMES=0: native frames only)."""
+    sample with the Python walk and without it (--no-python-frames: native frames only)."""
     if not os.path.exists("/usr/bin/python3.11"):
         log("  /usr/bin/python3.11 missing: Python figures not measured")
         return
@@ -254,11 +254,9 @@ def python_cost(args, c_filtered):
         f.write(PY_DEEP)
     for n in (20, 100):
         for walk in (True, False):
-            env = dict(os.environ)
-            if not walk:
-                env["PROFD_PYTHON_FRAMES"] = "0"
             ns, ours, runs, depths = sample_cost(args.seconds, 0, c_filtered,
-                                                 cmd=["/usr/bin/python3.11", script, str(n - 2)], env=env)
+                                                 cmd=["/usr/bin/python3.11", script, str(n - 2)],
+                                                 daemon_args=() if walk else ("--no-python-frames",))
             log("  python3.11, %3d Python frames, %s: %7.0f ns per sample (%d samples; frames seen %s)"
                 % (n, "Python walk " if walk else "native only", ns, ours, depths[-3:]))
 

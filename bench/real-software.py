@@ -686,7 +686,7 @@ def main():
     results = []
     # Native frames only: perf shows _PyEval_EvalFrameDefault where profd puts the Python frames
     # (docs/runtimes.md), and this compares native unwinding.
-    with Daemon("--frequency", str(FREQUENCY), env=dict(os.environ, PROFD_PYTHON_FRAMES="0")) as d:
+    with Daemon("--frequency", str(FREQUENCY), "--no-python-frames") as d:
         time.sleep(3)  # start-up scan and table builds
         for p in progs:
             before, load = metrics(d), loadavg()

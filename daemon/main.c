@@ -352,10 +352,9 @@ static int run(int argc, char **argv)
                 ProcTrackerOptions to = {};
 
                 /* CPython frames: BPF walks them in the processes this describes to it.
-                 * PROFD_PYTHON_FRAMES=0 (benchmarks: the native-only cost) leaves them out. */
-                const char *pf = getenv("PROFD_PYTHON_FRAMES");
-                if (pf && strcmp(pf, "0") == 0)
-                        log_info("PROFD_PYTHON_FRAMES=0: no Python frames");
+                 * --no-python-frames (benchmarks: the native-only cost) leaves them out. */
+                if (!d.options.python_frames)
+                        log_info("--no-python-frames: no Python frames");
                 else if ((r = python_procs_new(sampler_python_procs_fd(d.sampler), &d.python)) < 0 ||
                          (r = python_frame_ids_new(0, &d.python_ids)) < 0 ||
                          (r = python_symbols_new(d.python, d.python_ids, &d.python_symbols)) < 0)
@@ -387,10 +386,9 @@ static int run(int argc, char **argv)
                         symbolizer_set_anon(d.symbolizer, hotspot_symbols_anon, d.hotspot_symbols);
                 }
                 /* V8 (Node.js) frames: BPF reads them in the processes this describes to it.
-                 * PROFD_V8_FRAMES=0 (tests of perf maps, benchmarks) leaves them out. */
-                const char *vf = getenv("PROFD_V8_FRAMES");
-                if (vf && strcmp(vf, "0") == 0)
-                        log_info("PROFD_V8_FRAMES=0: no JavaScript frames from the V8 walk");
+                 * --no-v8-frames (tests of perf maps, benchmarks) leaves them out. */
+                if (!d.options.v8_frames)
+                        log_info("--no-v8-frames: no JavaScript frames from the V8 walk");
                 else if ((r = v8_procs_new(sampler_v8_procs_fd(d.sampler), &d.v8)) < 0 ||
                          (r = v8_symbols_new(d.v8, &d.v8_symbols)) < 0)
                         log_warning_errno(r, "Cannot track Node.js processes, no JavaScript frames: %m");

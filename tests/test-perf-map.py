@@ -18,7 +18,7 @@ process controls never block profd nor lead it elsewhere.
   /metrics counts each by reason, /healthz answers.
 
 node's JavaScript frames are read by the V8 walk where it runs (it wins over perf maps); this test
-runs profd with PROFD_V8_FRAMES=0 so that node exercises the perf map path.
+runs profd with --no-v8-frames so that node exercises the perf map path.
 
 Every /tmp/perf-PID.map the test causes is removed at the end."""
 import os
@@ -224,9 +224,9 @@ def main():
     procs, pids, strays = [], [], []
     java = None
     try:
-        # PROFD_V8_FRAMES=0: node's JavaScript frames are named from its perf map here, not by the
+        # --no-v8-frames: node's JavaScript frames are named from its perf map here, not by the
         # V8 walk, which wins where it runs (tests/test-v8-stacks.py).
-        with Daemon("--frequency", "99", "--labels", "pid", env=dict(os.environ, PROFD_V8_FRAMES="0")) as d:
+        with Daemon("--frequency", "99", "--labels", "pid", "--no-v8-frames") as d:
             # -- node and the JVM, profiled together in one window. In the test's own folder: node
             # --perf-basic-prof also writes V8 logs (isolate-*-v8.log) where it runs.
             node = subprocess.Popen(["node", "--perf-basic-prof", js, "30"], stdout=subprocess.DEVNULL, cwd=work)

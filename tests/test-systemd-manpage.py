@@ -32,7 +32,7 @@ def main():
 
     r = subprocess.run([PROFD, "--help"], capture_output=True, text=True)
     check(r.returncode == 0, "profd --help exits 0")
-    flags = sorted(set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", r.stdout)))
+    flags = sorted(set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]+)", r.stdout)))
     log("flags: " + " ".join(flags))
     check(len(flags) >= 5, "profd --help lists its flags")
     for fl in flags:

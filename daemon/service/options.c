@@ -68,6 +68,8 @@ enum {
         ARG_DEBUGINFOD_TIMEOUT,
         ARG_OFF_CPU,
         ARG_OFF_CPU_THRESHOLD,
+        ARG_NO_PYTHON_FRAMES,
+        ARG_NO_V8_FRAMES,
 };
 
 static const struct option long_options[] = {
@@ -96,6 +98,8 @@ static const struct option long_options[] = {
         {"debuginfod-timeout", required_argument, NULL, ARG_DEBUGINFOD_TIMEOUT},
         {"off-cpu", no_argument, NULL, ARG_OFF_CPU},
         {"off-cpu-threshold", required_argument, NULL, ARG_OFF_CPU_THRESHOLD},
+        {"no-python-frames", no_argument, NULL, ARG_NO_PYTHON_FRAMES},
+        {"no-v8-frames", no_argument, NULL, ARG_NO_V8_FRAMES},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, ARG_VERSION},
         {}};
@@ -138,6 +142,10 @@ static void help(void)
                "  --off-cpu-threshold USEC    waits this long or longer are always unwound; shorter\n"
                "                              ones with probability wait/threshold, weighted so totals\n"
                "                              stay exact on average (default %u)\n"
+               "  --no-python-frames          do not walk CPython frames: Python processes show their\n"
+               "                              interpreter's native frames only\n"
+               "  --no-v8-frames              do not walk V8 frames: Node.js JavaScript frames are\n"
+               "                              named from perf maps (node --perf-basic-prof) only\n"
                "  --max-seconds N             longest ?seconds= a profile request may ask for (default %u)\n"
                "  --labels LIST               labels on every sample, comma-separated, from comm, pid,\n"
                "                              tid, thread_name, unit, container_id (pid and tid are\n"
@@ -281,6 +289,8 @@ int options_parse(int argc, char **argv, Options *ret)
         Options o = {
                 .frequency_hz = DEFAULT_FREQUENCY_HZ,
                 .off_cpu_threshold_us = DEFAULT_OFF_CPU_THRESHOLD_US,
+                .python_frames = true,
+                .v8_frames = true,
                 .max_seconds = DEFAULT_MAX_SECONDS,
                 .max_concurrent_profiles = DEFAULT_MAX_CONCURRENT_PROFILES,
                 .http_max_connections = DEFAULT_HTTP_MAX_CONNECTIONS,
@@ -435,6 +445,12 @@ int options_parse(int argc, char **argv, Options *ret)
                                               "expected microseconds from 1 to 4000000");
                                 goto fail;
                         }
+                        break;
+                case ARG_NO_PYTHON_FRAMES:
+                        o.python_frames = false;
+                        break;
+                case ARG_NO_V8_FRAMES:
+                        o.v8_frames = false;
                         break;
                 case ARG_KERNEL_ADDRESSES:
                         o.kernel_addresses = true;
