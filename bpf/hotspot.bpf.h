@@ -168,6 +168,22 @@ static __always_inline bool hs_is_vtable_stub(const struct profd_hotspot_proc *h
                buf[5] == 'e' && buf[6] == ' ' && buf[7] == 'c';
 }
 
+/* A frame that pushed nothing or popped it all (an epilogue past its pop, a vtable stub): fp is
+ * the caller's already, the return address at sp. Fills frame (saved fp, return address) and
+ * the caller's sp for hs_step_compiled's caller step, in one place for both cases. Returns true
+ * when unwinding ended (the read failed). */
+static __always_inline bool hs_leaf_frame(struct sample_state *st, __u64 frame[2], __u64 *ret_sender_sp)
+{
+        if (read_stack(st, st->sp, frame, 8) < 0) {
+                stop(st, PROFD_STOP_BAD_READ);
+                return true;
+        }
+        frame[1] = frame[0];
+        frame[0] = st->fp;
+        *ret_sender_sp = st->sp + 8;
+        return false;
+}
+
 /* The compiled frame (nmethod, or another blob with a frame size) at st->ip, recorded at index
  * last as its pc: its caller's sp is sp + the frame size, with the return address and the saved
  * fp just below (x86-64: call pushes the return address, the prologue rbp). The entry becomes the
@@ -231,15 +247,9 @@ static __always_inline bool hs_step_compiled(struct sample_state *st, __u32 last
                 return true;
         }
         if (state == ARCH_HS_FRAME_RA_AT_SP) {
-                /* fp is the caller's already, the return address at sp. */
                 count(PROFD_HS_CNT_BASE + PROFD_HS_EPILOGUE);
-                if (read_stack(st, st->sp, frame, 8) < 0) {
-                        stop(st, PROFD_STOP_BAD_READ);
+                if (hs_leaf_frame(st, frame, &sender_sp))
                         return true;
-                }
-                frame[1] = frame[0];
-                frame[0] = st->fp;
-                sender_sp = st->sp + 8;
                 goto caller;
         }
         if (state == ARCH_HS_FRAME_FP_IN_REG) {
@@ -279,14 +289,9 @@ no_frame_size:
          * caller cannot be told. Below frame 0 such code (the call stub, adapters) was called and
          * keeps the frame-pointer chain it was entered with. */
         if (frame0 && blob && hs_is_vtable_stub(hs, blob)) {
-                /* It only loads and jumps: the return address is at sp, fp the caller's. */
-                if (read_stack(st, st->sp, frame, 8) < 0) {
-                        stop(st, PROFD_STOP_BAD_READ);
+                /* It only loads and jumps. */
+                if (hs_leaf_frame(st, frame, &sender_sp))
                         return true;
-                }
-                frame[1] = frame[0];
-                frame[0] = st->fp;
-                sender_sp = st->sp + 8;
                 goto caller;
         }
         if (frame0) {

@@ -310,6 +310,32 @@ int profd_sample(struct bpf_perf_event_data *ctx)
         return 0;
 }
 
+/* Where the chain goes after a step or a run of compiled Java frames: the same decision for both
+ * (step_body, hotspot_body), kept in one place so the two cannot drift apart. Past the step budget
+ * the stack ends (truncated); once it ended, a pending Python walk runs before FINALIZE; otherwise
+ * a compiled Java frame left pending goes to profd_hotspot, anything else to the step program. */
+static __always_inline int chain_next(void *ctx, void *chain, struct sample_state *st)
+{
+        if (!st->done && st->steps >= PROFD_MAX_STEPS) {
+                /* Unreachable from step_body with its frame budget; kept so the chain always ends. */
+                st->user.flags |= PROFD_STACK_TRUNCATED;
+                stop(st, PROFD_STOP_DEPTH);
+        }
+        if (st->done && st->py_active) {
+                if (st->steps < PROFD_MAX_STEPS) {
+                        bpf_tail_call(ctx, chain, PROFD_PROG_PYTHON);
+                        count(PROFD_DROP_TAIL_CALL);
+                        return 0;
+                }
+                py_stop(st, PROFD_PY_STOP_TAIL_CALLS);
+        }
+        bpf_tail_call(ctx, chain,
+                      st->done ? PROFD_PROG_FINALIZE
+                               : (st->hs_pending ? PROFD_PROG_HOTSPOT : st->step_prog));
+        count(PROFD_DROP_TAIL_CALL);
+        return 0;
+}
+
 /* The unwinder's steps, once per program type: a tail call only reaches programs of its caller's
  * type, so the off-CPU hook has its own copies (SEC("tp_btf/sched_switch"), prog array
  * offcpu_progs) of the same code, which takes the prog array of its chain as an argument. */
@@ -327,27 +353,14 @@ static __always_inline int step_body(void *ctx, void *chain, const enum profd_st
         }
 
         st->steps++;
+        /* chain_next would pick PROFD_PROG_HOTSPOT here too; testing it first spares 6.18's
+         * verifier ~27k instructions in profd_step_v8 (tests/qemu/bpf-load-check). */
         if (st->hs_pending && !st->done && st->steps < PROFD_MAX_STEPS) {
                 bpf_tail_call(ctx, chain, PROFD_PROG_HOTSPOT);
                 count(PROFD_DROP_TAIL_CALL);
                 return 0;
         }
-        if (!st->done && st->steps >= PROFD_MAX_STEPS) {
-                /* Unreachable with the frame budget above; kept so the chain always ends. */
-                st->user.flags |= PROFD_STACK_TRUNCATED;
-                stop(st, PROFD_STOP_DEPTH);
-        }
-        if (st->done && st->py_active) {
-                if (st->steps < PROFD_MAX_STEPS) {
-                        bpf_tail_call(ctx, chain, PROFD_PROG_PYTHON);
-                        count(PROFD_DROP_TAIL_CALL);
-                        return 0;
-                }
-                py_stop(st, PROFD_PY_STOP_TAIL_CALLS);
-        }
-        bpf_tail_call(ctx, chain, st->done ? PROFD_PROG_FINALIZE : st->step_prog);
-        count(PROFD_DROP_TAIL_CALL);
-        return 0;
+        return chain_next(ctx, chain, st);
 }
 
 static __always_inline int python_body(void *ctx, void *chain)
@@ -395,23 +408,7 @@ static __always_inline int hotspot_body(void *ctx, void *chain)
                 return 0;
         st->steps++;
         hs_walk_compiled(st);
-        if (!st->done && st->steps >= PROFD_MAX_STEPS) {
-                st->user.flags |= PROFD_STACK_TRUNCATED;
-                stop(st, PROFD_STOP_DEPTH);
-        }
-        if (st->done && st->py_active) {
-                if (st->steps < PROFD_MAX_STEPS) {
-                        bpf_tail_call(ctx, chain, PROFD_PROG_PYTHON);
-                        count(PROFD_DROP_TAIL_CALL);
-                        return 0;
-                }
-                py_stop(st, PROFD_PY_STOP_TAIL_CALLS);
-        }
-        bpf_tail_call(ctx, chain,
-                      st->done ? PROFD_PROG_FINALIZE
-                               : (st->hs_pending ? PROFD_PROG_HOTSPOT : st->step_prog));
-        count(PROFD_DROP_TAIL_CALL);
-        return 0;
+        return chain_next(ctx, chain, st);
 }
 
 static __always_inline int finalize_body(void)
