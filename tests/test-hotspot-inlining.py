@@ -311,15 +311,7 @@ def main():
                 os.kill(contained, 15)
             except ProcessLookupError:
                 pass
-        for j in jvms:
-            if j.poll() is None:
-                j.terminate()
-        for j in jvms:
-            try:
-                j.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                j.kill()
-                j.wait()
+        t.stop_all(jvms)
         if not had_hsperfdata:
             shutil.rmtree("/tmp/hsperfdata_root", ignore_errors=True)
     t.finish()

@@ -45,16 +45,6 @@ def make_root(base, packages):
         return None
 
 
-def stop(p):
-    if p.poll() is None:
-        p.terminate()
-        try:
-            p.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-
-
 def main():
     t.require_bpf()
     if not shutil.which("go"):
@@ -109,7 +99,7 @@ def main():
                 t.log("\n".join(l for l in dmn.get("/metrics")[2].decode().splitlines()
                                  if l.startswith(("profd_hotspot_detections", "profd_hotspot_processes",
                                                   "profd_hotspot_bpf_frames")) and not l.endswith(" 0")))
-                stop(java)
+                t.stop_all([java])
                 java = debianroot.in_root(root, [home + "/bin/java", "-cp", inner, "Callers"], stdout=subprocess.DEVNULL)
                 jvms.append(java)
                 t.unwind_ready(dmn, java.pid, "libjvm.so", name, timeout_s=120)
@@ -120,7 +110,7 @@ def main():
                 t.check(wrong == 0, "%s: no Java frame with a caller it does not have (%d samples)" % (name, wrong))
                 t.check(total > 0 and complete >= 0.8 * total,
                         "%s: >= 80%% of the samples reach start_thread (%d of %d)" % (name, complete, total))
-                stop(java)
+                t.stop_all([java])
                 java = debianroot.in_root(root, [home + "/bin/java", "-Djava.library.path=" + inner, "-cp", inner, "Inline"],
                                stdout=subprocess.DEVNULL)
                 jvms.append(java)
@@ -129,10 +119,10 @@ def main():
                 path = t.fetch_profile(dmn, 8, "&pid=%d" % java.pid)
                 # The roots' libjvm.so have no .symtab: the JVM's C++ frames are unnamed.
                 inlining.check_jvm(t.traces(path, lines=True), java.pid, name + " (inlining)", jvm_symbols=False)
-                stop(java)
+                t.stop_all([java])
     finally:
         for j in jvms:
-            stop(j)
+            t.stop_all([j])
         for d in work.values():
             shutil.rmtree(d, ignore_errors=True)
     t.finish()

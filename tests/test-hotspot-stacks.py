@@ -204,15 +204,7 @@ def main():
                 "%s %s" % (r, t.metric(text, "profd_hotspot_method_reads_total", '{result="%s"}' % r))
                 for r in ("ok", "gone", "unreadable", "stale", "bad_method")))
     finally:
-        for j in jvms:
-            if j.poll() is not None:
-                continue
-            j.terminate()
-            try:
-                j.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                j.kill()
-                j.wait()
+        t.stop_all(jvms)
         if not had_hsperfdata:
             shutil.rmtree("/tmp/hsperfdata_root", ignore_errors=True)
     t.finish()

@@ -288,6 +288,20 @@ def traces(profile_path, sample_index="samples", lines=False):
     return out
 
 
+def stop_all(procs, timeout=20):
+    """SIGTERM to every process still running (a JVM then removes its hsperfdata file), SIGKILL to
+    any that has not exited within timeout seconds."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
 def metric(text, name, labels=""):
     """The value of name{labels} in /metrics text (labels as written there, e.g. '{kind="x"}'),
     0 when absent."""
