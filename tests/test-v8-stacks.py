@@ -60,6 +60,20 @@ MARKERS = {name: i + 1 for i, text in enumerate(SCRIPT.split("\n"))
 LINED = ["level1", "level2", "level3"]
 
 
+def bodies(script):
+    """name -> the lines of its function's body ("function name(" to the next "}" line)."""
+    lines, out = script.split("\n"), {}
+    for i, text in enumerate(lines):
+        m = re.match(r"^function (\w+)\(", text)
+        if m:
+            end = next(j for j in range(i, len(lines)) if lines[j] == "}")
+            out[m.group(1)] = range(i + 1, end + 2)
+    return out
+
+
+BODIES = bodies(SCRIPT)
+
+
 def frame_of(frame):
     """pprof -lines frame "name file[:line]" -> (name, file, line or 0): JavaScript frames have the
     script as file, with a line where V8's source positions give one; native ones a source line when
@@ -84,7 +98,7 @@ def check_kind(what, traces, script, bottom):
             t.log("   %d: %s" % (c, " | ".join(frames)))
         return
     chain_ok = bottom_ok = lines_ok = 0
-    bad, bad_lines = [], []
+    bad, bad_lines, outside, hot_lines = [], [], 0, {}
     for c, frames in with_hot:
         names = [frame_of(x) for x in frames]  # leaf first
         root_first = list(reversed(names))
@@ -97,6 +111,12 @@ def check_kind(what, traces, script, bottom):
                 break
         chain_ok += c if ok else 0
         lines_ok += c if lined else 0
+        # Any line shown must lie in its function's body: never another place's line.
+        if any(line and n in BODIES and line not in BODIES[n] for n, f, line in names if f == script):
+            outside += c
+        for n, f, line in names:
+            if n == "hot" and f == script:
+                hot_lines[line] = hot_lines.get(line, 0) + c
         if not ok:
             bad.append((c, [n for n, _, _ in root_first]))
         elif not lined:
@@ -108,6 +128,8 @@ def check_kind(what, traces, script, bottom):
         t.log("   without the chain (%d): %s" % (c, ";".join(stack)))
     t.check(lines_ok >= 0.95 * total, "%s: %d of %d samples in hot show %s at lines %s" % (
         what, lines_ok, total, ";".join(LINED), ";".join(str(MARKERS[n]) for n in LINED)))
+    t.log("   %s: hot's lines (0: none) %s" % (what, sorted(hot_lines.items())))
+    t.check(outside == 0, "%s: %d samples show a JavaScript line outside its function" % (what, outside))
     for c, stack in sorted(bad_lines, reverse=True)[:3]:
         t.log("   wrong lines (%d): %s" % (c, ";".join(stack)))
     t.check(bottom_ok >= 0.95 * total, "%s: %d of %d samples reach %s at their root"
