@@ -47,7 +47,8 @@ static inline uint64_t v8_frame_value(uint64_t f)
         return f & PROFD_V8_ADDR_MASK;
 }
 
-/* A bytecode entry's BytecodeArray (tagged address) and raw offset (bytes from that pointer). */
+/* A bytecode entry's BytecodeArray (tagged address: V8's heap object tag is 1 in every build, and
+ * BPF checked the word had it) and raw offset (bytes from that pointer). */
 static inline uint64_t v8_bytecode_array(uint64_t f)
 {
         return (f & ((1ULL << PROFD_V8_BC_ADDR_BITS) - 1)) << 3 | 1;
