@@ -229,8 +229,6 @@ static V8NameResult name_one(V8Symbols *vs, const V8Process *vp, uint64_t fn, ui
 static V8LineResult line_result_of(int r)
 {
         switch (r) {
-        case -EMEDIUMTYPE:
-                return V8_LINE_NOT_ITS_BYTECODE;
         case -ENODATA:
                 return V8_LINE_NO_POSITIONS;
         case -EOPNOTSUPP:
@@ -305,6 +303,8 @@ static V8LineResult frame_line(V8Symbols *vs, const V8Process *vp, const V8Funct
         }
         if (!t) {
                 r = v8_bytecode_belongs(m, o, identity->shared, bca);
+                if (r == -EMEDIUMTYPE)
+                        return V8_LINE_NOT_ITS_BYTECODE;
                 if (r < 0)
                         return line_result_of(r);
                 ends = script_ends(vs, vp, m, identity->sfi_script, &fresh_ends, &res);
