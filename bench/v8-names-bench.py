@@ -73,7 +73,8 @@ def one_run(base, script, seconds, cache):
             "hit": metric(text, 'profd_v8_name_cache_lookups_total{result="hit"}'),
             "miss": metric(text, 'profd_v8_name_cache_lookups_total{result="miss"}'),
             "stale": metric(text, 'profd_v8_name_cache_lookups_total{result="stale"}'),
-            "drains": metric(text, "profd_drain_seconds_count"), "cpu": cpu}
+            "drains": metric(text, "profd_drain_seconds_count"), "cpu": cpu,
+            "lines": metric(text, 'profd_v8_lines_total{result="line"}')}
 
 
 def main():
@@ -93,10 +94,10 @@ def main():
                 runs = []
                 for _ in range(args.runs):
                     r = one_run(base, script, args.seconds, cache)
-                    log("%-5s cache %-3s: %6d frames (%d unnamed), %7d reads, %5.1f reads/frame, hits %d misses %d "
-                        "stale %d, %d drains, profd CPU %.2f s"
-                        % (name, "on" if cache else "off", r["frames"], r["unnamed"], r["reads"], r["per_frame"],
-                           r["hit"], r["miss"], r["stale"], r["drains"], r["cpu"]))
+                    log("%-5s cache %-3s: %6d frames (%d unnamed, %d with a line), %7d reads, %5.1f reads/frame, "
+                        "hits %d misses %d stale %d, %d drains, profd CPU %.2f s"
+                        % (name, "on" if cache else "off", r["frames"], r["unnamed"], r["lines"], r["reads"],
+                           r["per_frame"], r["hit"], r["miss"], r["stale"], r["drains"], r["cpu"]))
                     runs.append(r)
                 log("%-5s cache %-3s: median %.1f reads/frame, profd CPU %.2f s in %d s"
                     % (name, "on" if cache else "off", statistics.median(x["per_frame"] for x in runs),

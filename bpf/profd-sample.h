@@ -122,6 +122,10 @@ enum profd_counter {
         PROFD_CNT_V8_BAD_READ,            /* the frame's slots could not be read */
         PROFD_CNT_V8_NO_ROOM,             /* no stack slot left for the function */
         PROFD_CNT_V8_LEAF_UNSURE,         /* interrupted frame maybe in a prologue: not named */
+        PROFD_CNT_V8_BC_RECORDED,         /* interpreted frames' bytecode offsets recorded */
+        PROFD_CNT_V8_BC_TOO_FAR,          /* ... not: beyond PROFD_V8_BC_OFFSET_MAX */
+        PROFD_CNT_V8_BC_NO_ROOM,          /* ... not: no stack slot left */
+        PROFD_CNT_V8_BC_BAD_READ,         /* ... not: the slots could not be read */
         PROFD_HS_CNT_BASE,                /* + enum profd_hs_event (profd-hotspot.h): JVM code frames */
         PROFD_CNT__MAX = PROFD_HS_CNT_BASE + PROFD_HS_EVENT_COUNT,
 };

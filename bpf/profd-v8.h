@@ -18,6 +18,15 @@
 #define PROFD_FRAME_V8 (1ULL << 59)
 #define PROFD_V8_ADDR_MASK ((1ULL << 47) - 1)
 
+/* An interpreted (Ignition) frame's bytecode position, in the entry right after its function's:
+ * PROFD_FRAME_V8 | PROFD_FRAME_V8_BYTECODE | the raw offset (the Smi of the frame's offset slot:
+ * bytes from the tagged BytecodeArray pointer) << PROFD_V8_BC_ADDR_BITS | the frame's BytecodeArray
+ * (tagged address) >> 3. The daemon checks that array is the function's before using the offset.
+ * Heap objects are 8-byte aligned below 2^47: 44 bits keep the address; 13 bits the offset. */
+#define PROFD_FRAME_V8_BYTECODE (1ULL << 57)
+#define PROFD_V8_BC_ADDR_BITS 44
+#define PROFD_V8_BC_OFFSET_MAX ((1ULL << 13) - 1)
+
 /* A frame type marker is below this (V8 has fewer than 32 frame types), shifted left by one. */
 #define PROFD_V8_MARKER_MAX 64
 
@@ -28,6 +37,9 @@ struct profd_v8_proc {
         __s8 fp_context;  /* slot of the context or the frame type marker (-8) */
         __u8 heap_object_tag_mask;
         __u8 heap_object_tag;
-        __u32 _pad;
+        __s8 fp_bytecode_array;  /* interpreted frames: slot of the BytecodeArray; 0: not read */
+        __s8 fp_bytecode_offset; /* ... and of the bytecode offset (a Smi) */
+        __u8 smi_value_shift;    /* a Smi's value is the word shifted right by this (32) */
+        __u8 _pad;
 };
 _Static_assert(sizeof(struct profd_v8_proc) == 8, "profd_v8_proc layout");

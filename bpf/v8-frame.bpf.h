@@ -73,6 +73,44 @@ static __always_inline bool v8_leaf_unsure(struct sample_state *st)
 #endif
 }
 
+/* An interpreted frame keeps its BytecodeArray and the offset of its current bytecode (a Smi,
+ * written before every call and return) in two slots; the entry after its function's records both
+ * (bpf/profd-v8.h). Other tiers keep other things there (a baseline frame its feedback vector in
+ * the offset slot, an optimized one spill slots): only a heap object and a Smi make an entry, and
+ * the daemon checks the array is the function's before trusting the offset. */
+static __always_inline void v8_note_bytecode(struct sample_state *st)
+{
+        const struct profd_v8_proc *v8 = &st->v8;
+        __u64 w[2], value, interpreted;
+        __u32 len = st->user.len;
+
+        /* The daemon enables this only with the offset slot right below the array's: one read of
+         * both (w[0] the offset, w[1] the array). The tests are folded into one branch: each branch
+         * here is verified once per frame of the step's loop (PROFD_FRAMES_PER_STEP). */
+        if (v8->fp_bytecode_offset == 0)
+                return;
+        if (read_stack(st, st->fp + v8->fp_bytecode_offset, w, 16) < 0) {
+                count(PROFD_CNT_V8_BC_BAD_READ);
+                return;
+        }
+        value = w[0] >> (v8->smi_value_shift & 63);
+        interpreted = ((w[1] & v8->heap_object_tag_mask) == v8->heap_object_tag) &
+                      (w[1] <= PROFD_V8_ADDR_MASK) & (w[1] >= 4096) &
+                      ((w[0] & v8->heap_object_tag_mask) != v8->heap_object_tag);
+        if (!interpreted)
+                return;
+        if (value > PROFD_V8_BC_OFFSET_MAX || len >= PROFD_MAX_USER_FRAMES) {
+                count(value > PROFD_V8_BC_OFFSET_MAX ? PROFD_CNT_V8_BC_TOO_FAR : PROFD_CNT_V8_BC_NO_ROOM);
+                return;
+        }
+        w[0] = PROFD_FRAME_V8 | PROFD_FRAME_V8_BYTECODE | value << PROFD_V8_BC_ADDR_BITS | w[1] >> 3;
+        asm volatile("" : "+r"(len)); /* as in v8_note_frame() */
+        st->user.ips[len & (PROFD_MAX_USER_FRAMES - 1)] = w[0];
+        st->user.len = len + 1;
+        st->uhash = hash_mix(st->uhash, w[0]);
+        count(PROFD_CNT_V8_BC_RECORDED);
+}
+
 /* The frame at st->fp is about to be left by a frame-pointer step (JIT code in anonymous memory,
  * builtins without CFI). In a V8 process, a JavaScript frame there gets a PROFD_FRAME_V8 entry with
  * its function after the entry of its pc (bpf/profd-v8.h). The daemon checks what it names. */
@@ -116,4 +154,5 @@ static __always_inline void v8_note_frame(struct sample_state *st)
         st->user.len = len + 1;
         st->uhash = hash_mix(st->uhash, rec);
         count(PROFD_CNT_V8_FRAMES);
+        v8_note_bytecode(st);
 }

@@ -10,7 +10,13 @@ serving an address's old name would show innerK called from outerK+2.
 Checks: the cache finds stale entries (the path is exercised) and hits (hot stays); in the samples
 holding an innerM frame right above an outerK frame, K == M in >= 99% (the 1%: V8 moving a
 function between the sample and the drain, a limit of naming at the drain, docs/runtimes.md). With
-the cache's check disabled, 291 of 423 pairs agreed (inner102 called from outer104)."""
+the cache's check disabled, 291 of 423 pairs agreed (inner102 called from outer104).
+
+Lines too: the functions run interpreted, so each innerK and outerK frame shows the line of its
+call (V8 puts new Function's body from line 3 of its script, after K % 5 empty lines here: innerK
+calls hot on line 3 + K % 5, outerK calls innerK on 5 + K % 5). A line table or bytecode offset
+applied to another round's function would show another line: none may (a frame whose bytecode is
+not its function's any more has no line)."""
 import os
 import re
 import subprocess
@@ -34,7 +40,8 @@ const ROUND_MS = 700;
 console.log("ready");
 for (let gen = 0; ; gen++) {
   const k = 100 + gen % 900;
-  let outer = new Function('hot', 'pad',
+  // K % 5 empty lines first: each round's calls sit on lines of their own (checked below).
+  let outer = new Function('hot', 'pad', '\n'.repeat(k % 5) +
     'function inner' + k + '(ms) { return hot(ms); }\n' +
     'const a = new Array(pad);\n' +
     'const f = function outer' + k + '(ms) { return inner' + k + '(ms) + a.length; };\n' +
@@ -84,10 +91,19 @@ def main():
     t.check(stale > 0, "functions gone from cached addresses are found stale (%d)" % stale)
     t.check(hits > 0, "the stable function (hot) named from the cache (%d hits, %d misses)" % (hits, misses))
 
-    paired = agree = 0
-    bad = []
-    for tr in t.traces(path):
-        for leafward, rootward in zip(tr.frames, tr.frames[1:]):
+    paired = agree = lined = 0
+    bad, wrong_lines = [], []
+    for tr in t.traces(path, lines=True):
+        names = []
+        for frame in tr.frames:
+            m = re.match(r"^((inner|outer)(\d+))(?: \S*:(\d+))?$", frame)
+            names.append(m.group(1) if m else frame)
+            if m and m.group(4):
+                k, line = int(m.group(3)), int(m.group(4))
+                lined += tr.value
+                if line != (3 if m.group(2) == "inner" else 5) + k % 5:
+                    wrong_lines.append((tr.value, frame))
+        for leafward, rootward in zip(names, names[1:]):
             mi, mo = re.match(r"^inner(\d+)$", leafward), re.match(r"^outer(\d+)$", rootward)
             if mi and mo:
                 paired += tr.value
@@ -102,6 +118,11 @@ def main():
         t.log("   %d: %s called from %s" % (c, a, b))
     t.check(paired >= 100, "samples with innerM called from outerK: %d (>= 100)" % paired)
     t.check(paired and agree >= 0.99 * paired, "%d of %d pairs agree (K == M)" % (agree, paired))
+    for c, frame in wrong_lines[:5]:
+        t.log("   %d: %s" % (c, frame))
+    t.check(lined >= paired, "innerK/outerK frames with a line: %d (>= %d)" % (lined, paired))
+    t.check(not wrong_lines, "frames with another round's line: %d of %d"
+            % (sum(c for c, _ in wrong_lines), lined))
     t.finish()
 
 

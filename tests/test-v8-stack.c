@@ -2,9 +2,11 @@
 /* The drain's V8 splice (daemon/runtimes/v8-stack.h): each V8 entry BPF put after its frame's pc
  * entry takes that entry's place; native frames and named entries are kept as they are. */
 #include <linux/types.h>
+#include <errno.h>
 #include <string.h>
 
 #include "lib/test-util.h"
+#include "runtimes/v8-lines.h"
 #include "runtimes/v8-stack.h"
 
 #define V8(fn) (PROFD_FRAME_V8 | (fn))
@@ -24,8 +26,64 @@ static void expect(const char *what, const uint64_t *in, size_t n, const uint64_
               "%s: %zu frames (%zu), %zu V8 entries (%zu)", what, len, n_want, v8, want_v8);
 }
 
+/* V8's encoding (src/codegen/source-position-table.cc): zigzag, 7 bits a byte, low bits first. */
+static size_t put_varint(uint8_t *b, int64_t v)
+{
+        uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+        size_t n = 0;
+
+        do {
+                b[n] = z & 0x7f;
+                z >>= 7;
+                if (z)
+                        b[n] |= 0x80;
+                n++;
+        } while (z);
+        return n;
+}
+
+/* An entry as V8 writes it: deltas from the previous entry; an expression's code delta as
+ * -delta - 1; the source position's script offset + 1 at bit 1, its inlining id + 1 at bit 31. */
+static size_t put_entry(uint8_t *b, int64_t code_delta, bool statement, int64_t script_offset,
+                        int inlining_id, int64_t *prev_source)
+{
+        int64_t source = (script_offset + 1) << 1 | (int64_t)(inlining_id + 1) << 31;
+        size_t n = put_varint(b, statement ? code_delta : -code_delta - 1);
+
+        n += put_varint(b + n, source - *prev_source);
+        *prev_source = source;
+        return n;
+}
+
+static void check_positions(void)
+{
+        uint8_t b[64];
+        int64_t prev = 0;
+        size_t n = 0;
+        uint32_t codes[8];
+        int32_t sources[8];
+        int got;
+
+        n += put_entry(b + n, 0, true, 40, -1, &prev);   /* offset 0: 40 */
+        n += put_entry(b + n, 5, false, 300, -1, &prev); /* offset 5: 300 */
+        n += put_entry(b + n, 200, true, 12, -1, &prev); /* offset 205: 12 (back, a long delta) */
+        n += put_entry(b + n, 1, true, 70000, 2, &prev); /* offset 206: 70000, inlined */
+        got = v8_positions_decode(b, n, codes, sources, 8);
+        check(got == 4 && codes[0] == 0 && sources[0] == 40 && codes[1] == 5 && sources[1] == 300 &&
+                      codes[2] == 205 && sources[2] == 12 && codes[3] == 206 && sources[3] == 70000,
+              "source position table decoded (%d entries)", got);
+        check(v8_positions_decode(b, n - 1, codes, sources, 8) == -EBADMSG, "a cut table is refused");
+
+        V8LineEntry e[] = {{0, 3}, {5, 4}, {205, 9}};
+        V8LineTable t = {.entries = e, .n = 3};
+        check(v8_line_table_find(&t, 0) == 3 && v8_line_table_find(&t, 4) == 3 &&
+                      v8_line_table_find(&t, 5) == 4 && v8_line_table_find(&t, 1000) == 9,
+              "a bytecode offset takes the line of the last position at or before it");
+}
+
 int main(void)
 {
+        check_positions();
         const uint64_t JIT = 0x7f0000001000, TRAMP = 0x5500000100, CALL = 0x5500000200, START = 0x5500000300;
         const uint64_t F1 = 0x1c0000000011, F2 = 0x1c0000000051, F3 = 0x1c0000000091;
 
@@ -55,6 +113,27 @@ int main(void)
                 const uint64_t named = PROFD_FRAME_V8 | V8_FRAME_NAMED | 7;
                 const uint64_t in[] = {JIT, named, START}, want[] = {JIT, named, START};
                 expect("named entries are not spliced again", in, 3, want, 3, 0);
+        }
+        {
+                /* an interpreted frame's bytecode position stays after its function's entry */
+                const uint64_t BC = PROFD_FRAME_V8 | PROFD_FRAME_V8_BYTECODE |
+                                    60ULL << PROFD_V8_BC_ADDR_BITS | 0x1c0000000100 >> 3;
+                const uint64_t in[] = {JIT, V8(F1), TRAMP, V8(F2), BC, START};
+                const uint64_t want[] = {V8(F1), V8(F2), BC, START};
+                expect("bytecode entries kept after their function", in, 6, want, 4, 2);
+                check(v8_frame_is_bytecode(BC) && !v8_frame_is_bytecode(V8(F1)) &&
+                              v8_bytecode_array(BC) == 0x1c0000000101 && v8_bytecode_raw_offset(BC) == 60,
+                      "bytecode entry fields");
+        }
+        {
+                uint64_t f = v8_frame_make_named(12345, 987654);
+                uint64_t none = v8_frame_make_named(7, -1);
+
+                check(v8_frame_is(f) && v8_frame_named(f) && v8_frame_id(f) == 12345 &&
+                              v8_frame_line(f) == 987654,
+                      "a named entry keeps its id and line");
+                check(v8_frame_id(none) == 7 && v8_frame_line(none) == 0, "a named entry without a line");
+                check(!v8_frame_is_bytecode(f), "a named entry is not a bytecode entry");
         }
         check(!v8_frame_is(PROFD_FRAME_PYTHON | PROFD_FRAME_V8 | 1), "a Python entry is not a V8 one");
         printf("%s\n", failures ? "FAILED" : "all checks passed");

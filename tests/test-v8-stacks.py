@@ -6,7 +6,9 @@ with no flag at all.
 The script's main thread calls level1 -> level2 -> level3 -> hot once; hot loops until the end
 (interpreted callers in Ignition frames, hot itself optimized by on-stack replacement). A worker
 thread runs the same script. Per thread kind, among the samples whose stack holds hot:
-- >= 95% show level1;level2;level3;hot in that order, adjacent, each with the script as its file;
+- >= 95% show level1;level2;level3;hot in that order, adjacent, each with the script as its file,
+  and the interpreted callers each at the line of its call (a "// @NAME" marker in the script:
+  the line comes from the frame's bytecode offset through V8's source position table);
 - >= 95% reach the native bottom of their thread (_start via node::Start for the main thread,
   start_thread for the worker), native frames outermost;
 and /metrics counts the process as found, with frames named."""
@@ -31,9 +33,18 @@ function hot(ms) {
   while (Date.now() < end) for (let i = 0; i < 100000; i++) s = (s + i * i) % 1000003;
   return s;
 }
-function level3(ms) { return hot(ms); }
-function level2(ms) { return level3(ms); }
-function level1(ms) { return level2(ms); }
+function level3(ms) {
+  return hot(ms); // @level3
+}
+function level2(ms) {
+  const r = level3(ms); // @level2
+  return r;
+}
+function level1(ms) {
+  let r = 0;
+  r += level2(ms); // @level1
+  return r;
+}
 if (isMainThread) {
   new Worker(__filename);
   console.log("ready");
@@ -43,16 +54,40 @@ level1(60000);
 
 
 SCRIPT_PATH = []  # the script's path, once written
+# The line each interpreted caller must show: its "// @name" marker's.
+MARKERS = {name: i + 1 for i, text in enumerate(SCRIPT.split("\n"))
+           for name in re.findall(r"// @(\w+)", text)}
+LINED = ["level1", "level2", "level3"]
+
+
+def bodies(script):
+    """name -> the lines of its function's body ("function name(" to the next "}" line)."""
+    lines, out = script.split("\n"), {}
+    for i, text in enumerate(lines):
+        m = re.match(r"^function (\w+)\(", text)
+        if m:
+            end = next(j for j in range(i, len(lines)) if lines[j] == "}")
+            out[m.group(1)] = range(i + 1, end + 2)
+    return out
+
+
+BODIES = bodies(SCRIPT)
+
+
+def frame_of(frame):
+    """pprof -lines frame "name file[:line]" -> (name, file, line or 0): JavaScript frames have the
+    script as file, with a line where V8's source positions give one; native ones a source line when
+    their debug info says."""
+    for path in SCRIPT_PATH:
+        if frame.endswith(" " + path):
+            return frame[:-len(path) - 1], path, 0
+    m = re.match(r"^(.*) (\S+):(\d+)$", frame)
+    return (m.group(1), m.group(2), int(m.group(3))) if m else (frame, "", 0)
 
 
 def name_of(frame):
-    """pprof -lines frame "name file[:line]" -> (name, file): JavaScript frames have the script as
-    file (no line yet), native ones a source line when their debug info says."""
-    for path in SCRIPT_PATH:
-        if frame.endswith(" " + path):
-            return frame[:-len(path) - 1], path
-    m = re.match(r"^(.*) (\S+):(\d+)$", frame)
-    return (m.group(1), m.group(2)) if m else (frame, "")
+    """(name, file) of a pprof -lines frame."""
+    return frame_of(frame)[:2]
 
 
 def check_kind(what, traces, script, bottom):
@@ -62,25 +97,41 @@ def check_kind(what, traces, script, bottom):
         for c, frames in sorted(traces, key=lambda x: -x[0])[:2]:
             t.log("   %d: %s" % (c, " | ".join(frames)))
         return
-    chain_ok = bottom_ok = 0
-    bad = []
+    chain_ok = bottom_ok = lines_ok = 0
+    bad, bad_lines, outside, hot_lines = [], [], 0, {}
     for c, frames in with_hot:
-        names = [name_of(x) for x in frames]  # leaf first
+        names = [frame_of(x) for x in frames]  # leaf first
         root_first = list(reversed(names))
-        ok = False
+        ok = lined = False
         for i in range(len(root_first) - len(CHAIN) + 1):
-            if [n for n, _ in root_first[i:i + len(CHAIN)]] == CHAIN and \
-                    all(f == script for _, f in root_first[i:i + len(CHAIN)]):
+            if [n for n, _, _ in root_first[i:i + len(CHAIN)]] == CHAIN and \
+                    all(f == script for _, f, _ in root_first[i:i + len(CHAIN)]):
                 ok = True
+                lined = all(line == MARKERS[n] for n, _, line in root_first[i:i + len(CHAIN)] if n in LINED)
                 break
         chain_ok += c if ok else 0
+        lines_ok += c if lined else 0
+        # Any line shown must lie in its function's body: never another place's line.
+        if any(line and n in BODIES and line not in BODIES[n] for n, f, line in names if f == script):
+            outside += c
+        for n, f, line in names:
+            if n == "hot" and f == script:
+                hot_lines[line] = hot_lines.get(line, 0) + c
         if not ok:
-            bad.append((c, [n for n, _ in root_first]))
-        bottom_ok += c if any(n == bottom for n, _ in root_first[:4]) else 0
+            bad.append((c, [n for n, _, _ in root_first]))
+        elif not lined:
+            bad_lines.append((c, ["%s:%d" % (n, line) for n, _, line in root_first if n in CHAIN]))
+        bottom_ok += c if any(n == bottom for n, _, _ in root_first[:4]) else 0
     t.check(chain_ok >= 0.95 * total, "%s: %d of %d samples in hot show %s in order, file %s"
             % (what, chain_ok, total, ";".join(CHAIN), script))
     for c, stack in sorted(bad, reverse=True)[:3]:
         t.log("   without the chain (%d): %s" % (c, ";".join(stack)))
+    t.check(lines_ok >= 0.95 * total, "%s: %d of %d samples in hot show %s at lines %s" % (
+        what, lines_ok, total, ";".join(LINED), ";".join(str(MARKERS[n]) for n in LINED)))
+    t.log("   %s: hot's lines (0: none) %s" % (what, sorted(hot_lines.items())))
+    t.check(outside == 0, "%s: %d samples show a JavaScript line outside its function" % (what, outside))
+    for c, stack in sorted(bad_lines, reverse=True)[:3]:
+        t.log("   wrong lines (%d): %s" % (c, ";".join(stack)))
     t.check(bottom_ok >= 0.95 * total, "%s: %d of %d samples reach %s at their root"
             % (what, bottom_ok, total, bottom))
 

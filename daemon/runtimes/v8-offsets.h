@@ -45,6 +45,11 @@
         X(type_script, "type_Script__SCRIPT_TYPE", true)                                                    \
         X(type_scope_info, "type_ScopeInfo__SCOPE_INFO_TYPE", false)                                        \
         X(type_bytecode_array, "type_BytecodeArray__BYTECODE_ARRAY_TYPE", false)                            \
+        X(type_byte_array, "type_ByteArray__BYTE_ARRAY_TYPE", false)                                        \
+        X(type_trusted_byte_array, "type_TrustedByteArray__TRUSTED_BYTE_ARRAY_TYPE", false) /* V8 12+ */    \
+        X(type_fixed_array, "type_FixedArray__FIXED_ARRAY_TYPE", false)                                     \
+        X(type_interpreter_data, "type_InterpreterData__INTERPRETER_DATA_TYPE", false)                      \
+        X(type_code, "type_Code__CODE_TYPE", false)                                                         \
         /* Object members, bytes from the object's (untagged) start */                                      \
         X(heap_object_map, "class_HeapObject__map__Map", true)                                              \
         X(map_instance_type, "class_Map__instance_type__uint16_t", true)                                    \
@@ -53,6 +58,12 @@
         X(sfi_script_or_debug_info, "class_SharedFunctionInfo__script_or_debug_info__HeapObject", false)    \
         X(sfi_function_data, "class_SharedFunctionInfo__function_data__Object", false)                      \
         X(script_name, "class_Script__name__Object", true)                                                  \
+        X(script_line_ends, "class_Script__line_ends__Object", false) /* FixedArray of Smis, or not yet */  \
+        X(script_source, "class_Script__source__Object", false)                                             \
+        X(fixed_array_length, "class_FixedArrayBase__length__SMI", false)                                   \
+        X(fixed_array_data, "class_FixedArray__data__uintptr_t", false)                                     \
+        X(bytecode_array_data, "class_BytecodeArray__data__uintptr_t", false) /* its header's size */       \
+        X(bytecode_array_wrapper, "class_BytecodeArray__wrapper__Tagged_BytecodeWrapper_", false) /* 13 */  \
         X(string_length, "class_String__length__int32_t", true)                                             \
         X(seq_one_byte_chars, "class_SeqOneByteString__chars__char", true)                                  \
         X(seq_two_byte_chars, "class_SeqTwoByteString__chars__char", true)                                  \

@@ -183,7 +183,15 @@ static int describe(const V8Offsets *o, struct profd_v8_proc *ret)
                 .fp_context = (__s8)o->fp_context,
                 .heap_object_tag_mask = (__u8)o->heap_object_tag_mask,
                 .heap_object_tag = (__u8)o->heap_object_tag,
+                .smi_value_shift = (__u8)(o->smi_shift_size + 1),
         };
+        /* Interpreted frames' bytecode positions: read when the metadata names both slots, the
+         * offset's right below the array's (V8 10.2 to 13.6: -40 and -32), which BPF reads at once. */
+        if (o->fp_bytecode_array >= -120 && o->fp_bytecode_array < 0 &&
+            o->fp_bytecode_offset == o->fp_bytecode_array - 8) {
+                ret->fp_bytecode_array = (__s8)o->fp_bytecode_array;
+                ret->fp_bytecode_offset = (__s8)o->fp_bytecode_offset;
+        }
         return 0;
 }
 

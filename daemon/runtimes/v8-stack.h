@@ -13,11 +13,16 @@
 #include "bpf/profd-python.h"
 #include "bpf/profd-v8.h"
 
-/* After the drain named it, a V8 entry is PROFD_FRAME_V8 | V8_FRAME_NAMED | the id of its names
- * (v8-symbols.h; 0: none could be read, an unnamed JavaScript frame). Before, it holds the
- * function's address as BPF read it. */
+/* After the drain named it, a V8 entry is PROFD_FRAME_V8 | V8_FRAME_NAMED | (line + 1) <<
+ * V8_FRAME_LINE_SHIFT | the id of its names (v8-symbols.h; id 0: none could be read, an unnamed
+ * JavaScript frame; line + 1 == 0: no line known). Before, it holds the function's address as BPF
+ * read it, and an interpreted frame's bytecode position follows it (PROFD_FRAME_V8_BYTECODE), which
+ * the naming folds into the line. */
 #define V8_FRAME_NAMED (1ULL << 58)
-#define V8_FRAME_ID_MASK PROFD_V8_ADDR_MASK
+#define V8_FRAME_ID_BITS 20
+#define V8_FRAME_ID_MASK ((1ULL << V8_FRAME_ID_BITS) - 1)
+#define V8_FRAME_LINE_SHIFT V8_FRAME_ID_BITS
+#define V8_FRAME_LINE_MAX ((1ULL << (47 - V8_FRAME_ID_BITS)) - 2)
 
 /* A Java frame (profd-hotspot.h) may have bit 59 set in its bytecode index: bit 61 tells it apart. */
 static inline bool v8_frame_is(uint64_t f)
@@ -30,9 +35,45 @@ static inline bool v8_frame_named(uint64_t f)
         return f & V8_FRAME_NAMED;
 }
 
+/* The bytecode position BPF recorded after an interpreted frame's function entry. */
+static inline bool v8_frame_is_bytecode(uint64_t f)
+{
+        return v8_frame_is(f) && !v8_frame_named(f) && (f & PROFD_FRAME_V8_BYTECODE);
+}
+
+/* An unnamed entry's JSFunction address. */
 static inline uint64_t v8_frame_value(uint64_t f)
 {
+        return f & PROFD_V8_ADDR_MASK;
+}
+
+/* A bytecode entry's BytecodeArray (tagged address: V8's heap object tag is 1 in every build, and
+ * BPF checked the word had it) and raw offset (bytes from that pointer). */
+static inline uint64_t v8_bytecode_array(uint64_t f)
+{
+        return (f & ((1ULL << PROFD_V8_BC_ADDR_BITS) - 1)) << 3 | 1;
+}
+static inline uint32_t v8_bytecode_raw_offset(uint64_t f)
+{
+        return (uint32_t)((f >> PROFD_V8_BC_ADDR_BITS) & PROFD_V8_BC_OFFSET_MAX);
+}
+
+/* A named entry's pair id and line (0: none). */
+static inline uint64_t v8_frame_id(uint64_t f)
+{
         return f & V8_FRAME_ID_MASK;
+}
+static inline uint32_t v8_frame_line(uint64_t f)
+{
+        uint64_t l = (f & PROFD_V8_ADDR_MASK) >> V8_FRAME_LINE_SHIFT;
+
+        return l ? (uint32_t)(l - 1) : 0;
+}
+static inline uint64_t v8_frame_make_named(uint64_t id, int64_t line)
+{
+        uint64_t l = line >= 0 && (uint64_t)line <= V8_FRAME_LINE_MAX ? (uint64_t)line + 1 : 0;
+
+        return PROFD_FRAME_V8 | V8_FRAME_NAMED | l << V8_FRAME_LINE_SHIFT | (id & V8_FRAME_ID_MASK);
 }
 
 /* BPF puts each V8 entry right after the entry of its frame's pc, which lies in JIT code or a
@@ -44,7 +85,8 @@ static inline size_t v8_stack_splice(uint64_t *frames, uint8_t *exact, size_t le
         size_t out = 0;
 
         for (size_t i = 0; i < len; i++) {
-                if (v8_frame_is(frames[i]) && !v8_frame_named(frames[i])) {
+                if (v8_frame_is(frames[i]) && !v8_frame_named(frames[i]) &&
+                    !v8_frame_is_bytecode(frames[i])) {
                         (*ret_v8)++;
                         if (out > 0 && !v8_frame_is(frames[out - 1]))
                                 out--; /* its pc's entry */

@@ -165,7 +165,7 @@ static SampleRecord make_record(Sampler *s, const struct profd_count_key *k, boo
         /* JavaScript functions are named now, while the process runs, by the first record of the
          * stack (its function addresses are that process's). */
         if (us && us->v8 && d->v8_cb) {
-                d->v8_cb(d->v8_userdata, k->pid, d->frames + us->off, us->len);
+                us->len = d->v8_cb(d->v8_userdata, k->pid, d->frames + us->off, d->exact + us->off, us->len);
                 us->v8 = 0;
         }
         rec = (SampleRecord){

@@ -150,6 +150,14 @@ void sampler_write_metrics(const Sampler *s, FILE *f)
                                                    c[PROFD_CNT_V8_NOT_JS], c[PROFD_CNT_V8_BAD_READ],
                                                    c[PROFD_CNT_V8_NO_ROOM], c[PROFD_CNT_V8_LEAF_UNSURE]},
                                 6);
+                metric_labelled(f, "profd_v8_bpf_bytecode_offsets_total", "counter",
+                                "Bytecode offsets of interpreted JavaScript frames BPF recorded, or not "
+                                "by reason.",
+                                "outcome",
+                                (const char *const[]){"recorded", "too_far", "no_room", "bad_read"},
+                                (const uint64_t[]){c[PROFD_CNT_V8_BC_RECORDED], c[PROFD_CNT_V8_BC_TOO_FAR],
+                                                   c[PROFD_CNT_V8_BC_NO_ROOM], c[PROFD_CNT_V8_BC_BAD_READ]},
+                                4);
                 if (s->opts.measure_cost) {
                         /* Nanoseconds: 9 decimals, finer than metric_counter_seconds(). */
                         metric_family(f, "profd_bpf_recorded_seconds_total", "counter",

@@ -109,6 +109,8 @@ int sampler_watch_python_stacks(Sampler *s, sampler_python_stack_cb_t cb, void *
 /* The ids the drain gives Python frames (runtimes/python-frame-ids.h); without, they stay unnamed. */
 void sampler_set_python_frame_ids(Sampler *s, PythonFrameIds *ids);
 /* Names the V8 entries of a drained user stack of pid in place (runtimes/v8-stack.h: each
- * becomes PROFD_FRAME_V8 | V8_FRAME_NAMED | id), once per stack per drain, while pid runs. */
-typedef void (*sampler_v8_names_cb_t)(void *userdata, uint32_t pid, uint64_t *frames, size_t n);
+ * becomes PROFD_FRAME_V8 | V8_FRAME_NAMED | id, with a line), once per stack per drain, while pid
+ * runs. frames and exact (per frame) are rewritten in place; returns the new length. */
+typedef size_t (*sampler_v8_names_cb_t)(void *userdata, uint32_t pid, uint64_t *frames, uint8_t *exact,
+                                        size_t n);
 void sampler_set_v8_namer(Sampler *s, sampler_v8_names_cb_t cb, void *userdata);

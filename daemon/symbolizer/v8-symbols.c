@@ -4,8 +4,10 @@
 #include <string.h>
 
 #include "runtimes/remote-memory.h"
+#include "runtimes/v8-lines.h"
 #include "runtimes/v8-objects.h"
 #include "runtimes/v8-stack.h"
+#include "symbolizer/v8-line-cache.h"
 #include "symbolizer/v8-name-cache.h"
 #include "symbolizer/v8-symbols.h"
 #include "util/hash.h"
@@ -37,6 +39,31 @@ static const char *const result_names[_V8_NAME_MAX] = {
         [V8_TABLE_FULL] = "table_full",
 };
 
+/* Lines of JavaScript frames (runtimes/v8-lines.h), by result. */
+typedef enum V8LineResult {
+        V8_LINE_FOUND,
+        V8_LINE_NOT_INTERPRETED,  /* no bytecode offset recorded: a baseline or optimized frame */
+        V8_LINE_UNNAMED,          /* the function itself could not be named */
+        V8_LINE_NOT_ITS_BYTECODE, /* the frame's BytecodeArray is not its function's (any more) */
+        V8_LINE_NO_POSITIONS,     /* V8 has not collected the bytecode's source positions */
+        V8_LINE_OUT_OF_RANGE,     /* the offset lies beyond the bytecode, or before any position */
+        V8_LINE_READ_FAILED,      /* memory could not be read, or held an unexpected type */
+        V8_LINE_UNSUPPORTED, /* metadata missing, a source profd does not read (external), or beyond bounds
+                              */
+        _V8_LINE_MAX,
+} V8LineResult;
+
+static const char *const line_result_names[_V8_LINE_MAX] = {
+        [V8_LINE_FOUND] = "line",
+        [V8_LINE_NOT_INTERPRETED] = "not_interpreted",
+        [V8_LINE_UNNAMED] = "unnamed",
+        [V8_LINE_NOT_ITS_BYTECODE] = "not_its_bytecode",
+        [V8_LINE_NO_POSITIONS] = "no_source_positions",
+        [V8_LINE_OUT_OF_RANGE] = "out_of_range",
+        [V8_LINE_READ_FAILED] = "read_failed",
+        [V8_LINE_UNSUPPORTED] = "unsupported",
+};
+
 typedef struct V8Name {
         char *function, *script; /* script "" when none */
 } V8Name;
@@ -47,11 +74,13 @@ struct V8Symbols {
         size_t n_names, cap_names, bytes;
         IdIndex index;
         V8NameCache *cache;
+        V8LineCache *lines;
         bool no_cache;
         RemoteMemory *mem; /* of mem_pid, taken at mem_ns */
         pid_t mem_pid;
         uint64_t mem_ns;
         uint64_t results[_V8_NAME_MAX];
+        uint64_t line_results[_V8_LINE_MAX];
         uint64_t remote_reads; /* made naming frames */
         char name[V8_NAME_MAX + 16];
 };
@@ -66,7 +95,8 @@ int v8_symbols_new(V8Procs *procs, V8Symbols **ret)
         vs->no_cache = getenv("PROFD_V8_NAME_CACHE") && strcmp(getenv("PROFD_V8_NAME_CACHE"), "0") == 0;
         if (vs->no_cache)
                 log_info("PROFD_V8_NAME_CACHE=0: JavaScript names not cached across drains");
-        if (v8_name_cache_new(&vs->cache) < 0) {
+        if (v8_name_cache_new(&vs->cache) < 0 || v8_line_cache_new(&vs->lines) < 0) {
+                v8_name_cache_free(vs->cache);
                 free(vs);
                 return -ENOMEM;
         }
@@ -86,6 +116,7 @@ V8Symbols *v8_symbols_free(V8Symbols *vs)
         free(vs->names);
         id_index_done(&vs->index);
         v8_name_cache_free(vs->cache);
+        v8_line_cache_free(vs->lines);
         remote_memory_free(vs->mem);
         free(vs);
         return NULL;
@@ -149,7 +180,8 @@ static RemoteMemory *memory_of(V8Symbols *vs, pid_t pid, uint64_t max_age)
 }
 
 /* Whether fn was named before and is still that function (v8-name-cache.h): its id then. */
-static bool cached(V8Symbols *vs, const V8Process *vp, RemoteMemory *m, uint64_t fn, uint64_t *ret_id)
+static bool cached(V8Symbols *vs, const V8Process *vp, RemoteMemory *m, uint64_t fn, uint64_t *ret_id,
+                   V8FunctionIdentity *ret_identity)
 {
         V8FunctionIdentity was, now;
         uint32_t id;
@@ -158,6 +190,7 @@ static bool cached(V8Symbols *vs, const V8Process *vp, RemoteMemory *m, uint64_t
                 return false;
         if (v8_function_identity(m, &vp->offsets, fn, &now) == 0 && memcmp(&was, &now, sizeof(was)) == 0) {
                 *ret_id = id;
+                *ret_identity = now;
                 return true;
         }
         /* Another function there, or its memory unreadable in this snapshot: named afresh. */
@@ -165,7 +198,8 @@ static bool cached(V8Symbols *vs, const V8Process *vp, RemoteMemory *m, uint64_t
         return false;
 }
 
-static V8NameResult name_one(V8Symbols *vs, const V8Process *vp, uint64_t fn, uint64_t *ret_id)
+static V8NameResult name_one(V8Symbols *vs, const V8Process *vp, uint64_t fn, uint64_t *ret_id,
+                             V8FunctionIdentity *ret_identity)
 {
         V8FunctionNames n;
         RemoteMemory *m = memory_of(vs, vp->pid, V8_SNAPSHOT_MAX_AGE_NS);
@@ -173,7 +207,7 @@ static V8NameResult name_one(V8Symbols *vs, const V8Process *vp, uint64_t fn, ui
 
         if (!m)
                 return V8_NO_PROCESS;
-        if (!vs->no_cache && cached(vs, vp, m, fn, ret_id))
+        if (!vs->no_cache && cached(vs, vp, m, fn, ret_id, ret_identity))
                 return V8_NAMED;
         r = v8_function_names(m, &vp->offsets, fn, &n);
         if (r == -EFAULT && (m = memory_of(vs, vp->pid, V8_SNAPSHOT_RETRY_NS)))
@@ -182,6 +216,7 @@ static V8NameResult name_one(V8Symbols *vs, const V8Process *vp, uint64_t fn, ui
                 return V8_NOT_FUNCTION;
         if (r < 0)
                 return V8_READ_FAILED;
+        *ret_identity = n.identity;
         *ret_id = intern(vs, n.function, n.script);
         if (!*ret_id)
                 return V8_TABLE_FULL;
@@ -191,38 +226,168 @@ static V8NameResult name_one(V8Symbols *vs, const V8Process *vp, uint64_t fn, ui
         return V8_NAMED;
 }
 
-void v8_symbols_name_stack(void *userdata, uint32_t pid, uint64_t *frames, size_t n)
+static V8LineResult line_result_of(int r)
+{
+        switch (r) {
+        case -ENODATA:
+                return V8_LINE_NO_POSITIONS;
+        case -EOPNOTSUPP:
+        case -E2BIG:
+                return V8_LINE_UNSUPPORTED;
+        default:
+                return V8_LINE_READ_FAILED;
+        }
+}
+
+/* The line ends of script, cached while its source word stays; NULL and *ret_res when none. */
+static const V8LineEnds *script_ends(V8Symbols *vs, const V8Process *vp, RemoteMemory *m, uint64_t script,
+                                     V8LineEnds *fresh, V8LineResult *ret_res)
+{
+        const V8LineEnds *e;
+        uint64_t source = 0, was;
+        int r;
+
+        e = v8_line_cache_get_script(vs->lines, vp->pid, vp->start_time, script, &was);
+        if (e) {
+                if (v8_script_source(m, &vp->offsets, script, &source) == 0 && source == was) {
+                        if (e->n > 0)
+                                return e;
+                        *ret_res = V8_LINE_UNSUPPORTED; /* its source could not be read before */
+                        return NULL;
+                }
+                v8_line_cache_drop_script(vs->lines, vp->pid, vp->start_time, script);
+        }
+        r = v8_script_line_ends(m, &vp->offsets, script, fresh, &source);
+        if (r == -EOPNOTSUPP || r == -E2BIG) {
+                /* kept empty, so that a source profd does not read is not read again each drain */
+                v8_line_ends_done(fresh);
+                (void)v8_line_cache_put_script(vs->lines, vp->pid, vp->start_time, script, source, fresh);
+        }
+        if (r < 0) {
+                *ret_res = line_result_of(r);
+                return NULL;
+        }
+        e = v8_line_cache_put_script(vs->lines, vp->pid, vp->start_time, script, source, fresh);
+        return e ? e : fresh;
+}
+
+/* The line of an interpreted frame of the function named through identity, at the bytecode
+ * position bc recorded (runtimes/v8-stack.h). The frame's BytecodeArray must be the function's:
+ * a frame sampled before the GC flushed or replaced its bytecode must not get another array's
+ * line. Its line table is read once and kept (v8-line-cache.h) while the array's words stay. */
+static V8LineResult frame_line(V8Symbols *vs, const V8Process *vp, const V8FunctionIdentity *identity,
+                               uint64_t bc, uint32_t *ret_line)
+{
+        const V8Offsets *o = &vp->offsets;
+        uint64_t bca = v8_bytecode_array(bc), map, length, positions;
+        RemoteMemory *m = memory_of(vs, vp->pid, V8_SNAPSHOT_MAX_AGE_NS);
+        const V8LineTable *t;
+        const V8LineEnds *ends;
+        V8LineTable fresh = {};
+        V8LineEnds fresh_ends = {};
+        V8LineResult res;
+        uint32_t offset, line;
+        int r;
+
+        if (!m)
+                return V8_LINE_READ_FAILED;
+        if (v8_bytecode_offset(o, v8_bytecode_raw_offset(bc), &offset) < 0)
+                return V8_LINE_OUT_OF_RANGE;
+        r = v8_bytecode_identity(m, o, bca, &map, &length, &positions);
+        if (r < 0)
+                return line_result_of(r);
+        t = v8_line_cache_get(vs->lines, vp->pid, vp->start_time, bca, identity->shared);
+        if (t && (t->map != map || t->length != length || t->positions != positions)) {
+                v8_line_cache_stale(vs->lines, vp->pid, vp->start_time, bca, identity->shared);
+                t = NULL;
+        }
+        if (!t) {
+                r = v8_bytecode_belongs(m, o, identity->shared, bca);
+                if (r == -EMEDIUMTYPE)
+                        return V8_LINE_NOT_ITS_BYTECODE;
+                if (r < 0)
+                        return line_result_of(r);
+                ends = script_ends(vs, vp, m, identity->sfi_script, &fresh_ends, &res);
+                r = ends ? v8_bytecode_lines(m, o, bca, ends, &fresh) : 0;
+                v8_line_ends_done(&fresh_ends);
+                if (!ends && res != V8_LINE_UNSUPPORTED)
+                        return res;
+                if (!ends || r == -ENODATA || r == -E2BIG || r == -EOPNOTSUPP) {
+                        /* Kept without lines, not to be read again while the array's words stay (V8
+                         * collecting its positions changes them). */
+                        fresh = (V8LineTable){.map = map,
+                                              .length = length,
+                                              .positions = positions,
+                                              .error = ends ? r : -EOPNOTSUPP};
+                        r = 0;
+                }
+                if (r < 0)
+                        return line_result_of(r);
+                t = v8_line_cache_put(vs->lines, vp->pid, vp->start_time, bca, identity->shared, &fresh);
+                if (!t)
+                        t = &fresh; /* not kept: used once */
+        }
+        if (t->error) {
+                res = line_result_of(t->error);
+                v8_line_table_done(&fresh);
+                return res;
+        }
+        line = v8_smi_value(o, t->length) > (int64_t)offset ? v8_line_table_find(t, offset) : 0;
+        v8_line_table_done(&fresh);
+        if (!line)
+                return V8_LINE_OUT_OF_RANGE;
+        *ret_line = line;
+        return V8_LINE_FOUND;
+}
+
+size_t v8_symbols_name_stack(void *userdata, uint32_t pid, uint64_t *frames, uint8_t *exact, size_t n)
 {
         V8Symbols *vs = userdata;
         const V8Process *vp = v8_procs_get(vs->procs, (pid_t)pid);
         uint64_t last_fn = 0, last_id = 0;
+        V8FunctionIdentity last_identity = {};
+        size_t out = 0;
 
         for (size_t i = 0; i < n; i++) {
                 uint64_t f = frames[i], id = 0;
+                V8LineResult lres = V8_LINE_NOT_INTERPRETED;
+                uint32_t line = 0;
                 V8NameResult res;
 
-                if (!v8_frame_is(f) || v8_frame_named(f))
+                if (v8_frame_is_bytecode(f))
+                        continue; /* folded into its function's entry below */
+                exact[out] = exact[i];
+                if (!v8_frame_is(f) || v8_frame_named(f)) {
+                        frames[out++] = f;
                         continue;
+                }
+                uint64_t reads = remote_memory_reads_done();
                 if (v8_frame_value(f) == last_fn && last_fn) {
                         id = last_id; /* recursion: the same function frame after frame */
                         res = id ? V8_NAMED : V8_NOT_FUNCTION;
                 } else {
-                        uint64_t reads = remote_memory_reads_done();
-
-                        res = vp ? name_one(vs, vp, v8_frame_value(f), &id) : V8_NO_PROCESS;
-                        vs->remote_reads += remote_memory_reads_done() - reads;
+                        last_identity = (V8FunctionIdentity){};
+                        res = vp ? name_one(vs, vp, v8_frame_value(f), &id, &last_identity) : V8_NO_PROCESS;
                         last_fn = v8_frame_value(f);
-                        last_id = id;
+                        last_id = res == V8_NAMED ? id : 0;
                 }
+                if (i + 1 < n && v8_frame_is_bytecode(frames[i + 1]))
+                        lres = res == V8_NAMED && vp
+                                       ? frame_line(vs, vp, &last_identity, frames[i + 1], &line)
+                                       : V8_LINE_UNNAMED;
+                vs->remote_reads += remote_memory_reads_done() - reads;
                 vs->results[res]++;
-                frames[i] = PROFD_FRAME_V8 | V8_FRAME_NAMED | (res == V8_NAMED ? id : 0);
+                vs->line_results[lres]++;
+                frames[out++] = v8_frame_make_named(res == V8_NAMED ? id : 0,
+                                                    lres == V8_LINE_FOUND ? (int64_t)line : -1);
         }
+        return out;
 }
 
 int v8_symbols_name(void *userdata, const Process *p, uint64_t frame, SymFrame *ret)
 {
         V8Symbols *vs = userdata;
-        uint64_t id = v8_frame_named(frame) ? v8_frame_value(frame) : 0;
+        uint64_t id = v8_frame_named(frame) ? v8_frame_id(frame) : 0;
         const V8Name *n;
 
         (void)p;
@@ -234,6 +399,7 @@ int v8_symbols_name(void *userdata, const Process *p, uint64_t frame, SymFrame *
                 .name = vs->name,
                 .system_name = vs->name,
                 .file = n->script[0] ? n->script : NULL,
+                .line = (int)v8_frame_line(frame),
         };
         return 0;
 }
@@ -251,9 +417,15 @@ void v8_symbols_write_metrics(const V8Symbols *vs, FILE *f)
         metric_counter(f, "profd_v8_remote_reads_total",
                        "Reads of other processes' memory made naming JavaScript frames.", vs->remote_reads);
         v8_name_cache_write_metrics(vs->cache, f);
+        metric_labelled(f, "profd_v8_lines_total", "counter",
+                        "JavaScript frames given a source line at the drain, or not by reason.", "result",
+                        line_result_names, vs->line_results, _V8_LINE_MAX);
+        v8_line_cache_write_metrics(vs->lines, f);
 }
 
 size_t v8_symbols_memory(const V8Symbols *vs)
 {
-        return vs ? vs->bytes + vs->index.cap * sizeof(IndexSlot) + v8_name_cache_memory(vs->cache) : 0;
+        return vs ? vs->bytes + vs->index.cap * sizeof(IndexSlot) + v8_name_cache_memory(vs->cache) +
+                               v8_line_cache_memory(vs->lines)
+                  : 0;
 }
