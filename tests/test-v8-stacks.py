@@ -9,7 +9,21 @@ thread runs the same script. Per thread kind, among the samples whose stack hold
 - >= 95% show level1;level2;level3;hot in that order, adjacent, each with the script as its file;
 - >= 95% reach the native bottom of their thread (_start via node::Start for the main thread,
   start_thread for the worker), native frames outermost;
-and /metrics counts the process as found, with frames named."""
+and /metrics counts the process as found, with frames named.
+
+Two more node 18 processes run in the same profiling window (no start-up of their own):
+- calls.js: JavaScript -> C -> JavaScript. The main thread runs callAddon, which calls a Node-API
+  addon built here (tests/v8-napi-addon.c: profd_addon_call_back, napi_call_function) that calls
+  fromAddon -> hot back; the worker runs callParse -> JSON.parse with a reviver (V8's C++ builtin
+  Builtin_JsonParse, which calls the reviver through Execution::Call) -> reviver -> hot. >= 95% of
+  the samples in hot show hot <- the callback <- the C function (its ELF symbol) <- the caller with
+  no other JavaScript frame between them (V8's exit and entry frames crossed), down to _start or
+  start_thread (check_calls);
+- the chain script again, with --perf-basic-prof (a real /tmp/perf-PID.map naming hot and its
+  callers too), and a worker spending its time in a compiled regular expression: the walk's names
+  win for JavaScript frames (the chain as above, hot never named `LazyCompile:*hot ...` from the
+  perf map) while the regular expression's code, which the walk leaves (a typed frame), is named
+  `RegExp:...` from the perf map (check_perf_map)."""
 import os
 import re
 import subprocess
@@ -100,49 +114,199 @@ def check_name_cache(what, metrics):
             % (what, hits, misses))
 
 
+CALLS_SCRIPT = r"""
+const { Worker, isMainThread } = require('worker_threads');
+function hot(ms) {
+  const end = Date.now() + ms;
+  let s = 0;
+  while (Date.now() < end) for (let i = 0; i < 100000; i++) s = (s + i * i) % 1000003;
+  return s;
+}
+function fromAddon(ms) { return hot(ms); }
+function callAddon(ms) { return addon.callBack(fromAddon, ms); }
+function reviver(key, value) { return key === 'ms' ? hot(value) : value; }
+function callParse(ms) { return JSON.parse('{"ms":' + ms + '}', reviver); }
+const addon = require(process.argv[2]);
+if (isMainThread) {
+  new Worker(__filename, { argv: process.argv.slice(2) });
+  console.log("ready");
+  callAddon(60000);
+} else {
+  callParse(60000);
+}
+"""
+
+# Leaf first from hot: the JavaScript frames (file: the script) and the one native frame named
+# here, in this order and with no other JavaScript frame between them.
+ADDON_CHAIN = ["hot", "fromAddon", "profd_addon_call_back", "callAddon"]
+PARSE_CHAIN = ["hot", "reviver", "v8::internal::Builtin_JsonParse", "callParse"]
+NATIVE = ("profd_addon_call_back", "v8::internal::Builtin_JsonParse")
+
+PERF_SCRIPT = SCRIPT.replace("""if (isMainThread) {
+  new Worker(__filename);
+  console.log("ready");
+}
+level1(60000);""", r"""function backtrack(ms) {
+  const end = Date.now() + ms, re = /^(a|aa)+$/, s = 'a'.repeat(24) + 'b';
+  let n = 0;
+  while (Date.now() < end) n += re.test(s) ? 1 : 0;
+  return n;
+}
+function matcher(ms) { return backtrack(ms); }
+if (isMainThread) {
+  new Worker(__filename);
+  console.log("ready");
+  level1(60000);
+} else {
+  matcher(60000);
+}""")
+# The perf map's names of JavaScript code (V8's CodeEventListener tags), which must not name a
+# frame the walk named.
+PERF_MAP_JS = re.compile(r"^(LazyCompile|Function|InterpretedFunction|JS|Script|Eval):")
+
+
+def is_javascript(frame, script):
+    name, f = name_of(frame)
+    return f == script or f.startswith("node:")
+
+
+def build_addon(include, out):
+    """tests/v8-napi-addon.c as a Node-API module (gcc alone: no node-gyp)."""
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "v8-napi-addon.c")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-g", "-I", include, "-o", out, src], check=True)
+    return out
+
+
+def check_calls(what, traces, script, chain, bottom):
+    """Among traces' samples in hot: >= 95% show chain (see ADDON_CHAIN), and reach bottom."""
+    with_hot = [(c, f) for c, f in traces if any(name_of(x)[0] == "hot" for x in f)]
+    total = sum(c for c, _ in with_hot)
+    if not t.check(total >= 60, "%s: %d samples in hot (>= 60)" % (what, total)):
+        for c, frames in sorted(traces, key=lambda x: -x[0])[:2]:
+            t.log("   %d: %s" % (c, " | ".join(frames)))
+        return
+    ok_n = bottom_ok = 0
+    bad = []
+    for c, frames in with_hot:
+        i = [name_of(x)[0] for x in frames].index("hot")
+        natives = [n for n in chain if n in NATIVE]
+        seen = []  # (name, in the script): JavaScript frames and chain's native ones, leaf first
+        for x in frames[i:]:
+            name, f = name_of(x)
+            if is_javascript(x, script):
+                seen.append((name, f == script))
+            else:
+                seen += [(n, True) for n in natives if name.startswith(n)]
+            if len(seen) == len(chain):
+                break
+        ok = [n for n, _ in seen] == chain and all(in_script for _, in_script in seen)
+        ok_n += c if ok else 0
+        if not ok:
+            bad.append((c, [name_of(x)[0] for x in reversed(frames)]))
+        bottom_ok += c if any(name_of(x)[0] == bottom for x in frames[-4:]) else 0
+    t.check(ok_n >= 0.95 * total, "%s: %d of %d samples in hot show %s (leaf first), JavaScript "
+            "frames with file %s" % (what, ok_n, total, " <- ".join(chain), script))
+    for c, stack in sorted(bad, reverse=True)[:3]:
+        t.log("   without the chain (%d): %s" % (c, ";".join(stack)))
+    t.check(bottom_ok >= 0.95 * total, "%s: %d of %d samples reach %s at their root"
+            % (what, bottom_ok, total, bottom))
+
+
+def check_perf_map(what, perf_map, main_t, worker_t, script):
+    """node --perf-basic-prof: the walk names JavaScript frames, the perf map the regular
+    expression's code."""
+    hot_in_map = [l for l in perf_map.splitlines() if re.search(r"\bhot\b", l)]
+    t.check(hot_in_map, "%s: the perf map names hot too (%s)" % (what, hot_in_map[:2]))
+    check_kind(what + " main thread", main_t, script, "_start")
+    with_hot = [(c, f) for c, f in main_t if any("hot" in name_of(x)[0] for x in f)]
+    from_map = sum(c for c, f in with_hot if any(PERF_MAP_JS.match(x) for x in f))
+    total = sum(c for c, _ in with_hot)
+    t.check(from_map <= 0.05 * total, "%s: %d of %d samples in hot have a JavaScript frame named "
+            "from the perf map (<= 5%%)" % (what, from_map, total))
+    in_matcher = [(c, f) for c, f in worker_t if any(name_of(x) == ("matcher", script) for x in f)]
+    total = sum(c for c, _ in in_matcher)
+    regexp = 0
+    for c, frames in in_matcher:
+        names = [name_of(x)[0] for x in frames]
+        r = [i for i, n in enumerate(names) if n.startswith("RegExp:")]
+        if r and "backtrack" in names[r[0]:]:
+            regexp += c
+    t.check(total >= 60 and regexp >= 0.5 * total, "%s worker: %d of %d samples in matcher run the "
+            "regular expression's code named from the perf map (RegExp:..., below backtrack) (>= 50%%)"
+            % (what, regexp, total))
+
+
 def main():
     t.require_bpf()
     try:
         base = debiannode.ensure_node18(log=t.log)
+        include = debiannode.ensure_node18_headers(base, log=t.log)
     except debiannode.NodeUnavailable as e:
         t.skip("Debian 12's node 18 cannot be had here: %s" % e)
-    script = os.path.join(t.tmpdir(), "chain.js")
-    with open(script, "w") as f:
-        f.write(SCRIPT)
-    SCRIPT_PATH.append(script)
+    work = t.tmpdir()
+    script = os.path.join(work, "chain.js")
+    calls = os.path.join(work, "calls.js")
+    perf = os.path.join(work, "perf.js")
+    for path, text in ((script, SCRIPT), (calls, CALLS_SCRIPT), (perf, PERF_SCRIPT)):
+        with open(path, "w") as f:
+            f.write(text)
+    SCRIPT_PATH.extend([script, calls, perf])
+    addon = build_addon(include, os.path.join(work, "addon.node"))
     created = debiannode.make_mount_target()
     proc = None
+    procs = []
+    perf_map = ""
     try:
         with t.Daemon("--frequency", "199", "--labels", "comm,pid,tid") as d:
             proc = subprocess.Popen(debiannode.command(base, [script]), stdout=subprocess.PIPE, text=True)
-            t.check(proc.stdout.readline().strip() == "ready", "node 18 started")
-            t.unwind_ready(d, proc.pid, "libnode.so.108", "node 18")
+            procs.append(proc)
+            for argv in ([calls, addon], ["--perf-basic-prof", perf]):
+                procs.append(subprocess.Popen(debiannode.command(base, argv), stdout=subprocess.PIPE, text=True))
+            for p, what in zip(procs, ("node 18", "node 18 (calls.js)", "node 18 (--perf-basic-prof)")):
+                t.check(p.stdout.readline().strip() == "ready", what + " started")
+                t.unwind_ready(d, p.pid, "libnode.so.108", what)
             time.sleep(1)
-            path = t.fetch_profile(d, WINDOW_S, "&pid=%d" % proc.pid)
+            path = t.fetch_profile(d, WINDOW_S, "".join("&pid=%d" % p.pid for p in procs))
             _, _, metrics = d.get("/metrics")
             metrics = metrics.decode()
+            with open("/tmp/perf-%d.map" % procs[2].pid) as f:
+                perf_map = f.read()
     finally:
-        if proc:
-            proc.kill()
-            proc.wait()
+        for p in procs:
+            p.kill()
+            p.wait()
+        if len(procs) == 3:
+            try:
+                os.unlink("/tmp/perf-%d.map" % procs[2].pid)
+            except FileNotFoundError:
+                pass
         debiannode.remove_mount_target(created)
 
     for line in metrics.splitlines():
         if line.startswith(("profd_v8_", "profd_remote_reads_total", "profd_drain_seconds_count")):
             t.log("   " + line)
     found = re.search(r'^profd_v8_detections_total\{outcome="found"\} (\d+)', metrics, re.M)
-    t.check(found and int(found.group(1)) >= 1, "/metrics: node 18's V8 found (%s)" % (found and found.group(1)))
+    t.check(found and int(found.group(1)) >= 3, "/metrics: node 18's V8 found (%s)" % (found and found.group(1)))
     named = re.search(r'^profd_v8_frames_named_total\{result="named"\} (\d+)', metrics, re.M)
     t.check(named and int(named.group(1)) > 0, "/metrics: JavaScript frames named (%s)" % (named and named.group(1)))
 
     check_name_cache("node 18", metrics)
 
-    main_t, worker_t = [], []
+    by_pid = {p.pid: ([], []) for p in procs}
     for tr in t.traces(path, lines=True):
+        pid = int(tr.labels.get("pid", ["0"])[0])
+        if pid not in by_pid:
+            continue
         names = [name_of(x)[0] for x in tr.frames]
+        main_t, worker_t = by_pid[pid]
         (worker_t if "start_thread" in names else main_t).append((tr.value, tr.frames))
+    main_t, worker_t = by_pid[proc.pid]
     check_kind("main thread", main_t, script, "_start")
     check_kind("worker thread", worker_t, script, "start_thread")
+    main_t, worker_t = by_pid[procs[1].pid]
+    check_calls("calls.js main thread (addon)", main_t, calls, ADDON_CHAIN, "_start")
+    check_calls("calls.js worker (JSON.parse)", worker_t, calls, PARSE_CHAIN, "start_thread")
+    check_perf_map("--perf-basic-prof", perf_map, *by_pid[procs[2].pid], perf)
     t.finish()
 
 
