@@ -307,6 +307,9 @@ def main():
     t.check(named and int(named.group(1)) > 0, "/metrics: JavaScript frames named (%s)" % (named and named.group(1)))
 
     check_name_cache("node 18", metrics)
+    v8_bytes = t.metric(metrics, "profd_memory_bytes", '{owner="v8_names"}')
+    t.check(v8_bytes > 0, "/metrics: the V8 name tables' memory is counted (profd_memory_bytes{owner=\"v8_names\"} "
+            "%d)" % v8_bytes)
 
     by_pid = {p.pid: ([], []) for p in procs}
     for tr in t.traces(path, lines=True):

@@ -53,6 +53,7 @@ struct V8Symbols {
         uint64_t mem_ns;
         uint64_t results[_V8_NAME_MAX];
         uint64_t remote_reads; /* made naming frames */
+        uint64_t naming_ns;    /* thread CPU time spent naming stacks' frames at the drain */
         char name[V8_NAME_MAX + 16];
 };
 
@@ -195,7 +196,7 @@ void v8_symbols_name_stack(void *userdata, uint32_t pid, uint64_t *frames, size_
 {
         V8Symbols *vs = userdata;
         const V8Process *vp = v8_procs_get(vs->procs, (pid_t)pid);
-        uint64_t last_fn = 0, last_id = 0;
+        uint64_t last_fn = 0, last_id = 0, t0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
 
         for (size_t i = 0; i < n; i++) {
                 uint64_t f = frames[i], id = 0;
@@ -217,6 +218,7 @@ void v8_symbols_name_stack(void *userdata, uint32_t pid, uint64_t *frames, size_
                 vs->results[res]++;
                 frames[i] = PROFD_FRAME_V8 | V8_FRAME_NAMED | (res == V8_NAMED ? id : 0);
         }
+        vs->naming_ns += now_ns(CLOCK_THREAD_CPUTIME_ID) - t0;
 }
 
 int v8_symbols_name(void *userdata, const Process *p, uint64_t frame, SymFrame *ret)
@@ -250,6 +252,9 @@ void v8_symbols_write_metrics(const V8Symbols *vs, FILE *f)
                      vs->n_names);
         metric_counter(f, "profd_v8_remote_reads_total",
                        "Reads of other processes' memory made naming JavaScript frames.", vs->remote_reads);
+        metric_family(f, "profd_v8_naming_seconds_total", "counter",
+                      "CPU time of the daemon spent naming JavaScript frames at the drain.");
+        metric_sample_fixed(f, "profd_v8_naming_seconds_total", NULL, (double)vs->naming_ns / 1e9, 6);
         v8_name_cache_write_metrics(vs->cache, f);
 }
 
