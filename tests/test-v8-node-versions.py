@@ -89,8 +89,8 @@ def run_one(stacks, name, root, lib, addon):
     stacks.check_kind("%s worker thread" % name, worker_t, inner, "start_thread")
     main_t, worker_t = by_pid[procs[1].pid]
     stacks.check_calls("%s calls.js main thread (addon)" % name, main_t, calls, stacks.ADDON_CHAIN, "_start")
-    # Debian 14's libnode.so.137 exports none of V8's internal functions (147 of its 15389 dynamic
-    # symbols are v8::internal ones, Builtin_JsonParse not among them): there the C++ builtin is
+    # Debian 14's libnode.so.137 exports few of V8's internal functions (147 of its 15389 dynamic
+    # symbols, Builtin_JsonParse not among them): there the C++ builtin is
     # the library's unnamed frame, still required between the reviver and its caller.
     chain = stacks.PARSE_CHAIN if lib != "libnode.so.137" else \
         [n if n != "v8::internal::Builtin_JsonParse" else "[libnode.so.137]" for n in stacks.PARSE_CHAIN]
