@@ -276,8 +276,11 @@ def main():
         with t.Daemon("--frequency", "199", "--labels", "comm,pid,tid") as d:
             proc = subprocess.Popen(debiannode.command(base, [script]), stdout=subprocess.PIPE, text=True)
             procs.append(proc)
+            # In the test's folder: node 18 with --perf-basic-prof also writes isolate-*-v8.log
+            # files into its working directory.
             for argv in ([calls, addon], ["--perf-basic-prof", perf]):
-                procs.append(subprocess.Popen(debiannode.command(base, argv), stdout=subprocess.PIPE, text=True))
+                procs.append(subprocess.Popen(debiannode.command(base, argv), stdout=subprocess.PIPE, text=True,
+                                              cwd=work))
             for p, what in zip(procs, ("node 18", "node 18 (calls.js)", "node 18 (--perf-basic-prof)")):
                 t.check(p.stdout.readline().strip() == "ready", what + " started")
                 t.unwind_ready(d, p.pid, "libnode.so.108", what)
