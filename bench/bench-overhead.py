@@ -12,6 +12,9 @@
    program's accounting). Samples of other processes (filtered out at once in BPF) are counted in
    run_cnt too: their cost is measured first, with --pid pointing at a sleeping process, and
    subtracted. The workload's sample count and stack depth come from the profile over HTTP.
+   The same for Debian's python3.11 and Debian 12's node 18 at the bottom of 20 and 100 Python /
+   JavaScript frames, with their runtime's walk and without it (--no-python-frames,
+   --no-v8-frames).
 
     PROFD_BUILD_DIR=build PYTHONPATH=tests/lib python3 bench/bench-overhead.py [--seconds S] [--rounds N]
 or  meson test -C build --benchmark overhead"""
@@ -226,6 +229,7 @@ def bpf_cost(args):
             log("  %3d-frame stack: %7.0f ns per sample (%d workload samples of %d runs; user frames seen %s)"
                 % (depth + 6, ns, ours, runs, depths[-3:]))
         python_cost(args, c_filtered)
+        node_cost(args, c_filtered)
     finally:
         with open(STATS_SYSCTL, "w") as f:
             f.write(old)
@@ -260,6 +264,48 @@ def python_cost(args, c_filtered):
             log("  python3.11, %3d Python frames, %s: %7.0f ns per sample (%d samples; frames seen %s)"
                 % (n, "Python walk " if walk else "native only", ns, ours, depths[-3:]))
 
+
+JS_DEEP = """
+function deep(n) {
+  if (n === 0) {
+    const end = Date.now() + 3600e3;
+    let s = 0;
+    while (Date.now() < end) for (let i = 0; i < 100000; i++) s = (s + i * i) % 1000003;
+    return s;
+  }
+  return deep(n - 1) + 1;
+}
+deep(+process.argv[2]);
+"""
+
+
+def node_cost(args, c_filtered):
+    """Debian 12's node 18 (tests/lib/debiannode.py) spinning at the bottom of a recursion of N
+    JavaScript frames (deep(): interpreted callers, the bottom one optimized on stack): BPF cost per
+    sample with the V8 walk and without it (--no-v8-frames: the same frame-pointer steps through
+    V8's code, no slot reads)."""
+    try:
+        import debiannode
+        base = debiannode.ensure_node18(log=log)
+    except Exception as e:  # noqa: BLE001 -- any reason: the figures are just not measured
+        log("  Debian 12's node 18 unavailable (%s): Node.js figures not measured" % e)
+        return
+    script = os.path.join(tmpdir(), "deep.js")
+    with open(script, "w") as f:
+        f.write(JS_DEEP)
+    created = debiannode.make_mount_target()
+    try:
+        for n in (20, 100):
+            for walk in (True, False):
+                # deep(n - 1) runs n frames of deep; the script's module wrapper and node's loader
+                # add ~9 JavaScript frames below them.
+                ns, ours, runs, depths = sample_cost(args.seconds, 0, c_filtered,
+                                                     cmd=debiannode.command(base, [script, str(n - 1)]),
+                                                     daemon_args=() if walk else ("--no-v8-frames",))
+                log("  node 18, %3d JavaScript frames, %s: %7.0f ns per sample (%d samples; frames seen %s)"
+                    % (n, "V8 walk    " if walk else "native only", ns, ours, depths[-3:]))
+    finally:
+        debiannode.remove_mount_target(created)
 
 def main():
     ap = argparse.ArgumentParser()

@@ -11,7 +11,20 @@ thread runs the same script. Per thread kind, among the samples whose stack hold
   the line comes from the frame's bytecode offset through V8's source position table);
 - >= 95% reach the native bottom of their thread (_start via node::Start for the main thread,
   start_thread for the worker), native frames outermost;
-and /metrics counts the process as found, with frames named."""
+and /metrics counts the process as found, with frames named.
+
+Two more node 18 processes run in the same profiling window (no start-up of their own):
+- calls.js: JavaScript -> C -> JavaScript. The main thread runs callAddon, which calls a Node-API
+  addon built here (tests/v8-napi-addon.c: profd_addon_call_back, napi_call_function) that calls
+  fromAddon -> hot back; a worker runs callParse -> JSON.parse with a reviver (V8's C++ builtin
+  Builtin_JsonParse, which calls the reviver through Execution::Call) -> reviver -> hot. >= 95% of
+  the samples in hot show hot <- the callback <- the C function (its ELF symbol) <- the caller with
+  no other JavaScript frame between them (V8's exit and entry frames crossed), down to _start or
+  start_thread (check_calls);
+- perf.js with --perf-basic-prof (a real /tmp/perf-PID.map naming its functions too): the walk's
+  names win for JavaScript frames (never `LazyCompile:*backtrack ...`), while the code of the
+  regular expression it spends its time in, which the walk leaves (a typed frame), is named
+  `RegExp:...` from the perf map (check_perf_map)."""
 import os
 import re
 import subprocess
@@ -151,49 +164,222 @@ def check_name_cache(what, metrics):
             % (what, hits, misses))
 
 
+CALLS_SCRIPT = r"""
+const { Worker, isMainThread } = require('worker_threads');
+function hot(ms) {
+  const end = Date.now() + ms, pause = new Int32Array(new SharedArrayBuffer(4));
+  let s = 0;
+  while (Date.now() < end) {
+    const spin = Date.now() + 10;
+    while (Date.now() < spin) for (let i = 0; i < 100000; i++) s = (s + i * i) % 1000003;
+    Atomics.wait(pause, 0, 0, 10);
+  }
+  return s;
+}
+function fromAddon(ms) { return hot(ms); }
+function callAddon(ms) { return addon.callBack(fromAddon, ms); }
+function reviver(key, value) { return key === 'ms' ? hot(value) : value; }
+function callParse(ms) { return JSON.parse('{"ms":' + ms + '}', reviver); }
+const addon = require(process.argv[2]);
+if (isMainThread) {
+  new Worker(__filename, { argv: process.argv.slice(2) });
+  console.log("ready");
+  callAddon(60000);
+} else {
+  callParse(60000);
+}
+"""
+
+# Run with --perf-basic-prof: one thread (V8's isolates each open the perf map anew and write it at
+# their own offsets, so a worker's entries may be overwritten by another's), spending its time in
+# a compiled regular expression that backtracks.
+PERF_SCRIPT = r"""
+function backtrack(ms) {
+  const end = Date.now() + ms, re = /^(a|aa)+$/, s = 'a'.repeat(24) + 'b';
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  let n = 0;
+  while (Date.now() < end) {
+    const spin = Date.now() + 10;
+    while (Date.now() < spin) n += re.test(s) ? 1 : 0;
+    Atomics.wait(pause, 0, 0, 10);
+  }
+  return n;
+}
+function matcher(ms) { return backtrack(ms); }
+console.log("ready");
+matcher(60000);
+"""
+
+# Leaf first from hot: the JavaScript frames (file: the script) and the one native frame named
+# here, in this order and with no other JavaScript frame between them.
+ADDON_CHAIN = ["hot", "fromAddon", "profd_addon_call_back", "callAddon"]
+PARSE_CHAIN = ["hot", "reviver", "v8::internal::Builtin_JsonParse", "callParse"]
+NATIVE = ("profd_addon_call_back", "v8::internal::Builtin_JsonParse")
+# Samples in hot per thread of calls.js (and in matcher of perf.js) at least: their threads share
+# the window with the chain script's on a machine that may have 2 cores for everyone, and run
+# half the time only (10 ms on CPU, 10 ms waiting), to leave the chain script its samples; a walk
+# that loses the chain shows it in ~0% of them, so 30 decide.
+MIN_SAMPLES = 30
+
+# The perf map's names of JavaScript code (V8's CodeEventListener tags), which must not name a
+# frame the walk named.
+PERF_MAP_JS = re.compile(r"^(LazyCompile|Function|InterpretedFunction|JS|Script|Eval):")
+
+
+def is_javascript(frame, script):
+    name, f = name_of(frame)
+    return f == script or f.startswith("node:")
+
+
+def build_addon(include, out):
+    """tests/v8-napi-addon.c as a Node-API module (gcc alone: no node-gyp)."""
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "v8-napi-addon.c")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-g", "-I", include, "-o", out, src], check=True)
+    return out
+
+
+def check_calls(what, traces, script, chain, bottom):
+    """Among traces' samples in hot: >= 95% show chain (see ADDON_CHAIN), and reach bottom."""
+    with_hot = [(c, f) for c, f in traces if any(name_of(x)[0] == "hot" for x in f)]
+    total = sum(c for c, _ in with_hot)
+    if not t.check(total >= MIN_SAMPLES, "%s: %d samples in hot (>= %d)" % (what, total, MIN_SAMPLES)):
+        for c, frames in sorted(traces, key=lambda x: -x[0])[:2]:
+            t.log("   %d: %s" % (c, " | ".join(frames)))
+        return
+    ok_n = bottom_ok = 0
+    bad = []
+    for c, frames in with_hot:
+        i = [name_of(x)[0] for x in frames].index("hot")
+        natives = [n for n in chain if n in NATIVE or n.startswith("[")]
+        seen = []  # (name, in the script): JavaScript frames and chain's native ones, leaf first
+        for x in frames[i:]:
+            name, f = name_of(x)
+            if is_javascript(x, script):
+                seen.append((name, f == script))
+            else:  # a run of frames matching one native name ("[libnode.so.137]") counts once
+                seen += [(n, True) for n in natives if name.startswith(n) and seen[-1:] != [(n, True)]]
+            if len(seen) == len(chain):
+                break
+        ok = [n for n, _ in seen] == chain and all(in_script for _, in_script in seen)
+        ok_n += c if ok else 0
+        if not ok:
+            bad.append((c, [name_of(x)[0] for x in reversed(frames)]))
+        bottom_ok += c if any(name_of(x)[0] == bottom for x in frames[-4:]) else 0
+    t.check(ok_n >= 0.95 * total, "%s: %d of %d samples in hot show %s (leaf first), JavaScript "
+            "frames with file %s" % (what, ok_n, total, " <- ".join(chain), script))
+    for c, stack in sorted(bad, reverse=True)[:3]:
+        t.log("   without the chain (%d): %s" % (c, ";".join(stack)))
+    t.check(bottom_ok >= 0.95 * total, "%s: %d of %d samples reach %s at their root"
+            % (what, bottom_ok, total, bottom))
+
+
+def check_perf_map(what, perf_map, traces, script):
+    """node --perf-basic-prof running PERF_SCRIPT: the perf map names matcher and backtrack too,
+    yet the walk names them (their names and the script, never the map's `LazyCompile:*backtrack
+    ...`), while the regular expression's code, which the walk leaves (a typed frame), is named
+    `RegExp:...` from the map."""
+    in_map = [l for l in perf_map.splitlines() if re.search(r"\b(matcher|backtrack)\b", l)]
+    t.check(len(in_map) >= 2, "%s: the perf map names matcher and backtrack too (%s)" % (what, in_map[:3]))
+    in_matcher = [(c, f) for c, f in traces if any(name_of(x)[0] == "matcher" for x in f)]
+    total = sum(c for c, _ in in_matcher)
+    if not t.check(total >= MIN_SAMPLES, "%s: %d samples in matcher (>= %d)" % (what, total, MIN_SAMPLES)):
+        return
+    walk = from_map = regexp = 0
+    for c, frames in in_matcher:
+        names = [name_of(x) for x in frames]
+        i = names.index(("matcher", script)) if ("matcher", script) in names else 0
+        walk += c if i > 0 and names[i - 1] == ("backtrack", script) else 0
+        from_map += c if any(PERF_MAP_JS.match(x) for x in frames) else 0
+        r = [j for j, (n, _) in enumerate(names) if n.startswith("RegExp:")]
+        regexp += c if r and r[0] < i - 1 else 0
+    t.check(walk >= 0.95 * total, "%s: %d of %d samples in matcher show backtrack <- matcher named by "
+            "the walk, file %s" % (what, walk, total, script))
+    t.check(from_map <= 0.05 * total, "%s: %d of %d samples in matcher have a JavaScript frame named "
+            "from the perf map (<= 5%%)" % (what, from_map, total))
+    if not t.check(regexp >= 0.5 * total, "%s: %d of %d samples in matcher run the regular "
+                   "expression's code named from the perf map (RegExp:..., above backtrack; >= 50%%)"
+                   % (what, regexp, total)):
+        for c, frames in sorted(in_matcher, key=lambda x: -x[0])[:2]:
+            t.log("   %d: %s" % (c, " | ".join(frames[:8])))
+
+
 def main():
     t.require_bpf()
     try:
         base = debiannode.ensure_node18(log=t.log)
+        include = debiannode.ensure_node18_headers(base, log=t.log)
     except debiannode.NodeUnavailable as e:
         t.skip("Debian 12's node 18 cannot be had here: %s" % e)
-    script = os.path.join(t.tmpdir(), "chain.js")
-    with open(script, "w") as f:
-        f.write(SCRIPT)
-    SCRIPT_PATH.append(script)
+    work = t.tmpdir()
+    script = os.path.join(work, "chain.js")
+    calls = os.path.join(work, "calls.js")
+    perf = os.path.join(work, "perf.js")
+    for path, text in ((script, SCRIPT), (calls, CALLS_SCRIPT), (perf, PERF_SCRIPT)):
+        with open(path, "w") as f:
+            f.write(text)
+    SCRIPT_PATH.extend([script, calls, perf])
+    addon = build_addon(include, os.path.join(work, "addon.node"))
     created = debiannode.make_mount_target()
     proc = None
+    procs = []
+    perf_map = ""
     try:
         with t.Daemon("--frequency", "199", "--labels", "comm,pid,tid") as d:
             proc = subprocess.Popen(debiannode.command(base, [script]), stdout=subprocess.PIPE, text=True)
-            t.check(proc.stdout.readline().strip() == "ready", "node 18 started")
-            t.unwind_ready(d, proc.pid, "libnode.so.108", "node 18")
+            procs.append(proc)
+            # In the test's folder: node 18 with --perf-basic-prof also writes isolate-*-v8.log
+            # files into its working directory.
+            for argv in ([calls, addon], ["--perf-basic-prof", perf]):
+                procs.append(subprocess.Popen(debiannode.command(base, argv), stdout=subprocess.PIPE, text=True,
+                                              cwd=work))
+            for p, what in zip(procs, ("node 18", "node 18 (calls.js)", "node 18 (--perf-basic-prof)")):
+                t.check(p.stdout.readline().strip() == "ready", what + " started")
+                t.unwind_ready(d, p.pid, "libnode.so.108", what)
             time.sleep(1)
-            path = t.fetch_profile(d, WINDOW_S, "&pid=%d" % proc.pid)
+            path = t.fetch_profile(d, WINDOW_S, "".join("&pid=%d" % p.pid for p in procs))
             _, _, metrics = d.get("/metrics")
             metrics = metrics.decode()
+            with open("/tmp/perf-%d.map" % procs[2].pid) as f:
+                perf_map = f.read()
     finally:
-        if proc:
-            proc.kill()
-            proc.wait()
+        for p in procs:
+            p.kill()
+            p.wait()
+        if len(procs) == 3:
+            try:
+                os.unlink("/tmp/perf-%d.map" % procs[2].pid)
+            except FileNotFoundError:
+                pass
         debiannode.remove_mount_target(created)
 
     for line in metrics.splitlines():
         if line.startswith(("profd_v8_", "profd_remote_reads_total", "profd_drain_seconds_count")):
             t.log("   " + line)
     found = re.search(r'^profd_v8_detections_total\{outcome="found"\} (\d+)', metrics, re.M)
-    t.check(found and int(found.group(1)) >= 1, "/metrics: node 18's V8 found (%s)" % (found and found.group(1)))
+    t.check(found and int(found.group(1)) >= 3, "/metrics: node 18's V8 found (%s)" % (found and found.group(1)))
     named = re.search(r'^profd_v8_frames_named_total\{result="named"\} (\d+)', metrics, re.M)
     t.check(named and int(named.group(1)) > 0, "/metrics: JavaScript frames named (%s)" % (named and named.group(1)))
 
     check_name_cache("node 18", metrics)
+    v8_bytes = t.metric(metrics, "profd_memory_bytes", '{owner="v8_names"}')
+    t.check(v8_bytes > 0, "/metrics: the V8 name tables' memory is counted (profd_memory_bytes{owner=\"v8_names\"} "
+            "%d)" % v8_bytes)
 
-    main_t, worker_t = [], []
+    by_pid = {p.pid: ([], []) for p in procs}
     for tr in t.traces(path, lines=True):
+        pid = int(tr.labels.get("pid", ["0"])[0])
+        if pid not in by_pid:
+            continue
         names = [name_of(x)[0] for x in tr.frames]
+        main_t, worker_t = by_pid[pid]
         (worker_t if "start_thread" in names else main_t).append((tr.value, tr.frames))
+    main_t, worker_t = by_pid[proc.pid]
     check_kind("main thread", main_t, script, "_start")
     check_kind("worker thread", worker_t, script, "start_thread")
+    main_t, worker_t = by_pid[procs[1].pid]
+    check_calls("calls.js main thread (addon)", main_t, calls, ADDON_CHAIN, "_start")
+    check_calls("calls.js worker (JSON.parse)", worker_t, calls, PARSE_CHAIN, "start_thread")
+    check_perf_map("--perf-basic-prof", perf_map, sum(by_pid[procs[2].pid], []), perf)
     t.finish()
 
 

@@ -240,6 +240,7 @@ static void write_memory(Daemon *d, FILE *f)
         memory_owners_add(&m, "python_code",
                           python_symbols_memory(d->python_symbols) + python_frame_ids_bytes(d->python_ids));
         memory_owners_add(&m, "unwind_pool", table_pool_mapped_bytes(d->pool));
+        memory_owners_add(&m, "v8_names", v8_symbols_memory(d->v8_symbols));
         memory_owners_write_metrics(&m, f);
 }
 

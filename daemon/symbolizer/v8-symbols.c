@@ -82,6 +82,7 @@ struct V8Symbols {
         uint64_t results[_V8_NAME_MAX];
         uint64_t line_results[_V8_LINE_MAX];
         uint64_t remote_reads; /* made naming frames */
+        uint64_t naming_ns;    /* thread CPU time spent naming stacks' frames at the drain */
         char name[V8_NAME_MAX + 16];
 };
 
@@ -344,7 +345,7 @@ size_t v8_symbols_name_stack(void *userdata, uint32_t pid, uint64_t *frames, uin
 {
         V8Symbols *vs = userdata;
         const V8Process *vp = v8_procs_get(vs->procs, (pid_t)pid);
-        uint64_t last_fn = 0, last_id = 0;
+        uint64_t last_fn = 0, last_id = 0, t0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
         V8FunctionIdentity last_identity = {};
         size_t out = 0;
 
@@ -381,6 +382,7 @@ size_t v8_symbols_name_stack(void *userdata, uint32_t pid, uint64_t *frames, uin
                 frames[out++] = v8_frame_make_named(res == V8_NAMED ? id : 0,
                                                     lres == V8_LINE_FOUND ? (int64_t)line : -1);
         }
+        vs->naming_ns += now_ns(CLOCK_THREAD_CPUTIME_ID) - t0;
         return out;
 }
 
@@ -416,6 +418,9 @@ void v8_symbols_write_metrics(const V8Symbols *vs, FILE *f)
                      vs->n_names);
         metric_counter(f, "profd_v8_remote_reads_total",
                        "Reads of other processes' memory made naming JavaScript frames.", vs->remote_reads);
+        metric_family(f, "profd_v8_naming_seconds_total", "counter",
+                      "CPU time of the daemon spent naming JavaScript frames at the drain.");
+        metric_sample_fixed(f, "profd_v8_naming_seconds_total", NULL, (double)vs->naming_ns / 1e9, 6);
         v8_name_cache_write_metrics(vs->cache, f);
         metric_labelled(f, "profd_v8_lines_total", "counter",
                         "JavaScript frames given a source line at the drain, or not by reason.", "result",

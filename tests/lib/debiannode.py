@@ -66,6 +66,40 @@ def ensure_node18(log=print):
     return NODE_DIR
 
 
+HEADERS_DIR = os.environ.get("PROFD_TEST_NODE18_HEADERS") or "/var/cache/profd-tests/node18-dev"
+
+
+def ensure_node18_headers(base, log=print):
+    """The include folder of Debian 12's libnode-dev 18 (node_api.h and what it includes, for
+    N-API addons built by tests with gcc alone), downloaded once with base's private package lists
+    and unpacked under HEADERS_DIR (base itself is left as it is)."""
+    include = os.path.join(HEADERS_DIR, "root", "usr", "include", "node")
+    if os.path.exists(os.path.join(HEADERS_DIR, STAMP)):
+        return include
+    tmp = HEADERS_DIR + ".new"
+    shutil.rmtree(tmp, ignore_errors=True)
+    for d in ("cache/archives/partial", "debs"):
+        os.makedirs(os.path.join(tmp, d))
+    log("downloading Debian 12's libnode-dev 18 into " + HEADERS_DIR)
+    opts = ["-o", "Dir::Etc::SourceList=" + os.path.join(base, "sources.list"),
+            "-o", "Dir::Etc::SourceParts=/dev/null",
+            "-o", "Dir::State::Lists=" + os.path.join(base, "lists"),
+            "-o", "Dir::Cache=" + os.path.join(tmp, "cache"),
+            "-o", "APT::Architecture=amd64", "-o", "APT::Sandbox::User=root"]
+    r = subprocess.run(["apt-get", "-q"] + opts + ["download", "libnode-dev=18.*"], cwd=os.path.join(tmp, "debs"),
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    if r.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise NodeUnavailable("apt-get download libnode-dev failed: " + r.stdout[-500:])
+    debs = os.path.join(tmp, "debs")
+    for deb in sorted(os.listdir(debs)):
+        subprocess.run(["dpkg", "-x", os.path.join(debs, deb), os.path.join(tmp, "root")], check=True)
+    open(os.path.join(tmp, STAMP), "w").write("libnode-dev=18.*\n")
+    shutil.rmtree(HEADERS_DIR, ignore_errors=True)
+    os.rename(tmp, HEADERS_DIR)
+    return include
+
+
 def libnode(base):
     return os.path.join(base, "root", LIB, "libnode.so.108")
 
