@@ -302,7 +302,7 @@ int process_read(ProcessTable *t, Process *p)
                 r = read_stat_at(dirfd, "stat", &start, NULL, &state);
                 if (r < 0 || state == 'Z' || state == 'X' || state == 'x')
                         r = -ESRCH;
-                else if (p->n_mappings > 0 && start == p->start_time)
+                else if (p->n_mappings > 0 && (start == p->start_time || p->start_time == 0))
                         r = -EAGAIN;
         }
         if (r < 0) {

@@ -307,10 +307,10 @@ int process_table_fork(ProcessTable *t, pid_t parent, pid_t child)
         c->mappings_truncated = pp->mappings_truncated;
         c->inherited = true;
         memcpy(c->comm, pp->comm, sizeof(c->comm));
+        /* Its own start time (which tells a reused pid apart) is left to the copy's first read or
+         * liveness check: most children exec or exit right away (an event each), and reading
+         * /proc/PID/stat here cost a procfs lookup per fork. Until then start_time is 0: unknown. */
         c->checked_ns = now_ns(CLOCK_REALTIME);
-        /* Its own start time tells a reused pid apart later; a child already gone has none. */
-        if (process_read_stat(child, &c->start_time, NULL) < 0)
-                c->exited_ns = c->checked_ns;
         t->proc_bytes += process_bytes(c);
         r = table_insert(t, c);
         if (r < 0)
@@ -359,7 +359,9 @@ void process_table_gc(ProcessTable *t, uint64_t now_ns)
                 checks++;
                 r = process_read_stat(p->pid, &start, NULL);
                 p->checked_ns = now_ns;
-                if (r == -ESRCH || (r >= 0 && start != p->start_time)) {
+                if (r >= 0 && p->start_time == 0)
+                        p->start_time = start; /* a fork copy: its start time was not read */
+                else if (r == -ESRCH || (r >= 0 && start != p->start_time)) {
                         p->exited_ns = now_ns;
                         t->n_exited_total++;
                 }
