@@ -205,6 +205,37 @@ static void mappings_free(ProcessTable *t, ProcMapping *m, size_t n)
         free(m);
 }
 
+/* Keeps fd (p's maps, just read) for the quick re-read, in place of the oldest one kept. */
+static void maps_fd_keep(ProcessTable *t, Process *p, int fd)
+{
+        Process *oldest = t->kept_maps[t->kept_next];
+
+        if (oldest)
+                process_maps_fd_drop(t, oldest);
+        process_maps_fd_drop(t, p);
+        p->maps_fd = fd;
+        t->kept_maps[t->kept_next] = p;
+        t->kept_next = (t->kept_next + 1) % MAPS_FDS_KEPT;
+}
+
+/* The quick re-read through the maps descriptor kept from the read before (see process_read()):
+ * > 0 done, 0 when it cannot tell (the process exec'd or is gone since: the memory the descriptor
+ * was opened on is not the process's any more) and the whole read must be made, < 0 error. */
+static int read_kept(ProcessTable *t, Process *p, ReadCtx *c)
+{
+        int r = proc_maps_query_executable(p->maps_fd, read_cb, c);
+
+        if (r >= 0 && c->n > 0)
+                return 1;
+        mappings_free(t, c->mappings, c->n);
+        c->mappings = NULL;
+        c->n = c->cap = 0;
+        c->truncated = false;
+        c->no_file = c->dropped = 0;
+        process_maps_fd_drop(t, p);
+        return r == -ENOMEM ? r : 0;
+}
+
 /* Reads /proc/PID/{stat,maps} into p (which keeps its old mappings on failure). */
 int process_read(ProcessTable *t, Process *p)
 {
@@ -223,6 +254,23 @@ int process_read(ProcessTable *t, Process *p)
         int r;
 
         t->n_reads++;
+        quick = p->stat_ns && c.now - p->stat_ns < STAT_REUSE_NS;
+        if (quick && p->maps_fd >= 0) {
+                if (over_budget)
+                        c.max_mappings = PROCESS_MAX_MAPPINGS_OVER_BUDGET;
+                c.foreign_ns = p->foreign_ns;
+                r = read_kept(t, p, &c);
+                if (r < 0)
+                        goto fail;
+                if (r > 0) {
+                        t->n_quick_reads++;
+                        start = p->start_time;
+                        memcpy(comm, p->comm, sizeof(comm));
+                        goto done;
+                }
+                c.foreign_ns = false;
+                c.max_mappings = PROCESS_MAX_MAPPINGS;
+        }
         /* Everything through one descriptor of /proc/PID: it names this very process, so a pid
          * reused while we read fails the reads (ENOENT, ESRCH) instead of handing us another
          * process's maps, and the start time need not be read again afterwards. */
@@ -235,7 +283,6 @@ int process_read(ProcessTable *t, Process *p)
         /* The loader's start-up report reads a new process again a millisecond after its exec
          * was read: its start time, name and mount namespace are those of that read (an exec
          * clears stat_ns, and a pid is not reused within STAT_REUSE_NS). */
-        quick = p->stat_ns && c.now - p->stat_ns < STAT_REUSE_NS;
         if (quick) {
                 start = p->start_time;
                 memcpy(comm, p->comm, sizeof(comm));
@@ -309,7 +356,10 @@ int process_read(ProcessTable *t, Process *p)
                 mappings_free(t, c.mappings, c.n);
                 goto fail;
         }
-
+        /* Read with PROCMAP_QUERY (no FILE took the descriptor): kept for the re-read to come. */
+        if (fd >= 0 && c.n > 0 && !quick)
+                maps_fd_keep(t, p, TAKE_FD(fd));
+done:
         /* Exact size: the snapshot may outlive the process by the whole history window. */
         if (c.n > 0 && c.n < c.cap) {
                 ProcMapping *n = reallocarray(c.mappings, c.n, sizeof(*n));

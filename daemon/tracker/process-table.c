@@ -94,6 +94,7 @@ static int insert_new(ProcessTable *t, pid_t pid, Process **ret)
         if (!p)
                 return -ENOMEM;
         p->pid = pid;
+        p->maps_fd = -1;
         t->proc_bytes += sizeof(*p);
         r = process_read(t, p);
         if (r < 0) {
@@ -251,6 +252,7 @@ void process_table_mark_exited(ProcessTable *t, pid_t pid, uint64_t now_ns)
                 return;
         t->procs[i]->exited_ns = now_ns ? now_ns : 1;
         t->n_exited_total++;
+        process_maps_fd_drop(t, t->procs[i]);
 }
 
 int process_table_fork(ProcessTable *t, pid_t parent, pid_t child)
@@ -302,6 +304,7 @@ int process_table_fork(ProcessTable *t, pid_t parent, pid_t child)
                         m[k].file->refs++;
         }
         c->pid = child;
+        c->maps_fd = -1;
         c->mappings = TAKE_PTR(m);
         c->n_mappings = pp->n_mappings;
         c->mappings_truncated = pp->mappings_truncated;
@@ -327,8 +330,10 @@ void process_table_exec(ProcessTable *t, pid_t pid)
         if (found && t->procs[i]->inherited) {
                 process_table_remove_at(t, i);
                 t->n_fork_copies_dropped++;
-        } else if (found)
-                t->procs[i]->stat_ns = 0; /* a new name, perhaps a new mount namespace */
+        } else if (found) {
+                t->procs[i]->stat_ns = 0;             /* a new name, perhaps a new mount namespace */
+                process_maps_fd_drop(t, t->procs[i]); /* the old image's memory */
+        }
 }
 
 void process_table_gc(ProcessTable *t, uint64_t now_ns)

@@ -36,6 +36,7 @@ _Static_assert(sizeof(ProcMapping) == 80, "ProcMapping grew: every exited proces
 
 typedef struct Process {
         pid_t pid;
+        int maps_fd;         /* its /proc/PID/maps kept for the quick re-read (process-read.c), or -1 */
         uint64_t start_time; /* /proc/PID/stat starttime: tells pid reuse apart */
         uint64_t exited_ns;  /* CLOCK_REALTIME of exit; 0 while alive */
         char comm[17];
