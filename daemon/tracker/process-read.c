@@ -23,6 +23,10 @@
 /* A process read again this soon after its stat file was read (and not exec'd since) is taken to
  * be the same process with the same name: see process_read(). */
 #define STAT_REUSE_NS (100 * 1000 * 1000ULL)
+/* A mount namespace given by an exec event is taken for reads of the new image this long after it;
+ * later reads look it up (a process that changes namespace right after its exec, rare, is taken
+ * to be in the old one until then). */
+#define EXEC_NS_HINT_NS (1 * NSEC_PER_SEC)
 
 static void mapping_set_bias(ProcMapping *m)
 {
@@ -205,6 +209,21 @@ static void mappings_free(ProcessTable *t, ProcMapping *m, size_t n)
         free(m);
 }
 
+/* The mount namespace pid's exec event gave, when it came less than EXEC_NS_HINT_NS ago (the
+ * newest of its events): 0 if none. */
+static uint32_t exec_ns_hint(const ProcessTable *t, pid_t pid, uint64_t now)
+{
+        const ExecNsHint *best = NULL;
+
+        for (unsigned i = 0; i < EXEC_NS_HINTS; i++) {
+                const ExecNsHint *h = &t->exec_ns[i];
+                if (h->pid == pid && h->mnt_ns && now - h->at_ns < EXEC_NS_HINT_NS &&
+                    (!best || h->at_ns > best->at_ns))
+                        best = h;
+        }
+        return best ? best->mnt_ns : 0;
+}
+
 /* Keeps fd (p's maps, just read) for the quick re-read, in place of the oldest one kept. */
 static void maps_fd_keep(ProcessTable *t, Process *p, int fd)
 {
@@ -300,9 +319,14 @@ int process_read(ProcessTable *t, Process *p)
                         r = -ESRCH;
                         goto fail;
                 }
+                uint32_t hint = exec_ns_hint(t, p->pid, c.now);
+
                 if (t->self_mnt_ns == 0 && stat("/proc/self/ns/mnt", &ns) == 0)
                         t->self_mnt_ns = ns.st_ino;
-                c.foreign_ns = fstatat(dirfd, "ns/mnt", &ns, 0) == 0 && ns.st_ino != t->self_mnt_ns;
+                if (hint)
+                        c.foreign_ns = hint != t->self_mnt_ns;
+                else
+                        c.foreign_ns = fstatat(dirfd, "ns/mnt", &ns, 0) == 0 && ns.st_ino != t->self_mnt_ns;
         }
         if (over_budget)
                 c.max_mappings = PROCESS_MAX_MAPPINGS_OVER_BUDGET;

@@ -15,6 +15,13 @@
  * its /proc/PID/maps descriptor is kept for that (a procfs lookup of the pid and of the file
  * less), for the processes read last. */
 #define MAPS_FDS_KEPT 32
+/* Mount namespaces the exec events gave, for the reads of the new images that follow: a ring. */
+#define EXEC_NS_HINTS 64
+typedef struct ExecNsHint {
+        pid_t pid;
+        uint32_t mnt_ns;
+        uint64_t at_ns; /* CLOCK_MONOTONIC of the exec event */
+} ExecNsHint;
 
 struct ProcessTable {
         uint64_t exit_grace_ns;
@@ -35,6 +42,8 @@ struct ProcessTable {
          * most MAPS_FDS_KEPT are open; NULL slots are free. */
         Process *kept_maps[MAPS_FDS_KEPT];
         unsigned kept_next;
+        ExecNsHint exec_ns[EXEC_NS_HINTS];
+        unsigned exec_ns_next;
 
         uint64_t n_forks_copied, n_fork_no_parent, n_fork_skipped, n_fork_copies_dropped;
         uint64_t n_reads, n_quick_reads, n_read_errors, n_bad_lines, n_pid_reuse, n_exited_total,

@@ -322,10 +322,16 @@ int process_table_fork(ProcessTable *t, pid_t parent, pid_t child)
         return 0;
 }
 
-void process_table_exec(ProcessTable *t, pid_t pid)
+void process_table_exec(ProcessTable *t, pid_t pid, uint32_t mnt_ns)
 {
         bool found;
         size_t i = find_index(t, pid, &found);
+
+        if (mnt_ns) {
+                t->exec_ns[t->exec_ns_next] =
+                        (ExecNsHint){.pid = pid, .mnt_ns = mnt_ns, .at_ns = now_ns(CLOCK_MONOTONIC)};
+                t->exec_ns_next = (t->exec_ns_next + 1) % EXEC_NS_HINTS;
+        }
 
         if (found && t->procs[i]->inherited) {
                 process_table_remove_at(t, i);
