@@ -69,7 +69,7 @@ static __always_inline bool deferrable(__u32 type, __u64 addr)
         return type == PROFD_EV_EXIT || (type == PROFD_EV_FORK && addr == PROFD_EV_FORK_SHARED_MM);
 }
 
-static __always_inline void emit(__u32 type, __u32 pid, __u32 ppid, __u64 addr, __u64 len)
+static __always_inline void emit_ns(__u32 type, __u32 pid, __u32 ppid, __u64 addr, __u64 len, __u32 mnt_ns)
 {
         struct profd_event *ev;
         __u64 pending, flags = 0;
@@ -84,7 +84,7 @@ static __always_inline void emit(__u32 type, __u32 pid, __u32 ppid, __u64 addr, 
         ev->type = type;
         ev->pid = pid;
         ev->ppid = ppid;
-        ev->_pad = 0;
+        ev->mnt_ns = mnt_ns;
         ev->addr = addr;
         ev->len = len;
         ev->ktime_ns = bpf_ktime_get_ns();
@@ -102,6 +102,11 @@ static __always_inline void emit(__u32 type, __u32 pid, __u32 ppid, __u64 addr, 
         count(PROFD_EVCNT_SENT + type);
 }
 
+static __always_inline void emit(__u32 type, __u32 pid, __u32 ppid, __u64 addr, __u64 len)
+{
+        emit_ns(type, pid, ppid, addr, len, 0);
+}
+
 static __always_inline bool is_kthread(struct task_struct *t)
 {
         return BPF_CORE_READ(t, flags) & PF_KTHREAD;
@@ -109,8 +114,11 @@ static __always_inline bool is_kthread(struct task_struct *t)
 
 static __always_inline int handle_exec(struct task_struct *t)
 {
+        /* The mount namespace goes with it: the daemon's read of the new image then need not
+         * look it up in /proc/PID/ns (a procfs lookup per exec). */
         if (!is_kthread(t))
-                emit(PROFD_EV_EXEC, BPF_CORE_READ(t, tgid), 0, 0, 0);
+                emit_ns(PROFD_EV_EXEC, BPF_CORE_READ(t, tgid), 0, 0, 0,
+                        BPF_CORE_READ(t, nsproxy, mnt_ns, ns.inum));
         return 0;
 }
 

@@ -15,10 +15,10 @@ enum profd_event_type {
 struct profd_event {
         __u32 type;
         __u32 pid;
-        __u32 ppid; /* FORK: parent */
-        __u32 _pad;
-        __u64 addr; /* MMAP_EXEC, ANON_EXEC: start; UNKNOWN_PC: the pc; FORK: PROFD_EV_FORK_* */
-        __u64 len;  /* MMAP_EXEC, ANON_EXEC: length */
+        __u32 ppid;   /* FORK: parent */
+        __u32 mnt_ns; /* EXEC: inode number of the process's mount namespace (0: not known) */
+        __u64 addr;   /* MMAP_EXEC, ANON_EXEC: start; UNKNOWN_PC: the pc; FORK: PROFD_EV_FORK_* */
+        __u64 len;    /* MMAP_EXEC, ANON_EXEC: length */
         __u64 ktime_ns;
 };
 _Static_assert(sizeof(struct profd_event) == 40, "profd_event layout");

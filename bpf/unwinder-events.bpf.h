@@ -46,7 +46,7 @@ static __always_inline void report(struct sample_state *st, __u32 type, __u64 ad
         ev->type = type;
         ev->pid = pid;
         ev->ppid = 0;
-        ev->_pad = 0;
+        ev->mnt_ns = 0;
         ev->addr = addr;
         ev->len = 0;
         ev->ktime_ns = now;

@@ -181,7 +181,7 @@ void tracker_on_event(const struct profd_event *ev, void *userdata)
                 on_fork(t, pid, (pid_t)ev->ppid, ev->addr == PROFD_EV_FORK_SHARED_MM);
                 return;
         case PROFD_EV_EXEC:
-                process_table_exec(t->procs, pid);
+                process_table_exec(t->procs, pid, ev->mnt_ns);
                 p = tracked_get(t, pid);
                 if (!p)
                         return;
@@ -226,6 +226,8 @@ void tracker_on_event(const struct profd_event *ev, void *userdata)
         case PROFD_EV_UNKNOWN_PID:
         case PROFD_EV_UNKNOWN_PC:
                 p = tracked_find(t, pid);
+                if (p)
+                        p->reported = true;
                 if (p &&
                     (p->dirty || p->refreshed_ns + UNKNOWN_REFRESH_INTERVAL_NS > now_ns(CLOCK_MONOTONIC))) {
                         t->n_unknown_ratelimited++;
@@ -242,6 +244,7 @@ void tracker_on_event(const struct profd_event *ev, void *userdata)
                 p = p ?: tracked_get(t, pid);
                 if (!p)
                         return;
+                p->reported = true;
                 p->background = false;
                 if (ev->type == PROFD_EV_UNKNOWN_PID)
                         p->push = true; /* not in the pool (e.g. forgotten at an exec we missed) */

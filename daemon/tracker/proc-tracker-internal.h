@@ -50,6 +50,7 @@ typedef struct Tracked {
         bool background;            /* found by a /proc scan, not by an event: its builds wait */
         bool queued_back;           /* queued behind the others (background) */
         bool loader_start_expected; /* exec'd: glibc's loader reports its start-up next */
+        bool reported;              /* the unwinder reported it unknown since the last push */
         struct Tracked *prev, *next;
         struct Tracked *queue_next;
 } Tracked;

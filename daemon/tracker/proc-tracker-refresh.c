@@ -46,7 +46,7 @@ static void adopt_pool_exec(ProcTracker *t, Tracked *p)
 {
         uint64_t exec_ns;
 
-        if (table_pool_last_exec(t->pool, p->pid, &exec_ns) < 0)
+        if (table_pool_checked_exec(t->pool, p->pid, &exec_ns) < 0)
                 return;
         if (exec_ns <= p->exec_ns + SAME_EXEC_SLACK_NS || exec_ns > p->maps_ns ||
             now_ns(CLOCK_MONOTONIC) - exec_ns > EXEC_READY_WINDOW_NS)
@@ -96,6 +96,10 @@ static int push(ProcTracker *t, Tracked *p)
         }
         t->n_pushes++;
         p->pushed_ns = now_ns(CLOCK_MONOTONIC);
+        if (p->reported) {
+                p->reported = false;
+                (void)table_pool_forget_report(t->pool, p->pid);
+        }
         /* The last push of the window decides: a library mapped later whose table is still being
          * built makes the process not ready again. */
         if (p->exec_ns && p->pushed_ns - p->exec_ns <= EXEC_READY_WINDOW_NS)

@@ -23,6 +23,10 @@
 /* A process read again this soon after its stat file was read (and not exec'd since) is taken to
  * be the same process with the same name: see process_read(). */
 #define STAT_REUSE_NS (100 * 1000 * 1000ULL)
+/* A mount namespace given by an exec event is taken for reads of the new image this long after it;
+ * later reads look it up (a process that changes namespace right after its exec, rare, is taken
+ * to be in the old one until then). */
+#define EXEC_NS_HINT_NS (1 * NSEC_PER_SEC)
 
 static void mapping_set_bias(ProcMapping *m)
 {
@@ -205,6 +209,52 @@ static void mappings_free(ProcessTable *t, ProcMapping *m, size_t n)
         free(m);
 }
 
+/* The mount namespace pid's exec event gave, when it came less than EXEC_NS_HINT_NS ago (the
+ * newest of its events): 0 if none. */
+static uint32_t exec_ns_hint(const ProcessTable *t, pid_t pid, uint64_t now)
+{
+        const ExecNsHint *best = NULL;
+
+        for (unsigned i = 0; i < EXEC_NS_HINTS; i++) {
+                const ExecNsHint *h = &t->exec_ns[i];
+                if (h->pid == pid && h->mnt_ns && now - h->at_ns < EXEC_NS_HINT_NS &&
+                    (!best || h->at_ns > best->at_ns))
+                        best = h;
+        }
+        return best ? best->mnt_ns : 0;
+}
+
+/* Keeps fd (p's maps, just read) for the quick re-read, in place of the oldest one kept. */
+static void maps_fd_keep(ProcessTable *t, Process *p, int fd)
+{
+        Process *oldest = t->kept_maps[t->kept_next];
+
+        if (oldest)
+                process_maps_fd_drop(t, oldest);
+        process_maps_fd_drop(t, p);
+        p->maps_fd = fd;
+        t->kept_maps[t->kept_next] = p;
+        t->kept_next = (t->kept_next + 1) % MAPS_FDS_KEPT;
+}
+
+/* The quick re-read through the maps descriptor kept from the read before (see process_read()):
+ * > 0 done, 0 when it cannot tell (the process exec'd or is gone since: the memory the descriptor
+ * was opened on is not the process's any more) and the whole read must be made, < 0 error. */
+static int read_kept(ProcessTable *t, Process *p, ReadCtx *c)
+{
+        int r = proc_maps_query_executable(p->maps_fd, read_cb, c);
+
+        if (r >= 0 && c->n > 0)
+                return 1;
+        mappings_free(t, c->mappings, c->n);
+        c->mappings = NULL;
+        c->n = c->cap = 0;
+        c->truncated = false;
+        c->no_file = c->dropped = 0;
+        process_maps_fd_drop(t, p);
+        return r == -ENOMEM ? r : 0;
+}
+
 /* Reads /proc/PID/{stat,maps} into p (which keeps its old mappings on failure). */
 int process_read(ProcessTable *t, Process *p)
 {
@@ -223,6 +273,23 @@ int process_read(ProcessTable *t, Process *p)
         int r;
 
         t->n_reads++;
+        quick = p->stat_ns && c.now - p->stat_ns < STAT_REUSE_NS;
+        if (quick && p->maps_fd >= 0) {
+                if (over_budget)
+                        c.max_mappings = PROCESS_MAX_MAPPINGS_OVER_BUDGET;
+                c.foreign_ns = p->foreign_ns;
+                r = read_kept(t, p, &c);
+                if (r < 0)
+                        goto fail;
+                if (r > 0) {
+                        t->n_quick_reads++;
+                        start = p->start_time;
+                        memcpy(comm, p->comm, sizeof(comm));
+                        goto done;
+                }
+                c.foreign_ns = false;
+                c.max_mappings = PROCESS_MAX_MAPPINGS;
+        }
         /* Everything through one descriptor of /proc/PID: it names this very process, so a pid
          * reused while we read fails the reads (ENOENT, ESRCH) instead of handing us another
          * process's maps, and the start time need not be read again afterwards. */
@@ -235,7 +302,6 @@ int process_read(ProcessTable *t, Process *p)
         /* The loader's start-up report reads a new process again a millisecond after its exec
          * was read: its start time, name and mount namespace are those of that read (an exec
          * clears stat_ns, and a pid is not reused within STAT_REUSE_NS). */
-        quick = p->stat_ns && c.now - p->stat_ns < STAT_REUSE_NS;
         if (quick) {
                 start = p->start_time;
                 memcpy(comm, p->comm, sizeof(comm));
@@ -253,9 +319,14 @@ int process_read(ProcessTable *t, Process *p)
                         r = -ESRCH;
                         goto fail;
                 }
+                uint32_t hint = exec_ns_hint(t, p->pid, c.now);
+
                 if (t->self_mnt_ns == 0 && stat("/proc/self/ns/mnt", &ns) == 0)
                         t->self_mnt_ns = ns.st_ino;
-                c.foreign_ns = fstatat(dirfd, "ns/mnt", &ns, 0) == 0 && ns.st_ino != t->self_mnt_ns;
+                if (hint)
+                        c.foreign_ns = hint != t->self_mnt_ns;
+                else
+                        c.foreign_ns = fstatat(dirfd, "ns/mnt", &ns, 0) == 0 && ns.st_ino != t->self_mnt_ns;
         }
         if (over_budget)
                 c.max_mappings = PROCESS_MAX_MAPPINGS_OVER_BUDGET;
@@ -302,14 +373,17 @@ int process_read(ProcessTable *t, Process *p)
                 r = read_stat_at(dirfd, "stat", &start, NULL, &state);
                 if (r < 0 || state == 'Z' || state == 'X' || state == 'x')
                         r = -ESRCH;
-                else if (p->n_mappings > 0 && start == p->start_time)
+                else if (p->n_mappings > 0 && (start == p->start_time || p->start_time == 0))
                         r = -EAGAIN;
         }
         if (r < 0) {
                 mappings_free(t, c.mappings, c.n);
                 goto fail;
         }
-
+        /* Read with PROCMAP_QUERY (no FILE took the descriptor): kept for the re-read to come. */
+        if (fd >= 0 && c.n > 0 && !quick)
+                maps_fd_keep(t, p, TAKE_FD(fd));
+done:
         /* Exact size: the snapshot may outlive the process by the whole history window. */
         if (c.n > 0 && c.n < c.cap) {
                 ProcMapping *n = reallocarray(c.mappings, c.n, sizeof(*n));

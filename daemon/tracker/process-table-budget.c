@@ -19,6 +19,7 @@ void process_free(ProcessTable *t, Process *p)
         if (!p)
                 return;
         t->proc_bytes -= process_bytes(p);
+        process_maps_fd_drop(t, p);
         for (size_t i = 0; i < p->n_mappings; i++) {
                 string_pool_unref(t->paths, p->mappings[i].path);
                 proc_file_unref(t, p->mappings[i].file);

@@ -6,9 +6,22 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include "tracker/process-table.h"
 #include "util/string-pool.h"
+
+/* A process read at its exec is read again a millisecond later, at its loader's start-up report:
+ * its /proc/PID/maps descriptor is kept for that (a procfs lookup of the pid and of the file
+ * less), for the processes read last. */
+#define MAPS_FDS_KEPT 32
+/* Mount namespaces the exec events gave, for the reads of the new images that follow: a ring. */
+#define EXEC_NS_HINTS 64
+typedef struct ExecNsHint {
+        pid_t pid;
+        uint32_t mnt_ns;
+        uint64_t at_ns; /* CLOCK_MONOTONIC of the exec event */
+} ExecNsHint;
 
 struct ProcessTable {
         uint64_t exit_grace_ns;
@@ -25,9 +38,27 @@ struct ProcessTable {
         ProcFile *vdso;
         bool vdso_tried;
         size_t gc_cursor;
+        /* The processes holding a maps descriptor (Process.maps_fd), oldest first: a ring, so at
+         * most MAPS_FDS_KEPT are open; NULL slots are free. */
+        Process *kept_maps[MAPS_FDS_KEPT];
+        unsigned kept_next;
+        ExecNsHint exec_ns[EXEC_NS_HINTS];
+        unsigned exec_ns_next;
 
         uint64_t n_forks_copied, n_fork_no_parent, n_fork_skipped, n_fork_copies_dropped;
         uint64_t n_reads, n_quick_reads, n_read_errors, n_bad_lines, n_pid_reuse, n_exited_total,
                 n_forgotten, n_evicted, n_table_full, n_truncated, n_no_file, n_not_elf, n_evicted_memory,
                 n_truncated_memory, n_fd_evicted;
 };
+
+/* Closes p's kept maps descriptor, if any (exit, exec, freed). */
+static inline void process_maps_fd_drop(ProcessTable *t, Process *p)
+{
+        if (p->maps_fd < 0)
+                return;
+        close(p->maps_fd);
+        p->maps_fd = -1;
+        for (unsigned i = 0; i < MAPS_FDS_KEPT; i++)
+                if (t->kept_maps[i] == p)
+                        t->kept_maps[i] = NULL;
+}

@@ -94,6 +94,7 @@ static int insert_new(ProcessTable *t, pid_t pid, Process **ret)
         if (!p)
                 return -ENOMEM;
         p->pid = pid;
+        p->maps_fd = -1;
         t->proc_bytes += sizeof(*p);
         r = process_read(t, p);
         if (r < 0) {
@@ -251,6 +252,7 @@ void process_table_mark_exited(ProcessTable *t, pid_t pid, uint64_t now_ns)
                 return;
         t->procs[i]->exited_ns = now_ns ? now_ns : 1;
         t->n_exited_total++;
+        process_maps_fd_drop(t, t->procs[i]);
 }
 
 int process_table_fork(ProcessTable *t, pid_t parent, pid_t child)
@@ -302,15 +304,16 @@ int process_table_fork(ProcessTable *t, pid_t parent, pid_t child)
                         m[k].file->refs++;
         }
         c->pid = child;
+        c->maps_fd = -1;
         c->mappings = TAKE_PTR(m);
         c->n_mappings = pp->n_mappings;
         c->mappings_truncated = pp->mappings_truncated;
         c->inherited = true;
         memcpy(c->comm, pp->comm, sizeof(c->comm));
+        /* Its own start time (which tells a reused pid apart) is left to the copy's first read or
+         * liveness check: most children exec or exit right away (an event each), and reading
+         * /proc/PID/stat here cost a procfs lookup per fork. Until then start_time is 0: unknown. */
         c->checked_ns = now_ns(CLOCK_REALTIME);
-        /* Its own start time tells a reused pid apart later; a child already gone has none. */
-        if (process_read_stat(child, &c->start_time, NULL) < 0)
-                c->exited_ns = c->checked_ns;
         t->proc_bytes += process_bytes(c);
         r = table_insert(t, c);
         if (r < 0)
@@ -319,16 +322,24 @@ int process_table_fork(ProcessTable *t, pid_t parent, pid_t child)
         return 0;
 }
 
-void process_table_exec(ProcessTable *t, pid_t pid)
+void process_table_exec(ProcessTable *t, pid_t pid, uint32_t mnt_ns)
 {
         bool found;
         size_t i = find_index(t, pid, &found);
 
+        if (mnt_ns) {
+                t->exec_ns[t->exec_ns_next] =
+                        (ExecNsHint){.pid = pid, .mnt_ns = mnt_ns, .at_ns = now_ns(CLOCK_MONOTONIC)};
+                t->exec_ns_next = (t->exec_ns_next + 1) % EXEC_NS_HINTS;
+        }
+
         if (found && t->procs[i]->inherited) {
                 process_table_remove_at(t, i);
                 t->n_fork_copies_dropped++;
-        } else if (found)
-                t->procs[i]->stat_ns = 0; /* a new name, perhaps a new mount namespace */
+        } else if (found) {
+                t->procs[i]->stat_ns = 0;             /* a new name, perhaps a new mount namespace */
+                process_maps_fd_drop(t, t->procs[i]); /* the old image's memory */
+        }
 }
 
 void process_table_gc(ProcessTable *t, uint64_t now_ns)
@@ -359,7 +370,9 @@ void process_table_gc(ProcessTable *t, uint64_t now_ns)
                 checks++;
                 r = process_read_stat(p->pid, &start, NULL);
                 p->checked_ns = now_ns;
-                if (r == -ESRCH || (r >= 0 && start != p->start_time)) {
+                if (r >= 0 && p->start_time == 0)
+                        p->start_time = start; /* a fork copy: its start time was not read */
+                else if (r == -ESRCH || (r >= 0 && start != p->start_time)) {
                         p->exited_ns = now_ns;
                         t->n_exited_total++;
                 }

@@ -36,6 +36,7 @@ _Static_assert(sizeof(ProcMapping) == 80, "ProcMapping grew: every exited proces
 
 typedef struct Process {
         pid_t pid;
+        int maps_fd;         /* its /proc/PID/maps kept for the quick re-read (process-read.c), or -1 */
         uint64_t start_time; /* /proc/PID/stat starttime: tells pid reuse apart */
         uint64_t exited_ns;  /* CLOCK_REALTIME of exit; 0 while alive */
         char comm[17];
@@ -97,7 +98,9 @@ void process_table_mark_exited(ProcessTable *t, pid_t pid, uint64_t now_ns);
  * exited entry of an earlier process with the pid is replaced. */
 int process_table_fork(ProcessTable *t, pid_t parent, pid_t child);
 /* pid exec'd: a fork copy describes the old image, forget it (the next read gets the new one). */
-void process_table_exec(ProcessTable *t, pid_t pid);
+/* mnt_ns: the inode number of its mount namespace at the exec (0: not known), which the read of
+ * the new image then takes instead of looking it up. */
+void process_table_exec(ProcessTable *t, pid_t pid, uint32_t mnt_ns);
 /* Forget processes that exited more than exit_grace_ns ago. */
 void process_table_gc(ProcessTable *t, uint64_t now_ns);
 const ProcMapping *process_find_mapping(const Process *p, uint64_t addr);

@@ -260,13 +260,19 @@ int pool_proc_write_entries(TablePool *p, Proc *pr, const PoolMapping *m, size_t
         return ret;
 }
 
-/* Whether pid exec'd after maps_ns (so mappings read at maps_ns are the old image's). */
-static bool exec_after(TablePool *p, pid_t pid, uint64_t maps_ns)
+/* Whether pid exec'd after maps_ns (so mappings read at maps_ns are the old image's). The exec
+ * time read is kept in pr: the tracker asks for it right after the push (table_pool_checked_exec()). */
+static bool exec_after(TablePool *p, Proc *pr, uint64_t maps_ns)
 {
-        uint32_t key = pid;
+        uint32_t key = pr->pid;
         uint64_t exec_ns;
 
-        return bpf_map_lookup_elem(p->execs_fd, &key, &exec_ns) == 0 && exec_ns > maps_ns;
+        if (bpf_map_lookup_elem(p->execs_fd, &key, &exec_ns) < 0) {
+                pr->exec_ns = 0;
+                return false;
+        }
+        pr->exec_ns = exec_ns;
+        return exec_ns > maps_ns;
 }
 
 int table_pool_last_exec(TablePool *p, pid_t pid, uint64_t *ret_ns)
@@ -339,24 +345,46 @@ int table_pool_set_process_at(TablePool *p, pid_t pid, uint64_t maps_ns, const P
         info.version = ++p->proc_version;
         info.maps_ns = maps_ns;
         info.runtimes = pr->runtimes;
-        if (exec_after(p, pid, maps_ns)) {
+        if (exec_after(p, pr, maps_ns)) {
                 (void)bpf_map_delete_elem(p->procs_fd, &key);
                 p->stale_snapshots++;
                 return r < 0 ? r : -ESTALE;
         }
         if (bpf_map_update_elem(p->procs_fd, &key, &info, BPF_ANY) < 0 && r >= 0)
                 r = -errno;
-        if (exec_after(p, pid, maps_ns)) {
+        if (exec_after(p, pr, maps_ns)) {
                 (void)bpf_map_delete_elem(p->procs_fd, &key);
                 p->stale_snapshots++;
                 return r < 0 ? r : -ESTALE;
         }
-        /* The unwinder reports an unknown pid/pc once a second per pid: the report that led here
-         * (often the unknown pid of the first samples after exec) must not silence the next one,
-         * a pc these mappings still miss. */
-        if (r >= 0 && p->reported_fd >= 0)
-                (void)bpf_map_delete_elem(p->reported_fd, &key);
         return r;
+}
+
+int table_pool_checked_exec(TablePool *p, pid_t pid, uint64_t *ret_ns)
+{
+        bool found;
+        size_t i;
+
+        if (!p || pid <= 0 || !ret_ns)
+                return -EINVAL;
+        i = SORTED_INDEX(p->procs, p->n_procs, _e->pid, pid, &found);
+        if (!found || p->procs[i]->exec_ns == 0)
+                return -ENOENT;
+        *ret_ns = p->procs[i]->exec_ns;
+        return 0;
+}
+
+int table_pool_forget_report(TablePool *p, pid_t pid)
+{
+        uint32_t key = pid;
+
+        if (!p || pid <= 0)
+                return -EINVAL;
+        if (p->reported_fd < 0)
+                return 0;
+        if (bpf_map_delete_elem(p->reported_fd, &key) < 0 && errno != ENOENT)
+                return -errno;
+        return 0;
 }
 
 _Static_assert(TABLE_POOL_RUNTIME_PYTHON == PROFD_PROC_RUNTIME_PYTHON, "runtime bits");

@@ -47,8 +47,14 @@ int table_pool_set_process_at(TablePool *p, pid_t pid, uint64_t maps_ns, const P
 int table_pool_set_process(TablePool *p, pid_t pid, const PoolMapping *m, size_t n);
 /* CLOCK_MONOTONIC time of pid's last exec as the BPF exec hook recorded it (-ENOENT: none known). */
 int table_pool_last_exec(TablePool *p, pid_t pid, uint64_t *ret_ns);
+/* The same, as the last table_pool_set_process_at() of pid read it right after its write (no BPF
+ * call; -ENOENT: none known then, or pid not in the pool). */
+int table_pool_checked_exec(TablePool *p, pid_t pid, uint64_t *ret_ns);
+/* The unwinder reports an unknown pid/pc at most once a second per pid: after the push a report
+ * led to, the next report (a pc these mappings still miss) must not wait for that second. */
+int table_pool_forget_report(TablePool *p, pid_t pid);
 int table_pool_remove_process(TablePool *p, pid_t pid);
-#define TABLE_POOL_RUNTIME_PYTHON 1u /* = PROFD_PROC_RUNTIME_PYTHON */
+#define TABLE_POOL_RUNTIME_PYTHON 1u  /* = PROFD_PROC_RUNTIME_PYTHON */
 #define TABLE_POOL_RUNTIME_HOTSPOT 2u /* = PROFD_PROC_RUNTIME_HOTSPOT */
 #define TABLE_POOL_RUNTIME_V8 4u      /* = PROFD_PROC_RUNTIME_V8 */
 /* Which runtimes' frames BPF walks in pid (TABLE_POOL_RUNTIME_* bits): samples of a pid without a
