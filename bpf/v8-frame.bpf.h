@@ -48,15 +48,27 @@ static __always_inline bool v8_leaf_unsure(struct sample_state *st)
 {
         const struct profd_v8_proc *v8 = &st->v8;
         __s64 lowest = v8->fp_function < v8->fp_context ? v8->fp_function : v8->fp_context;
-        __u64 top[2];
 
         if (!st->exact)
                 return false;
 #if ARCH_HAS_LINK_REGISTER
-        /* The frame record is written after the first instructions and there is no stack check
-         * here yet: never name the interrupted frame. */
-        return true;
+        /* arm64: bl leaves the return address in lr, and a function's prologue saves it in its
+         * frame record (stp x29, x30; mov x29, sp) after its first instructions (TurboFan code
+         * checks for deoptimization first), its epilogue restores it (ldp x29, x30) before the
+         * last ones. While the interrupted function has no record, or has dropped it, fp is its
+         * caller's, whose record holds the caller's own return address, not lr. So the frame at fp
+         * is the interrupted one when lr is the return address its record saved and its fixed
+         * slots lie on the live stack (not about to be pushed, or popped: mov sp, x29). A function
+         * that called something since holds another lr (a return address into itself) and stays
+         * unnamed. (A callee that is its caller, called from the call site that called the
+         * caller, passes: the name is the same.) */
+        __u64 record[2];
+
+        if (!st->aux_valid || st->fp + lowest < st->sp || read_stack(st, st->fp, record, 16) < 0)
+                return true;
+        return arch_strip_ra(record[1]) != arch_strip_ra(st->aux);
 #else
+        __u64 top[2];
         __u8 code[4], before[8];
 
         if (st->fp + lowest < st->sp)

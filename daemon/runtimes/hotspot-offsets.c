@@ -248,11 +248,16 @@ int hotspot_offsets_from_vmstructs(const HotspotVMStructs *vs, uint64_t bias, Ho
         }
         /* The slots below last_sp are not exported. x86-64 (src/hotspot/cpu/x86/frame_x86.hpp,
          * the same from JDK 9 to 25): last_sp, method, mirror, mdp, cache, locals, bcp,
-         * initial_sp, each one word further down. aarch64 orders them differently
-         * (frame_aarch64.hpp): a port adds its layout here. */
+         * initial_sp, each one word further down. aarch64 (src/hotspot/cpu/aarch64/frame_aarch64.hpp,
+         * JDK 11 to 25): last_sp, method, mdp, a word kept for sp's 16-byte alignment (padding,
+         * extended_sp from JDK 22), mirror, cache, locals, bcp, initial_sp. Another port adds its
+         * layout here. */
 #if defined(__x86_64__)
         o.frame_interpreter_method = o.frame_interpreter_last_sp - 1;
         o.frame_interpreter_bcp = o.frame_interpreter_last_sp - 6;
+#elif defined(__aarch64__)
+        o.frame_interpreter_method = o.frame_interpreter_last_sp - 1;
+        o.frame_interpreter_bcp = o.frame_interpreter_last_sp - 7;
 #else
         if (ret_missing)
                 *ret_missing = "the interpreter frame layout of this architecture";
