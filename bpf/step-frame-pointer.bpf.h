@@ -197,6 +197,6 @@ static __always_inline bool step_no_row(struct sample_state *st, const enum prof
         if (st->guess == PROFD_STOP_OK)
                 st->guess = PROFD_STOP_NO_ROW;
         if (kind == PROFD_STEP_V8)
-                v8_note_frame(st); /* V8's builtins have no CFI */
+                v8_note_frame(st, false); /* V8's builtins have no CFI */
         return step_frame_pointer(st);
 }
