@@ -11,6 +11,15 @@
 #include "stack-hash.bpf.h"
 #include "stack-read.bpf.h"
 
+/* V8's arm64 entry frame (JSEntry; frame-constants-arm64.h, V8 10.2 of node 18): its frame
+ * record is at fp as usual, but PushCalleeSavedRegisters stored x19..x28 and d8..d15 above it
+ * (18 words), so its caller's sp is fp + 16 + 144, not fp + 16: the C++ caller's CFA would be
+ * wrong. Told by the markers below fp: ENTRY or CONSTRUCT_ENTRY (StackFrame::TypeToMarker: 2, 4),
+ * then 0. */
+#define V8_ARM64_ENTRY_CALLER_SP (16 + 18 * 8)
+#define V8_MARKER_ENTRY 2
+#define V8_MARKER_CONSTRUCT_ENTRY 4
+
 #if ARCH_HAS_LINK_REGISTER
 /* arm64: V8's frame edges (MacroAssembler::Prologue/LeaveFrame): stp x29, x30, [sp, #-16]!;
  * mov x29, sp; ldp x29, x30, [sp(, #imm)] in any addressing form; ret. */
