@@ -62,11 +62,9 @@ THRESHOLD = 0.99
 WINDOW = 25
 MIN_SAMPLES = 150
 # Scenarios of `test-arm64-guest.py KERNEL runtimes` (meson test arm64-guest-runtimes-6.12): their
-# root (a JRE) doubles the initramfs, a boot of their own. "node" is run by hand only
-# (PROFD_ARM64_SCENARIOS=node): its JavaScript frames are named, but its stacks do not reach _start
-# yet (docs/runtimes.md).
-RUNTIMES = ("java",)
-BY_HAND = ("node",)
+# root (a JRE, libnode) doubles the initramfs, a boot of their own.
+RUNTIMES = ("java", "node")
+BY_HAND = ()
 # The JVM's thread shares its process's samples with the JIT compilers and GC threads.
 MIN_JAVA = 100
 RUN = ["600"]  # seconds: the programs outlive the window (the guest kills them after it)
