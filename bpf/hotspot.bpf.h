@@ -2,13 +2,12 @@
 /* The HotSpot step of the native walk (unwind-frame.bpf.h): a pc inside the code cache of a
  * process listed in hotspot_procs is Java code. In the template interpreter it is an interpreted
  * frame: the method and the bytecode pointer sit in the frame's slots below fp
- * (profd_hotspot_proc.frame_method, frame_bcp: x86-64's layout, frame_x86.hpp, given by the daemon
- * so that another architecture's is data, not code here), the entry recorded is the method and
- * its bytecode index (profd-hotspot.h), and the interpreter keeps a frame-pointer chain, so the
- * caller is one frame-pointer step away. Other code of the code cache (compiled methods, stubs,
- * adapters) is stepped by its frame pointer and keeps its pc: the call stub that enters Java from
- * the JVM keeps one; compiled code without -XX:+PreserveFramePointer does not, and the step's
- * checks stop such a walk (compiled frames: nmethod frame sizes, to be added).
+ * (profd_hotspot_proc.frame_method, frame_bcp: frame_x86.hpp's or frame_aarch64.hpp's layout,
+ * given by the daemon so that an architecture's is data, not code here), the entry recorded is the
+ * method and its bytecode index (profd-hotspot.h), and the interpreter keeps a frame-pointer chain
+ * (x86-64: rbp; aarch64: x29 and the record's saved x30), so the caller is one frame-pointer step
+ * away. Compiled methods are stepped by their nmethod's frame size (hs_step_compiled), other code
+ * of the code cache (stubs, adapters) by its frame pointer, keeping its pc.
  * Defines the map "hotspot_procs": include from profile.bpf.c only. */
 #pragma once
 
@@ -59,6 +58,8 @@ static __always_inline __u64 hs_interpreted_entry(struct sample_state *st)
         }
         if (bcp >= cm + hs->const_method_size && bcp < cm + hs->const_method_size + code_size)
                 bci = bcp - (cm + hs->const_method_size);
+        if (bci > PROFD_HS_BCI_MAX) /* arm64's narrower field (profd-hotspot.h) */
+                bci = PROFD_HS_BCI_MAX;
         count(PROFD_HS_CNT_BASE + PROFD_HS_INTERPRETED);
         return PROFD_FRAME_HOTSPOT | ((method >> PROFD_HS_METHOD_SHIFT) & PROFD_HS_METHOD_MASK) |
                (bci << PROFD_HS_BCI_SHIFT);
@@ -169,11 +170,22 @@ static __always_inline bool hs_is_vtable_stub(const struct profd_hotspot_proc *h
 }
 
 /* A frame that pushed nothing or popped it all (an epilogue past its pop, a vtable stub): fp is
- * the caller's already, the return address at sp. Fills frame (saved fp, return address) and
- * the caller's sp for hs_step_compiled's caller step, in one place for both cases. Returns true
- * when unwinding ended (the read failed). */
+ * the caller's already, the return address at sp (x86-64: call pushed it) or still in lr
+ * (arm64: bl left it there, and a vtable stub only loads and branches: sp is the caller's). Fills
+ * frame (saved fp, return address) and the caller's sp for hs_step_compiled's caller step, in one
+ * place for both cases. Returns true when unwinding ended (the read failed). */
 static __always_inline bool hs_leaf_frame(struct sample_state *st, __u64 frame[2], __u64 *ret_sender_sp)
 {
+        if (ARCH_HAS_LINK_REGISTER) {
+                if (!st->aux_valid) {
+                        stop(st, PROFD_STOP_BAD_FRAME);
+                        return true;
+                }
+                frame[0] = st->fp;
+                frame[1] = arch_strip_ra(st->aux);
+                *ret_sender_sp = st->sp;
+                return false;
+        }
         if (read_stack(st, st->sp, frame, 8) < 0) {
                 stop(st, PROFD_STOP_BAD_READ);
                 return true;
@@ -273,6 +285,8 @@ static __always_inline bool hs_step_compiled(struct sample_state *st, __u32 last
                 return true;
         }
 caller:
+        /* A JVM built to sign return addresses (aarch64's -XX:UseBranchProtection) signs these. */
+        frame[1] = arch_strip_ra(frame[1]);
         if (frame[1] == 0 || frame[1] > ARCH_USER_ADDR_MAX) {
                 stop(st, PROFD_STOP_BAD_FRAME);
                 return true;

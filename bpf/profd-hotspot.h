@@ -10,22 +10,32 @@
  * and above stay where they are, so nothing is spliced afterwards. */
 #pragma once
 
-/* A user stack entry that is a HotSpot frame, not an address (user addresses end at 2^47; Python's
- * entries carry bit 62, the exact-pc flag bit 63, and bit 60 is the eval-frame mark the Python
- * splice clears on every native entry: none is set here). */
+/* A user stack entry that is a HotSpot frame, not an address (user addresses end at 2^47 on x86-64,
+ * 2^48 on arm64; Python's entries carry bit 62, the exact-pc flag bit 63, and bit 60 is the
+ * eval-frame mark the Python splice clears on every native entry: none is set here). */
 #define PROFD_FRAME_HOTSPOT (1ULL << 61)
-/* Bits 0..43: the Method* >> 3 (metaspace objects are 8-byte aligned, user addresses 47 bits);
- * bits 44..59: the bytecode index, PROFD_HS_BCI_NONE when unknown. */
+/* Bits 0..PROFD_HS_METHOD_BITS-1: the Method* >> 3 (metaspace objects are 8-byte aligned); the bits
+ * above it up to 59: the bytecode index, PROFD_HS_BCI_NONE when unknown. User addresses have 47
+ * bits on x86-64 and 48 on arm64 (Debian's arm64 kernels: mmap, and with it metaspace, starts
+ * near 2^48), so arm64 keeps one bit more of the Method* and one less of the bytecode index, which
+ * saturates at PROFD_HS_BCI_MAX there (bytecode past 32 KiB in one method: its line is the last
+ * one's below), as Python's instruction does (profd-python.h). x86-64 holds every bci (0..65534). */
+#if defined(__TARGET_ARCH_arm64) || (!defined(__TARGET_ARCH_x86) && defined(__aarch64__))
+#define PROFD_HS_METHOD_BITS 45
+#else
+#define PROFD_HS_METHOD_BITS 44
+#endif
 #define PROFD_HS_METHOD_SHIFT 3
-#define PROFD_HS_METHOD_MASK ((1ULL << 44) - 1)
-#define PROFD_HS_BCI_SHIFT 44
-#define PROFD_HS_BCI_NONE 0xffffULL
+#define PROFD_HS_METHOD_MASK ((1ULL << PROFD_HS_METHOD_BITS) - 1)
+#define PROFD_HS_BCI_SHIFT PROFD_HS_METHOD_BITS
+#define PROFD_HS_BCI_NONE ((1ULL << (60 - PROFD_HS_METHOD_BITS)) - 1)
+#define PROFD_HS_BCI_MAX (PROFD_HS_BCI_NONE - 1)
 /* A compiled frame whose nmethod's compile id could be read: bci PROFD_HS_BCI_NONE (never an
- * interpreted frame's: those hold 0..65534) and in bits 0..43 where it ran, so that the daemon
- * reads the methods inlined there (its scope descriptors) while the process runs: bits 0..30 the
- * pc (the return address of a caller, the sampled pc of frame 0) minus code_start (HotSpot's code
- * cache is at most 2 GiB: CODE_CACHE_SIZE_LIMIT), bit 31 set for frame 0's sampled pc, bits
- * 32..43 the low bits of nmethod::_compile_id, which the daemon checks against the nmethod it
+ * interpreted frame's: those hold 0..PROFD_HS_BCI_MAX) and in bits 0..43 where it ran, so that
+ * the daemon reads the methods inlined there (its scope descriptors) while the process runs: bits
+ * 0..30 the pc (the return address of a caller, the sampled pc of frame 0) minus code_start
+ * (HotSpot's code cache is at most 2 GiB: CODE_CACHE_SIZE_LIMIT), bit 31 set for frame 0's sampled
+ * pc, bits 32..43 the low bits of nmethod::_compile_id, which the daemon checks against the nmethod it
  * finds at that pc (memory of a freed nmethod is soon another's). */
 #define PROFD_HS_PC_BITS 31
 #define PROFD_HS_PC_LEAF (1ULL << 31)

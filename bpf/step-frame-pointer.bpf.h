@@ -22,7 +22,7 @@
  * on the next call via fp >= sp). Returns true when unwinding ended. */
 static __always_inline bool step_frame_pointer(struct sample_state *st)
 {
-        __u64 frame[2];
+        __u64 frame[2], caller_sp;
 
         /* arm64's vDSO has no CFI, and its clock functions are leaves without a frame record: a
          * frame-pointer step from there would skip their caller. In the interrupted frame the
@@ -57,6 +57,16 @@ static __always_inline bool step_frame_pointer(struct sample_state *st)
                 stop(st, PROFD_STOP_BAD_READ);
                 return true;
         }
+        caller_sp = st->fp + ARCH_FP_CALLER_SP;
+        if (ARCH_HAS_LINK_REGISTER && st->v8_active) {
+                __u64 markers[2];
+
+                /* V8's arm64 entry frame: its caller's sp is above its saved registers
+                 * (v8-frame.bpf.h). */
+                if (read_stack(st, st->fp - 16, markers, 16) == 0 && markers[0] == 0 &&
+                    (markers[1] == V8_MARKER_ENTRY || markers[1] == V8_MARKER_CONSTRUCT_ENTRY))
+                        caller_sp = st->fp + V8_ARM64_ENTRY_CALLER_SP;
+        }
         frame[ARCH_FP_SLOT_RA] = arch_strip_ra(frame[ARCH_FP_SLOT_RA]);
         if (frame[ARCH_FP_SLOT_RA] == 0) {
                 stop(st, PROFD_STOP_OK);
@@ -66,7 +76,7 @@ static __always_inline bool step_frame_pointer(struct sample_state *st)
                 stop(st, PROFD_STOP_BAD_FRAME);
                 return true;
         }
-        st->sp = st->fp + ARCH_FP_CALLER_SP;
+        st->sp = caller_sp;
         st->fp = frame[ARCH_FP_SLOT_FP];
         st->ip = frame[ARCH_FP_SLOT_RA];
         st->exact = 0;
@@ -197,6 +207,6 @@ static __always_inline bool step_no_row(struct sample_state *st, const enum prof
         if (st->guess == PROFD_STOP_OK)
                 st->guess = PROFD_STOP_NO_ROW;
         if (kind == PROFD_STEP_V8)
-                v8_note_frame(st); /* V8's builtins have no CFI */
+                v8_note_frame(st, false); /* V8's builtins have no CFI */
         return step_frame_pointer(st);
 }

@@ -74,7 +74,7 @@ static __always_inline bool unwind_one(struct sample_state *st, const enum profd
         }
         if (m->flags & PROFD_MAPPING_NO_TABLE) {
                 if (kind == PROFD_STEP_V8)
-                        v8_note_frame(st); /* V8's JIT code */
+                        v8_note_frame(st, true); /* V8's JIT code */
                 return step_frame_pointer(st);
         }
         st->user.flags |= PROFD_STACK_DWARF;

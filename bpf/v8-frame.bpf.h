@@ -11,7 +11,24 @@
 #include "stack-hash.bpf.h"
 #include "stack-read.bpf.h"
 
-#if !ARCH_HAS_LINK_REGISTER
+/* V8's arm64 entry frame (JSEntry; frame-constants-arm64.h, V8 10.2 of node 18): its frame
+ * record is at fp as usual, but PushCalleeSavedRegisters stored x19..x28 and d8..d15 above it
+ * (18 words), so its caller's sp is fp + 16 + 144, not fp + 16: the C++ caller's CFA would be
+ * wrong. Told by the markers below fp: ENTRY or CONSTRUCT_ENTRY (StackFrame::TypeToMarker: 2, 4),
+ * then 0. */
+#define V8_ARM64_ENTRY_CALLER_SP (16 + 18 * 8)
+#define V8_MARKER_ENTRY 2
+#define V8_MARKER_CONSTRUCT_ENTRY 4
+
+#if ARCH_HAS_LINK_REGISTER
+/* arm64: V8's frame edges (MacroAssembler::Prologue/LeaveFrame): stp x29, x30, [sp, #-16]!;
+ * mov x29, sp; ldp x29, x30, [sp(, #imm)] in any addressing form; ret. */
+#define ARCH_V8_EDGE_WINDOW 8
+#define ARCH_ARM64_STP_FP_LR_PUSH 0xa9bf7bfdu
+#define ARCH_ARM64_MOV_FP_SP 0x910003fdu
+#define ARCH_ARM64_LDP_FP_LR_MASK 0xfc407fffu /* ldp (64-bit, any index form), Rt2 x30, Rt x29 */
+#define ARCH_ARM64_LDP_FP_LR 0xa8407bfdu
+#else
 /* x86-64: do the 8 bytes before addr end with a call? call rel32 (e8), call reg (ff d0+r),
  * call [reg] (ff 10+r; ff 14 SIB), call [reg+disp8] (ff 50+r; ff 54 SIB), call [rip+disp32]
  * (ff 15), call [reg+disp32] (ff 90+r; ff 94 SIB). A REX prefix comes before these. Data that
@@ -44,19 +61,46 @@ static __always_inline bool v8_frame_edge_code(const __u8 c[4])
  * pointer (just pushed) nor a return address (not pushed yet, or about to return), and the pc must
  * not be at a push, ret or stack pointer adjustment. Any doubt leaves the frame unnamed: its pc
  * entry stays. Return addresses (frames above) always belong to the frame at fp. */
-static __always_inline bool v8_leaf_unsure(struct sample_state *st)
+static __always_inline bool v8_leaf_unsure(struct sample_state *st, bool jit)
 {
         const struct profd_v8_proc *v8 = &st->v8;
         __s64 lowest = v8->fp_function < v8->fp_context ? v8->fp_function : v8->fp_context;
-        __u64 top[2];
 
         if (!st->exact)
                 return false;
 #if ARCH_HAS_LINK_REGISTER
-        /* The frame record is written after the first instructions and there is no stack check
-         * here yet: never name the interrupted frame. */
-        return true;
+        /* arm64: bl leaves the return address in lr, and a function's prologue saves it in its
+         * frame record (stp x29, x30, [sp, #-16]!; mov x29, sp) after its first instructions
+         * (TurboFan code checks for deoptimization first), its epilogue restores it (ldp x29, x30)
+         * before its last ones (drop the arguments, ret). While the interrupted function has no
+         * record, or has dropped it, fp is its caller's, whose record holds the caller's own
+         * return address, not lr. So the frame at fp is the interrupted one when its fixed slots
+         * lie on the live stack (not about to be pushed, or popped: mov sp, x29) and lr is the
+         * return address its record saved. Otherwise lr is a return address into the function
+         * itself (it called something since: a loop calling a builtin or the runtime) or the
+         * function is in its prologue or epilogue: in JIT code, which V8 emits with these exact
+         * instructions, a pc with none of them among the ARCH_V8_EDGE_WINDOW instructions ahead
+         * is past the prologue and before the epilogue. A builtin's pc (jit false: a builtin may
+         * build no frame at all, and fp is then its caller's) is named only by lr. */
+        __u64 record[2];
+        __u32 code[ARCH_V8_EDGE_WINDOW];
+
+        if (!st->aux_valid || st->fp + lowest < st->sp || read_stack(st, st->fp, record, 16) < 0)
+                return true;
+        if (arch_strip_ra(record[1]) == arch_strip_ra(st->aux))
+                return false;
+        if (!jit || bpf_probe_read_user(code, sizeof(code), (void *)st->ip) < 0)
+                return true;
+        /* Bounded by the window's instructions. */
+        for (int i = 0; i < ARCH_V8_EDGE_WINDOW; i++) {
+                if (code[i] == ARCH_ARM64_STP_FP_LR_PUSH || code[i] == ARCH_ARM64_MOV_FP_SP ||
+                    (code[i] & ARCH_ARM64_LDP_FP_LR_MASK) == ARCH_ARM64_LDP_FP_LR ||
+                    code[i] == ARCH_ARM64_RET)
+                        return true;
+        }
+        return false;
 #else
+        __u64 top[2];
         __u8 code[4], before[8];
 
         if (st->fp + lowest < st->sp)
@@ -114,7 +158,7 @@ static __always_inline void v8_note_bytecode(struct sample_state *st)
 /* The frame at st->fp is about to be left by a frame-pointer step (JIT code in anonymous memory,
  * builtins without CFI). In a V8 process, a JavaScript frame there gets a PROFD_FRAME_V8 entry with
  * its function after the entry of its pc (bpf/profd-v8.h). The daemon checks what it names. */
-static __always_inline void v8_note_frame(struct sample_state *st)
+static __always_inline void v8_note_frame(struct sample_state *st, bool jit)
 {
         const struct profd_v8_proc *v8 = &st->v8;
         __u64 ctx[2], fn[2], rec;
@@ -138,7 +182,7 @@ static __always_inline void v8_note_frame(struct sample_state *st)
                 count(PROFD_CNT_V8_NOT_JS);
                 return;
         }
-        if (v8_leaf_unsure(st)) {
+        if (v8_leaf_unsure(st, jit)) {
                 count(PROFD_CNT_V8_LEAF_UNSURE);
                 return;
         }

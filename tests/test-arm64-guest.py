@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """profd on aarch64, in a Debian arm64 guest under qemu-system-aarch64 (test-arm64-guest.py
-5.10|6.1|6.12): cross-builds profd (tests/arm64-cross-build.sh into BUILD/aarch64-cross, reusing
+5.10|6.1|6.12 [runtimes]): cross-builds profd (tests/arm64-cross-build.sh into BUILD/aarch64-cross, reusing
 its arm64 root and kernel BTF under /var/cache/profd-tests/arm64), builds scenario programs for
 aarch64 with -O2 -fomit-frame-pointer (only CFI can unwind them), runs all of them at once in ONE
 guest with tests/arm64-guest.sh --run ... (TCG, -cpu max: pointer authentication on), one profile
@@ -26,7 +26,16 @@ window for all, and checks with `go tool pprof -traces` that >= 99% of each prog
   python     (dynamic: Debian 12's arm64 python3.11 and its minimal standard library, from .debs)
              pychain.c;pychain.b;pychain.a;pychain.<module>;PyEval_EvalCode ... Py_BytesMain ...
              _start: the Python frames, named from their code objects, in place of the eval function's
-             frames; the window starts once the script's start-up (imports) is over"""
+             frames; the window starts once the script's start-up (imports) is over
+With the argument "runtimes" (meson test arm64-guest-runtimes-6.12) the guest runs these two instead,
+in a boot of their own (their root, a JRE and libnode, is ~250 MiB more in the initramfs):
+  java       (Debian 12's arm64 openjdk-17-jre-headless, from .debs, no JVM flags) a thread runs
+             Chain.work -> Chain.outer -> Chain.middle -> Chain.hot, C2-compiled with the callees
+             inlined once warm: >= 95% of the samples in Chain.hot show that chain, each frame with
+             its source line, down to start_thread
+  node       (Debian 12's arm64 nodejs 18/libnode108, from .debs) outer -> middle -> hot, hot
+             optimized: >= 95% of the samples in hot show outer;middle;hot named (the script as their
+             file), down to _start"""
 import glob
 import importlib.util
 import os
@@ -52,6 +61,12 @@ THRESHOLD = 0.99
 # samples at 99 Hz in the window; fewer than MIN_SAMPLES means the program was hardly sampled.
 WINDOW = 25
 MIN_SAMPLES = 150
+# Scenarios of `test-arm64-guest.py KERNEL runtimes` (meson test arm64-guest-runtimes-6.12): their
+# root (a JRE, libnode) doubles the initramfs, a boot of their own.
+RUNTIMES = ("java", "node")
+BY_HAND = ()
+# The JVM's thread shares its process's samples with the JIT compilers and GC threads.
+MIN_JAVA = 100
 RUN = ["600"]  # seconds: the programs outlive the window (the guest kills them after it)
 BELOW_MAIN = r"main;(?:[^;]+;)*?__libc_start[^;]*;(?:[^;]+;)*?_start"
 # name -> (program arguments, chains: leaf first, matched at the bottom of the ';'-joined stack,
@@ -97,6 +112,9 @@ SCENARIOS = {
     "python": (["-S", "/pychain.py"] + RUN,
                [r"^(?:(?!pychain\.|\[unwind|\[trunc|\[unknown|\[python\])[^;]*;)*pychain\.c;pychain\.b;pychain\.a;pychain\.<module>;PyEval_EvalCode;"
                 r"(?:[^;]+;)*?Py_RunMain;Py_BytesMain;(?:[^;]+;)*?__libc_start[^;]*;(?:[^;]+;)*?_start"]),
+    # judged by judge_java / judge_node (their own chains: lines, inlined frames)
+    "java": (["-cp", "/", "Chain"] + RUN, []),
+    "node": (["/chain.js"] + RUN, []),
     "threads": (RUN, [r"thr_worker_leaf;thr_worker_mid;thr_worker;start_thread;thread_start",
                          r"thr_main_leaf;thr_main_work;" + BELOW_MAIN,
                          r"(?:__)?clock_gettime;thr_worker;start_thread;thread_start",
@@ -161,6 +179,162 @@ def python_root():
         subprocess.run(["dpkg-deb", "-x", deb, tmp], check=True)
     os.rename(tmp, root)
     return root
+
+
+def debian_root(name, packages, marker):
+    """An arm64 root of Debian 12's packages (only those named: their libc is the cross-build's),
+    made once under CACHE/NAME-root from .debs downloaded into CACHE/debs-NAME."""
+    root = os.path.join(CACHE, name + "-root")
+    if os.path.exists(os.path.join(root, marker)):
+        return root
+    debs = os.path.join(CACHE, "debs-" + name)
+    os.makedirs(debs, exist_ok=True)
+    apt = [os.path.join(SRC, "tests", "arm64", "apt-arm64.sh"), CACHE, "bookworm"]
+    subprocess.run(apt + ["apt-get", "update"], capture_output=True)
+    r = subprocess.run(apt + ["apt-get", "download"] + packages, cwd=debs, capture_output=True, text=True)
+    if r.returncode != 0:
+        skip("Debian 12's arm64 %s cannot be downloaded (no network/mirror?): %s" % (packages[0], r.stderr[-300:]))
+    tmp = root + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    for deb in glob.glob(os.path.join(debs, "*.deb")):
+        subprocess.run(["dpkg-deb", "-x", deb, tmp], check=True)
+    os.rename(tmp, root)
+    return root
+
+
+def copy_libs(root, extra, patterns):
+    """The shared libraries of root matching patterns into extra's /lib/aarch64-linux-gnu."""
+    dest = os.path.join(extra, "lib", "aarch64-linux-gnu")
+    os.makedirs(dest, exist_ok=True)
+    for pat in patterns:
+        for so in glob.glob(os.path.join(root, "*lib", "aarch64-linux-gnu", pat)) + \
+                glob.glob(os.path.join(root, "usr", "lib", "aarch64-linux-gnu", pat)):
+            if not os.path.lexists(os.path.join(dest, os.path.basename(so))):
+                shutil.copy2(so, dest, follow_symlinks=False)
+
+
+# The Java scenario: a thread runs work -> outer -> middle -> hot (hot walks a linked list: not a
+# counted loop, its back-edge keeps a safepoint poll and with it a PcDesc saying which inlined
+# methods run there); it makes JAVA_READY once warm (C2 has compiled work's loop by then under TCG).
+JAVA = """import java.io.File;
+
+public class Chain {
+    static final class Node {
+        final long v;
+        final Node next;
+        Node(long v, Node next) { this.v = v; this.next = next; }
+    }
+    static Node list;
+
+    static long hot(long x) {
+        for (Node p = list; p != null; p = p.next) x = x * 6364136223846793005L + p.v; // @hot
+        return x;
+    }
+
+    static long middle(long x) {
+        return hot(x) ^ 0x9e3779b97f4a7c15L; // @middle
+    }
+
+    static long outer(long x) {
+        return middle(x) + 1; // @outer
+    }
+
+    static void work(long warm_ns) throws Exception {
+        long s = 0, t0 = System.nanoTime();
+        boolean ready = false;
+        for (long k = 0; ; k++) {
+            s = outer(s); // @work
+            if (!ready && (k & 1023) == 0 && System.nanoTime() - t0 > warm_ns) {
+                new File("/tmp/chain-java.ready").createNewFile();
+                ready = true;
+            }
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        for (int i = 0; i < 300; i++)
+            list = new Node(i, list);
+        Thread t = new Thread(() -> {
+            try {
+                work(JAVA_WARM_S * 1000000000L); // @lambda
+            } catch (Exception e) {
+                throw new RuntimeException(e);
+            }
+        });
+        t.start();
+        t.join();
+    }
+}
+"""
+JAVA_READY = "/tmp/chain-java.ready"
+JAVA_WARM_S = 10
+JAVA_HOME = "usr/lib/jvm/java-17-openjdk-arm64"
+
+
+def line_of(text, mark):
+    return next(i for i, l in enumerate(text.split("\n"), 1) if mark in l)
+
+
+def stage_java(extra, d):
+    """Debian 12's arm64 JRE in extra at its own path (its java runs there: the JVM finds its home
+    by it), the libraries it needs, and /Chain.class compiled here. Returns its java."""
+    root = debian_root("java", ["openjdk-17-jre-headless", "zlib1g", "libstdc++6", "libgcc-s1"],
+                       os.path.join(JAVA_HOME, "lib", "server", "libjvm.so"))
+    home = os.path.join(extra, JAVA_HOME)
+    # what a headless JVM loads (not the AWT/sound/font libraries), and its configuration (lib/
+    # and conf/ are partly links into /etc)
+    shutil.copytree(os.path.join(root, JAVA_HOME), home, symlinks=True,
+                    ignore=shutil.ignore_patterns("libawt*", "libfontmanager*", "libjsound*", "libmlib*",
+                                                  "libjavajpeg*", "liblcms*", "libsplashscreen*", "man",
+                                                  "ct.sym", "src.zip", "classes_nocoops.jsa", "libsaproc*"))
+    shutil.copytree(os.path.join(root, "etc"), os.path.join(extra, "etc"), symlinks=True, dirs_exist_ok=True)
+    copy_libs(root, extra, ["libz.so*", "libstdc++.so*", "libgcc_s.so*"])
+    # libjvm.so's own (dlopen'ed: the guest copies only what java itself needs)
+    copy_libs(os.path.join(CACHE, "sysroot"), extra, ["libm.so*", "libdl.so*", "libpthread.so*", "librt.so*"])
+    src = os.path.join(d, "java-src")
+    os.makedirs(src, exist_ok=True)
+    with open(os.path.join(src, "Chain.java"), "w") as f:
+        f.write(JAVA.replace("JAVA_WARM_S", str(JAVA_WARM_S)))
+    r = subprocess.run(["javac", "--release", "17", "-g", "-d", extra, os.path.join(src, "Chain.java")],
+                       capture_output=True, text=True, timeout=300)
+    if not check(r.returncode == 0, "javac Chain.java: %s" % r.stderr[-1000:]):
+        return None
+    return os.path.join(home, "bin", "java")
+
+
+# The Node scenario: outer -> middle -> hot, hot looping (optimized by on-stack replacement); it
+# makes NODE_READY at once (node's start-up is its own: the window starts after it).
+NODE = r"""'use strict';
+const fs = require('fs');
+function hot(ms) {
+  const end = Date.now() + ms;
+  let s = 0;
+  while (Date.now() < end) for (let i = 0; i < 20000; i++) s = (s + i * i) % 1000003;
+  return s;
+}
+function middle(ms) { return hot(ms); }
+function outer(ms) { fs.writeFileSync('/tmp/chain-node.ready', ''); return middle(ms); }
+outer(Number(process.argv[2]) * 1000);
+"""
+NODE_READY = "/tmp/chain-node.ready"
+
+
+def stage_node(extra):
+    """Debian 12's arm64 node 18 (libnode.so.108 holds V8) and its libraries in extra, /chain.js.
+    Returns its node (copied to /node with its libraries by the guest)."""
+    # Debian's node loads some of its builtins from /usr/share/nodejs (node-cjs-module-lexer, ...)
+    root = debian_root("node", ["nodejs", "libnode108", "libc-ares2", "libstdc++6", "libicu72",
+                                "libnghttp2-14", "libssl3", "libuv1", "zlib1g", "libbrotli1", "libgcc-s1",
+                                "node-cjs-module-lexer", "node-acorn", "node-undici", "node-busboy", "node-xtend"],
+                       os.path.join("usr", "share", "nodejs", "cjs-module-lexer", "lexer.js"))
+    shutil.copytree(os.path.join(root, "usr", "share", "nodejs"), os.path.join(extra, "usr", "share", "nodejs"),
+                    symlinks=True, dirs_exist_ok=True)
+    copy_libs(root, extra, ["libnode.so*", "libcares.so*", "libstdc++.so*", "libicu*.so*", "libnghttp2.so*",
+                            "libssl.so*", "libcrypto.so*", "libuv.so*", "libz.so*", "libbrotli*.so*",
+                            "libgcc_s.so*"])
+    with open(os.path.join(extra, "chain.js"), "w") as f:
+        f.write(NODE)
+    return os.path.join(root, "usr", "bin", "node")
 
 
 # The Python scenario: a -> b -> c, c computing and reading the clock (a native call above it); it
@@ -230,6 +404,10 @@ def build(d, name, args):
     source, _, variant = name.partition("-")
     if name == "python":  # Debian's, from its arm64 .debs
         return stage_python(os.path.join(d, "extra"))
+    if name == "java":
+        return stage_java(os.path.join(d, "extra"), d)
+    if name == "node":
+        return stage_node(os.path.join(d, "extra"))
     if name in ("shlib", "dlopen"):  # dynamic: built by the cross-build (meson)
         return os.path.join(CROSS_BUILD, "tests", "scenarios", "scen-" + name)
     # comm is the first 15 characters of the name: unique for each scenario
@@ -319,6 +497,88 @@ def judge(out, name, prog, chains):
           % (name, good, total, 100.0 * good / max(total, 1), THRESHOLD * 100))
 
 
+def java_chain():
+    """(name, Chain.java:line) innermost first; other frames may stand between them (the lambda's)."""
+    return [(n, "Chain.java:%d" % line_of(JAVA, "// @" + m)) for n, m in
+            (("Chain.hot", "hot"), ("Chain.middle", "middle"), ("Chain.outer", "outer"), ("Chain.work", "work"))] + \
+        [("java.lang.Thread.run", None)]
+
+
+def java_frame(frame):
+    """"Chain.hot Chain.java:13 (inline)" -> (name, "Chain.java:13", inlined)."""
+    inlined = frame.endswith(" (inline)")
+    frame = frame[:-len(" (inline)")] if inlined else frame
+    m = re.match(r"^(.*?) (\S+):(\d+)$", frame)
+    if m:
+        return m.group(1), os.path.basename(m.group(2)) + ":" + m.group(3), inlined
+    return frame.split("(")[0] if not frame.startswith("[") else frame.split(" ")[0], None, inlined
+
+
+def java_whole(frames):
+    """None when frames (innermost first) hold the chain in order with its lines down to
+    start_thread, else why not."""
+    got = [java_frame(f) for f in frames]
+    # start_thread and thread_start: unnamed in bookworm's arm64 libc.so.6 (no .symtab, no debug
+    # link the guest has), so the thread's start is HotSpot's thread_native_entry and libc below
+    bottom = [n for n, _, _ in got[-3:]]
+    if not (bottom == ["thread_native_entry", "[libc.so.6]", "[libc.so.6]"] or
+            bottom[-2:] == ["start_thread", "thread_start"]):
+        return "does not end at start_thread"
+    pos = 0
+    for name, line in java_chain():
+        while pos < len(got) and got[pos][0] != name:
+            pos += 1
+        if pos == len(got):
+            return "no %s (in order)" % name
+        if line and got[pos][1] != line:
+            return "%s at %s, not %s" % (name, got[pos][1], line)
+    return None
+
+
+def judge_java(out, pid):
+    """Samples whose leaf is Chain.hot: >= 95% show the whole chain with lines; C2 inlined it."""
+    hot = ok = inlined = 0
+    bad = {}
+    for tr in traces(out, lines=True):
+        if tr.labels.get("pid") != [str(pid)] or not tr.frames or not tr.frames[0].startswith("Chain.hot "):
+            continue
+        hot += tr.value
+        why = java_whole(tr.frames)
+        if why is None:
+            ok += tr.value
+        else:
+            bad[why] = bad.get(why, 0) + tr.value
+            if bad[why] == tr.value:
+                log("java incomplete (%s): %s" % (why, ";".join(tr.frames)[:700]))
+        inlined += tr.value if tr.frames[0].endswith(" (inline)") else 0
+    log("java: %d samples in Chain.hot, %d with the whole chain, %d in C2 code with hot inlined" % (hot, ok, inlined))
+    check(hot >= MIN_JAVA, "java sampled in Chain.hot in the %s guest: %d samples (>= %d)" % (KERNEL, hot, MIN_JAVA))
+    check(hot and ok >= 0.95 * hot, "java: %d of %d samples in Chain.hot (%.1f%%) show the whole chain with lines "
+          "(>= 95%%)" % (ok, hot, 100.0 * ok / max(hot, 1)))
+    check(inlined > 0, "java: samples in Chain.hot inlined by C2 (%d)" % inlined)
+
+
+def judge_node(out, pid):
+    """Samples of the main thread with a frame of the script: >= 95% show outer;middle;hot (the
+    script as file) and reach _start."""
+    total = ok = 0
+    for tr in traces(out, lines=True):
+        if tr.labels.get("pid") != [str(pid)] or tr.labels.get("comm") != ["node"]:
+            continue
+        js = [f[:-len(" /chain.js")] for f in tr.frames if f.endswith(" /chain.js")]
+        if not js:
+            continue
+        total += tr.value
+        # hot the innermost frame of the script, called by middle, called by outer
+        whole = js[:3] == ["hot", "middle", "outer"] and any(re.match(r"_start(?: |$)", f) for f in tr.frames[-3:])
+        ok += tr.value if whole else 0
+        if not whole:
+            log("node incomplete (%d): %s" % (tr.value, ";".join(tr.frames)[:700]))
+    check(total >= MIN_SAMPLES, "node sampled in the %s guest: %d samples in the script (>= %d)" % (KERNEL, total, MIN_SAMPLES))
+    check(total and ok >= 0.95 * total, "node: %d of %d samples in the script (%.1f%%) show outer;middle;hot "
+          "down to _start (>= 95%%)" % (ok, total, 100.0 * ok / max(total, 1)))
+
+
 def main():
     for tool in ("qemu-system-aarch64", "aarch64-linux-gnu-gcc", "aarch64-linux-gnu-g++", "cpio"):
         if subprocess.run(["sh", "-c", "command -v " + tool], capture_output=True).returncode != 0:
@@ -341,7 +601,12 @@ def main():
     os.makedirs(extra)
     shutil.copy2(os.path.join(CROSS_BUILD, "tests", "scenarios", "scen-dlopen-module.so"), extra)
     progs = {}
-    for name in SCENARIOS:
+    # "runtimes" (argv[2]): the JVM and node only, in a boot of their own; else the others.
+    # PROFD_ARM64_SCENARIOS=a,b: only those (runs by hand)
+    only = [n for n in os.environ.get("PROFD_ARM64_SCENARIOS", "").split(",") if n]
+    if not only:
+        only = [n for n in SCENARIOS if n not in BY_HAND and (n in RUNTIMES) == (sys.argv[2:3] == ["runtimes"])]
+    for name in only:
         prog = build(d, name, SCENARIOS[name][0])
         if prog:
             progs[name] = prog
@@ -351,16 +616,28 @@ def main():
            "--seconds", str(WINDOW), "--build", CROSS_BUILD, "--cache", CACHE, "--extra", extra]
     for name, prog in progs.items():
         cmd += ["--run", " ".join([prog] + SCENARIOS[name][0])]
-    if "python" in progs:
-        cmd += ["--ready", PYCHAIN_READY]
+    for name, ready in (("python", PYCHAIN_READY), ("java", JAVA_READY), ("node", NODE_READY)):
+        if name in progs:
+            cmd += ["--ready", ready]
+    if "java" in progs or "node" in progs:  # the root holds a JRE (~170 MiB) or libnode (~80)
+        cmd += ["--memory", "2048"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
-    log(r.stderr.strip()[-6000:])
+    if os.environ.get("PROFD_ARM64_KEEP"):  # the profile, for a look by hand
+        shutil.copy(out, os.environ["PROFD_ARM64_KEEP"])
+    log(r.stderr.strip()[-9000:])
     if not check(r.returncode == 0 and os.path.exists(out), "guest %s returned a profile" % KERNEL):
         finish()
     log("guest %s, %d programs: %.0f s" % (KERNEL, len(progs), time.monotonic() - t1))
+    pids = re.search(r"PROGRAM-PID((?: \d+)+)", r.stderr)
+    pids = dict(zip(progs, pids.group(1).split())) if pids else {}
     for name, prog in progs.items():
-        judge(out, name, prog, [re.compile((c if c.startswith("^") else r"(?:^|;)" + c) + "$")
-                                for c in SCENARIOS[name][1]])
+        if name == "java":
+            judge_java(out, pids.get(name))
+        elif name == "node":
+            judge_node(out, pids.get(name))
+        else:
+            judge(out, name, prog, [re.compile((c if c.startswith("^") else r"(?:^|;)" + c) + "$")
+                                    for c in SCENARIOS[name][1]])
     finish()
 
 

@@ -25,7 +25,7 @@ static inline uint64_t hotspot_frame_method(uint64_t f)
 /* PROFD_HS_BCI_NONE: unknown. */
 static inline uint32_t hotspot_frame_bci(uint64_t f)
 {
-        return (f >> PROFD_HS_BCI_SHIFT) & 0xffff;
+        return (f >> PROFD_HS_BCI_SHIFT) & PROFD_HS_BCI_NONE;
 }
 
 /* Whether f (a HotSpot frame of a JVM whose BPF description has blob_compile_id: compile_id_known)

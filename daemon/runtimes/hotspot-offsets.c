@@ -26,6 +26,14 @@ typedef struct Want {
 
 #define O(m) offsetof(HotspotOffsets, m), sizeof(((HotspotOffsets *)0)->m)
 
+/* The interpreter frame's slots are exported by x86's vmStructs only (vmStructs_x86.hpp); other
+ * ports' are known (hotspot_offsets_from_vmstructs). */
+#if defined(__x86_64__)
+#define FRAME_SLOTS_EXPORTED true
+#else
+#define FRAME_SLOTS_EXPORTED false
+#endif
+
 /* Required: what interpreted frames and their names need. Optional: compiled frames (the walk
  * leaves them native when one is missing). */
 static const Want wants[] = {
@@ -61,8 +69,14 @@ static const Want wants[] = {
         {W_STATIC, O(interpreter_code), true, {"AbstractInterpreter::_code"}},
         {W_FIELD, O(stub_queue_stub_buffer), true, {"StubQueue::_stub_buffer"}},
         {W_FIELD, O(stub_queue_buffer_limit), true, {"StubQueue::_buffer_limit"}},
-        {W_INT, O(frame_interpreter_sender_sp), true, {"frame::interpreter_frame_sender_sp_offset"}},
-        {W_INT, O(frame_interpreter_last_sp), true, {"frame::interpreter_frame_last_sp_offset"}},
+        {W_INT,
+         O(frame_interpreter_sender_sp),
+         FRAME_SLOTS_EXPORTED,
+         {"frame::interpreter_frame_sender_sp_offset"}},
+        {W_INT,
+         O(frame_interpreter_last_sp),
+         FRAME_SLOTS_EXPORTED,
+         {"frame::interpreter_frame_last_sp_offset"}},
 
         {W_STATIC, O(code_cache_heaps), false, {"CodeCache::_heaps"}},
         {W_STATIC, O(code_cache_low_bound), false, {"CodeCache::_low_bound"}},
@@ -216,6 +230,12 @@ int hotspot_offsets_from_vmstructs(const HotspotVMStructs *vs, uint64_t bias, Ho
         /* Everything NONE first: the optional ones stay so when absent. */
         memset(&o, 0xff, sizeof(o));
         o.jdk_major = 0;
+#if !defined(__x86_64__)
+        /* aarch64's vmStructs do not export the interpreter frame's slots (vmStructs_aarch64.hpp):
+         * frame_aarch64.hpp's, the same in JDK 11 to 25. */
+        o.frame_interpreter_sender_sp = -1;
+        o.frame_interpreter_last_sp = -2;
+#endif
         for (size_t i = 0; i < ELEMENTSOF(wants); i++) {
                 const Want *w = &wants[i];
                 uint8_t *dst = (uint8_t *)&o + w->member;
@@ -248,11 +268,16 @@ int hotspot_offsets_from_vmstructs(const HotspotVMStructs *vs, uint64_t bias, Ho
         }
         /* The slots below last_sp are not exported. x86-64 (src/hotspot/cpu/x86/frame_x86.hpp,
          * the same from JDK 9 to 25): last_sp, method, mirror, mdp, cache, locals, bcp,
-         * initial_sp, each one word further down. aarch64 orders them differently
-         * (frame_aarch64.hpp): a port adds its layout here. */
+         * initial_sp, each one word further down. aarch64 (src/hotspot/cpu/aarch64/frame_aarch64.hpp,
+         * JDK 11 to 25): last_sp, method, mdp, a word kept for sp's 16-byte alignment (padding,
+         * extended_sp from JDK 22), mirror, cache, locals, bcp, initial_sp. Another port adds its
+         * layout here. */
 #if defined(__x86_64__)
         o.frame_interpreter_method = o.frame_interpreter_last_sp - 1;
         o.frame_interpreter_bcp = o.frame_interpreter_last_sp - 6;
+#elif defined(__aarch64__)
+        o.frame_interpreter_method = o.frame_interpreter_last_sp - 1;
+        o.frame_interpreter_bcp = o.frame_interpreter_last_sp - 7;
 #else
         if (ret_missing)
                 *ret_missing = "the interpreter frame layout of this architecture";

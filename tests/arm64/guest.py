@@ -110,8 +110,10 @@ def needed(path):
     return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", r.stdout), interp.group(1) if interp else None
 
 
-def copy_with_libraries(root, roots, host_path, guest_path):
-    """Copies host_path and, recursively, the shared libraries it needs from the arm64 roots."""
+def copy_with_libraries(root, roots, host_path, guest_path, in_place=False):
+    """Copies host_path and, recursively, the shared libraries it needs from the arm64 roots.
+    in_place: host_path is in an --extra tree, copied with it; a library none of the roots has is
+    one it finds itself (its RPATH: a JVM's libjli.so beside it)."""
     sysroot = roots[0]
     todo, seen = [(host_path, guest_path)], set()
     while todo:
@@ -133,7 +135,8 @@ def copy_with_libraries(root, roots, host_path, guest_path):
                     todo.append((p, "/lib/aarch64-linux-gnu/" + lib))
                     break
             else:
-                raise RuntimeError("%s needs %s: not in %s" % (src, lib, sysroot))
+                if not in_place:
+                    raise RuntimeError("%s needs %s: not in %s" % (src, lib, sysroot))
 
 
 def build_initramfs(work, args, sysroot):
@@ -150,9 +153,11 @@ def build_initramfs(work, args, sysroot):
                 % (args.seconds, args.frequency, args.bpf_stats, len(args.programs),
                    shlex.quote(" ".join(args.ready))))
         for i, (program, prog_args) in enumerate(args.programs, 1):
-            # under its own name: runtimes are recognized by it (python3.11), and it is the comm
-            prog = "/" + os.path.basename(program)
-            copy_with_libraries(root, [sysroot] + args.extra, program, prog)
+            # under its own name: runtimes are recognized by it (python3.11), and it is the comm;
+            # a program in an --extra tree runs where it is there (a JVM finds its home by its path)
+            tree = [e for e in args.extra if os.path.abspath(program).startswith(os.path.abspath(e) + os.sep)]
+            prog = "/" + (os.path.relpath(program, tree[0]) if tree else os.path.basename(program))
+            copy_with_libraries(root, [sysroot] + args.extra, program, prog, in_place=bool(tree))
             f.write("PROG_%d=%s\nPROG_ARGS_%d=%s\n" % (i, shlex.quote(prog), i,
                     shlex.quote(" ".join(shlex.quote(a) for a in prog_args))))
     out = os.path.join(work, "initrd.gz")
@@ -194,6 +199,8 @@ def main():
     p.add_argument("--build", default=os.environ.get("PROFD_ARM64_BUILD", os.path.join(SRC, "build-aarch64")))
     p.add_argument("--cache", default=os.environ.get("PROFD_ARM64_CACHE", "/var/cache/profd-tests/arm64"))
     p.add_argument("--smp", type=int, default=2)
+    p.add_argument("--memory", type=int, default=1024, metavar="MIB",
+                   help="guest memory (default 1024; the root is in it too)")
     p.add_argument("--extra", action="append", default=[], metavar="DIR",
                    help="copy this arm64 tree into the guest's root too (e.g. an interpreter's library), "
                         "and take the program's libraries from it as well")
@@ -232,7 +239,7 @@ def main():
         initrd = build_initramfs(work, args, sysroot)
         t1 = time.monotonic()
         cmd = ["qemu-system-aarch64", "-M", "virt", "-cpu", "max,pauth-impdef=on", "-accel", "tcg",
-               "-smp", str(args.smp), "-m", "1024", "-nographic", "-no-reboot", "-kernel", image,
+               "-smp", str(args.smp), "-m", str(args.memory), "-nographic", "-no-reboot", "-kernel", image,
                "-initrd", initrd, "-append", "console=ttyAMA0 panic=-1 quiet"]
         log("booting %s (%s)" % (os.path.basename(image), " ".join(cmd)))
         try:
@@ -260,6 +267,9 @@ def main():
     metrics = section(console, "METRICS")
     if metrics:
         log("metrics:\n" + metrics.strip())
+    output = section(console, "PROGRAM-OUTPUT")
+    if output and output.strip():
+        log("programs' output (last lines):\n" + output.strip())
     prof = section(console, "PROFILE")
     data = base64.b64decode("".join(prof.split())) if prof else b""
     if not data:
