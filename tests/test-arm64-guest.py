@@ -561,19 +561,28 @@ def judge_java(out, pid):
 def judge_node(out, pid):
     """Samples of the main thread with a frame of the script: >= 95% show outer;middle;hot (the
     script as file) and reach _start."""
-    total = ok = 0
+    total = ok = with_lines = 0
     for tr in traces(out, lines=True):
         if tr.labels.get("pid") != [str(pid)] or tr.labels.get("comm") != ["node"]:
             continue
-        js = [f[:-len(" /chain.js")] for f in tr.frames if f.endswith(" /chain.js")]
+        # "name /chain.js", or "name /chain.js:LINE" for interpreted frames
+        js = [m.groups() for m in (re.match(r"^(\S+) /chain\.js(?::(\d+))?$", f) for f in tr.frames) if m]
         if not js:
             continue
         total += tr.value
-        # hot the innermost frame of the script, called by middle, called by outer
-        whole = js[:3] == ["hot", "middle", "outer"] and any(re.match(r"_start(?: |$)", f) for f in tr.frames[-3:])
+        # hot the innermost frame of the script, called by middle, called by outer; a caller's line,
+        # when there is one, is that of its call (NODE: middle's on line 9, outer's on line 10)
+        names = [n for n, _ in js[:3]]
+        lines = {n: l for n, l in js[1:3]}
+        right_lines = all(lines.get(n) in (None, want) for n, want in (("middle", "9"), ("outer", "10")))
+        whole = (names == ["hot", "middle", "outer"] and right_lines
+                 and any(re.match(r"_start(?: |$)", f) for f in tr.frames[-3:]))
         ok += tr.value if whole else 0
+        with_lines += tr.value if whole and None not in lines.values() else 0
         if not whole:
             log("node incomplete (%d): %s" % (tr.value, ";".join(tr.frames)[:700]))
+    check(with_lines >= 0.5 * max(total, 1), "node: %d of %d samples carry middle's and outer's call lines (>= 50%%)"
+          % (with_lines, total))
     check(total >= MIN_SAMPLES, "node sampled in the %s guest: %d samples in the script (>= %d)" % (KERNEL, total, MIN_SAMPLES))
     check(total and ok >= 0.95 * total, "node: %d of %d samples in the script (%.1f%%) show outer;middle;hot "
           "down to _start (>= 95%%)" % (ok, total, 100.0 * ok / max(total, 1)))
