@@ -372,11 +372,12 @@ static int run(int argc, char **argv)
                                                   "Cannot watch new Python stacks, their code objects are "
                                                   "read at the drain only: %m");
                 }
-                /* HotSpot JVMs: found and their vmStructs read (frames are not walked yet). */
-                r = hotspot_procs_new(sampler_hotspot_procs_fd(d.sampler), &d.hotspot);
-                if (r >= 0)
-                        r = hotspot_symbols_new(d.hotspot, &d.hotspot_symbols);
-                if (r < 0)
+                /* HotSpot JVMs: BPF walks the Java frames of the JVMs this finds and describes to it.
+                 * --no-java-frames (benchmarks: the native-only cost) leaves them out. */
+                if (!d.options.java_frames)
+                        log_info("--no-java-frames: no Java frames from the HotSpot walk");
+                else if ((r = hotspot_procs_new(sampler_hotspot_procs_fd(d.sampler), &d.hotspot)) < 0 ||
+                         (r = hotspot_symbols_new(d.hotspot, &d.hotspot_symbols)) < 0)
                         log_warning_errno(r, "Cannot track HotSpot JVMs: %m");
                 else {
                         symbolizer_set_runtime(d.symbolizer, SYM_RUNTIME_HOTSPOT, hotspot_symbols_name,
