@@ -516,3 +516,8 @@ void hotspot_procs_write_metrics(const HotspotProcs *hp, FILE *f)
         metric_counter(f, "profd_hotspot_vmstructs_pages_read_total",
                        "Pages of process memory read for those tables.", hp ? hp->table_pages : 0);
 }
+
+size_t hotspot_procs_memory(const HotspotProcs *hp)
+{
+        return hp ? sizeof(*hp) + hp->n_entries * sizeof(ProcEntry) : 0;
+}

@@ -88,7 +88,7 @@ struct HotspotSymbols {
         Entry *buckets[BUCKETS];
         Stub *stubs[STUB_BUCKETS];
         size_t n_stubs;
-        uint64_t stub_seq, stub_reads, stub_failed;
+        uint64_t stub_seq, stub_reads, stub_failed, stub_evicted;
         size_t n, bytes;
         uint64_t seq, evicted;
         uint64_t reads[_READ_MAX];
@@ -367,7 +367,7 @@ static void read_stub(HotspotSymbols *hs, const HotspotProcess *hp, RemoteMemory
 
                                 if (o->seq < seq) {
                                         *p = o->next;
-                                        hs->evicted++;
+                                        hs->stub_evicted++;
                                         stub_free(hs, o);
                                 } else {
                                         p = &o->next;
@@ -529,6 +529,9 @@ void hotspot_symbols_write_metrics(const HotspotSymbols *hs, FILE *f)
                      "Blobs of JVM code that are no Java method (stubs, adapters, the "
                      "interpreter) whose names are kept.",
                      hs ? hs->n_stubs : 0);
+        metric_counter(f, "profd_hotspot_stubs_evicted_total",
+                       "Stub blobs dropped because HOTSPOT_STUBS_MAX were kept (read again when seen).",
+                       hs ? hs->stub_evicted : 0);
         metric_counter(f, "profd_hotspot_stub_reads_total",
                        "Reads of the blob holding a native pc in a JVM's code cache, for its name.",
                        hs ? hs->stub_reads : 0);
