@@ -216,6 +216,7 @@ int hotspot_offsets_from_vmstructs(const HotspotVMStructs *vs, uint64_t bias, Ho
         /* Everything NONE first: the optional ones stay so when absent. */
         memset(&o, 0xff, sizeof(o));
         o.jdk_major = 0;
+        o.n_unusable = 0;
         for (size_t i = 0; i < ELEMENTSOF(wants); i++) {
                 const Want *w = &wants[i];
                 uint8_t *dst = (uint8_t *)&o + w->member;
@@ -224,6 +225,14 @@ int hotspot_offsets_from_vmstructs(const HotspotVMStructs *vs, uint64_t bias, Ho
 
                 if (r == -ENOENT && !w->required)
                         continue;
+                /* A value that makes no sense (a new JDK's layout): what needs it is off, not the
+                 * whole JVM. */
+                if (r == -EBADMSG && !w->required) {
+                        if (ret_missing && o.n_unusable == 0)
+                                *ret_missing = w->names[0];
+                        o.n_unusable++;
+                        continue;
+                }
                 if (r < 0) {
                         if (ret_missing)
                                 *ret_missing = w->names[0];

@@ -100,6 +100,9 @@ typedef struct HotspotOffsets {
         uint64_t vm_major_version;
         /* Read from the process by the caller (hotspot_offsets_read_version()); 0: unknown. */
         uint32_t jdk_major;
+        /* Optional entries present with a value the walk cannot use: left NONE, as if absent (the
+         * compiled frames they serve are then not walked), and counted here. */
+        uint32_t n_unusable;
 } HotspotOffsets;
 
 /* Reads the JDK's feature version into o->jdk_major from the process, through read_fn. */
@@ -107,6 +110,7 @@ int hotspot_offsets_read_version(HotspotOffsets *o, uint64_t bias, HotspotReadFn
 
 /* The offsets of the libjvm loaded at bias, from its tables. -EPROTONOSUPPORT when a required
  * entry is missing, -EBADMSG when one has a value the walk cannot use (*ret_missing: its name,
- * for the log and the tests). */
+ * for the log and the tests). An optional entry with such a value is left NONE and counted
+ * (ret->n_unusable; *ret_missing: the first one's name). */
 int hotspot_offsets_from_vmstructs(const HotspotVMStructs *vs, uint64_t bias, HotspotOffsets *ret,
                                    const char **ret_missing);
