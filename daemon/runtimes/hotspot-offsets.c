@@ -107,6 +107,7 @@ static const Want wants[] = {
         {W_FIELD, O(pc_desc_scope_decode_offset), false, {"PcDesc::_scope_decode_offset"}},
         {W_SIZEOF, O(pc_desc_sizeof), false, {"PcDesc"}},
         {W_STATIC, O(vm_major_version), true, {"Abstract_VM_Version::_vm_major_version"}},
+        {W_STATIC, O(perf_memory_start), false, {"PerfMemory::_start"}},
 };
 
 /* Struct members the walk reads lie within this of their object (an offset past it is not one). */

@@ -98,6 +98,9 @@ typedef struct HotspotOffsets {
         /* Abstract_VM_Version::_vm_major_version (static, address - bias): the JDK's feature
          * version, which the encoding of line number tables depends on. */
         uint64_t vm_major_version;
+        /* PerfMemory::_start (static, address - bias; UINT64_MAX: absent): the JVM's perf data
+         * (hotspot-perfdata.h), NULL in a JVM run with -XX:-UsePerfData. */
+        uint64_t perf_memory_start;
         /* Read from the process by the caller (hotspot_offsets_read_version()); 0: unknown. */
         uint32_t jdk_major;
         /* Optional entries present with a value the walk cannot use: left NONE, as if absent (the
