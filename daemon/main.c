@@ -385,6 +385,7 @@ static int run(int argc, char **argv)
                         symbolizer_set_runtime_inlined(d.symbolizer, SYM_RUNTIME_HOTSPOT,
                                                        hotspot_symbols_inlined);
                         symbolizer_set_anon(d.symbolizer, hotspot_symbols_anon, d.hotspot_symbols);
+                        sampler_set_hotspot_namer(d.sampler, hotspot_symbols_name_stack, d.hotspot_symbols);
                 }
                 /* V8 (Node.js) frames: BPF reads them in the processes this describes to it.
                  * --no-v8-frames (tests of perf maps, benchmarks) leaves them out. */
