@@ -14,9 +14,12 @@
    subtracted. The workload's sample count and stack depth come from the profile over HTTP.
    The same for Debian's python3.11 and Debian 12's node 18 at the bottom of 20 and 100 Python /
    JavaScript frames, with their runtime's walk and without it (--no-python-frames,
-   --no-v8-frames).
+   --no-v8-frames), and for OpenJDK 17's 50-frame Java stacks, interpreted and compiled
+   (--no-java-frames), with the daemon's side for Java (its CPU, drain time,
+   profd_memory_bytes{owner="java_names"}).
 
     PROFD_BUILD_DIR=build PYTHONPATH=tests/lib python3 bench/bench-overhead.py [--seconds S] [--rounds N]
+        [--skip-overhead] [--runtimes native,python,node,java]
 or  meson test -C build --benchmark overhead"""
 import argparse
 import json
@@ -28,7 +31,7 @@ import subprocess
 import threading
 import time
 
-from profdtest import BUILD, Daemon, fetch_profile, log, require_bpf, tmpdir, traces
+from profdtest import BUILD, Daemon, fetch_profile, log, metric, require_bpf, tmpdir, traces
 
 WORKLOAD = os.path.join(BUILD, "bench", "bench-workload")
 FREQUENCY = 99
@@ -163,21 +166,36 @@ def filtered_cost(seconds):
     return (t1 - t0) / max(n1 - n0, 1), n1 - n0
 
 
-def sample_cost(seconds, depth, c_filtered, cmd=None, daemon_args=()):
-    cmd = cmd or [WORKLOAD, str(seconds + SETTLE_S + 8), str(depth)]
+def sample_cost(seconds, depth, c_filtered, cmd=None, daemon_args=(), extra=None, ready_s=0.0):
+    """extra (a dict), when given, receives the daemon's side over the measured run: "cpu" (its CPU
+    seconds), "drains" and "drain_s" (profd_drain_seconds: the interval callback, which reads the
+    names of new runtime frames, included) and the /metrics text at the end. ready_s: how long the
+    workload runs before profd starts (a JVM's warm-up)."""
+    cmd = cmd or [WORKLOAD, str(seconds + SETTLE_S + 60), str(depth)]  # killed at the end
     w = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
+        time.sleep(ready_s)
         with Daemon("--frequency", str(FREQUENCY), "--pid", str(w.pid), *daemon_args) as d:
             time.sleep(SETTLE_S)
             result = {}
 
             def fetch():
                 result["path"] = fetch_profile(d, seconds)
+
+            def drains():
+                text = d.get("/metrics")[2].decode()
+                return text, metric(text, "profd_drain_seconds_count"), metric(text, "profd_drain_seconds_sum")
             t = threading.Thread(target=fetch)
+            _, dn0, ds0 = drains()
+            c0 = proc_cpu_seconds(d.proc.pid)
             t0, n0 = entry_stats(d.proc.pid)
             t.start()
             t.join()
             t1, n1 = entry_stats(d.proc.pid)
+            c1 = proc_cpu_seconds(d.proc.pid)
+            text, dn1, ds1 = drains()
+            if extra is not None:
+                extra.update(cpu=c1 - c0, drains=dn1 - dn0, drain_s=ds1 - ds0, metrics=text)
     finally:
         w.kill()
         w.wait()
@@ -224,12 +242,16 @@ def bpf_cost(args):
     try:
         c_filtered, n = filtered_cost(args.seconds)
         log("  sample not wanted (idle CPU / filtered pid): %.0f ns per run (%d runs)" % (c_filtered, n))
-        for depth in (DEPTH_20, DEPTH_300):
+        for depth in (DEPTH_20, DEPTH_300) if "native" in args.runtimes else ():
             ns, ours, runs, depths = sample_cost(args.seconds, depth, c_filtered)
             log("  %3d-frame stack: %7.0f ns per sample (%d workload samples of %d runs; user frames seen %s)"
                 % (depth + 6, ns, ours, runs, depths[-3:]))
-        python_cost(args, c_filtered)
-        node_cost(args, c_filtered)
+        if "python" in args.runtimes:
+            python_cost(args, c_filtered)
+        if "node" in args.runtimes:
+            node_cost(args, c_filtered)
+        if "java" in args.runtimes:
+            java_cost(args, c_filtered)
     finally:
         with open(STATS_SYSCTL, "w") as f:
             f.write(old)
@@ -307,12 +329,112 @@ def node_cost(args, c_filtered):
     finally:
         debiannode.remove_mount_target(created)
 
+
+JAVA_DEEP = """
+public class Deep {
+    static volatile long sink;
+
+    // n + 1 frames of deep under main; the innermost spins for spin iterations.
+    static long deep(int n, long spin) {
+        if (n == 0) {
+            long s = 0;
+            for (long i = 0; i < spin; i++)
+                s += (s >>> 3) ^ i;
+            return s;
+        }
+        return deep(n - 1, spin) + 1;
+    }
+
+    public static void main(String[] args) {
+        int n = Integer.parseInt(args[0]);
+        // warm-up: deep called often enough for C2 to compile it (interpreted with -Xint)
+        for (int i = 0; i < Integer.parseInt(args[1]); i++)
+            sink += deep(n, 10);
+        sink += deep(n, Long.MAX_VALUE);
+    }
+}
+"""
+
+JAVA_NAMES = """
+import javax.tools.ToolProvider;
+
+// The JDK's compiler compiling one file over and over: thousands of methods, for the memory of
+// their names.
+public class Names {
+    public static void main(String[] args) {
+        var javac = ToolProvider.getSystemJavaCompiler();
+        for (;;)
+            javac.run(null, null, null, "-d", args[0], args[1]);
+    }
+}
+"""
+JAVA_FRAMES = 50
+JAVA_WARMUP_CALLS = 20000   # x 50 calls of deep: far past C2's thresholds
+JAVA_WARMUP_S = 4.0         # JVM start-up and C2 compiling deep before profd starts
+
+
+def java_cost(args, c_filtered):
+    """Debian 12's OpenJDK 17 spinning at the bottom of 50 Java frames (main and 49 deep),
+    interpreted (-Xint) and compiled by C2 after a warm-up (deep not inlined into itself, so 50
+    physical frames): BPF per sample with the HotSpot walk and without it (--no-java-frames),
+    against bench-workload's native 50-frame stack. Then the daemon's side: its CPU and drain time
+    with and without the walk, and the memory of Java names (profd_memory_bytes{owner="java_names"})
+    for these JVMs and for one running javac in a loop (thousands of methods)."""
+    if not (shutil.which("java") and shutil.which("javac")):
+        log("  java, javac (openjdk-17-jdk-headless) missing: Java figures not measured")
+        return
+    work = tmpdir()
+    for name, src in (("Deep", JAVA_DEEP), ("Names", JAVA_NAMES)):
+        with open(os.path.join(work, name + ".java"), "w") as f:
+            f.write(src)
+        subprocess.run(["javac", "-d", work, os.path.join(work, name + ".java")], check=True, timeout=300)
+    ns, ours, runs, depths = sample_cost(args.seconds, JAVA_FRAMES - 6, c_filtered)
+    log("  native, %d frames (bench-workload): %7.0f ns per sample (%d samples; frames seen %s)"
+        % (JAVA_FRAMES, ns, ours, depths[-3:]))
+    java = ["java", "-XX:+UseSerialGC", "-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,Deep::deep",
+            "-cp", work]
+    for mode, flags in (("interpreted", ["-Xint"]), ("compiled", [])):
+        for walk in (True, False):
+            extra = {}
+            ns, ours, runs, depths = sample_cost(
+                args.seconds, 0, c_filtered,
+                cmd=java + flags + ["Deep", str(JAVA_FRAMES - 2), str(JAVA_WARMUP_CALLS)],
+                daemon_args=() if walk else ("--no-java-frames",), extra=extra,
+                ready_s=JAVA_WARMUP_S if mode == "compiled" else 1.0)
+            m = extra["metrics"]
+            log("  java 17, %d frames %-11s %s: %7.0f ns per sample (%d samples; frames seen %s); daemon "
+                "%.0f ms CPU, %d drains %.2f ms each; java_names %d bytes, %d frames, %d stubs; "
+                "compiled frames stale %d"
+                % (JAVA_FRAMES, mode, "Java walk   " if walk else "native only", ns, ours, depths[-3:],
+                   1000 * extra["cpu"], extra["drains"], 1000 * extra["drain_s"] / max(extra["drains"], 1),
+                   metric(m, "profd_memory_bytes", '{owner="java_names"}'), metric(m, "profd_hotspot_frames"),
+                   metric(m, "profd_hotspot_stubs"),
+                   metric(m, "profd_hotspot_compiled_frames_total", '{result="stale"}')))
+    for walk in (True, False):
+        extra = {}
+        ns, ours, runs, depths = sample_cost(
+            max(args.seconds, 15), 0, c_filtered,
+            cmd=["java", "-cp", work, "Names", work, os.path.join(work, "Deep.java")],
+            daemon_args=() if walk else ("--no-java-frames",), extra=extra, ready_s=1.0)
+        m = extra["metrics"]
+        log("  java 17 running javac in a loop, %s: %7.0f ns per sample (%d samples; deepest %s); daemon "
+            "%.0f ms CPU, %d drains %.2f ms each; java_names %d bytes (%d frames %d bytes, %d stubs), RSS %.1f MiB"
+            % ("Java walk  " if walk else "native only", ns, ours, depths[-1:], 1000 * extra["cpu"],
+               extra["drains"], 1000 * extra["drain_s"] / max(extra["drains"], 1),
+               metric(m, "profd_memory_bytes", '{owner="java_names"}'), metric(m, "profd_hotspot_frames"),
+               metric(m, "profd_hotspot_frames_bytes"), metric(m, "profd_hotspot_stubs"),
+               metric(m, "process_resident_memory_bytes") / 2**20))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=5.0, help="per measured run")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--skip-overhead", action="store_true")
     ap.add_argument("--skip-bpf-cost", action="store_true")
+    ap.add_argument("--runtimes", default="native,python,node,java",
+                    help="stacks whose BPF cost is measured, comma-separated: native (20 and 300 frames), "
+                    "python, node, java")
     args = ap.parse_args()
     require_bpf()
     if not os.path.exists(WORKLOAD):
@@ -323,6 +445,7 @@ def main():
     work = tmpdir()
     if not args.skip_overhead:
         overhead(args, work)
+    args.runtimes = args.runtimes.split(",")
     if not args.skip_bpf_cost:
         bpf_cost(args)
     log("\nload average at the end: %s" % open("/proc/loadavg").read().split()[:3])

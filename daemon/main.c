@@ -372,11 +372,12 @@ static int run(int argc, char **argv)
                                                   "Cannot watch new Python stacks, their code objects are "
                                                   "read at the drain only: %m");
                 }
-                /* HotSpot JVMs: found and their vmStructs read (frames are not walked yet). */
-                r = hotspot_procs_new(sampler_hotspot_procs_fd(d.sampler), &d.hotspot);
-                if (r >= 0)
-                        r = hotspot_symbols_new(d.hotspot, &d.hotspot_symbols);
-                if (r < 0)
+                /* HotSpot JVMs: BPF walks the Java frames of the JVMs this finds and describes to it.
+                 * --no-java-frames (benchmarks: the native-only cost) leaves them out. */
+                if (!d.options.java_frames)
+                        log_info("--no-java-frames: no Java frames from the HotSpot walk");
+                else if ((r = hotspot_procs_new(sampler_hotspot_procs_fd(d.sampler), &d.hotspot)) < 0 ||
+                         (r = hotspot_symbols_new(d.hotspot, &d.hotspot_symbols)) < 0)
                         log_warning_errno(r, "Cannot track HotSpot JVMs: %m");
                 else {
                         symbolizer_set_runtime(d.symbolizer, SYM_RUNTIME_HOTSPOT, hotspot_symbols_name,
@@ -384,6 +385,7 @@ static int run(int argc, char **argv)
                         symbolizer_set_runtime_inlined(d.symbolizer, SYM_RUNTIME_HOTSPOT,
                                                        hotspot_symbols_inlined);
                         symbolizer_set_anon(d.symbolizer, hotspot_symbols_anon, d.hotspot_symbols);
+                        sampler_set_hotspot_namer(d.sampler, hotspot_symbols_name_stack, d.hotspot_symbols);
                 }
                 /* V8 (Node.js) frames: BPF reads them in the processes this describes to it.
                  * --no-v8-frames (tests of perf maps, benchmarks) leaves them out. */

@@ -88,7 +88,7 @@ int main(void)
 
         /* Runtime frame walks: on unless turned off, each on its own. */
         CHECK(options_parse(1, none, &o) == 0);
-        CHECK(o.python_frames && o.v8_frames);
+        CHECK(o.python_frames && o.v8_frames && o.java_frames);
         options_done(&o);
         CHECK(PARSE(&o, "--no-python-frames") == 0);
         CHECK(!o.python_frames && o.v8_frames);
@@ -100,7 +100,10 @@ int main(void)
         CHECK(!o.python_frames && !o.v8_frames);
         options_done(&o);
         CHECK(PARSE(&o, "--no-v8-frames=yes") == -EINVAL);
-        CHECK(PARSE(&o, "--no-java-frames") == -EINVAL);
+        CHECK(PARSE(&o, "--no-java-frames") == 0);
+        CHECK(o.python_frames && o.v8_frames && !o.java_frames);
+        options_done(&o);
+        CHECK(PARSE(&o, "--no-java-frames=yes") == -EINVAL);
 
         /* Who may scrape: the files are only named here (read at start-up, see test-http-auth.py). */
         CHECK(PARSE(&o, "--tls-cert", "/c.pem", "--tls-key", "/k.pem", "--tls-client-ca", "/ca.pem",

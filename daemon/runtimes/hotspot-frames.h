@@ -12,6 +12,13 @@
 #include "bpf/profd-hotspot.h"
 #include "bpf/profd-python.h"
 
+/* After the drain named it, a Java frame is PROFD_FRAME_HOTSPOT | HOTSPOT_FRAME_BOUND | the id of
+ * the names read for it then (symbolizer/hotspot-symbols.h); one that could not be named for sure
+ * stays as BPF wrote it (its method's address kept). Bit 60 is free on a HotSpot entry after the
+ * Python splice (profd-python.h). */
+#define HOTSPOT_FRAME_BOUND (1ULL << 60)
+#define HOTSPOT_FRAME_ID_MASK 0xffffffffULL
+
 static inline bool hotspot_frame_is(uint64_t f)
 {
         return (f & PROFD_FRAME_HOTSPOT) && !(f & PROFD_FRAME_PYTHON);
@@ -33,4 +40,9 @@ static inline uint32_t hotspot_frame_bci(uint64_t f)
 static inline bool hotspot_frame_is_compiled_pc(uint64_t f, bool compile_id_known)
 {
         return compile_id_known && hotspot_frame_bci(f) == PROFD_HS_BCI_NONE;
+}
+
+static inline bool hotspot_frame_bound(uint64_t f)
+{
+        return f & HOTSPOT_FRAME_BOUND;
 }

@@ -121,6 +121,7 @@ static const Want wants[] = {
         {W_FIELD, O(pc_desc_scope_decode_offset), false, {"PcDesc::_scope_decode_offset"}},
         {W_SIZEOF, O(pc_desc_sizeof), false, {"PcDesc"}},
         {W_STATIC, O(vm_major_version), true, {"Abstract_VM_Version::_vm_major_version"}},
+        {W_STATIC, O(perf_memory_start), false, {"PerfMemory::_start"}},
 };
 
 /* Struct members the walk reads lie within this of their object (an offset past it is not one). */
@@ -236,6 +237,7 @@ int hotspot_offsets_from_vmstructs(const HotspotVMStructs *vs, uint64_t bias, Ho
         o.frame_interpreter_sender_sp = -1;
         o.frame_interpreter_last_sp = -2;
 #endif
+        o.n_unusable = 0;
         for (size_t i = 0; i < ELEMENTSOF(wants); i++) {
                 const Want *w = &wants[i];
                 uint8_t *dst = (uint8_t *)&o + w->member;
@@ -244,6 +246,14 @@ int hotspot_offsets_from_vmstructs(const HotspotVMStructs *vs, uint64_t bias, Ho
 
                 if (r == -ENOENT && !w->required)
                         continue;
+                /* A value that makes no sense (a new JDK's layout): what needs it is off, not the
+                 * whole JVM. */
+                if (r == -EBADMSG && !w->required) {
+                        if (ret_missing && o.n_unusable == 0)
+                                *ret_missing = w->names[0];
+                        o.n_unusable++;
+                        continue;
+                }
                 if (r < 0) {
                         if (ret_missing)
                                 *ret_missing = w->names[0];

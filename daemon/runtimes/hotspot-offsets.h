@@ -98,8 +98,14 @@ typedef struct HotspotOffsets {
         /* Abstract_VM_Version::_vm_major_version (static, address - bias): the JDK's feature
          * version, which the encoding of line number tables depends on. */
         uint64_t vm_major_version;
+        /* PerfMemory::_start (static, address - bias; UINT64_MAX: absent): the JVM's perf data
+         * (hotspot-perfdata.h), NULL in a JVM run with -XX:-UsePerfData. */
+        uint64_t perf_memory_start;
         /* Read from the process by the caller (hotspot_offsets_read_version()); 0: unknown. */
         uint32_t jdk_major;
+        /* Optional entries present with a value the walk cannot use: left NONE, as if absent (the
+         * compiled frames they serve are then not walked), and counted here. */
+        uint32_t n_unusable;
 } HotspotOffsets;
 
 /* Reads the JDK's feature version into o->jdk_major from the process, through read_fn. */
@@ -107,6 +113,7 @@ int hotspot_offsets_read_version(HotspotOffsets *o, uint64_t bias, HotspotReadFn
 
 /* The offsets of the libjvm loaded at bias, from its tables. -EPROTONOSUPPORT when a required
  * entry is missing, -EBADMSG when one has a value the walk cannot use (*ret_missing: its name,
- * for the log and the tests). */
+ * for the log and the tests). An optional entry with such a value is left NONE and counted
+ * (ret->n_unusable; *ret_missing: the first one's name). */
 int hotspot_offsets_from_vmstructs(const HotspotVMStructs *vs, uint64_t bias, HotspotOffsets *ret,
                                    const char **ret_missing);

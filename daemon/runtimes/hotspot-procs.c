@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 #include <errno.h>
+#include <inttypes.h>
 #include <linux/types.h>
 
 #include <bpf/bpf.h>
@@ -72,6 +73,7 @@ struct HotspotProcs {
         size_t n_procs, n_entries;
         uint64_t detect[_HS_DETECT_MAX];
         uint64_t table_reads, table_pages;
+        uint64_t unusable_entries; /* optional vmStructs entries left out (HotspotOffsets) */
         /* JVMs found before their code cache existed: described again at the next interval
          * (hotspot_procs_take_starting()), not only when their mappings change. */
         pid_t starting[HOTSPOT_STARTING_MAX];
@@ -262,6 +264,12 @@ static void file_read_tables(HotspotProcs *hp, FileEntry *e, const Process *p, c
                 return;
         }
         e->outcome = HS_DETECT_FOUND;
+        if (e->offsets.n_unusable > 0) {
+                hp->unusable_entries += e->offsets.n_unusable;
+                log_debug("HotSpot %s: %" PRIu32 " optional vmStructs entries (%s first) have values "
+                          "the walk cannot use: what needs them is not walked",
+                          m->path, e->offsets.n_unusable, missing ?: "?");
+        }
         log_debug("HotSpot %s: %zu fields, %zu types, %zu int and %zu long constants in %zu page reads",
                   m->path, vs->n_fields, vs->n_types, vs->n_ints, vs->n_longs, vs->reads);
 }
@@ -515,4 +523,13 @@ void hotspot_procs_write_metrics(const HotspotProcs *hp, FILE *f)
                 hp ? hp->table_reads : 0);
         metric_counter(f, "profd_hotspot_vmstructs_pages_read_total",
                        "Pages of process memory read for those tables.", hp ? hp->table_pages : 0);
+        metric_counter(f, "profd_hotspot_vmstructs_unusable_entries_total",
+                       "Optional vmStructs entries present with a value the walk cannot use, per "
+                       "libjvm read: left out, the compiled frames they serve are not walked.",
+                       hp ? hp->unusable_entries : 0);
+}
+
+size_t hotspot_procs_memory(const HotspotProcs *hp)
+{
+        return hp ? sizeof(*hp) + hp->n_entries * sizeof(ProcEntry) : 0;
 }

@@ -56,3 +56,5 @@ void hotspot_procs_retry(HotspotProcs *hp, pid_t pid);
 const HotspotProcess *hotspot_procs_get(const HotspotProcs *hp, pid_t pid);
 
 void hotspot_procs_write_metrics(const HotspotProcs *hp, FILE *f);
+/* Bytes of the table of JVMs and of their libjvm files (profd_memory_bytes). */
+size_t hotspot_procs_memory(const HotspotProcs *hp);

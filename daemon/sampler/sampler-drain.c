@@ -137,6 +137,8 @@ static int collect_stacks(Drain *d, size_t n, size_t value_size, size_t max_fram
                 (*stacks)[*n_stacks].len = len;
                 (*stacks)[*n_stacks].flags = flags;
                 (*stacks)[*n_stacks].v8 = (uint32_t)v8;
+                (*stacks)[*n_stacks].hotspot_named = false;
+                (*stacks)[*n_stacks].hotspot_salt = 0;
                 (*n_stacks)++;
                 d->n_frames += len;
         }
@@ -168,6 +170,12 @@ static SampleRecord make_record(Sampler *s, const struct profd_count_key *k, boo
                 us->len = d->v8_cb(d->v8_userdata, k->pid, d->frames + us->off, d->exact + us->off, us->len);
                 us->v8 = 0;
         }
+        /* Java frames likewise: bound to the names read now, and the stack interned apart from
+         * the same frames bound in other drains (the salt). */
+        if (us && !us->hotspot_named && d->hotspot_cb) {
+                us->hotspot_salt = d->hotspot_cb(d->hotspot_userdata, k->pid, d->frames + us->off, us->len);
+                us->hotspot_named = true;
+        }
         rec = (SampleRecord){
                 .pid = k->pid,
                 .tid = k->tid,
@@ -181,6 +189,8 @@ static SampleRecord make_record(Sampler *s, const struct profd_count_key *k, boo
                 .kernel_frames = ks ? d->frames + ks->off : NULL,
                 .n_kernel = ks ? ks->len : 0,
         };
+        if (us && us->hotspot_salt && (rec.user_hash ^ us->hotspot_salt))
+                rec.user_hash ^= us->hotspot_salt;
         copy_comm(rec.comm, k->comm);
         copy_comm(rec.thread_comm, k->thread_comm);
         return rec;

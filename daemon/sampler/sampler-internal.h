@@ -27,7 +27,9 @@ typedef struct DrainedStack {
         uint64_t hash;
         size_t off;
         uint32_t len, flags;
-        uint32_t v8; /* V8 entries not named yet (v8-stack.h) */
+        uint32_t v8;           /* V8 entries not named yet (v8-stack.h) */
+        bool hotspot_named;    /* the HotSpot namer saw it in this drain */
+        uint64_t hotspot_salt; /* what it returned: mixed into the records' user hash */
 } DrainedStack;
 
 /* Buffers of one drain, kept between drains so a steady state allocates nothing. */
@@ -58,6 +60,8 @@ typedef struct Drain {
         /* Names V8 entries; NULL: they are left as BPF wrote them (none: no process has the bit) */
         sampler_v8_names_cb_t v8_cb;
         void *v8_userdata;
+        sampler_hotspot_names_cb_t hotspot_cb;
+        void *hotspot_userdata;
 } Drain;
 
 struct Sampler {
@@ -76,7 +80,7 @@ struct Sampler {
         struct bpf_link *exec_link;
         struct bpf_link *offcpu_link; /* --off-cpu: sched_switch */
         uint32_t offcpu_threads_entries, offcpu_pending_entries;
-        bool offcpu_have_cut;                       /* profd_offcpu_cut loaded (5.13+) */
+        bool offcpu_have_cut; /* profd_offcpu_cut loaded (5.13+) */
         uint64_t offcpu_cuts, offcpu_cut_errors;
         int n_possible_cpus;
         uint32_t counts_entries, stacks_entries;

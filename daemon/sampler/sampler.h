@@ -114,3 +114,9 @@ void sampler_set_python_frame_ids(Sampler *s, PythonFrameIds *ids);
 typedef size_t (*sampler_v8_names_cb_t)(void *userdata, uint32_t pid, uint64_t *frames, uint8_t *exact,
                                         size_t n);
 void sampler_set_v8_namer(Sampler *s, sampler_v8_names_cb_t cb, void *userdata);
+/* Binds the HotSpot entries of a drained user stack of pid in place to the names read now
+ * (runtimes/hotspot-frames.h), once per stack per drain; returns a salt (0: none) that the stack's
+ * records' user_hash is xored with, so that the aggregator keeps it apart from the same BPF stack
+ * bound differently in another drain. */
+typedef uint64_t (*sampler_hotspot_names_cb_t)(void *userdata, uint32_t pid, uint64_t *frames, size_t n);
+void sampler_set_hotspot_namer(Sampler *s, sampler_hotspot_names_cb_t cb, void *userdata);

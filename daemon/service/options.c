@@ -70,6 +70,7 @@ enum {
         ARG_OFF_CPU_THRESHOLD,
         ARG_NO_PYTHON_FRAMES,
         ARG_NO_V8_FRAMES,
+        ARG_NO_JAVA_FRAMES,
 };
 
 static const struct option long_options[] = {
@@ -100,6 +101,7 @@ static const struct option long_options[] = {
         {"off-cpu-threshold", required_argument, NULL, ARG_OFF_CPU_THRESHOLD},
         {"no-python-frames", no_argument, NULL, ARG_NO_PYTHON_FRAMES},
         {"no-v8-frames", no_argument, NULL, ARG_NO_V8_FRAMES},
+        {"no-java-frames", no_argument, NULL, ARG_NO_JAVA_FRAMES},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, ARG_VERSION},
         {}};
@@ -146,6 +148,8 @@ static void help(void)
                "                              interpreter's native frames only\n"
                "  --no-v8-frames              do not walk V8 frames: Node.js JavaScript frames are\n"
                "                              named from perf maps (node --perf-basic-prof) only\n"
+               "  --no-java-frames            do not walk HotSpot frames: JVMs show their native\n"
+               "                              frames only (Java frames unnamed)\n"
                "  --max-seconds N             longest ?seconds= a profile request may ask for (default %u)\n"
                "  --labels LIST               labels on every sample, comma-separated, from comm, pid,\n"
                "                              tid, thread_name, unit, container_id (pid and tid are\n"
@@ -291,6 +295,7 @@ int options_parse(int argc, char **argv, Options *ret)
                 .off_cpu_threshold_us = DEFAULT_OFF_CPU_THRESHOLD_US,
                 .python_frames = true,
                 .v8_frames = true,
+                .java_frames = true,
                 .max_seconds = DEFAULT_MAX_SECONDS,
                 .max_concurrent_profiles = DEFAULT_MAX_CONCURRENT_PROFILES,
                 .http_max_connections = DEFAULT_HTTP_MAX_CONNECTIONS,
@@ -451,6 +456,9 @@ int options_parse(int argc, char **argv, Options *ret)
                         break;
                 case ARG_NO_V8_FRAMES:
                         o.v8_frames = false;
+                        break;
+                case ARG_NO_JAVA_FRAMES:
+                        o.java_frames = false;
                         break;
                 case ARG_KERNEL_ADDRESSES:
                         o.kernel_addresses = true;

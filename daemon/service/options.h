@@ -36,6 +36,7 @@ typedef struct Options {
         unsigned off_cpu_threshold_us;  /* --off-cpu-threshold; default 1000 */
         bool python_frames;             /* CPython frames walked in BPF; --no-python-frames: off */
         bool v8_frames;                 /* V8 (Node.js) frames walked in BPF; --no-v8-frames: off */
+        bool java_frames;               /* HotSpot frames walked in BPF; --no-java-frames: off */
 } Options;
 
 /* Parses argv. Returns 0 to run, 1 when --help/--version was handled (exit 0), -EINVAL after

@@ -7,6 +7,7 @@
 
 #include "runtimes/hotspot-frames.h"
 #include "runtimes/hotspot-method.h"
+#include "runtimes/hotspot-perfdata.h"
 #include "runtimes/hotspot-scopes.h"
 #include "runtimes/remote-memory.h"
 #include "symbolizer/hotspot-symbols.h"
@@ -30,10 +31,58 @@ typedef struct Entry {
         uint64_t seq;   /* insertion order: the older half goes when full */
         size_t n;       /* 0: could not be read */
         Named *named;
+        uint32_t id;  /* what bound frames carry (hotspot-frames.h); 0: none (unnamed) */
+        bool indexed; /* still found by (pid, start time, frame): its JVM unloaded no class since */
         struct Entry *next;
 } Entry;
 
+/* Why a Java frame of a drained stack stays unnamed (its method's address kept), besides its read
+ * failing (ReadResult, CompiledResult). */
+typedef enum UnnamedReason {
+        UNNAMED_CLASSES_UNLOADED,  /* its JVM unloaded classes since the previous drain, or while
+                                    * it was named: its method's memory may be another's now */
+        UNNAMED_NO_UNLOAD_COUNTER, /* interpreted, and its JVM has no java.cls.unloadedClasses
+                                    * (-XX:-UsePerfData): an unloading could not be told */
+        UNNAMED_FULL,              /* no memory to keep its names */
+        UNNAMED_NO_PROCESS,        /* the process is no JVM profd describes (any more) */
+        _UNNAMED_MAX,
+} UnnamedReason;
+
+static const char *const unnamed_names[_UNNAMED_MAX] = {
+        [UNNAMED_CLASSES_UNLOADED] = "classes_unloaded",
+        [UNNAMED_NO_UNLOAD_COUNTER] = "no_unload_counter",
+        [UNNAMED_FULL] = "no_memory",
+        [UNNAMED_NO_PROCESS] = "no_process",
+};
+
+/* A JVM's class-unloading epoch: its perf counter java.cls.unloadedClasses, which HotSpot raises
+ * when it unloads a class and before the class's metaspace is freed for other classes. */
+typedef struct Jvm {
+        pid_t pid;
+        uint64_t start_time;
+        uint64_t counter; /* its address in the process; 0: none (yet) */
+        uint32_t lookups; /* of the counter in the perf data */
+        bool have_last;   /* last: the counter at the end of the JVM's previous drain */
+        bool checked;     /* seen in this drain: begin (v0, unstable) set */
+        bool unstable;    /* this drain's Java frames stay unnamed */
+        bool have_cache;  /* cache_epoch: the counter the indexed entries were read under */
+        uint64_t last, v0, cache_epoch;
+        struct Jvm *next;
+} Jvm;
+
+#define JVM_BUCKETS 256
+/* JVMs whose epoch is kept (PROFD_HS_MAX_PROCS are walked at most); past it all are forgotten,
+ * and each JVM's next drain counts as one after an unloading if it ever unloaded a class. */
+#define HOTSPOT_JVMS_MAX 4096
+/* Lookups of a JVM's unloading counter (one read of its perf data each, at most once a drain):
+ * its counters are created while it starts. */
+#define PERFDATA_LOOKUPS_MAX 8
+
 #define BUCKETS 16384
+/* A bound frame's id: its slot + 1 in bits 0..19 (HOTSPOT_SYMBOLS_MAX fits), the era in 20..31. */
+#define ID_SLOT_MASK 0xfffffU
+#define ID_ERA_SHIFT 20
+#define ID_ERA_MASK 0xfffU
 
 typedef enum ReadResult {
         READ_OK,
@@ -86,9 +135,16 @@ typedef struct Stub {
 struct HotspotSymbols {
         HotspotProcs *procs;
         Entry *buckets[BUCKETS];
+        Entry **by_id; /* (id & ID_SLOT_MASK) - 1 -> entry */
+        size_t n_ids, cap_ids;
+        uint32_t era; /* ids carry it: those of an era before the last reset name nothing */
+        Jvm *jvms[JVM_BUCKETS];
+        size_t n_jvms;
+        uint64_t unnamed[_UNNAMED_MAX];
+        uint64_t unloads_seen; /* drains that found a JVM's classes unloaded */
         Stub *stubs[STUB_BUCKETS];
         size_t n_stubs;
-        uint64_t stub_seq, stub_reads, stub_failed;
+        uint64_t stub_seq, stub_reads, stub_failed, stub_evicted;
         size_t n, bytes;
         uint64_t seq, evicted;
         uint64_t reads[_READ_MAX];
@@ -134,6 +190,17 @@ static void stub_free(HotspotSymbols *hs, Stub *st)
         free(st);
 }
 
+static void jvms_clear(HotspotSymbols *hs)
+{
+        for (size_t b = 0; b < JVM_BUCKETS; b++)
+                for (Jvm *j = hs->jvms[b], *n; j; j = n) {
+                        n = j->next;
+                        free(j);
+                }
+        memset(hs->jvms, 0, sizeof(hs->jvms));
+        hs->n_jvms = 0;
+}
+
 HotspotSymbols *hotspot_symbols_free(HotspotSymbols *hs)
 {
         if (!hs)
@@ -146,8 +213,13 @@ HotspotSymbols *hotspot_symbols_free(HotspotSymbols *hs)
         for (size_t b = 0; b < BUCKETS; b++)
                 for (Entry *e = hs->buckets[b], *n; e; e = n) {
                         n = e->next;
-                        entry_free(hs, e);
+                        if (!e->id)
+                                entry_free(hs, e);
                 }
+        for (size_t i = 0; i < hs->n_ids; i++)
+                entry_free(hs, hs->by_id[i]);
+        free(hs->by_id);
+        jvms_clear(hs);
         free(hs);
         return NULL;
 }
@@ -167,21 +239,24 @@ static Entry *find(const HotspotSymbols *hs, pid_t pid, uint64_t start_time, uin
         return NULL;
 }
 
-/* Drops the entries older than seq (the older half when full: exited processes' frames go with
- * them; a live process's are read again when seen). */
-static void drop_older(HotspotSymbols *hs, uint64_t seq)
+/* The JVM (pid, start_time) unloaded classes: its frames are read again when seen. Named entries
+ * stay for the frames bound to them; the others go. */
+static void retire(HotspotSymbols *hs, pid_t pid, uint64_t start_time)
 {
         for (size_t b = 0; b < BUCKETS; b++)
                 for (Entry **s = &hs->buckets[b]; *s;) {
                         Entry *e = *s;
 
-                        if (e->seq < seq) {
-                                *s = e->next;
-                                hs->evicted++;
-                                entry_free(hs, e);
-                        } else {
+                        if (e->pid != pid || e->start_time != start_time) {
                                 s = &e->next;
+                                continue;
                         }
+                        *s = e->next;
+                        e->next = NULL;
+                        e->indexed = false;
+                        hs->evicted++;
+                        if (!e->id)
+                                entry_free(hs, e);
                 }
 }
 
@@ -306,17 +381,15 @@ static int read_compiled(HotspotSymbols *hs, const HotspotProcess *hp, RemoteMem
 }
 
 /* Reads one frame of the live JVM hp into a new entry. */
-static void read_frame(HotspotSymbols *hs, const HotspotProcess *hp, RemoteMemory *mem, uint64_t frame)
+static Entry *read_frame(HotspotSymbols *hs, const HotspotProcess *hp, RemoteMemory *mem, uint64_t frame)
 {
         uint32_t bci = hotspot_frame_bci(frame);
         Entry *e;
         int r;
 
-        if (hs->n >= HOTSPOT_SYMBOLS_MAX)
-                drop_older(hs, hs->seq - HOTSPOT_SYMBOLS_MAX / 2);
         e = calloc(1, sizeof(*e));
         if (!e)
-                return;
+                return NULL;
         *e = (Entry){.pid = hp->pid, .start_time = hp->start_time, .frame = frame, .seq = hs->seq++};
         if (hotspot_frame_is_compiled_pc(frame, hp->code.blob_compile_id)) {
                 r = read_compiled(hs, hp, mem, e);
@@ -338,8 +411,23 @@ static void read_frame(HotspotSymbols *hs, const HotspotProcess *hp, RemoteMemor
                                   : READ_UNREADABLE]++;
         e->next = hs->buckets[bucket(hp->pid, frame)];
         hs->buckets[bucket(hp->pid, frame)] = e;
+        e->indexed = true;
         hs->n++;
         hs->bytes += sizeof(*e);
+        if (e->n > 0) {
+                if (hs->n_ids == hs->cap_ids) {
+                        size_t cap = hs->cap_ids ? hs->cap_ids * 2 : 256;
+                        Entry **a = realloc(hs->by_id, cap * sizeof(*a));
+
+                        if (!a)
+                                return e; /* kept unnamed */
+                        hs->by_id = a;
+                        hs->cap_ids = cap;
+                }
+                hs->by_id[hs->n_ids++] = e;
+                e->id = (uint32_t)hs->n_ids | (hs->era & ID_ERA_MASK) << ID_ERA_SHIFT;
+        }
+        return e;
 }
 
 static Stub *find_stub(const HotspotSymbols *hs, pid_t pid, uint64_t start_time, uint64_t pc)
@@ -367,7 +455,7 @@ static void read_stub(HotspotSymbols *hs, const HotspotProcess *hp, RemoteMemory
 
                                 if (o->seq < seq) {
                                         *p = o->next;
-                                        hs->evicted++;
+                                        hs->stub_evicted++;
                                         stub_free(hs, o);
                                 } else {
                                         p = &o->next;
@@ -412,6 +500,203 @@ static bool in_code_cache(const HotspotProcess *hp, uint64_t f)
         return !(f >> 47) && hp->code.n_heaps && f >= hp->code.code_start && f < hp->code.code_end;
 }
 
+/* HOTSPOT_SYMBOLS_MAX frames named: all names go (counted as evicted), a new era of ids begins;
+ * frames bound before (in the history window) are no longer named. */
+static void reset_names(HotspotSymbols *hs)
+{
+        for (size_t b = 0; b < BUCKETS; b++)
+                for (Entry *e = hs->buckets[b], *n; e; e = n) {
+                        n = e->next;
+                        hs->evicted++;
+                        if (!e->id)
+                                entry_free(hs, e);
+                }
+        memset(hs->buckets, 0, sizeof(hs->buckets));
+        for (size_t i = 0; i < hs->n_ids; i++)
+                entry_free(hs, hs->by_id[i]);
+        hs->n_ids = 0;
+        hs->era++;
+}
+
+static Jvm *jvm_get(HotspotSymbols *hs, const HotspotProcess *hp)
+{
+        Jvm **head = &hs->jvms[(unsigned)hp->pid % JVM_BUCKETS];
+        Jvm *j;
+
+        for (j = *head; j; j = j->next)
+                if (j->pid == hp->pid && j->start_time == hp->start_time)
+                        return j;
+        if (hs->n_jvms >= HOTSPOT_JVMS_MAX)
+                jvms_clear(hs);
+        j = calloc(1, sizeof(*j));
+        if (!j)
+                return NULL;
+        *j = (Jvm){.pid = hp->pid, .start_time = hp->start_time, .next = *head};
+        *head = j;
+        hs->n_jvms++;
+        return j;
+}
+
+static int read_counter(const Jvm *j, RemoteMemory *mem, uint64_t *ret)
+{
+        return remote_memory_read(mem, j->counter, ret, sizeof(*ret));
+}
+
+/* Finds j's unloading counter in its perf data, while the JVM has one and it may still appear. */
+static void find_counter(Jvm *j, const HotspotProcess *hp, RemoteMemory *mem)
+{
+        uint64_t start = 0;
+        int r;
+
+        if (j->counter || j->lookups >= PERFDATA_LOOKUPS_MAX || hp->offsets.perf_memory_start == UINT64_MAX)
+                return;
+        j->lookups++;
+        r = remote_memory_read(mem, hp->bias + hp->offsets.perf_memory_start, &start, sizeof(start));
+        if (r >= 0 && start == 0) {
+                j->lookups = PERFDATA_LOOKUPS_MAX; /* -XX:-UsePerfData */
+                return;
+        }
+        if (r >= 0)
+                r = hotspot_perfdata_find_long(read_remote, mem, start, "java.cls.unloadedClasses",
+                                               &j->counter);
+        if (r == -EBADMSG)
+                j->lookups = PERFDATA_LOOKUPS_MAX;
+        if (r < 0)
+                log_debug_errno(r, "pid %d: no class unloading counter in the JVM's perf data (yet): %m",
+                                (int)hp->pid);
+}
+
+/* j's first stack of this drain: whether its classes were unloaded since its previous drain's end
+ * (this drain's samples were all taken before now). */
+static void begin_drain(HotspotSymbols *hs, Jvm *j, const HotspotProcess *hp, RemoteMemory *mem)
+{
+        j->checked = true;
+        j->unstable = false;
+        find_counter(j, hp, mem);
+        if (!j->counter)
+                return;
+        if (read_counter(j, mem, &j->v0) < 0) {
+                j->unstable = true;
+                return;
+        }
+        /* First seen: only a JVM that never unloaded a class is sure to be the same since. */
+        j->unstable = j->have_last ? j->v0 != j->last : j->v0 != 0;
+        if (j->unstable)
+                hs->unloads_seen++;
+        if (!j->have_cache || j->cache_epoch != j->v0) {
+                retire(hs, j->pid, j->start_time);
+                j->cache_epoch = j->v0;
+                j->have_cache = true;
+        }
+}
+
+/* After the drain: each JVM's counter, for its next drain to compare with. */
+static void end_drain(HotspotSymbols *hs)
+{
+        for (size_t b = 0; b < JVM_BUCKETS; b++)
+                for (Jvm *j = hs->jvms[b]; j; j = j->next) {
+                        _cleanup_(remote_memory_freep) RemoteMemory *mem = NULL;
+                        uint64_t v;
+
+                        if (!j->checked)
+                                continue;
+                        j->checked = false;
+                        if (!j->counter)
+                                continue;
+                        if (remote_memory_open(j->pid, &mem) < 0 || read_counter(j, mem, &v) < 0) {
+                                j->have_last = false;
+                                continue;
+                        }
+                        j->last = v;
+                        j->have_last = true;
+                        if (v != j->cache_epoch) {
+                                retire(hs, j->pid, j->start_time);
+                                j->cache_epoch = v;
+                        }
+                }
+}
+
+static uint64_t stack_salt(const uint64_t *frames, size_t n)
+{
+        uint64_t h = 0;
+
+        for (size_t i = 0; i < n; i++)
+                if (hotspot_frame_is(frames[i]))
+                        h = (h ^ frames[i] ^ i) * 0x100000001b3ULL;
+        return h;
+}
+
+uint64_t hotspot_symbols_name_stack(void *userdata, uint32_t pid, uint64_t *frames, size_t n)
+{
+        HotspotSymbols *hs = userdata;
+        _cleanup_(remote_memory_freep) RemoteMemory *mem = NULL;
+        const HotspotProcess *hp;
+        bool any = false, read = false;
+        Jvm *j;
+
+        for (size_t i = 0; i < n && !any; i++)
+                any = hotspot_frame_is(frames[i]) && !hotspot_frame_bound(frames[i]);
+        if (!any)
+                return 0;
+        hp = hotspot_procs_get(hs->procs, (pid_t)pid);
+        j = hp ? jvm_get(hs, hp) : NULL;
+        if (!j || remote_memory_open(hp->pid, &mem) < 0) {
+                for (size_t i = 0; i < n; i++)
+                        if (hotspot_frame_is(frames[i]) && !hotspot_frame_bound(frames[i]))
+                                hs->unnamed[UNNAMED_NO_PROCESS]++;
+                return stack_salt(frames, n);
+        }
+        if (!j->checked)
+                begin_drain(hs, j, hp, mem);
+        if (hs->n_ids >= HOTSPOT_SYMBOLS_MAX)
+                reset_names(hs);
+        /* First the frames not read under this epoch yet, then whether an unloading came
+         * meanwhile, then the frames bound to what was read. */
+        for (size_t i = 0; i < n && !j->unstable; i++) {
+                uint64_t f = frames[i];
+
+                if (!hotspot_frame_is(f) || hotspot_frame_bound(f) ||
+                    (!j->counter && !hotspot_frame_is_compiled_pc(f, hp->code.blob_compile_id)) ||
+                    find(hs, hp->pid, hp->start_time, f))
+                        continue;
+                (void)read_frame(hs, hp, mem, f);
+                read = true;
+        }
+        if (read && j->counter) {
+                uint64_t v1;
+
+                if (read_counter(j, mem, &v1) < 0 || v1 != j->v0) {
+                        j->unstable = true;
+                        hs->unloads_seen++;
+                        retire(hs, j->pid, j->start_time);
+                        j->have_cache = false;
+                }
+        }
+        for (size_t i = 0; i < n; i++) {
+                uint64_t f = frames[i];
+                const Entry *e;
+
+                if (!hotspot_frame_is(f) || hotspot_frame_bound(f))
+                        continue;
+                if (j->unstable) {
+                        hs->unnamed[UNNAMED_CLASSES_UNLOADED]++;
+                        continue;
+                }
+                if (!j->counter && !hotspot_frame_is_compiled_pc(f, hp->code.blob_compile_id)) {
+                        hs->unnamed[UNNAMED_NO_UNLOAD_COUNTER]++;
+                        continue;
+                }
+                e = find(hs, hp->pid, hp->start_time, f);
+                if (!e) {
+                        hs->unnamed[UNNAMED_FULL]++;
+                        continue;
+                }
+                if (e->id)
+                        frames[i] = PROFD_FRAME_HOTSPOT | HOTSPOT_FRAME_BOUND | e->id;
+        }
+        return stack_salt(frames, n);
+}
+
 void hotspot_symbols_note(HotspotSymbols *hs, const SampleRecord *records, size_t n)
 {
         if (!hs)
@@ -445,21 +730,26 @@ void hotspot_symbols_note(HotspotSymbols *hs, const SampleRecord *records, size_
                                 read_stub(hs, hp, mem, pc);
                                 continue;
                         }
-                        if (find(hs, hp->pid, hp->start_time, f))
-                                continue;
-                        if (!mem && remote_memory_open(hp->pid, &mem) < 0) {
-                                hs->reads[READ_GONE]++;
-                                break;
-                        }
-                        read_frame(hs, hp, mem, f);
                 }
         }
+        end_drain(hs);
+}
+
+/* A frame is named only by what its drain bound it to: a raw one (never bound) stays unnamed. */
+static const Entry *bound_entry(const HotspotSymbols *hs, uint64_t frame)
+{
+        uint64_t id = frame & HOTSPOT_FRAME_ID_MASK;
+
+        if (!hotspot_frame_bound(frame) || (id & ID_SLOT_MASK) == 0 || (id & ID_SLOT_MASK) > hs->n_ids ||
+            (id >> ID_ERA_SHIFT & ID_ERA_MASK) != (hs->era & ID_ERA_MASK))
+                return NULL;
+        return hs->by_id[(id & ID_SLOT_MASK) - 1];
 }
 
 int hotspot_symbols_name(void *userdata, const Process *p, uint64_t frame, SymFrame *ret)
 {
         HotspotSymbols *hs = userdata;
-        const Entry *e = find(hs, p->pid, p->start_time, frame);
+        const Entry *e = bound_entry(hs, frame);
         const Named *n;
 
         if (!e || e->n == 0) {
@@ -467,7 +757,7 @@ int hotspot_symbols_name(void *userdata, const Process *p, uint64_t frame, SymFr
                         snprintf(hs->placeholder, sizeof(hs->placeholder), "[java] compiled");
                 else
                         snprintf(hs->placeholder, sizeof(hs->placeholder), "[java] 0x%" PRIx64,
-                                 hotspot_frame_method(frame));
+                                 hotspot_frame_bound(frame) ? 0 : hotspot_frame_method(frame));
                 *ret = (SymFrame){.name = hs->placeholder, .system_name = hs->placeholder};
                 return e ? -ESTALE : -ENOENT;
         }
@@ -493,7 +783,7 @@ const char *hotspot_symbols_anon(void *userdata, const Process *p, uint64_t addr
 size_t hotspot_symbols_inlined(void *userdata, const Process *p, uint64_t frame, SymFrame *ret, size_t max)
 {
         HotspotSymbols *hs = userdata;
-        const Entry *e = find(hs, p->pid, p->start_time, frame);
+        const Entry *e = bound_entry(hs, frame);
         size_t k = 0;
 
         if (!e || e->n < 2 || e->n - 1 > max)
@@ -510,25 +800,39 @@ size_t hotspot_symbols_inlined(void *userdata, const Process *p, uint64_t frame,
 
 void hotspot_symbols_write_metrics(const HotspotSymbols *hs, FILE *f)
 {
-        static const uint64_t zero[_READ_MAX], zero_compiled[_COMPILED_MAX];
+        static const uint64_t zero[_READ_MAX], zero_compiled[_COMPILED_MAX], zero_unnamed[_UNNAMED_MAX];
 
         metric_gauge(f, "profd_hotspot_frames",
                      "Java frames (process, method, bytecode index) whose names are kept.", hs ? hs->n : 0);
         metric_gauge(f, "profd_hotspot_frames_bytes", "Memory of the kept Java frames' names.",
                      hs ? hs->bytes : 0);
-        metric_counter(f, "profd_hotspot_frames_evicted_total",
-                       "Java frames dropped because HOTSPOT_SYMBOLS_MAX were kept (read again when seen).",
-                       hs ? hs->evicted : 0);
+        metric_counter(
+                f, "profd_hotspot_frames_evicted_total",
+                "Java frames dropped because their JVM unloaded classes or HOTSPOT_SYMBOLS_MAX were named "
+                "(read again when seen).",
+                hs ? hs->evicted : 0);
         metric_labelled(
                 f, "profd_hotspot_method_reads_total", "counter",
                 "Reads of a Java frame's method from its JVM, by result: ok, gone (the process exited "
                 "first), unreadable, stale (not its class's method any more: never named), "
                 "bad_method.",
                 "result", read_names, hs ? hs->reads : zero, _READ_MAX);
+        metric_labelled(f, "profd_hotspot_frames_unnamed_total", "counter",
+                        "Java frames of drained stacks left unnamed besides failed reads, by reason: "
+                        "classes_unloaded (the JVM unloaded classes since its previous drain or while "
+                        "they were named), no_unload_counter (interpreted, in a JVM without "
+                        "java.cls.unloadedClasses), no_memory, no_process.",
+                        "reason", unnamed_names, hs ? hs->unnamed : zero_unnamed, _UNNAMED_MAX);
+        metric_counter(f, "profd_hotspot_class_unloads_seen_total",
+                       "Drains that found a JVM's class unloading counter changed (its names read again).",
+                       hs ? hs->unloads_seen : 0);
         metric_gauge(f, "profd_hotspot_stubs",
                      "Blobs of JVM code that are no Java method (stubs, adapters, the "
                      "interpreter) whose names are kept.",
                      hs ? hs->n_stubs : 0);
+        metric_counter(f, "profd_hotspot_stubs_evicted_total",
+                       "Stub blobs dropped because HOTSPOT_STUBS_MAX were kept (read again when seen).",
+                       hs ? hs->stub_evicted : 0);
         metric_counter(f, "profd_hotspot_stub_reads_total",
                        "Reads of the blob holding a native pc in a JVM's code cache, for its name.",
                        hs ? hs->stub_reads : 0);

@@ -15,7 +15,8 @@
 #include "symbolizer/symbolizer.h"
 #include "util/macro.h"
 
-/* Frames kept, at most; past it the oldest half goes (counted). ~0.2 KiB each with names. */
+/* Frames named, at most (ids of bound frames); past it new frames stay unnamed (counted). ~0.2 KiB
+ * each with names. */
 #define HOTSPOT_SYMBOLS_MAX 65536
 
 typedef struct HotspotSymbols HotspotSymbols;
@@ -26,6 +27,10 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(HotspotSymbols *, hotspot_symbols_free);
 
 /* Reads the methods of the Java frames in records that are not kept yet. */
 void hotspot_symbols_note(HotspotSymbols *hs, const SampleRecord *records, size_t n);
+/* A sampler_hotspot_names_cb_t: binds the Java frames of a drained stack of pid to the names read
+ * now (runtimes/hotspot-frames.h: HOTSPOT_FRAME_BOUND), unless its JVM unloaded classes since its
+ * previous drain (they stay unnamed, counted). */
+uint64_t hotspot_symbols_name_stack(void *userdata, uint32_t pid, uint64_t *frames, size_t n);
 /* SymbolizerRuntimeFn: userdata is the HotspotSymbols. */
 int hotspot_symbols_name(void *userdata, const Process *p, uint64_t frame, SymFrame *ret);
 /* SymbolizerAnonFn: the stub, adapter or interpreter blob of a JVM's code cache holding addr
