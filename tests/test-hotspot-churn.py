@@ -143,7 +143,7 @@ def check_churn(d, work, gen, what, rounds, round_ms, flags, min_named):
         frames = [f[: -len(" (inline)")] if f.endswith(" (inline)") else f for f in tr.frames]
         unnamed += tr.value * sum(1 for f in frames if f.startswith("[java]"))
         gens = [(i, re.match(r"^Gen(\d+)\.(\S+) Gen(\d+)\.java:(\d+)$", f)) for i, f in enumerate(frames)
-                if f.startswith("Gen")]
+                if re.match(r"^Gen\d", f)]
         runs = [(i, int(re.match(r"^Churn\.run(\d+) ", f).group(1))) for i, f in enumerate(frames)
                 if re.match(r"^Churn\.run\d+ ", f)]
         wrong = None
