@@ -15,6 +15,7 @@
 #include "output/frame-names.h"
 #include "output/symbol-warmer.h"
 #include "runtimes/python-procs.h"
+#include "runtimes/v8-stack.h" /* the runtimes' entry bits */
 #include "service/capabilities.h"
 #include "service/notify.h"
 #include "symbolizer/python-symbols.h"
@@ -361,7 +362,9 @@ static int run(int argc, char **argv)
                         log_warning_errno(r, "Cannot track CPython processes, no Python frames: %m");
                 else {
                         symbolizer_set_python(d.symbolizer, python_symbols_name, d.python_symbols);
-                        sampler_set_python_frame_ids(d.sampler, d.python_ids);
+                        r = sampler_set_python_frame_ids(d.sampler, d.python_ids);
+                        if (r < 0)
+                                log_warning_errno(r, "Cannot name Python frames at the drain: %m");
                         /* Code objects are read as soon as a new stack shows them; without, at
                          * the drain only (import-time frames and processes that exit soon after
                          * stay unnamed). */
@@ -385,7 +388,11 @@ static int run(int argc, char **argv)
                         symbolizer_set_runtime_inlined(d.symbolizer, SYM_RUNTIME_HOTSPOT,
                                                        hotspot_symbols_inlined);
                         symbolizer_set_anon(d.symbolizer, hotspot_symbols_anon, d.hotspot_symbols);
-                        sampler_set_hotspot_namer(d.sampler, hotspot_symbols_name_stack, d.hotspot_symbols);
+                        r = sampler_add_namer(d.sampler, &(SamplerNamer){.entry_bit = PROFD_FRAME_HOTSPOT,
+                                                                         .name = hotspot_symbols_name_stack,
+                                                                         .userdata = d.hotspot_symbols});
+                        if (r < 0)
+                                log_warning_errno(r, "Cannot name Java frames at the drain: %m");
                 }
                 /* V8 (Node.js) frames: BPF reads them in the processes this describes to it.
                  * --no-v8-frames (tests of perf maps, benchmarks) leaves them out. */
@@ -395,7 +402,11 @@ static int run(int argc, char **argv)
                          (r = v8_symbols_new(d.v8, &d.v8_symbols)) < 0)
                         log_warning_errno(r, "Cannot track Node.js processes, no JavaScript frames: %m");
                 else {
-                        sampler_set_v8_namer(d.sampler, v8_symbols_name_stack, d.v8_symbols);
+                        r = sampler_add_namer(d.sampler, &(SamplerNamer){.entry_bit = PROFD_FRAME_V8,
+                                                                         .name = v8_symbols_namer,
+                                                                         .userdata = d.v8_symbols});
+                        if (r < 0)
+                                log_warning_errno(r, "Cannot name JavaScript frames at the drain: %m");
                         symbolizer_set_runtime(d.symbolizer, SYM_RUNTIME_V8, v8_symbols_name, d.v8_symbols);
                 }
                 if (d.python || d.hotspot || d.v8)

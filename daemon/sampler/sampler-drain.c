@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-/* Drains a retired map generation: reads and empties the counts and stack maps, splices Python
- * frames into user stacks, and hands the interval's records to the callback. */
+/* Drains a retired map generation: reads and empties the counts and stack maps, has the runtime
+ * namers (sampler.h) rewrite the user stacks with their entries, and hands the interval's records
+ * to the callback. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -93,9 +94,44 @@ static DrainedStack *find_stack(DrainedStack *v, size_t n, uint64_t hash)
         return hash ? bsearch(&k, v, n, sizeof(*v), cmp_stack) : NULL;
 }
 
+int sampler_add_namer(Sampler *s, const SamplerNamer *n)
+{
+        Drain *d;
+        size_t i;
+
+        if (!s || !n || !n->name || !n->entry_bit || (n->entry_bit & (n->entry_bit - 1)))
+                return -EINVAL;
+        d = &s->drain;
+        for (i = 0; i < d->n_namers; i++)
+                if (d->namers[i].entry_bit == n->entry_bit)
+                        return -EEXIST;
+        if (d->n_namers >= SAMPLER_MAX_NAMERS)
+                return -E2BIG;
+        /* Kept by entry bit, highest first: the order entries are classified and namers run in. */
+        for (i = d->n_namers; i > 0 && d->namers[i - 1].entry_bit < n->entry_bit; i--)
+                d->namers[i] = d->namers[i - 1];
+        d->namers[i] = *n;
+        d->n_namers++;
+        d->namer_bits |= n->entry_bit | n->mark_bit;
+        return 0;
+}
+
+/* The namers (Drain.namers index bits) that f, a user frame with one of Drain.namer_bits, calls
+ * for: the runtime of its highest entry bit, else of its mark bit (sampler.h). */
+static uint8_t frame_namers(const Drain *d, uint64_t f)
+{
+        for (size_t i = 0; i < d->n_namers; i++)
+                if (f & d->namers[i].entry_bit)
+                        return 1u << i;
+        for (size_t i = 0; i < d->n_namers; i++)
+                if (f & d->namers[i].mark_bit)
+                        return 1u << i;
+        return 0;
+}
+
 /* Copies the drained stack values (len-prefixed arrays of max_frames) into the frame pool. User
  * frames: PROFD_FRAME_EXACT moves from the address into d->exact (kernel addresses have bit 63
- * set by nature). */
+ * set by nature), and the same pass notes which runtimes' namers the stack calls for. */
 static int collect_stacks(Drain *d, size_t n, size_t value_size, size_t max_frames, bool user,
                           DrainedStack **stacks, size_t *n_stacks, size_t *cap_stacks)
 {
@@ -108,6 +144,7 @@ static int collect_stacks(Drain *d, size_t n, size_t value_size, size_t max_fram
         for (size_t i = 0; i < n; i++) {
                 const uint8_t *v = (const uint8_t *)d->batch_values + i * value_size;
                 uint32_t len, flags;
+                uint8_t pending = 0;
 
                 memcpy(&len, v, sizeof(len));
                 memcpy(&flags, v + 4, sizeof(flags));
@@ -120,30 +157,47 @@ static int collect_stacks(Drain *d, size_t n, size_t value_size, size_t max_fram
                 if (r < 0)
                         return r;
                 memcpy(d->frames + d->n_frames, v + 8, len * sizeof(uint64_t));
-                for (size_t k = d->n_frames; k < d->n_frames + len; k++) {
-                        d->exact[k] = user && (d->frames[k] & PROFD_FRAME_EXACT);
-                        if (user)
-                                d->frames[k] &= ~PROFD_FRAME_EXACT;
-                }
-                size_t v8 = 0;
-                if (user) {
-                        len = python_stack_splice(d->frames + d->n_frames, d->exact + d->n_frames, len,
-                                                  flags, d->python_ids, &d->python_splice);
-                        len = v8_stack_splice(d->frames + d->n_frames, d->exact + d->n_frames, len, &v8);
-                }
+                if (user)
+                        for (size_t k = d->n_frames; k < d->n_frames + len; k++) {
+                                uint64_t f = d->frames[k] & ~PROFD_FRAME_EXACT;
+
+                                d->exact[k] = f != d->frames[k];
+                                d->frames[k] = f;
+                                if (f & d->namer_bits)
+                                        pending |= frame_namers(d, f);
+                        }
+                else
+                        memset(d->exact + d->n_frames, 0, len);
                 memcpy(&(*stacks)[*n_stacks].hash, (const uint8_t *)d->batch_keys + i * sizeof(uint64_t),
                        sizeof(uint64_t));
                 (*stacks)[*n_stacks].off = d->n_frames;
                 (*stacks)[*n_stacks].len = len;
                 (*stacks)[*n_stacks].flags = flags;
-                (*stacks)[*n_stacks].v8 = (uint32_t)v8;
-                (*stacks)[*n_stacks].hotspot_named = false;
-                (*stacks)[*n_stacks].hotspot_salt = 0;
+                (*stacks)[*n_stacks].pending = pending;
+                (*stacks)[*n_stacks].salt = 0;
                 (*n_stacks)++;
                 d->n_frames += len;
         }
         qsort_safe(*stacks, *n_stacks, sizeof(DrainedStack), cmp_stack);
         return 0;
+}
+
+/* Calls the namers a stack has entries for, highest entry bit first (Python's splice before the
+ * others look at the stack). */
+static void name_stack(Drain *d, uint32_t pid, DrainedStack *us)
+{
+        for (size_t i = 0; i < d->n_namers; i++) {
+                const SamplerNamer *nm = &d->namers[i];
+                size_t len = us->len;
+
+                if (!(us->pending & (1u << i)))
+                        continue;
+                us->salt ^= nm->name(nm->userdata, pid, us->flags, d->frames + us->off, d->exact + us->off,
+                                     &len);
+                if (len < us->len)
+                        us->len = (uint32_t)len;
+        }
+        us->pending = 0;
 }
 
 static void copy_comm(char dst[PROFD_COMM_LEN + 1], const char src[PROFD_COMM_LEN])
@@ -164,18 +218,10 @@ static SampleRecord make_record(Sampler *s, const struct profd_count_key *k, boo
 
         if (((k->user_hash && !us) || (k->kernel_hash && !ks)) && !off_cpu)
                 s->missing_stacks++;
-        /* JavaScript functions are named now, while the process runs, by the first record of the
-         * stack (its function addresses are that process's). */
-        if (us && us->v8 && d->v8_cb) {
-                us->len = d->v8_cb(d->v8_userdata, k->pid, d->frames + us->off, d->exact + us->off, us->len);
-                us->v8 = 0;
-        }
-        /* Java frames likewise: bound to the names read now, and the stack interned apart from
-         * the same frames bound in other drains (the salt). */
-        if (us && !us->hotspot_named && d->hotspot_cb) {
-                us->hotspot_salt = d->hotspot_cb(d->hotspot_userdata, k->pid, d->frames + us->off, us->len);
-                us->hotspot_named = true;
-        }
+        /* Runtime frames are named now, while the process runs, by the first record of the stack
+         * (its addresses are that process's). */
+        if (us && us->pending)
+                name_stack(d, k->pid, us);
         rec = (SampleRecord){
                 .pid = k->pid,
                 .tid = k->tid,
@@ -189,8 +235,8 @@ static SampleRecord make_record(Sampler *s, const struct profd_count_key *k, boo
                 .kernel_frames = ks ? d->frames + ks->off : NULL,
                 .n_kernel = ks ? ks->len : 0,
         };
-        if (us && us->hotspot_salt && (rec.user_hash ^ us->hotspot_salt))
-                rec.user_hash ^= us->hotspot_salt;
+        if (us && us->salt && (rec.user_hash ^ us->salt))
+                rec.user_hash ^= us->salt;
         copy_comm(rec.comm, k->comm);
         copy_comm(rec.thread_comm, k->thread_comm);
         return rec;

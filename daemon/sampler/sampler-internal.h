@@ -8,7 +8,6 @@
 #include <systemd/sd-event.h>
 
 #include "runtimes/python-stack.h"
-#include "runtimes/v8-stack.h"
 #include "sampler/sampler.h"
 #include "util/macro.h"
 
@@ -23,13 +22,13 @@ struct ring_buffer;
 #define SAMPLER_HOTPLUG_CHECK_NS (2 * NSEC_PER_SEC)
 
 /* A drained stack: frames live in Drain.frames at off. */
+_Static_assert(SAMPLER_MAX_NAMERS <= 8, "DrainedStack.pending has a bit per namer");
 typedef struct DrainedStack {
         uint64_t hash;
         size_t off;
         uint32_t len, flags;
-        uint32_t v8;           /* V8 entries not named yet (v8-stack.h) */
-        bool hotspot_named;    /* the HotSpot namer saw it in this drain */
-        uint64_t hotspot_salt; /* what it returned: mixed into the records' user hash */
+        uint8_t pending; /* by Drain.namers index: has that runtime's entries, not named yet */
+        uint64_t salt;   /* what the namers returned: mixed into the records' user hash */
 } DrainedStack;
 
 /* Buffers of one drain, kept between drains so a steady state allocates nothing. */
@@ -57,11 +56,11 @@ typedef struct Drain {
         PythonSpliceStats python_splice;
         PythonFrameIds *python_ids; /* for the splice; NULL: Python frames stay unnamed */
 
-        /* Names V8 entries; NULL: they are left as BPF wrote them (none: no process has the bit) */
-        sampler_v8_names_cb_t v8_cb;
-        void *v8_userdata;
-        sampler_hotspot_names_cb_t hotspot_cb;
-        void *hotspot_userdata;
+        /* Runtime namers (sampler.h), highest entry bit first; namer_bits: all their bits, what
+         * makes a frame worth classifying. */
+        SamplerNamer namers[SAMPLER_MAX_NAMERS];
+        size_t n_namers;
+        uint64_t namer_bits;
 } Drain;
 
 struct Sampler {

@@ -98,10 +98,26 @@ void sampler_python_done(Sampler *s)
         s->python_stack = mfree(s->python_stack);
 }
 
-void sampler_set_python_frame_ids(Sampler *s, PythonFrameIds *ids)
+/* The Python namer: the splice (runtimes/python-stack.h), for stacks with Python entries or eval
+ * frames. */
+static uint64_t python_namer(void *userdata, uint32_t pid, uint32_t flags, uint64_t *frames, uint8_t *exact,
+                             size_t *n)
 {
-        if (s)
-                s->drain.python_ids = ids;
+        Drain *d = userdata;
+
+        *n = python_stack_splice(frames, exact, *n, flags, d->python_ids, &d->python_splice);
+        return 0;
+}
+
+int sampler_set_python_frame_ids(Sampler *s, PythonFrameIds *ids)
+{
+        if (!s)
+                return -EINVAL;
+        s->drain.python_ids = ids;
+        return sampler_add_namer(s, &(SamplerNamer){.entry_bit = PROFD_FRAME_PYTHON,
+                                                    .mark_bit = PROFD_FRAME_PY_EVAL,
+                                                    .name = python_namer,
+                                                    .userdata = &s->drain});
 }
 
 void sampler_write_python_metrics(const Sampler *s, const uint64_t *c, FILE *f)

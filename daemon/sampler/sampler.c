@@ -222,22 +222,6 @@ int sampler_python_procs_fd(Sampler *s)
         return s && s->skel ? bpf_map__fd(s->skel->maps.python_procs) : -EBADF;
 }
 
-void sampler_set_hotspot_namer(Sampler *s, sampler_hotspot_names_cb_t cb, void *userdata)
-{
-        if (!s)
-                return;
-        s->drain.hotspot_cb = cb;
-        s->drain.hotspot_userdata = userdata;
-}
-
-void sampler_set_v8_namer(Sampler *s, sampler_v8_names_cb_t cb, void *userdata)
-{
-        if (!s)
-                return;
-        s->drain.v8_cb = cb;
-        s->drain.v8_userdata = userdata;
-}
-
 int sampler_v8_procs_fd(Sampler *s)
 {
         return s && s->skel ? bpf_map__fd(s->skel->maps.v8_procs) : -EBADF;

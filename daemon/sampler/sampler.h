@@ -106,17 +106,28 @@ int sampler_v8_procs_fd(Sampler *s);
 typedef void (*sampler_python_stack_cb_t)(void *userdata, uint32_t pid, const uint64_t *frames, size_t n);
 /* After sampler_start(): cb gets each such stack as soon as it is reported. */
 int sampler_watch_python_stacks(Sampler *s, sampler_python_stack_cb_t cb, void *userdata);
-/* The ids the drain gives Python frames (runtimes/python-frame-ids.h); without, they stay unnamed. */
-void sampler_set_python_frame_ids(Sampler *s, PythonFrameIds *ids);
-/* Names the V8 entries of a drained user stack of pid in place (runtimes/v8-stack.h: each
- * becomes PROFD_FRAME_V8 | V8_FRAME_NAMED | id, with a line), once per stack per drain, while pid
- * runs. frames and exact (per frame) are rewritten in place; returns the new length. */
-typedef size_t (*sampler_v8_names_cb_t)(void *userdata, uint32_t pid, uint64_t *frames, uint8_t *exact,
-                                        size_t n);
-void sampler_set_v8_namer(Sampler *s, sampler_v8_names_cb_t cb, void *userdata);
-/* Binds the HotSpot entries of a drained user stack of pid in place to the names read now
- * (runtimes/hotspot-frames.h), once per stack per drain; returns a salt (0: none) that the stack's
- * records' user_hash is xored with, so that the aggregator keeps it apart from the same BPF stack
- * bound differently in another drain. */
-typedef uint64_t (*sampler_hotspot_names_cb_t)(void *userdata, uint32_t pid, uint64_t *frames, size_t n);
-void sampler_set_hotspot_namer(Sampler *s, sampler_hotspot_names_cb_t cb, void *userdata);
+/* Registers the Python namer (below): the drain splices Python frames into user stacks, with the
+ * ids of ids (runtimes/python-frame-ids.h; NULL: they stay unnamed). */
+int sampler_set_python_frame_ids(Sampler *s, PythonFrameIds *ids);
+/* Runtime namers. A runtime whose BPF walk puts its own entries in user stacks registers the bit
+ * that marks them: the drain counts each runtime's entries per stack in its one pass over the
+ * frames, and calls a runtime's namer only for the stacks with its entries, once per stack per
+ * drain, at the stack's first record (while its process runs). An entry belongs to the runtime of
+ * its highest registered bit (the value below a runtime's bit may hold other runtimes' bits);
+ * an entry with no registered entry bit but a runtime's mark bit (Python's eval frames: native
+ * frames the runtime rewrites) is that runtime's too. Namers run from the highest bit down. */
+#define SAMPLER_MAX_NAMERS 4
+/* Names (or rewrites) the stack of pid in place: frames and exact (per frame) are rewritten, *n may
+ * shrink; flags are the stack's PROFD_STACK_*. Returns a salt (0: none) that the stack's records'
+ * user_hash is xored with, so that the aggregator keeps the stack apart from the same BPF stack
+ * named differently in another drain. */
+typedef uint64_t (*sampler_namer_cb_t)(void *userdata, uint32_t pid, uint32_t flags, uint64_t *frames,
+                                       uint8_t *exact, size_t *n);
+typedef struct SamplerNamer {
+        uint64_t entry_bit; /* one bit (PROFD_FRAME_HOTSPOT, ...) */
+        uint64_t mark_bit;  /* 0: none */
+        sampler_namer_cb_t name;
+        void *userdata;
+} SamplerNamer;
+/* -EEXIST: that entry bit has a namer; -E2BIG: SAMPLER_MAX_NAMERS already. */
+int sampler_add_namer(Sampler *s, const SamplerNamer *n);

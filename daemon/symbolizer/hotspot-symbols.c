@@ -626,8 +626,10 @@ static uint64_t stack_salt(const uint64_t *frames, size_t n)
         return h;
 }
 
-uint64_t hotspot_symbols_name_stack(void *userdata, uint32_t pid, uint64_t *frames, size_t n)
+uint64_t hotspot_symbols_name_stack(void *userdata, uint32_t pid, uint32_t flags, uint64_t *frames,
+                                    uint8_t *exact, size_t *ret_n)
 {
+        size_t n = *ret_n;
         HotspotSymbols *hs = userdata;
         _cleanup_(remote_memory_freep) RemoteMemory *mem = NULL;
         const HotspotProcess *hp;

@@ -27,10 +27,12 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(HotspotSymbols *, hotspot_symbols_free);
 
 /* Reads the methods of the Java frames in records that are not kept yet. */
 void hotspot_symbols_note(HotspotSymbols *hs, const SampleRecord *records, size_t n);
-/* A sampler_hotspot_names_cb_t: binds the Java frames of a drained stack of pid to the names read
- * now (runtimes/hotspot-frames.h: HOTSPOT_FRAME_BOUND), unless its JVM unloaded classes since its
- * previous drain (they stay unnamed, counted). */
-uint64_t hotspot_symbols_name_stack(void *userdata, uint32_t pid, uint64_t *frames, size_t n);
+/* A sampler_namer_cb_t for PROFD_FRAME_HOTSPOT: binds the Java frames of a drained stack of pid to
+ * the names read now (runtimes/hotspot-frames.h: HOTSPOT_FRAME_BOUND), unless its JVM unloaded
+ * classes since its previous drain (they stay unnamed, counted); the length stays. Returns the
+ * salt of the bound frames. */
+uint64_t hotspot_symbols_name_stack(void *userdata, uint32_t pid, uint32_t flags, uint64_t *frames,
+                                    uint8_t *exact, size_t *ret_n);
 /* SymbolizerRuntimeFn: userdata is the HotspotSymbols. */
 int hotspot_symbols_name(void *userdata, const Process *p, uint64_t frame, SymFrame *ret);
 /* SymbolizerAnonFn: the stub, adapter or interpreter blob of a JVM's code cache holding addr

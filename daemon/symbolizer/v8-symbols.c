@@ -434,3 +434,14 @@ size_t v8_symbols_memory(const V8Symbols *vs)
                                v8_line_cache_memory(vs->lines)
                   : 0;
 }
+
+uint64_t v8_symbols_namer(void *userdata, uint32_t pid, uint32_t flags, uint64_t *frames, uint8_t *exact,
+                          size_t *n)
+{
+        size_t v8 = 0;
+
+        *n = v8_stack_splice(frames, exact, *n, &v8);
+        if (v8 > 0)
+                *n = v8_symbols_name_stack(userdata, pid, frames, exact, *n);
+        return 0;
+}
