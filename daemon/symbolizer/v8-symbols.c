@@ -9,9 +9,8 @@
 #include "runtimes/v8-stack.h"
 #include "symbolizer/v8-line-cache.h"
 #include "symbolizer/v8-name-cache.h"
+#include "symbolizer/v8-pairs.h"
 #include "symbolizer/v8-symbols.h"
-#include "util/hash.h"
-#include "util/id-index.h"
 #include "util/log.h"
 #include "util/metrics-writer.h"
 #include "util/time-util.h"
@@ -27,7 +26,7 @@ typedef enum V8NameResult {
         V8_NOT_FUNCTION, /* not a JSFunction (any more): moved or freed by the GC */
         V8_READ_FAILED,  /* its memory could not be read */
         V8_NO_PROCESS,   /* the process is gone or not known to run V8 */
-        V8_TABLE_FULL,   /* V8_SYMBOLS_MAX_NAMES pairs kept already */
+        V8_TABLE_FULL,   /* no pair id left (v8-pairs.h: never reused), or out of memory */
         _V8_NAME_MAX,
 } V8NameResult;
 
@@ -64,15 +63,9 @@ static const char *const line_result_names[_V8_LINE_MAX] = {
         [V8_LINE_UNSUPPORTED] = "unsupported",
 };
 
-typedef struct V8Name {
-        char *function, *script; /* script "" when none */
-} V8Name;
-
 struct V8Symbols {
         V8Procs *procs;
-        V8Name *names; /* id - 1 */
-        size_t n_names, cap_names, bytes;
-        IdIndex index;
+        V8Pairs *pairs;
         V8NameCache *cache;
         V8LineCache *lines;
         bool no_cache;
@@ -96,7 +89,11 @@ int v8_symbols_new(V8Procs *procs, V8Symbols **ret)
         vs->no_cache = getenv("PROFD_V8_NAME_CACHE") && strcmp(getenv("PROFD_V8_NAME_CACHE"), "0") == 0;
         if (vs->no_cache)
                 log_info("PROFD_V8_NAME_CACHE=0: JavaScript names not cached across drains");
-        if (v8_name_cache_new(&vs->cache) < 0 || v8_line_cache_new(&vs->lines) < 0) {
+        /* PROFD_V8_NAMES_MAX (tests: the bound reached soon) keeps fewer pairs. */
+        if (v8_pairs_new(getenv("PROFD_V8_NAMES_MAX") ? strtoul(getenv("PROFD_V8_NAMES_MAX"), NULL, 10) : 0,
+                         (uint32_t)V8_FRAME_ID_MASK, &vs->pairs) < 0 ||
+            v8_name_cache_new(&vs->cache) < 0 || v8_line_cache_new(&vs->lines) < 0) {
+                v8_pairs_free(vs->pairs);
                 v8_name_cache_free(vs->cache);
                 free(vs);
                 return -ENOMEM;
@@ -110,57 +107,12 @@ V8Symbols *v8_symbols_free(V8Symbols *vs)
 {
         if (!vs)
                 return NULL;
-        for (size_t i = 0; i < vs->n_names; i++) {
-                free(vs->names[i].function);
-                free(vs->names[i].script);
-        }
-        free(vs->names);
-        id_index_done(&vs->index);
+        v8_pairs_free(vs->pairs);
         v8_name_cache_free(vs->cache);
         v8_line_cache_free(vs->lines);
         remote_memory_free(vs->mem);
         free(vs);
         return NULL;
-}
-
-static uint64_t pair_hash(const char *function, const char *script)
-{
-        return hash_fnv1a(hash_fnv1a(0xcbf29ce484222325ULL, function, strlen(function) + 1), script,
-                          strlen(script));
-}
-
-/* The id of (function, script), interned; 0 when the table is full or out of memory. */
-static uint64_t intern(V8Symbols *vs, const char *function, const char *script)
-{
-        uint64_t h = pair_hash(function, script);
-        size_t slot = h;
-        uint32_t id;
-        V8Name n;
-
-        while ((id = id_index_next(&vs->index, h, &slot)))
-                if (strcmp(vs->names[id - 1].function, function) == 0 &&
-                    strcmp(vs->names[id - 1].script, script) == 0)
-                        return id;
-        if (vs->n_names >= V8_SYMBOLS_MAX_NAMES)
-                return 0;
-        if (vs->n_names == vs->cap_names) {
-                size_t cap = vs->cap_names ? vs->cap_names * 2 : 256;
-                V8Name *v = realloc(vs->names, cap * sizeof(*v));
-
-                if (!v)
-                        return 0;
-                vs->names = v;
-                vs->cap_names = cap;
-        }
-        n = (V8Name){.function = strdup(function), .script = strdup(script)};
-        if (!n.function || !n.script || id_index_insert(&vs->index, h, (uint32_t)(vs->n_names + 1)) < 0) {
-                free(n.function);
-                free(n.script);
-                return 0;
-        }
-        vs->names[vs->n_names++] = n;
-        vs->bytes += strlen(function) + strlen(script) + 2 + sizeof(n);
-        return vs->n_names;
 }
 
 /* The snapshot of pid's memory, fresh enough (see above); NULL when it cannot be taken. */
@@ -187,7 +139,9 @@ static bool cached(V8Symbols *vs, const V8Process *vp, RemoteMemory *m, uint64_t
         V8FunctionIdentity was, now;
         uint32_t id;
 
-        if (v8_name_cache_get(vs->cache, vp->pid, vp->start_time, fn, &was, &id) < 0)
+        /* A pair forgotten since (v8-pairs.h) is named afresh: a new id. */
+        if (v8_name_cache_get(vs->cache, vp->pid, vp->start_time, fn, &was, &id) < 0 ||
+            !v8_pairs_has(vs->pairs, id))
                 return false;
         if (v8_function_identity(m, &vp->offsets, fn, &now) == 0 && memcmp(&was, &now, sizeof(was)) == 0) {
                 *ret_id = id;
@@ -218,7 +172,7 @@ static V8NameResult name_one(V8Symbols *vs, const V8Process *vp, uint64_t fn, ui
         if (r < 0)
                 return V8_READ_FAILED;
         *ret_identity = n.identity;
-        *ret_id = intern(vs, n.function, n.script);
+        *ret_id = v8_pairs_intern(vs->pairs, n.function, n.script);
         if (!*ret_id)
                 return V8_TABLE_FULL;
         if (!vs->no_cache)
@@ -390,17 +344,16 @@ int v8_symbols_name(void *userdata, const Process *p, uint64_t frame, SymFrame *
 {
         V8Symbols *vs = userdata;
         uint64_t id = v8_frame_named(frame) ? v8_frame_id(frame) : 0;
-        const V8Name *n;
+        const char *function, *script;
 
         (void)p;
-        if (id == 0 || id > vs->n_names)
+        if (v8_pairs_get(vs->pairs, (uint32_t)id, &function, &script) < 0)
                 return -ENOENT;
-        n = &vs->names[id - 1];
-        snprintf(vs->name, sizeof(vs->name), "%s", n->function[0] ? n->function : "<anonymous>");
+        snprintf(vs->name, sizeof(vs->name), "%s", function[0] ? function : "<anonymous>");
         *ret = (SymFrame){
                 .name = vs->name,
                 .system_name = vs->name,
-                .file = n->script[0] ? n->script : NULL,
+                .file = script[0] ? script : NULL,
                 .line = (int)v8_frame_line(frame),
         };
         return 0;
@@ -414,8 +367,7 @@ void v8_symbols_write_metrics(const V8Symbols *vs, FILE *f)
                 f, "profd_v8_frames_named_total", "counter",
                 "JavaScript frames named at the drain, by result (unnamed ones stay \"[javascript]\").",
                 "result", result_names, vs->results, _V8_NAME_MAX);
-        metric_gauge(f, "profd_v8_names", "(function, script) name pairs kept for JavaScript frames.",
-                     vs->n_names);
+        v8_pairs_write_metrics(vs->pairs, f);
         metric_counter(f, "profd_v8_remote_reads_total",
                        "Reads of other processes' memory made naming JavaScript frames.", vs->remote_reads);
         metric_family(f, "profd_v8_naming_seconds_total", "counter",
@@ -430,7 +382,7 @@ void v8_symbols_write_metrics(const V8Symbols *vs, FILE *f)
 
 size_t v8_symbols_memory(const V8Symbols *vs)
 {
-        return vs ? vs->bytes + vs->index.cap * sizeof(IndexSlot) + v8_name_cache_memory(vs->cache) +
+        return vs ? v8_pairs_bytes(vs->pairs) + v8_name_cache_memory(vs->cache) +
                                v8_line_cache_memory(vs->lines)
                   : 0;
 }

@@ -15,9 +15,6 @@
 #include "tracker/process-table.h"
 #include "util/macro.h"
 
-/* (function, script) pairs kept; a pair beyond leaves its frames unnamed (counted). */
-#define V8_SYMBOLS_MAX_NAMES 65536
-
 typedef struct V8Symbols V8Symbols;
 
 int v8_symbols_new(V8Procs *procs, V8Symbols **ret);
