@@ -16,7 +16,11 @@ Lines too: the functions run interpreted, so each innerK and outerK frame shows 
 call (V8 puts new Function's body from line 3 of its script, after K % 5 empty lines here: innerK
 calls hot on line 3 + K % 5, outerK calls innerK on 5 + K % 5). A line table or bytecode offset
 applied to another round's function would show another line: none may (a frame whose bytecode is
-not its function's any more has no line)."""
+not its function's any more has no line).
+
+The pair table (daemon/symbolizer/v8-pairs.h) is held to NAMES_MAX pairs here, below the pairs
+the rounds make, so that it forgets old pairs (and "hot"'s, named again) during the run: the
+checks above then also say that a forgotten id never names another pair."""
 import os
 import re
 import subprocess
@@ -28,6 +32,8 @@ import profdtest as t
 import debiannode
 
 WINDOW_S = 8
+# Each round makes two pairs: ~26 in the run.
+NAMES_MAX = 16
 
 SCRIPT = r"""
 function hot(ms) {
@@ -68,7 +74,7 @@ def main():
     created = debiannode.make_mount_target()
     proc = None
     try:
-        with t.Daemon("--frequency", "199") as d:
+        with t.Daemon("--frequency", "199", env=dict(os.environ, PROFD_V8_NAMES_MAX=str(NAMES_MAX))) as d:
             proc = subprocess.Popen(debiannode.command(base, ["--expose-gc", script]), stdout=subprocess.PIPE, text=True)
             t.check(proc.stdout.readline().strip() == "ready", "node 18 started")
             t.unwind_ready(d, proc.pid, "libnode.so.108", "node 18")
@@ -83,13 +89,17 @@ def main():
         debiannode.remove_mount_target(created)
 
     for line in metrics.splitlines():
-        if line.startswith(("profd_v8_frames_named", "profd_v8_name_cache", "profd_v8_remote_reads", "profd_remote_")):
+        if line.startswith(("profd_v8_frames_named", "profd_v8_name", "profd_v8_name_cache", "profd_v8_remote_reads", "profd_remote_")):
             t.log("   " + line)
     hits = t.metric(metrics, 'profd_v8_name_cache_lookups_total{result="hit"}')
     misses = t.metric(metrics, 'profd_v8_name_cache_lookups_total{result="miss"}')
     stale = t.metric(metrics, 'profd_v8_name_cache_lookups_total{result="stale"}')
     t.check(stale > 0, "functions gone from cached addresses are found stale (%d)" % stale)
     t.check(hits > 0, "the stable function (hot) named from the cache (%d hits, %d misses)" % (hits, misses))
+    forgotten = t.metric(metrics, "profd_v8_names_forgotten_total")
+    kept = t.metric(metrics, "profd_v8_names")
+    t.check(forgotten > 0 and kept <= NAMES_MAX,
+            "pair table bounded: %d kept (<= %d), %d forgotten (> 0)" % (kept, NAMES_MAX, forgotten))
 
     paired = agree = lined = 0
     bad, wrong_lines = [], []
