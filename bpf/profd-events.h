@@ -34,8 +34,9 @@ _Static_assert(sizeof(struct profd_event) == 40, "profd_event layout");
  * from this CPU just before. */
 #define PROFD_EVCNT_ANON_RATELIMITED 18
 #define PROFD_EVCNT_ANON_DEDUPED 19
-/* Events sent without waking the daemon (exits, forks sharing the parent's memory): read with the
- * next event that wakes it, or at its periodic drain. */
+/* Events sent without waking the daemon (exits, forks sharing the parent's memory, execs whose
+ * loader reports its start-up, the reports before its libraries are mapped): read with the next
+ * event that wakes it, or at its periodic drain. */
 #define PROFD_EVCNT_DEFERRED 20
 #define PROFD_EVCNT__MAX 21
 
@@ -43,6 +44,19 @@ _Static_assert(sizeof(struct profd_event) == 40, "profd_event layout");
  * posix_spawn: CLONE_VM without CLONE_THREAD) until it execs or exits. The unwinder uses the
  * parent's pool entries for it (same mm, same mappings), so the daemon writes none. */
 #define PROFD_EV_FORK_SHARED_MM 1
+
+/* Map "watched_loaders" of bpf/events.bpf.c: a dynamic loader file the daemon put a uprobe on, by
+ * the kernel's device number (MKDEV: major << 20 | minor) and inode. The value (a __u32) is how many
+ * of its start-up reports come before the program's libraries are mapped (glibc: 1, RT_ADD; musl:
+ * 0). An exec of a program with such a loader does not wake the daemon, nor do those reports: the
+ * next one (RT_CONSISTENT) does, and the daemon reads the new image once, libraries included. */
+struct profd_loader_key {
+        __u64 dev;
+        __u64 inode;
+};
+_Static_assert(sizeof(struct profd_loader_key) == 16, "profd_loader_key layout");
+/* Loader files watched at most (the daemon's MAX_LOADERS). */
+#define PROFD_LOADERS_MAX 64
 
 /* MMAP_EXEC with addr 0: "some executable file mapping is being created, address not known yet"
  * (fallback hooks that run before the mapping exists); the daemon re-reads maps a little later. */

@@ -108,7 +108,7 @@ int main(int argc, char **argv)
                             !strstr(file, "/ld-linux"))
                                 continue;
                         snprintf(lib_path, sizeof(lib_path), "/proc/%d/root%s", (int)h.pid, file);
-                        r = proc_events_watch_loader(pe, lib_path, makedev(maj, min), inode);
+                        r = proc_events_watch_loader(pe, lib_path, makedev(maj, min), inode, 2);
                         n += r > 0;
                         break;
                 }
