@@ -69,33 +69,36 @@ static __always_inline bool deferrable(__u32 type, __u64 addr)
         return type == PROFD_EV_EXIT || (type == PROFD_EV_FORK && addr == PROFD_EV_FORK_SHARED_MM);
 }
 
-/* quiet: the caller knows a later event of this process wakes the daemon (an exec or loader
- * report before the loader's RT_CONSISTENT report, see exec_quiet below). */
-static __always_inline void emit_ns(__u32 type, __u32 pid, __u32 ppid, __u64 addr, __u64 len, __u32 mnt_ns,
-                                    bool quiet)
+static __always_inline struct profd_event *event_reserve(__u32 type, __u32 pid)
 {
         struct profd_event *ev;
-        __u64 pending, flags = 0;
 
         if (pid == 0 || (self_tgid && pid == self_tgid))
-                return;
+                return NULL;
         ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
         if (!ev) {
                 count(PROFD_EVCNT_DROPPED + type);
-                return;
+                return NULL;
         }
+        __builtin_memset(ev, 0, sizeof(*ev));
         ev->type = type;
         ev->pid = pid;
-        ev->ppid = ppid;
-        ev->mnt_ns = mnt_ns;
-        ev->addr = addr;
-        ev->len = len;
         ev->ktime_ns = bpf_ktime_get_ns();
+        return ev;
+}
+
+/* quiet: the caller knows a later event of this process wakes the daemon (an exec or loader
+ * report before the loader's RT_CONSISTENT report, see exec_quiet below). */
+static __always_inline void event_submit(struct profd_event *ev, bool quiet)
+{
+        __u32 type = ev->type;
+        __u64 pending, flags = 0;
+
         /* Unread data before this record (it counts itself once reserved): the kernel wakes the
          * reader by itself only for the first unread record, so an event behind deferred ones
          * must force the wake-up. */
         pending = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
-        if ((quiet || deferrable(type, addr)) && pending <= DEFER_MAX_BYTES) {
+        if ((quiet || deferrable(type, ev->addr)) && pending <= DEFER_MAX_BYTES) {
                 flags = BPF_RB_NO_WAKEUP;
                 count(PROFD_EVCNT_DEFERRED);
         } else if (pending > EVENT_RECORD_BYTES) {
@@ -105,9 +108,21 @@ static __always_inline void emit_ns(__u32 type, __u32 pid, __u32 ppid, __u64 add
         count(PROFD_EVCNT_SENT + type);
 }
 
+static __always_inline void emit_ns(__u32 type, __u32 pid, __u32 ppid, __u64 addr, __u64 len, bool quiet)
+{
+        struct profd_event *ev = event_reserve(type, pid);
+
+        if (!ev)
+                return;
+        ev->ppid = ppid;
+        ev->addr = addr;
+        ev->len = len;
+        event_submit(ev, quiet);
+}
+
 static __always_inline void emit(__u32 type, __u32 pid, __u32 ppid, __u64 addr, __u64 len)
 {
-        emit_ns(type, pid, ppid, addr, len, 0, false);
+        emit_ns(type, pid, ppid, addr, len, false);
 }
 
 static __always_inline bool is_kthread(struct task_struct *t)
@@ -117,10 +132,17 @@ static __always_inline bool is_kthread(struct task_struct *t)
 
 static __always_inline void emit_exec(struct task_struct *t, bool quiet)
 {
-        /* The mount namespace goes with it: the daemon's read of the new image then need not
-         * look it up in /proc/PID/ns (a procfs lookup per exec). */
-        emit_ns(PROFD_EV_EXEC, BPF_CORE_READ(t, tgid), 0, 0, 0, BPF_CORE_READ(t, nsproxy, mnt_ns, ns.inum),
-                quiet);
+        struct profd_event *ev = event_reserve(PROFD_EV_EXEC, BPF_CORE_READ(t, tgid));
+
+        if (!ev)
+                return;
+        /* What the daemon's read of the new image would otherwise take from /proc/PID: the mount
+         * namespace (ns/mnt), the name and the start time (stat): two procfs lookups per exec. */
+        ev->mnt_ns = BPF_CORE_READ(t, nsproxy, mnt_ns, ns.inum);
+        BPF_CORE_READ_STR_INTO(&ev->comm, t, comm);
+        if (bpf_core_field_exists(t->start_boottime))
+                ev->start_ns = BPF_CORE_READ(t, start_boottime);
+        event_submit(ev, quiet);
 }
 
 static __always_inline int handle_exec(struct task_struct *t)
@@ -564,7 +586,7 @@ int BPF_KPROBE(uprobe_dl_debug_state)
 
         if (!mmap_event_allowed(tgid))
                 return 0;
-        emit_ns(PROFD_EV_MMAP_EXEC, tgid, 0, PROFD_EV_ADDR_LOADER, 0, 0, loader_report_quiet(tgid));
+        emit_ns(PROFD_EV_MMAP_EXEC, tgid, 0, PROFD_EV_ADDR_LOADER, 0, loader_report_quiet(tgid));
         return 0;
 }
 

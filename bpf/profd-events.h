@@ -17,11 +17,21 @@ struct profd_event {
         __u32 pid;
         __u32 ppid;   /* FORK: parent */
         __u32 mnt_ns; /* EXEC: inode number of the process's mount namespace (0: not known) */
-        __u64 addr;   /* MMAP_EXEC, ANON_EXEC: start; UNKNOWN_PC: the pc; FORK: PROFD_EV_FORK_* */
-        __u64 len;    /* MMAP_EXEC, ANON_EXEC: length */
+        union {
+                struct {
+                        __u64 addr; /* MMAP_EXEC, ANON_EXEC: start; UNKNOWN_PC: the pc; FORK: PROFD_EV_FORK_*
+                                     */
+                        __u64 len;  /* MMAP_EXEC, ANON_EXEC: length */
+                };
+                char comm[16]; /* EXEC: the new image's name (task comm, NUL-padded) */
+        };
         __u64 ktime_ns;
+        /* EXEC: when the process started, CLOCK_BOOTTIME ns (what /proc/PID/stat's starttime
+         * counts in clock ticks); 0: not known. With the name and mnt_ns, the daemon's first read
+         * of the new image need not open /proc/PID/stat. */
+        __u64 start_ns;
 };
-_Static_assert(sizeof(struct profd_event) == 40, "profd_event layout");
+_Static_assert(sizeof(struct profd_event) == 48, "profd_event layout");
 
 /* Per-CPU counters of bpf/events.bpf.c (map "event_counters"), exported on /metrics:
  * [PROFD_EVCNT_SENT + type] events delivered, [PROFD_EVCNT_DROPPED + type] lost because the ring

@@ -3,6 +3,9 @@
  * executable mapping), fork and exit of a real child arrive over the ring buffer, with the right
  * pids and the address of the library's mapping. Needs root; SKIPs (77) otherwise. */
 #include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 #include <sys/sysmacros.h>
 #include <systemd/sd-event.h>
 
@@ -89,6 +92,31 @@ int main(int argc, char **argv)
         if (ev)
                 printf("     exec event delivered %.3f ms after fork()\n",
                        (double)(ev->ktime_ns - h.spawned_ns) / 1e6);
+        /* The daemon's first read of the new image takes these instead of /proc/PID/stat. */
+        {
+                unsigned long long start = 0;
+                char path[64], comm[17] = "", stat_comm[17] = "";
+                long hz = sysconf(_SC_CLK_TCK);
+                FILE *sf;
+
+                snprintf(path, sizeof(path), "/proc/%d/stat", (int)h.pid);
+                sf = fopen(path, "re");
+                if (sf && fscanf(sf,
+                                 "%*d (%16[^)]) %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
+                                 "%*d %*d %*d %*d %llu",
+                                 stat_comm, &start) != 2)
+                        start = 0;
+                if (sf)
+                        fclose(sf);
+                if (ev)
+                        memcpy(comm, ev->comm, 16);
+                CHECK(ev && start > 0 && ev->start_ns / (1000000000ULL / hz) == start &&
+                              strcmp(comm, stat_comm) == 0,
+                      "exec event carries the start time and name /proc/PID/stat gives (%llu ticks \"%s\"; "
+                      "event: %llu \"%s\")",
+                      start, stat_comm,
+                      ev ? (unsigned long long)(ev->start_ns / (1000000000ULL / hz)) : 0ULL, comm);
+        }
 
         /* Where no mmap hook attaches, dlopen is seen by a uprobe on the loader (the tracker names
          * the loaders it meets; here the test does). */
