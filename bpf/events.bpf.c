@@ -89,7 +89,7 @@ static __always_inline struct profd_event *event_reserve(__u32 type, __u32 pid)
 
 /* quiet: the caller knows a later event of this process wakes the daemon (an exec or loader
  * report before the loader's RT_CONSISTENT report, see exec_quiet below). */
-static __always_inline void event_submit(struct profd_event *ev, bool quiet)
+static __always_inline bool event_submit(struct profd_event *ev, bool quiet)
 {
         __u32 type = ev->type;
         __u64 pending, flags = 0;
@@ -106,6 +106,7 @@ static __always_inline void event_submit(struct profd_event *ev, bool quiet)
         }
         bpf_ringbuf_submit(ev, flags);
         count(PROFD_EVCNT_SENT + type);
+        return flags == BPF_RB_NO_WAKEUP;
 }
 
 static __always_inline void emit_ns(__u32 type, __u32 pid, __u32 ppid, __u64 addr, __u64 len, bool quiet)
@@ -142,7 +143,8 @@ static __always_inline void emit_exec(struct task_struct *t, bool quiet)
         BPF_CORE_READ_STR_INTO(&ev->comm, t, comm);
         if (bpf_core_field_exists(t->start_boottime))
                 ev->start_ns = BPF_CORE_READ(t, start_boottime);
-        event_submit(ev, quiet);
+        if (event_submit(ev, quiet) && quiet)
+                count(PROFD_EVCNT_EXEC_DEFERRED);
 }
 
 static __always_inline int handle_exec(struct task_struct *t)

@@ -48,7 +48,9 @@ _Static_assert(sizeof(struct profd_event) == 48, "profd_event layout");
  * loader reports its start-up, the reports before its libraries are mapped): read with the next
  * event that wakes it, or at its periodic drain. */
 #define PROFD_EVCNT_DEFERRED 20
-#define PROFD_EVCNT__MAX 21
+/* Of those, execs of programs whose loader the daemon watches (watched_loaders below). */
+#define PROFD_EVCNT_EXEC_DEFERRED 21
+#define PROFD_EVCNT__MAX 22
 
 /* FORK with addr PROFD_EV_FORK_SHARED_MM: the child shares its parent's memory (vfork,
  * posix_spawn: CLONE_VM without CLONE_THREAD) until it execs or exits. The unwinder uses the

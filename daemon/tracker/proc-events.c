@@ -595,6 +595,10 @@ void proc_events_write_metrics(const ProcEvents *pe, FILE *f)
                        "execs and loader reports before the loader's last start-up report): read with the "
                        "next event that wakes it, or within 150 ms.",
                        c[PROFD_EVCNT_DEFERRED]);
+        metric_counter(f, "profd_process_events_exec_deferred_total",
+                       "Of those, execs of programs whose dynamic loader is watched: the loader's last "
+                       "start-up report wakes the daemon.",
+                       c[PROFD_EVCNT_EXEC_DEFERRED]);
         perf_mmap_events_write_metrics(pe->perf, f);
         if (pe->loader_uprobes) {
                 size_t n = 0;
