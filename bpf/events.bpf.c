@@ -69,30 +69,36 @@ static __always_inline bool deferrable(__u32 type, __u64 addr)
         return type == PROFD_EV_EXIT || (type == PROFD_EV_FORK && addr == PROFD_EV_FORK_SHARED_MM);
 }
 
-static __always_inline void emit_ns(__u32 type, __u32 pid, __u32 ppid, __u64 addr, __u64 len, __u32 mnt_ns)
+static __always_inline struct profd_event *event_reserve(__u32 type, __u32 pid)
 {
         struct profd_event *ev;
-        __u64 pending, flags = 0;
 
         if (pid == 0 || (self_tgid && pid == self_tgid))
-                return;
+                return NULL;
         ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
         if (!ev) {
                 count(PROFD_EVCNT_DROPPED + type);
-                return;
+                return NULL;
         }
+        __builtin_memset(ev, 0, sizeof(*ev));
         ev->type = type;
         ev->pid = pid;
-        ev->ppid = ppid;
-        ev->mnt_ns = mnt_ns;
-        ev->addr = addr;
-        ev->len = len;
         ev->ktime_ns = bpf_ktime_get_ns();
+        return ev;
+}
+
+/* quiet: the caller knows a later event of this process wakes the daemon (an exec or loader
+ * report before the loader's RT_CONSISTENT report, see exec_quiet below). */
+static __always_inline bool event_submit(struct profd_event *ev, bool quiet)
+{
+        __u32 type = ev->type;
+        __u64 pending, flags = 0;
+
         /* Unread data before this record (it counts itself once reserved): the kernel wakes the
          * reader by itself only for the first unread record, so an event behind deferred ones
          * must force the wake-up. */
         pending = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
-        if (deferrable(type, addr) && pending <= DEFER_MAX_BYTES) {
+        if ((quiet || deferrable(type, ev->addr)) && pending <= DEFER_MAX_BYTES) {
                 flags = BPF_RB_NO_WAKEUP;
                 count(PROFD_EVCNT_DEFERRED);
         } else if (pending > EVENT_RECORD_BYTES) {
@@ -100,11 +106,24 @@ static __always_inline void emit_ns(__u32 type, __u32 pid, __u32 ppid, __u64 add
         }
         bpf_ringbuf_submit(ev, flags);
         count(PROFD_EVCNT_SENT + type);
+        return flags == BPF_RB_NO_WAKEUP;
+}
+
+static __always_inline void emit_ns(__u32 type, __u32 pid, __u32 ppid, __u64 addr, __u64 len, bool quiet)
+{
+        struct profd_event *ev = event_reserve(type, pid);
+
+        if (!ev)
+                return;
+        ev->ppid = ppid;
+        ev->addr = addr;
+        ev->len = len;
+        event_submit(ev, quiet);
 }
 
 static __always_inline void emit(__u32 type, __u32 pid, __u32 ppid, __u64 addr, __u64 len)
 {
-        emit_ns(type, pid, ppid, addr, len, 0);
+        emit_ns(type, pid, ppid, addr, len, false);
 }
 
 static __always_inline bool is_kthread(struct task_struct *t)
@@ -112,14 +131,150 @@ static __always_inline bool is_kthread(struct task_struct *t)
         return BPF_CORE_READ(t, flags) & PF_KTHREAD;
 }
 
+static __always_inline void emit_exec(struct task_struct *t, bool quiet)
+{
+        struct profd_event *ev = event_reserve(PROFD_EV_EXEC, BPF_CORE_READ(t, tgid));
+
+        if (!ev)
+                return;
+        /* What the daemon's read of the new image would otherwise take from /proc/PID: the mount
+         * namespace (ns/mnt), the name and the start time (stat): two procfs lookups per exec. */
+        ev->mnt_ns = BPF_CORE_READ(t, nsproxy, mnt_ns, ns.inum);
+        BPF_CORE_READ_STR_INTO(&ev->comm, t, comm);
+        if (bpf_core_field_exists(t->start_boottime))
+                ev->start_ns = BPF_CORE_READ(t, start_boottime);
+        if (event_submit(ev, quiet) && quiet)
+                count(PROFD_EVCNT_EXEC_DEFERRED);
+}
+
 static __always_inline int handle_exec(struct task_struct *t)
 {
-        /* The mount namespace goes with it: the daemon's read of the new image then need not
-         * look it up in /proc/PID/ns (a procfs lookup per exec). */
         if (!is_kthread(t))
-                emit_ns(PROFD_EV_EXEC, BPF_CORE_READ(t, tgid), 0, 0, 0,
-                        BPF_CORE_READ(t, nsproxy, mnt_ns, ns.inum));
+                emit_exec(t, false);
         return 0;
+}
+
+/* Where the daemon watches the loaders with a uprobe (no mmap hook here), a dynamically linked
+ * program reports its start-up itself: glibc's loader calls the hook with RT_ADD before it maps the
+ * program's libraries and with RT_CONSISTENT after, musl's once, after. Waking the daemon for the
+ * exec and for RT_ADD only made it read and push the new image twice (the executable and the
+ * loader, then the libraries): the exec and the reports before the last go without a wake-up, and
+ * the daemon reads them with RT_CONSISTENT, one read and one push per exec. Loader files and how
+ * many of their start-up reports come before the libraries: struct profd_loader_key. */
+struct {
+        __uint(type, BPF_MAP_TYPE_HASH);
+        __uint(max_entries, PROFD_LOADERS_MAX);
+        __type(key, struct profd_loader_key);
+        __type(value, __u32);
+} watched_loaders SEC(".maps");
+
+/* Set by the daemon once it put a loader in watched_loaders: until then (and on kernels with an
+ * mmap hook, where no loader is watched) an exec costs no vma lookup. */
+volatile __u32 loaders_watched = 0;
+
+struct exec_quiet {
+        __u64 exec_ns;
+        __u32 quiet_reports; /* loader reports still to send without a wake-up */
+        __u32 _pad;
+};
+_Static_assert(sizeof(struct exec_quiet) == 16, "exec_quiet layout");
+
+/* Processes between their exec and their loader's last start-up report: one entry each, LRU, the
+ * oldest forgotten first (its next report then wakes the daemon, as it would have anyway). */
+#define EXEC_QUIET_PIDS 4096
+/* A loader's start-up reports come within milliseconds of the exec; one that is this late (a
+ * process stopped in its loader) wakes the daemon. */
+#define EXEC_QUIET_NS (1000 * 1000 * 1000ULL)
+
+struct {
+        __uint(type, BPF_MAP_TYPE_LRU_HASH);
+        __uint(max_entries, EXEC_QUIET_PIDS);
+        __type(key, __u32);
+        __type(value, struct exec_quiet);
+} exec_quiet SEC(".maps");
+
+/* The auxiliary vector's pairs searched for AT_BASE (the loader's load address): the kernel puts it
+ * 9th on x86-64 and arm64 (after the architecture's own entries, AT_HWCAP, AT_PAGESZ, AT_CLKTCK,
+ * AT_PHDR, AT_PHENT, AT_PHNUM); its whole vector is under 30 pairs. */
+#define AUXV_PAIRS_SEARCHED 24
+#define AT_NULL 0
+#define AT_BASE 7
+
+static long loader_of_vma(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+        struct profd_loader_key *key = data;
+        struct inode *inode = BPF_CORE_READ(vma, vm_file, f_inode);
+
+        if (inode) {
+                key->dev = BPF_CORE_READ(inode, i_sb, s_dev);
+                key->inode = BPF_CORE_READ(inode, i_ino);
+        }
+        return 0;
+}
+
+/* How many of the new image's loader reports come before its libraries are mapped, or -1 when its
+ * loader is not watched (or it has none: a static program). */
+static __always_inline int exec_loader_quiet_reports(struct task_struct *t)
+{
+        struct profd_loader_key key = {};
+        struct mm_struct *mm = BPF_CORE_READ(t, mm);
+        __u64 base = 0, type;
+        __u32 *quiet;
+
+        if (!mm)
+                return -1;
+        /* Bounded by AUXV_PAIRS_SEARCHED (see there). */
+        for (int i = 0; i < AUXV_PAIRS_SEARCHED; i++) {
+                if (bpf_core_read(&type, sizeof(type), &mm->saved_auxv[2 * i]) < 0 || type == AT_NULL)
+                        return -1;
+                if (type == AT_BASE) {
+                        if (bpf_core_read(&base, sizeof(base), &mm->saved_auxv[2 * i + 1]) < 0)
+                                return -1;
+                        break;
+                }
+        }
+        if (!base || bpf_find_vma(bpf_get_current_task_btf(), base, loader_of_vma, &key, 0) < 0)
+                return -1;
+        quiet = bpf_map_lookup_elem(&watched_loaders, &key);
+        return quiet ? (int)*quiet : -1;
+}
+
+/* The exec hook where the kernel has bpf_find_vma() (5.17+; the daemon loads handle_exec()'s
+ * program elsewhere). */
+static __always_inline int handle_exec_watched(struct task_struct *t)
+{
+        __u32 pid = BPF_CORE_READ(t, tgid);
+        int quiet = -1;
+
+        if (is_kthread(t))
+                return 0;
+        if (loaders_watched)
+                quiet = exec_loader_quiet_reports(t);
+        if (quiet > 0) {
+                struct exec_quiet q = {.exec_ns = bpf_ktime_get_ns(), .quiet_reports = quiet};
+
+                bpf_map_update_elem(&exec_quiet, &pid, &q, BPF_ANY);
+        } else
+                bpf_map_delete_elem(&exec_quiet, &pid);
+        emit_exec(t, quiet >= 0);
+        return 0;
+}
+
+/* A loader report of tgid: whether it comes before its libraries are mapped (see above). */
+static __always_inline bool loader_report_quiet(__u32 tgid)
+{
+        struct exec_quiet *q = bpf_map_lookup_elem(&exec_quiet, &tgid);
+
+        if (!q)
+                return false;
+        if (q->quiet_reports == 0 || bpf_ktime_get_ns() - q->exec_ns > EXEC_QUIET_NS) {
+                bpf_map_delete_elem(&exec_quiet, &tgid);
+                return false;
+        }
+        q->quiet_reports--;
+        if (q->quiet_reports == 0)
+                bpf_map_delete_elem(&exec_quiet, &tgid);
+        return true;
 }
 
 /* sched_process_exit fires for every thread; the process is gone when the last one leaves, which
@@ -365,6 +520,12 @@ int BPF_PROG(tp_exec, struct task_struct *p)
         return handle_exec(p);
 }
 
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(tp_exec_watched, struct task_struct *p)
+{
+        return handle_exec_watched(p);
+}
+
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(tp_exit, struct task_struct *p)
 {
@@ -423,7 +584,11 @@ int raw_fork(struct bpf_raw_tracepoint_args *ctx)
 SEC("uprobe")
 int BPF_KPROBE(uprobe_dl_debug_state)
 {
-        emit_mmap(PROFD_EV_ADDR_LOADER, 0);
+        __u32 tgid = current_tgid();
+
+        if (!mmap_event_allowed(tgid))
+                return 0;
+        emit_ns(PROFD_EV_MMAP_EXEC, tgid, 0, PROFD_EV_ADDR_LOADER, 0, loader_report_quiet(tgid));
         return 0;
 }
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "events.skel.h"
@@ -34,6 +35,7 @@ typedef struct HookWay {
         bool trampoline;    /* fentry/fexit: some kernels refuse to load these at all */
         bool loader_uprobe; /* attached later per loader file (proc_events_watch_loader) */
         bool per_syscall;   /* runs on every syscall: only when nothing cheaper works */
+        int helper;         /* BPF helper the program needs (0: none beyond the old ones) */
 } HookWay;
 
 typedef struct Hook {
@@ -235,7 +237,9 @@ static void hooks_init(ProcEvents *pe)
 
         h[HOOK_EXEC] =
                 (Hook){"exec",
-                       {{s->progs.tp_exec, "tp_btf", "btf_trace_sched_process_exec", BTF_KIND_TYPEDEF},
+                       {{s->progs.tp_exec_watched, "tp_btf", "btf_trace_sched_process_exec",
+                         BTF_KIND_TYPEDEF, .helper = BPF_FUNC_find_vma},
+                        {s->progs.tp_exec, "tp_btf", "btf_trace_sched_process_exec", BTF_KIND_TYPEDEF},
                         {s->progs.raw_exec, "raw_tp"}}};
         h[HOOK_EXIT] =
                 (Hook){"exit",
@@ -280,8 +284,12 @@ static int events_load(ProcEvents *pe, bool trampolines)
         for (size_t i = 0; i < _HOOK_MAX; i++)
                 for (size_t w = 0; w < HOOK_MAX_WAYS && pe->hooks[i].ways[w].prog; w++) {
                         const HookWay *way = &pe->hooks[i].ways[w];
+                        /* A helper the kernel lacks fails the load as well (bpf_find_vma: 5.17+);
+                         * the tracing helpers are the same for kprobes as for tp_btf. */
                         bool ok = (!way->btf_name || btf_has(vmlinux, way->btf_name, way->btf_kind)) &&
-                                  (trampolines || !way->trampoline);
+                                  (trampolines || !way->trampoline) &&
+                                  (!way->helper ||
+                                   libbpf_probe_bpf_helper(BPF_PROG_TYPE_KPROBE, way->helper, NULL) > 0);
                         bpf_program__set_autoload(way->prog, ok);
                 }
         btf__free(vmlinux);
@@ -422,7 +430,26 @@ bool proc_events_loader_unwatched(const ProcEvents *pe, uint64_t dev, uint64_t i
         return true;
 }
 
-int proc_events_watch_loader(ProcEvents *pe, const char *path, uint64_t dev, uint64_t inode)
+/* An exec of a program with this loader, and its start-up reports before the last, need not wake
+ * the daemon (bpf/events.bpf.c, watched_loaders): the last report does. */
+static void loader_quiet_start(ProcEvents *pe, uint64_t dev, uint64_t inode, unsigned quiet_reports)
+{
+        struct profd_loader_key key = {
+                /* The kernel's dev_t, as the exec hook reads it from the loader's inode. */
+                .dev = ((uint64_t)major(dev) << 20) | minor(dev),
+                .inode = inode,
+        };
+        uint32_t v = quiet_reports;
+
+        if (bpf_map_update_elem(bpf_map__fd(pe->skel->maps.watched_loaders), &key, &v, BPF_ANY) < 0) {
+                log_debug_errno(-errno, "Cannot record watched loader for exec: %m");
+                return;
+        }
+        pe->skel->bss->loaders_watched = 1;
+}
+
+int proc_events_watch_loader(ProcEvents *pe, const char *path, uint64_t dev, uint64_t inode,
+                             unsigned start_reports)
 {
         LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = "_dl_debug_state");
         libbpf_print_fn_t old_print;
@@ -448,6 +475,8 @@ int proc_events_watch_loader(ProcEvents *pe, const char *path, uint64_t dev, uin
                 return log_debug_errno(-errno, "Cannot watch dynamic loader %s: %m", path);
         }
         log_debug("Watching dynamic loader %s for dlopen", path);
+        if (start_reports > 0)
+                loader_quiet_start(pe, dev, inode, start_reports - 1);
         return 1;
 }
 
@@ -562,9 +591,14 @@ void proc_events_write_metrics(const ProcEvents *pe, FILE *f)
                 "(JIT W^X flips).",
                 c[PROFD_EVCNT_ANON_DEDUPED]);
         metric_counter(f, "profd_process_events_deferred_total",
-                       "Events sent without waking the daemon (exits, forks sharing the parent's memory): "
-                       "read with the next event that wakes it, or within 150 ms.",
+                       "Events sent without waking the daemon (exits, forks sharing the parent's memory, "
+                       "execs and loader reports before the loader's last start-up report): read with the "
+                       "next event that wakes it, or within 150 ms.",
                        c[PROFD_EVCNT_DEFERRED]);
+        metric_counter(f, "profd_process_events_exec_deferred_total",
+                       "Of those, execs of programs whose dynamic loader is watched: the loader's last "
+                       "start-up report wakes the daemon.",
+                       c[PROFD_EVCNT_EXEC_DEFERRED]);
         perf_mmap_events_write_metrics(pe->perf, f);
         if (pe->loader_uprobes) {
                 size_t n = 0;

@@ -30,9 +30,12 @@ void proc_events_set_drained(ProcEvents *pe, void (*fn)(void *userdata));
 int proc_events_add_ringbuf(ProcEvents *pe, int map_fd);
 /* Where no mmap hook can be attached, dlopen is seen through a uprobe on the dynamic loader's
  * _dl_debug_state(); the tracker names each loader file it meets (path openable by us, e.g.
- * /proc/PID/root/lib64/ld-linux-x86-64.so.2). Returns 1 if a new uprobe was attached, 0 if not
- * needed or already watched. */
-int proc_events_watch_loader(ProcEvents *pe, const char *path, uint64_t dev, uint64_t inode);
+ * /proc/PID/root/lib64/ld-linux-x86-64.so.2). start_reports: how many times the loader calls the
+ * hook at a program's start, the last once the libraries are mapped (glibc 2, musl 1; 0: not
+ * known): execs of its programs then wake the daemon only with that last report. Returns 1 if a
+ * new uprobe was attached, 0 if not needed or already watched. */
+int proc_events_watch_loader(ProcEvents *pe, const char *path, uint64_t dev, uint64_t inode,
+                             unsigned start_reports);
 /* Whether proc_events_watch_loader() would attach anything for this file (loader uprobes in use,
  * the file not watched yet): callers open the file only then. */
 bool proc_events_loader_unwatched(const ProcEvents *pe, uint64_t dev, uint64_t inode);

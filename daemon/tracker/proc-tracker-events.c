@@ -181,7 +181,7 @@ void tracker_on_event(const struct profd_event *ev, void *userdata)
                 on_fork(t, pid, (pid_t)ev->ppid, ev->addr == PROFD_EV_FORK_SHARED_MM);
                 return;
         case PROFD_EV_EXEC:
-                process_table_exec(t->procs, pid, ev->mnt_ns);
+                process_table_exec(t->procs, pid, ev->mnt_ns, ev->start_ns, ev->comm);
                 p = tracked_get(t, pid);
                 if (!p)
                         return;

@@ -176,6 +176,23 @@ static bool is_loader(const char *path)
         return strncmp(base, "ld-", 3) == 0 && strstr(base, ".so");
 }
 
+/* How many times the loader calls its debugger hook at a program's start: glibc's (ld-linux-*,
+ * ld-2.NN.so) with RT_ADD before mapping the libraries and RT_CONSISTENT after, musl's
+ * (ld-musl-*) once, after; others are not known (0). */
+static unsigned loader_start_reports(const char *path)
+{
+        const char *base = path ? strrchr(path, '/') : NULL;
+
+        base = base ? base + 1 : path;
+        if (!base)
+                return 0;
+        if (strncmp(base, "ld-linux", 8) == 0 || strncmp(base, "ld-2.", 5) == 0)
+                return 2;
+        if (strncmp(base, "ld-musl", 7) == 0)
+                return 1;
+        return 0;
+}
+
 static void watch_loader(ProcTracker *t, Tracked *p, const Process *proc, const ProcMapping *m)
 {
         _cleanup_close_ int fd = -1;
@@ -195,7 +212,7 @@ static void watch_loader(ProcTracker *t, Tracked *p, const Process *proc, const 
         snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
         /* This process may have passed its start-up hook before the uprobe existed (the first
          * process of a new container image): look at it again shortly. */
-        if (proc_events_watch_loader(t->events, path, m->dev, m->inode) > 0) {
+        if (proc_events_watch_loader(t->events, path, m->dev, m->inode, loader_start_reports(m->path)) > 0) {
                 t->loader_watch_ns = now_ns(CLOCK_MONOTONIC);
                 p->recheck_tries = 0;
                 tracker_schedule_recheck(t, p, PROFD_EV_ADDR_UNKNOWN);

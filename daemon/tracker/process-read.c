@@ -209,9 +209,9 @@ static void mappings_free(ProcessTable *t, ProcMapping *m, size_t n)
         free(m);
 }
 
-/* The mount namespace pid's exec event gave, when it came less than EXEC_NS_HINT_NS ago (the
- * newest of its events): 0 if none. */
-static uint32_t exec_ns_hint(const ProcessTable *t, pid_t pid, uint64_t now)
+/* What pid's exec event gave, when it came less than EXEC_NS_HINT_NS ago (the newest of its
+ * events): NULL if none. */
+static const ExecNsHint *exec_ns_hint(const ProcessTable *t, pid_t pid, uint64_t now)
 {
         const ExecNsHint *best = NULL;
 
@@ -221,7 +221,7 @@ static uint32_t exec_ns_hint(const ProcessTable *t, pid_t pid, uint64_t now)
                     (!best || h->at_ns > best->at_ns))
                         best = h;
         }
-        return best ? best->mnt_ns : 0;
+        return best;
 }
 
 /* Keeps fd (p's maps, just read) for the quick re-read, in place of the oldest one kept. */
@@ -302,11 +302,22 @@ int process_read(ProcessTable *t, Process *p)
         /* The loader's start-up report reads a new process again a millisecond after its exec
          * was read: its start time, name and mount namespace are those of that read (an exec
          * clears stat_ns, and a pid is not reused within STAT_REUSE_NS). */
+        const ExecNsHint *hint = quick ? NULL : exec_ns_hint(t, p->pid, c.now);
+
         if (quick) {
                 start = p->start_time;
                 memcpy(comm, p->comm, sizeof(comm));
                 c.foreign_ns = p->foreign_ns;
                 t->n_quick_reads++;
+        } else if (hint && hint->start_time) {
+                /* The first read of a new image: its exec event gave the start time and name (a
+                 * zombie has no mappings: the stat file is read below when none are found). */
+                start = hint->start_time;
+                memcpy(comm, hint->comm, sizeof(comm));
+                if (t->self_mnt_ns == 0 && stat("/proc/self/ns/mnt", &ns) == 0)
+                        t->self_mnt_ns = ns.st_ino;
+                c.foreign_ns = hint->mnt_ns != t->self_mnt_ns;
+                t->n_exec_event_reads++;
         } else {
                 r = read_stat_at(dirfd, "stat", &start, comm, &state);
                 if (r == -ENOENT)
@@ -319,12 +330,10 @@ int process_read(ProcessTable *t, Process *p)
                         r = -ESRCH;
                         goto fail;
                 }
-                uint32_t hint = exec_ns_hint(t, p->pid, c.now);
-
                 if (t->self_mnt_ns == 0 && stat("/proc/self/ns/mnt", &ns) == 0)
                         t->self_mnt_ns = ns.st_ino;
                 if (hint)
-                        c.foreign_ns = hint != t->self_mnt_ns;
+                        c.foreign_ns = hint->mnt_ns != t->self_mnt_ns;
                 else
                         c.foreign_ns = fstatat(dirfd, "ns/mnt", &ns, 0) == 0 && ns.st_ino != t->self_mnt_ns;
         }

@@ -20,7 +20,9 @@
 typedef struct ExecNsHint {
         pid_t pid;
         uint32_t mnt_ns;
-        uint64_t at_ns; /* CLOCK_MONOTONIC of the exec event */
+        uint64_t at_ns;      /* CLOCK_MONOTONIC of the exec event */
+        uint64_t start_time; /* as /proc/PID/stat's starttime (clock ticks); 0: not known */
+        char comm[17];       /* with start_time: the name */
 } ExecNsHint;
 
 struct ProcessTable {
@@ -44,8 +46,11 @@ struct ProcessTable {
         unsigned kept_next;
         ExecNsHint exec_ns[EXEC_NS_HINTS];
         unsigned exec_ns_next;
+        int64_t boottime_offset_ns; /* our time namespace's CLOCK_BOOTTIME offset */
+        bool boottime_offset_known;
 
         uint64_t n_forks_copied, n_fork_no_parent, n_fork_skipped, n_fork_copies_dropped;
+        uint64_t n_exec_event_reads;
         uint64_t n_reads, n_quick_reads, n_read_errors, n_bad_lines, n_pid_reuse, n_exited_total,
                 n_forgotten, n_evicted, n_table_full, n_truncated, n_no_file, n_not_elf, n_evicted_memory,
                 n_truncated_memory, n_fd_evicted;

@@ -30,6 +30,10 @@ void process_table_write_metrics(const ProcessTable *t, FILE *f)
                        "Reads of /proc/PID/maps within 100 ms of the last one of the same image, which "
                        "take its stat and mount namespace from that one.",
                        t->n_quick_reads);
+        metric_counter(f, "profd_process_table_exec_event_reads_total",
+                       "First reads of a new image that take its start time, name and mount namespace "
+                       "from its exec event instead of /proc/PID/stat.",
+                       t->n_exec_event_reads);
         metric_labelled(f, "profd_process_table_errors_total", "counter",
                         "Problems reading processes, by reason.", "reason",
                         (const char *const[]){"read_failed", "malformed_maps_line", "mappings_truncated",

@@ -252,6 +252,10 @@ void process_table_mark_exited(ProcessTable *t, pid_t pid, uint64_t now_ns)
                 return;
         t->procs[i]->exited_ns = now_ns ? now_ns : 1;
         t->n_exited_total++;
+        /* What its exec event said is not true of the next process with this pid. */
+        for (unsigned k = 0; k < EXEC_NS_HINTS; k++)
+                if (t->exec_ns[k].pid == pid)
+                        t->exec_ns[k].pid = 0;
         process_maps_fd_drop(t, t->procs[i]);
 }
 
@@ -322,14 +326,40 @@ int process_table_fork(ProcessTable *t, pid_t parent, pid_t child)
         return 0;
 }
 
-void process_table_exec(ProcessTable *t, pid_t pid, uint32_t mnt_ns)
+/* The CLOCK_BOOTTIME offset of our time namespace (/proc/PID/stat's starttime counts from the
+ * reader's boot time, the exec hook sees the host's): none where the file does not exist. */
+static int64_t boottime_offset_ns(ProcessTable *t)
+{
+        _cleanup_fclose_ FILE *f = NULL;
+        char name[32];
+        long long sec, nsec;
+
+        if (t->boottime_offset_known)
+                return t->boottime_offset_ns;
+        t->boottime_offset_known = true;
+        f = fopen("/proc/self/timens_offsets", "re");
+        while (f && fscanf(f, "%31s %lld %lld", name, &sec, &nsec) == 3)
+                if (strcmp(name, "boottime") == 0)
+                        t->boottime_offset_ns = sec * (int64_t)NSEC_PER_SEC + nsec;
+        return t->boottime_offset_ns;
+}
+
+void process_table_exec(ProcessTable *t, pid_t pid, uint32_t mnt_ns, uint64_t start_ns, const char *comm)
 {
         bool found;
         size_t i = find_index(t, pid, &found);
 
         if (mnt_ns) {
-                t->exec_ns[t->exec_ns_next] =
-                        (ExecNsHint){.pid = pid, .mnt_ns = mnt_ns, .at_ns = now_ns(CLOCK_MONOTONIC)};
+                ExecNsHint *h = &t->exec_ns[t->exec_ns_next];
+                long ticks = sysconf(_SC_CLK_TCK);
+
+                *h = (ExecNsHint){.pid = pid, .mnt_ns = mnt_ns, .at_ns = now_ns(CLOCK_MONOTONIC)};
+                /* starttime is the boot time in clock ticks, rounded down (nsec_to_clock_t()). */
+                if (start_ns && comm && ticks > 0 && NSEC_PER_SEC % ticks == 0) {
+                        h->start_time = (start_ns + boottime_offset_ns(t)) / (NSEC_PER_SEC / ticks);
+                        memcpy(h->comm, comm, 16);
+                        h->comm[16] = 0;
+                }
                 t->exec_ns_next = (t->exec_ns_next + 1) % EXEC_NS_HINTS;
         }
 

@@ -98,9 +98,10 @@ void process_table_mark_exited(ProcessTable *t, pid_t pid, uint64_t now_ns);
  * exited entry of an earlier process with the pid is replaced. */
 int process_table_fork(ProcessTable *t, pid_t parent, pid_t child);
 /* pid exec'd: a fork copy describes the old image, forget it (the next read gets the new one). */
-/* mnt_ns: the inode number of its mount namespace at the exec (0: not known), which the read of
- * the new image then takes instead of looking it up. */
-void process_table_exec(ProcessTable *t, pid_t pid, uint32_t mnt_ns);
+/* mnt_ns: the inode number of its mount namespace at the exec (0: not known); start_ns: its start
+ * time, CLOCK_BOOTTIME ns (0: not known); comm: its name (16 bytes, NUL-padded, may be NULL). The
+ * read of the new image then takes them instead of looking them up in /proc/PID. */
+void process_table_exec(ProcessTable *t, pid_t pid, uint32_t mnt_ns, uint64_t start_ns, const char *comm);
 /* Forget processes that exited more than exit_grace_ns ago. */
 void process_table_gc(ProcessTable *t, uint64_t now_ns);
 const ProcMapping *process_find_mapping(const Process *p, uint64_t addr);

@@ -3,6 +3,9 @@
  * executable mapping), fork and exit of a real child arrive over the ring buffer, with the right
  * pids and the address of the library's mapping. Needs root; SKIPs (77) otherwise. */
 #include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 #include <sys/sysmacros.h>
 #include <systemd/sd-event.h>
 
@@ -48,6 +51,26 @@ static const struct profd_event *wait_for(sd_event *e, uint32_t type, uint32_t p
         return ev;
 }
 
+/* A value of the hooks' /metrics, or UINT64_MAX when the sample is not there. */
+static uint64_t metric_value(const ProcEvents *pe, const char *name)
+{
+        char buf[8192];
+        const char *at;
+        unsigned long long v;
+        FILE *f = fmemopen(buf, sizeof(buf), "w");
+
+        if (!f)
+                return UINT64_MAX;
+        proc_events_write_metrics(pe, f);
+        fclose(f);
+        buf[sizeof(buf) - 1] = 0;
+        for (at = strstr(buf, name); at; at = strstr(at + 1, name))
+                if ((at == buf || at[-1] == '\n') && at[strlen(name)] == ' ' &&
+                    sscanf(at + strlen(name), " %llu", &v) == 1)
+                        return v;
+        return UINT64_MAX;
+}
+
 int main(int argc, char **argv)
 {
         _cleanup_(proc_events_freep) ProcEvents *pe = NULL;
@@ -89,6 +112,31 @@ int main(int argc, char **argv)
         if (ev)
                 printf("     exec event delivered %.3f ms after fork()\n",
                        (double)(ev->ktime_ns - h.spawned_ns) / 1e6);
+        /* The daemon's first read of the new image takes these instead of /proc/PID/stat. */
+        {
+                unsigned long long start = 0;
+                char path[64], comm[17] = "", stat_comm[17] = "";
+                long hz = sysconf(_SC_CLK_TCK);
+                FILE *sf;
+
+                snprintf(path, sizeof(path), "/proc/%d/stat", (int)h.pid);
+                sf = fopen(path, "re");
+                if (sf && fscanf(sf,
+                                 "%*d (%16[^)]) %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
+                                 "%*d %*d %*d %*d %llu",
+                                 stat_comm, &start) != 2)
+                        start = 0;
+                if (sf)
+                        fclose(sf);
+                if (ev)
+                        memcpy(comm, ev->comm, 16);
+                CHECK(ev && start > 0 && ev->start_ns / (1000000000ULL / hz) == start &&
+                              strcmp(comm, stat_comm) == 0,
+                      "exec event carries the start time and name /proc/PID/stat gives (%llu ticks \"%s\"; "
+                      "event: %llu \"%s\")",
+                      start, stat_comm,
+                      ev ? (unsigned long long)(ev->start_ns / (1000000000ULL / hz)) : 0ULL, comm);
+        }
 
         /* Where no mmap hook attaches, dlopen is seen by a uprobe on the loader (the tracker names
          * the loaders it meets; here the test does). */
@@ -108,7 +156,7 @@ int main(int argc, char **argv)
                             !strstr(file, "/ld-linux"))
                                 continue;
                         snprintf(lib_path, sizeof(lib_path), "/proc/%d/root%s", (int)h.pid, file);
-                        r = proc_events_watch_loader(pe, lib_path, makedev(maj, min), inode);
+                        r = proc_events_watch_loader(pe, lib_path, makedev(maj, min), inode, 2);
                         n += r > 0;
                         break;
                 }
@@ -146,6 +194,29 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < n_events; i++)
                 exits += events[i].type == PROFD_EV_EXIT && events[i].pid == (uint32_t)h.pid;
         CHECK(exits == 1, "exactly one exit event for the helper (got %zu)", exits);
+
+        /* With the loader watched by uprobe, a program's exec and glibc's first start-up report
+         * (before the libraries are mapped) do not wake the daemon: the last report does, and
+         * brings them along, the exec first. */
+        if (metric_value(pe, "profd_process_event_hook{hook=\"mmap\",via=\"loader_uprobe\"}") == 1) {
+                Helper h2 = {};
+                uint64_t before = metric_value(pe, "profd_process_events_exec_deferred_total");
+                const struct profd_event *exec_ev, *report;
+
+                CHECK(helper_start(&h2, argv[1], argv[2]) >= 0 &&
+                              helper_cmd(&h2, NULL, line, sizeof(line)) >= 0 && strcmp(line, "ready") == 0,
+                      "second helper started (pid %d)", (int)h2.pid);
+                since = n_events;
+                exec_ev = wait_for(e, PROFD_EV_EXEC, h2.pid, 0);
+                report = wait_for(e, PROFD_EV_MMAP_EXEC, h2.pid, PROFD_EV_ADDR_LOADER);
+                CHECK(exec_ev && report && exec_ev < report,
+                      "its exec event, then its loader's start-up report");
+                CHECK(metric_value(pe, "profd_process_events_exec_deferred_total") > before,
+                      "execs of programs with a watched loader sent without a wake-up (%" PRIu64
+                      " -> %" PRIu64 ")",
+                      before, metric_value(pe, "profd_process_events_exec_deferred_total"));
+                CHECK(helper_finish(&h2) == 0, "second helper exited cleanly");
+        }
 
         mf = fmemopen(metrics, sizeof(metrics), "w");
         proc_events_write_metrics(pe, mf);
