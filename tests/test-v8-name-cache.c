@@ -16,18 +16,7 @@ static V8FunctionIdentity ident(uint64_t n)
 /* The count of one result in the metrics text. */
 static unsigned long long counted(V8NameCache *c, const char *line)
 {
-        char *text = NULL, *at;
-        size_t size = 0;
-        unsigned long long v = ~0ULL;
-        FILE *f = open_memstream(&text, &size);
-
-        v8_name_cache_write_metrics(c, f);
-        fclose(f);
-        at = strstr(text, line);
-        if (at)
-                v = strtoull(at + strlen(line), NULL, 10);
-        free(text);
-        return v;
+        return METRIC_VALUE(v8_name_cache_write_metrics, c, line);
 }
 
 int main(void)

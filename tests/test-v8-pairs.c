@@ -16,18 +16,7 @@
 
 static unsigned long long counted(V8Pairs *p, const char *line)
 {
-        char *text = NULL, *at;
-        size_t size = 0;
-        unsigned long long v = ~0ULL;
-        FILE *f = open_memstream(&text, &size);
-
-        v8_pairs_write_metrics(p, f);
-        fclose(f);
-        at = strstr(text, line);
-        if (at)
-                v = strtoull(at + strlen(line), NULL, 10);
-        free(text);
-        return v;
+        return METRIC_VALUE(v8_pairs_write_metrics, p, line);
 }
 
 int main(void)

@@ -6,6 +6,8 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static unsigned failures;
 
@@ -36,3 +38,27 @@ __attribute__((format(printf, 2, 3))) static inline bool check(bool cond, const 
                         printf("\n");                                                                       \
                 }                                                                                           \
         } while (0)
+
+/* The number after `line` in a metrics text; ~0 when the line is not there. */
+static inline unsigned long long metric_value_in(const char *text, const char *line)
+{
+        const char *at = text ? strstr(text, line) : NULL;
+
+        return at ? strtoull(at + strlen(line), NULL, 10) : ~0ULL;
+}
+
+/* The number after `line` in what write(obj, FILE *) prints: the metrics of one component. */
+#define METRIC_VALUE(write, obj, line)                                                                      \
+        ({                                                                                                  \
+                char *text_ = NULL;                                                                         \
+                size_t size_ = 0;                                                                           \
+                unsigned long long v_ = ~0ULL;                                                              \
+                FILE *f_ = open_memstream(&text_, &size_);                                                  \
+                if (f_) {                                                                                   \
+                        write(obj, f_);                                                                     \
+                        fclose(f_);                                                                         \
+                        v_ = metric_value_in(text_, line);                                                  \
+                }                                                                                           \
+                free(text_);                                                                                \
+                v_;                                                                                         \
+        })
