@@ -121,7 +121,13 @@ def rss_parts(pid):
 
 
 def daemon_pid(pid, name):
-    """profd's own pid: the child of a wrapper (--wrap) when there is one."""
+    """profd's own pid: the child of a wrapper (--wrap) when there is one. Without one, pid itself:
+    profd forks helpers (the debuginfod worker) that run the same binary."""
+    try:
+        if os.path.basename(os.readlink("/proc/%d/exe" % pid)) == os.path.basename(name):
+            return pid
+    except OSError:
+        pass
     for _ in range(100):
         try:
             with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
