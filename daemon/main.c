@@ -22,6 +22,7 @@
 #include "tracker/proc-tracker.h"
 #include "unwind/table-pool.h"
 #include "util/log.h"
+#include "util/memory-owners.h"
 #include "util/time-util.h"
 
 /* Drain period: the granularity of the history (requests cut exactly on their own anyway). */
@@ -219,6 +220,7 @@ static int run(int argc, char **argv)
         _cleanup_(daemon_done) Daemon d = {};
         int r;
 
+        memory_allocator_setup();
         r = options_parse(argc, argv, &d.options);
         if (r == -EINVAL)
                 return 2;

@@ -237,3 +237,10 @@ void memory_release_free(void)
         if (before > after)
                 released_bytes += before - after;
 }
+
+void memory_allocator_setup(void)
+{
+        /* Setting either stops glibc adjusting both; mallopt() fails only on bad values. */
+        (void)mallopt(M_MMAP_THRESHOLD, MEMORY_MMAP_THRESHOLD);
+        (void)mallopt(M_TRIM_THRESHOLD, MEMORY_MMAP_THRESHOLD);
+}

@@ -47,3 +47,12 @@ int memory_files_rss_drop(const MemoryFile *files, size_t n, uint64_t *ret);
  * (a large unwind table built, parsed debug data closed), whose peak would otherwise stay
  * resident. Counted on /metrics. */
 void memory_release_free(void);
+
+/* Allocations this big or bigger get their own mapping, unmapped when freed: DWARF sections libdw
+ * inflates (MiBs each), symbol tables. glibc's default threshold rises to the size of each such
+ * block freed (up to 32 MiB), and with it the heap top kept before trimming (twice that), so after
+ * the first executables closed the next ones' tables landed in the heap and their pages stayed
+ * resident until the next malloc_trim: 16-28 MiB of free heap at a soak's RSS peaks. */
+#define MEMORY_MMAP_THRESHOLD (128u << 10)
+/* Fixes that threshold (and the heap top kept, at the same size) for the process; call first. */
+void memory_allocator_setup(void);
