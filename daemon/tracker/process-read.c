@@ -224,6 +224,19 @@ static const ExecNsHint *exec_ns_hint(const ProcessTable *t, pid_t pid, uint64_t
         return best;
 }
 
+/* Whether the process of dirfd (/proc/PID) is in another mount namespace than profd: from its exec
+ * event when there is one (hint), else from its ns/mnt. */
+static bool foreign_mnt_ns(ProcessTable *t, int dirfd, const ExecNsHint *hint)
+{
+        struct stat ns;
+
+        if (t->self_mnt_ns == 0 && stat("/proc/self/ns/mnt", &ns) == 0)
+                t->self_mnt_ns = ns.st_ino;
+        if (hint)
+                return hint->mnt_ns != t->self_mnt_ns;
+        return fstatat(dirfd, "ns/mnt", &ns, 0) == 0 && ns.st_ino != t->self_mnt_ns;
+}
+
 /* Keeps fd (p's maps, just read) for the quick re-read, in place of the oldest one kept. */
 static void maps_fd_keep(ProcessTable *t, Process *p, int fd)
 {
@@ -264,7 +277,6 @@ int process_read(ProcessTable *t, Process *p)
                 .t = t, .pid = p->pid, .now = now_ns(CLOCK_MONOTONIC), .max_mappings = PROCESS_MAX_MAPPINGS};
         bool over_budget = process_table_memory(t) > t->max_bytes;
         _cleanup_close_ int dirfd = -1;
-        struct stat ns;
         uint64_t start;
         char comm[17], state = 0;
         unsigned bad = 0;
@@ -314,9 +326,7 @@ int process_read(ProcessTable *t, Process *p)
                  * zombie has no mappings: the stat file is read below when none are found). */
                 start = hint->start_time;
                 memcpy(comm, hint->comm, sizeof(comm));
-                if (t->self_mnt_ns == 0 && stat("/proc/self/ns/mnt", &ns) == 0)
-                        t->self_mnt_ns = ns.st_ino;
-                c.foreign_ns = hint->mnt_ns != t->self_mnt_ns;
+                c.foreign_ns = foreign_mnt_ns(t, dirfd, hint);
                 t->n_exec_event_reads++;
         } else {
                 r = read_stat_at(dirfd, "stat", &start, comm, &state);
@@ -330,12 +340,7 @@ int process_read(ProcessTable *t, Process *p)
                         r = -ESRCH;
                         goto fail;
                 }
-                if (t->self_mnt_ns == 0 && stat("/proc/self/ns/mnt", &ns) == 0)
-                        t->self_mnt_ns = ns.st_ino;
-                if (hint)
-                        c.foreign_ns = hint->mnt_ns != t->self_mnt_ns;
-                else
-                        c.foreign_ns = fstatat(dirfd, "ns/mnt", &ns, 0) == 0 && ns.st_ino != t->self_mnt_ns;
+                c.foreign_ns = foreign_mnt_ns(t, dirfd, hint);
         }
         if (over_budget)
                 c.max_mappings = PROCESS_MAX_MAPPINGS_OVER_BUDGET;
