@@ -88,46 +88,46 @@ enum profd_counter {
         PROFD_ERR_UNWIND_POOL,          /* mapping names a shard or rule that is not there */
         PROFD_CNT_RECORDED_NS,          /* with measure_cost: ns spent on recorded samples */
         PROFD_CNT_ENTRY_NS,             /* with measure_cost: of which in the entry program */
-        PROFD_CNT_UNWIND_NS,    /* with measure_cost: of which in the step programs (and tail calls) */
-        PROFD_STOP_REASON_BASE, /* + enum profd_stop_reason: how user stacks ended */
+        PROFD_CNT_UNWIND_NS,            /* with measure_cost: of which in the step programs (and tail calls) */
+        PROFD_STOP_REASON_BASE,         /* + enum profd_stop_reason: how user stacks ended */
         PROFD_CNT_PY_STACKS = PROFD_STOP_REASON_BASE + PROFD_STOP__MAX, /* Python walks started */
-        PROFD_CNT_PY_FRAMES,                                            /* Python frames recorded */
-        PROFD_CNT_PY_THREAD_WALKS, /* thread lists walked to find a thread's PyThreadState */
-        PROFD_PY_STOP_BASE,        /* + enum profd_py_stop: how Python walks ended */
+        PROFD_CNT_PY_FRAMES,            /* Python frames recorded */
+        PROFD_CNT_PY_THREAD_WALKS,      /* thread lists walked to find a thread's PyThreadState */
+        PROFD_PY_STOP_BASE,             /* + enum profd_py_stop: how Python walks ended */
         /* Python frames recorded without a fingerprint: their code object was not readable. */
         PROFD_CNT_PY_NO_FINGERPRINT = PROFD_PY_STOP_BASE + PROFD_PY_STOP_COUNT,
-        PROFD_CNT_PY_EVENTS,             /* new Python stacks reported to the daemon */
-        PROFD_CNT_PY_EVENTS_RATELIMITED, /* not reported: the process's burst was used up */
-        PROFD_CNT_PY_EVENTS_FULL,        /* not reported: ring buffer full */
-        PROFD_CNT_SHARED_MM,             /* a vfork child's stack unwound with its parent's entries */
-        PROFD_CNT_ROW_SEARCHES,          /* binary searches of a table page (row cache misses) */
+        PROFD_CNT_PY_EVENTS,              /* new Python stacks reported to the daemon */
+        PROFD_CNT_PY_EVENTS_RATELIMITED,  /* not reported: the process's burst was used up */
+        PROFD_CNT_PY_EVENTS_FULL,         /* not reported: ring buffer full */
+        PROFD_CNT_SHARED_MM,              /* a vfork child's stack unwound with its parent's entries */
+        PROFD_CNT_ROW_SEARCHES,           /* binary searches of a table page (row cache misses) */
         /* Off-CPU (bpf/off-cpu.bpf.h, docs/off-cpu.md) */
-        PROFD_CNT_OFFCPU_SWITCH_OUTS,   /* switch-outs of wanted threads (waits started) */
-        PROFD_CNT_OFFCPU_UNWANTED,      /* switch-outs not wanted: kernel thread, profd, filters */
-        PROFD_CNT_OFFCPU_EXITING,       /* the last switch-out of an exiting thread */
-        PROFD_CNT_OFFCPU_SAMPLED_OUT,   /* waits not unwound: the draw with probability q said no */
-        PROFD_CNT_OFFCPU_UNWOUND,       /* waits unwound at their switch-out */
-        PROFD_CNT_OFFCPU_SWITCH_INS,    /* waits ended (switch-ins of remembered threads) */
-        PROFD_CNT_OFFCPU_RECORDED,      /* unwound waits counted in offcpu_counts[] at their end */
-        PROFD_CNT_OFFCPU_RECORDED_NS,   /* their estimated off-CPU ns */
-        PROFD_DROP_OFFCPU_THREADS_FULL, /* thread not remembered: offcpu_threads full */
-        PROFD_DROP_OFFCPU_PENDING_FULL, /* unwound wait lost: offcpu_pending full */
-        PROFD_DROP_OFFCPU_PENDING_LOST, /* unwound wait whose key was gone at its end */
-        PROFD_DROP_OFFCPU_COUNTS_FULL,  /* offcpu_counts map full */
-        PROFD_CNT_OFFCPU_CUT_PARTS,     /* parts of waits in progress counted at a cut */
-        PROFD_CNT_OFFCPU_UNWIND_WAKES,  /* wakeups of a thread while its wait was being unwound */
-        PROFD_CNT_OFFCPU_STRETCH_NS,    /* ns those waits were lengthened by their unwind */
+        PROFD_CNT_OFFCPU_SWITCH_OUTS,     /* switch-outs of wanted threads (waits started) */
+        PROFD_CNT_OFFCPU_UNWANTED,        /* switch-outs not wanted: kernel thread, profd, filters */
+        PROFD_CNT_OFFCPU_EXITING,         /* the last switch-out of an exiting thread */
+        PROFD_CNT_OFFCPU_SAMPLED_OUT,     /* waits not unwound: the draw with probability q said no */
+        PROFD_CNT_OFFCPU_UNWOUND,         /* waits unwound at their switch-out */
+        PROFD_CNT_OFFCPU_SWITCH_INS,      /* waits ended (switch-ins of remembered threads) */
+        PROFD_CNT_OFFCPU_RECORDED,        /* unwound waits counted in offcpu_counts[] at their end */
+        PROFD_CNT_OFFCPU_RECORDED_NS,     /* their estimated off-CPU ns */
+        PROFD_DROP_OFFCPU_THREADS_FULL,   /* thread not remembered: offcpu_threads full */
+        PROFD_DROP_OFFCPU_PENDING_FULL,   /* unwound wait lost: offcpu_pending full */
+        PROFD_DROP_OFFCPU_PENDING_LOST,   /* unwound wait whose key was gone at its end */
+        PROFD_DROP_OFFCPU_COUNTS_FULL,    /* offcpu_counts map full */
+        PROFD_CNT_OFFCPU_CUT_PARTS,       /* parts of waits in progress counted at a cut */
+        PROFD_CNT_OFFCPU_UNWIND_WAKES,    /* wakeups of a thread while its wait was being unwound */
+        PROFD_CNT_OFFCPU_STRETCH_NS,      /* ns those waits were lengthened by their unwind */
         /* V8 (bpf/v8.bpf.h): frame-pointer frames of V8 processes looked at */
-        PROFD_CNT_V8_FRAMES,      /* JavaScript frames recorded */
-        PROFD_CNT_V8_TYPED,       /* typed frames (entry, exit, stub...): no function */
-        PROFD_CNT_V8_NOT_JS,      /* slots hold no tagged function: not a V8 frame */
-        PROFD_CNT_V8_BAD_READ,    /* the frame's slots could not be read */
-        PROFD_CNT_V8_NO_ROOM,     /* no stack slot left for the function */
-        PROFD_CNT_V8_LEAF_UNSURE, /* interrupted frame maybe in a prologue: not named */
-        PROFD_CNT_V8_BC_RECORDED, /* interpreted frames' bytecode offsets recorded */
-        PROFD_CNT_V8_BC_TOO_FAR,  /* ... not: beyond PROFD_V8_BC_OFFSET_MAX */
-        PROFD_CNT_V8_BC_NO_ROOM,  /* ... not: no stack slot left */
-        PROFD_CNT_V8_BC_BAD_READ, /* ... not: the slots could not be read */
-        PROFD_HS_CNT_BASE,        /* + enum profd_hs_event (profd-hotspot.h): JVM code frames */
+        PROFD_CNT_V8_FRAMES,              /* JavaScript frames recorded */
+        PROFD_CNT_V8_TYPED,               /* typed frames (entry, exit, stub...): no function */
+        PROFD_CNT_V8_NOT_JS,              /* slots hold no tagged function: not a V8 frame */
+        PROFD_CNT_V8_BAD_READ,            /* the frame's slots could not be read */
+        PROFD_CNT_V8_NO_ROOM,             /* no stack slot left for the function */
+        PROFD_CNT_V8_LEAF_UNSURE,         /* interrupted frame maybe in a prologue: not named */
+        PROFD_CNT_V8_BC_RECORDED,         /* interpreted frames' bytecode offsets recorded */
+        PROFD_CNT_V8_BC_TOO_FAR,          /* ... not: beyond PROFD_V8_BC_OFFSET_MAX */
+        PROFD_CNT_V8_BC_NO_ROOM,          /* ... not: no stack slot left */
+        PROFD_CNT_V8_BC_BAD_READ,         /* ... not: the slots could not be read */
+        PROFD_HS_CNT_BASE,                /* + enum profd_hs_event (profd-hotspot.h): JVM code frames */
         PROFD_CNT__MAX = PROFD_HS_CNT_BASE + PROFD_HS_EVENT_COUNT,
 };
