@@ -11,6 +11,7 @@
 #include <bpf/libbpf.h>
 
 #include "sampler/sampler-offcpu.h"
+#include "sampler/sampler.h"
 #include "util/log.h"
 #include "util/macro.h"
 
@@ -102,6 +103,11 @@ int sampler_offcpu_attach(Sampler *s)
                  "always unwound)",
                  (uint64_t)s->skel->rodata->profd_offcpu_threshold_ns / 1000);
         return 0;
+}
+
+bool sampler_offcpu_waking_attached(const Sampler *s)
+{
+        return s && s->offcpu_waking_link;
 }
 
 void sampler_offcpu_detach(Sampler *s)
