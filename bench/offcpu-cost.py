@@ -7,8 +7,8 @@ threshold); profd --off-cpu --off-cpu-threshold 10000. Loads: `perf bench sched 
 CPU 0 (two tasks ping-ponging over pipes: nothing but context switches; ops/s) and bench/service-load (client and
 worker threads over socketpairs, ~20 us of CPU per request, one in eight also waits 1 ms;
 requests/s). The overhead is alone / profiled - 1, medians over the rounds. With
-kernel.bpf_stats_enabled (set for the run, restored after) the sched_switch program's own time per
-context switch is printed too.
+kernel.bpf_stats_enabled (set for the run, restored after) the off-CPU programs' own time per
+context switch (sched_switch with its tail calls, plus sched_waking) is printed too.
 
     PROFD_BUILD_DIR=build PYTHONPATH=tests/lib python3 bench/offcpu-cost.py [--rounds N]
 or  meson test -C build --benchmark offcpu-cost"""
@@ -54,7 +54,8 @@ def service_rps(seconds):
 
 
 def switch_prog_stats():
-    """(run_time_ns, run_cnt) of the off-CPU sched_switch program, or None."""
+    """(run_time_ns, run_cnt) of the off-CPU programs, or None: the time of the sched_switch program
+    (with its tail calls) and of the sched_waking one, the count of the sched_switch one."""
     if not shutil.which("bpftool"):
         return None
     r = subprocess.run(["bpftool", "prog", "show", "--json"], capture_output=True, text=True)
@@ -62,10 +63,14 @@ def switch_prog_stats():
         progs = json.loads(r.stdout)
     except ValueError:
         return None
+    ns = cnt = None
     for p in progs:
-        if p.get("name", "").startswith("profd_offcpu_sw"):
-            return p.get("run_time_ns", 0), p.get("run_cnt", 0)
-    return None
+        name = p.get("name", "")
+        if name.startswith("profd_offcpu_sw"):
+            cnt = p.get("run_cnt", 0)
+        if name.startswith(("profd_offcpu_sw", "profd_offcpu_wa")):
+            ns = (ns or 0) + p.get("run_time_ns", 0)
+    return (ns, cnt) if cnt is not None else None
 
 
 def metric(d, name):
@@ -128,7 +133,7 @@ def main():
                 for what, x in (("pipe", xp), ("service", xs)):
                     if x:
                         res[name]["x" + what].append(x)
-                        line += "  [%s: sched_switch prog %.0f ns/switch, %d of %d waits unwound]" % (
+                        line += "  [%s: BPF %.0f ns/switch, %d of %d waits unwound]" % (
                             what, x["ns_per_switch"], x["unwound"], x["started"])
                 log(line)
     finally:

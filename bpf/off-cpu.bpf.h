@@ -35,6 +35,14 @@ const volatile __u32 profd_self_tgid = 0;
  * see coming (weight <= 256 x its length), so one surprise cannot swamp a profile. At 256 switches
  * per unwind, a thread switching 100k times a second costs ~400 unwinds a second. */
 #define PROFD_OFFCPU_Q_MIN (PROFD_OFFCPU_Q_ONE / 256)
+/* A wakeup is looked up only within this long after the latest unwind started (most wakeups come
+ * while none runs: they cost a clock read). Off-CPU unwinds take 5-100 us; a wakeup during one
+ * longer than this is missed, and that wait's stretch counts 1/q times as it would without the
+ * wakeup program. */
+#define PROFD_OFFCPU_UNWIND_WINDOW_NS 1000000ULL
+
+/* When the latest off-CPU unwind started, on any CPU (racy by design: a gate, not a count). */
+volatile __u64 offcpu_unwind_started_ns = 0;
 
 /* task_struct.__state (5.14+); before, task_struct.state. */
 struct task_struct___pre_5_14 {
@@ -118,20 +126,40 @@ static __always_inline __u64 offcpu_weight(__u64 blocked, __u32 q)
         return (blocked / q) << PROFD_OFFCPU_Q_SHIFT;
 }
 
+/* The part of an unwound wait its unwind added: from its wakeup (or its switch-out, whichever is
+ * later) to the unwind's end (or the switch-in, whichever is earlier). While its stack is read the
+ * thread is still on its CPU, so a waker waits for the switch to finish: a wait woken then ends
+ * later than it would have, but only when it is unwound, which happens with probability q. Weighed
+ * 1/q like the rest, that stretch S would count S/q on average over the q of the waits that had it,
+ * and so E[estimate] = truth + (1 - q) S; counted once it is unbiased (docs/off-cpu.md). */
+static __always_inline __u64 offcpu_stretch(struct profd_offcpu_thread *t, __u64 out, __u64 now)
+{
+        __u64 wake = t->wake_ns, end = t->unwind_end_ns;
+
+        if (!wake || wake == PROFD_OFFCPU_NO_WAKE || !end)
+                return 0;
+        if (wake < out)
+                wake = out;
+        if (end > now)
+                end = now;
+        return end > wake ? end - wake : 0;
+}
+
 /* next is switched in: the wait it started at its switch-out ends now. */
 static __always_inline void offcpu_switch_in(struct task_struct *next, __u64 now, bool with_cut)
 {
         __u32 tid = BPF_CORE_READ(next, pid);
         struct profd_offcpu_thread *t;
         struct profd_offcpu_key *key;
-        __u64 blocked, decayed, weight;
+        __u64 blocked, decayed, weight, out, stretch;
 
         if (tid == 0)
                 return;
         t = bpf_map_lookup_elem(&offcpu_threads, &tid);
         if (!t || !t->ts_ns)
                 return;
-        blocked = now > t->ts_ns ? now - t->ts_ns : 0;
+        out = t->ts_ns;
+        blocked = now > out ? now - out : 0;
         t->ts_ns = 0;
         /* Jumps up at once, decays by 1/8 per wait: a long wait makes the next ones likely to be
          * unwound until the thread has shown a while that its waits are short again. */
@@ -154,6 +182,15 @@ static __always_inline void offcpu_switch_in(struct task_struct *next, __u64 now
                 blocked = from && from < now ? now - from : from ? 0 : blocked;
         }
         weight = offcpu_weight(blocked, t->q);
+        stretch = offcpu_stretch(t, out, now);
+        if (stretch) {
+                /* Counted once: weight (blocked - stretch) / q + stretch. */
+                __u64 over = offcpu_weight(stretch, t->q) - stretch;
+
+                weight = weight > over ? weight - over : 0;
+                count(PROFD_CNT_OFFCPU_UNWIND_WAKES);
+                count_add(PROFD_CNT_OFFCPU_STRETCH_NS, stretch);
+        }
         if (offcpu_count(profd_gen & 1, key, 1, weight)) {
                 count(PROFD_CNT_OFFCPU_RECORDED);
                 count_add(PROFD_CNT_OFFCPU_RECORDED_NS, weight);
@@ -217,10 +254,15 @@ static __always_inline bool offcpu_switch_out(bool preempt, struct task_struct *
         }
         t->q = q;
         t->unwound = 0;
+        t->unwind_end_ns = 0;
         if (q < PROFD_OFFCPU_Q_ONE && (bpf_get_prandom_u32() & (PROFD_OFFCPU_Q_ONE - 1)) >= q) {
+                t->wake_ns = PROFD_OFFCPU_NO_WAKE;
                 count(PROFD_CNT_OFFCPU_SAMPLED_OUT);
                 return false;
         }
+        /* A preempted thread is runnable from the start: the whole unwind delays it. */
+        t->wake_ns = t->state == PROFD_OFFCPU_PREEMPTED ? now : 0;
+        offcpu_unwind_started_ns = now;
         return true;
 }
 
@@ -251,9 +293,29 @@ static __always_inline bool store_offcpu(struct sample_state *st)
                 count(PROFD_DROP_OFFCPU_PENDING_LOST);
                 return false;
         }
+        t->unwind_end_ns = bpf_ktime_get_ns();
         t->unwound = 1;
         count(PROFD_CNT_OFFCPU_UNWOUND);
         return true;
+}
+
+/* p is being woken (sched_waking, before its waker waits for it to leave its CPU): when its wait is
+ * being unwound right now, remember when, for offcpu_stretch(). */
+static __always_inline void offcpu_waking(struct task_struct *p)
+{
+        __u64 now = bpf_ktime_get_ns();
+        struct profd_offcpu_thread *t;
+        __u32 tid;
+
+        if (now - offcpu_unwind_started_ns > PROFD_OFFCPU_UNWIND_WINDOW_NS)
+                return;
+        tid = BPF_CORE_READ(p, pid);
+        t = bpf_map_lookup_elem(&offcpu_threads, &tid);
+        /* wake_ns is 0 only from an unwound switch-out until the first wakeup; unwind_end_ns set:
+         * the stack is stored, a wakeup from now on is not delayed by it. */
+        if (!t || !t->ts_ns || t->wake_ns || t->unwind_end_ns)
+                return;
+        t->wake_ns = now;
 }
 
 struct offcpu_cut_ctx {

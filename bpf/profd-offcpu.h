@@ -19,12 +19,20 @@ struct profd_offcpu_thread {
         __u64 ts_ns;   /* bpf_ktime_get_ns() at the switch-out; 0: on CPU */
         __u64 pred_ns; /* predicted next wait: max(last wait, decayed previous prediction) */
         __u64 acct_ns; /* an unwound wait's time before this is counted (at cuts); 0: all of it */
-        __u32 state;   /* enum profd_offcpu_state of the current wait */
-        __u32 q;       /* probability this wait was unwound with, << PROFD_OFFCPU_Q_SHIFT */
-        __u32 unwound; /* its stack is in offcpu_pending[tid] */
+        /* While its unwind runs the thread cannot be woken (it is still on its CPU): the part of
+         * the wait between its wakeup and the unwind's end is counted once, not 1/q times. */
+        __u64 wake_ns;       /* first wakeup seen while unwinding (a preempted wait: its switch-out);
+                              * 0: none yet; PROFD_OFFCPU_NO_WAKE: not being unwound */
+        __u64 unwind_end_ns; /* when its stack was stored; 0: not (yet) */
+        __u32 state;         /* enum profd_offcpu_state of the current wait */
+        __u32 q;             /* probability this wait was unwound with, << PROFD_OFFCPU_Q_SHIFT */
+        __u32 unwound;       /* its stack is in offcpu_pending[tid] */
         __u32 _pad;
 };
-_Static_assert(sizeof(struct profd_offcpu_thread) == 40, "profd_offcpu_thread layout");
+_Static_assert(sizeof(struct profd_offcpu_thread) == 56, "profd_offcpu_thread layout");
+
+/* profd_offcpu_thread.wake_ns of a wait whose stack is not being unwound. */
+#define PROFD_OFFCPU_NO_WAKE (~0ULL)
 
 /* offcpu_counts[gen][key] += {1, weight}: the same key as a CPU sample plus the state. */
 struct profd_offcpu_key {

@@ -115,6 +115,8 @@ enum profd_counter {
         PROFD_DROP_OFFCPU_PENDING_LOST,   /* unwound wait whose key was gone at its end */
         PROFD_DROP_OFFCPU_COUNTS_FULL,    /* offcpu_counts map full */
         PROFD_CNT_OFFCPU_CUT_PARTS,       /* parts of waits in progress counted at a cut */
+        PROFD_CNT_OFFCPU_UNWIND_WAKES,    /* wakeups of a thread while its wait was being unwound */
+        PROFD_CNT_OFFCPU_STRETCH_NS,      /* ns those waits were lengthened by their unwind */
         /* V8 (bpf/v8.bpf.h): frame-pointer frames of V8 processes looked at */
         PROFD_CNT_V8_FRAMES,              /* JavaScript frames recorded */
         PROFD_CNT_V8_TYPED,               /* typed frames (entry, exit, stub...): no function */

@@ -15,6 +15,7 @@
  *   profd_offcpu_switch     sched_switch: ends next's wait, starts prev's and unwinds it when
  *                           drawn (off-cpu.bpf.h), through the same steps as tp_btf copies
  *                           (profd_offcpu_step/_python/_finalize in "offcpu_progs")
+ *   profd_offcpu_waking     sched_waking: when a thread is woken while its wait is being unwound
  *
  * Registers, frame layouts and the signal frame are the architecture's (arch.bpf.h). */
 #include "vmlinux.h"
@@ -535,6 +536,15 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(profd_offcpu_switch_cut, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
         return offcpu_switch(ctx, preempt, prev, next, true);
+}
+
+/* A thread is being woken: notes the time when its wait's unwind is still running, so the delay
+ * the unwind adds is counted once (offcpu_stretch()). tp_btf (5.5) like sched_switch. */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(profd_offcpu_waking, struct task_struct *p)
+{
+        offcpu_waking(p);
+        return 0;
 }
 
 /* At every cut (run by the daemon, never attached): the part before the cut of each unwound wait in

@@ -77,7 +77,8 @@ struct Sampler {
         sd_event_source *hotplug_timer;
         uint64_t hotplug_attached;
         struct bpf_link *exec_link;
-        struct bpf_link *offcpu_link; /* --off-cpu: sched_switch */
+        struct bpf_link *offcpu_link;        /* --off-cpu: sched_switch */
+        struct bpf_link *offcpu_waking_link; /* --off-cpu: sched_waking (the unwind's stretch) */
         uint32_t offcpu_threads_entries, offcpu_pending_entries;
         bool offcpu_have_cut; /* profd_offcpu_cut loaded (5.13+) */
         uint64_t offcpu_cuts, offcpu_cut_errors;

@@ -201,6 +201,15 @@ void sampler_write_metrics(const Sampler *s, FILE *f)
                 metric_counter(f, "profd_offcpu_cut_parts_total",
                                "Parts of off-CPU waits in progress counted at a cut (the part before it).",
                                c[PROFD_CNT_OFFCPU_CUT_PARTS]);
+                metric_counter(
+                        f, "profd_offcpu_unwind_wakes_total",
+                        "Recorded off-CPU waits whose thread was woken while their stack was unwound.",
+                        c[PROFD_CNT_OFFCPU_UNWIND_WAKES]);
+                metric_family(
+                        f, "profd_offcpu_unwind_stretch_seconds_total", "counter",
+                        "Time those waits were lengthened by their unwind (counted once, not weighted).");
+                metric_sample_fixed(f, "profd_offcpu_unwind_stretch_seconds_total", NULL,
+                                    (double)c[PROFD_CNT_OFFCPU_STRETCH_NS] / NSEC_PER_SEC, 6);
                 metric_labelled(f, "profd_offcpu_cuts_total", "counter",
                                 "Cuts at which the waits in progress were counted, by outcome (5.13+).",
                                 "outcome", (const char *const[]){"ok", "failed"},

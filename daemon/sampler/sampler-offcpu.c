@@ -11,6 +11,7 @@
 #include <bpf/libbpf.h>
 
 #include "sampler/sampler-offcpu.h"
+#include "sampler/sampler.h"
 #include "util/log.h"
 #include "util/macro.h"
 
@@ -29,7 +30,7 @@ int sampler_offcpu_configure(Sampler *s)
                 s->skel->progs.profd_offcpu_python,  s->skel->progs.profd_offcpu_finalize,
                 s->skel->progs.profd_offcpu_cut,     s->skel->progs.profd_offcpu_switch_cut,
                 s->skel->progs.profd_offcpu_hotspot, s->skel->progs.profd_offcpu_step_hotspot,
-                s->skel->progs.profd_offcpu_step_v8,
+                s->skel->progs.profd_offcpu_step_v8, s->skel->progs.profd_offcpu_waking,
         };
         int r;
 
@@ -93,16 +94,28 @@ int sampler_offcpu_attach(Sampler *s)
                                                                 : s->skel->progs.profd_offcpu_switch);
         if (!s->offcpu_link)
                 return log_error_errno(-errno, "--off-cpu: failed to attach to sched_switch: %m");
+        /* Without it the estimate stays unbiased for waits longer than their unwind only. */
+        s->offcpu_waking_link = bpf_program__attach(s->skel->progs.profd_offcpu_waking);
+        if (!s->offcpu_waking_link)
+                log_warning_errno(-errno, "--off-cpu: failed to attach to sched_waking, waits shorter than "
+                                          "their unwind will read high: %m");
         log_info("Off-CPU recording on (sched_switch; waits predicted to last %" PRIu64 " us or more are "
                  "always unwound)",
                  (uint64_t)s->skel->rodata->profd_offcpu_threshold_ns / 1000);
         return 0;
 }
 
+bool sampler_offcpu_waking_attached(const Sampler *s)
+{
+        return s && s->offcpu_waking_link;
+}
+
 void sampler_offcpu_detach(Sampler *s)
 {
         bpf_link__destroy(s->offcpu_link);
         s->offcpu_link = NULL;
+        bpf_link__destroy(s->offcpu_waking_link);
+        s->offcpu_waking_link = NULL;
 }
 
 int sampler_offcpu_cut(Sampler *s)

@@ -83,6 +83,8 @@ int sampler_start(Sampler *s);
  * no new cut is made: *ret_cut_ns is that previous, equally exact, boundary. */
 int sampler_cut(Sampler *s, uint64_t *ret_cut_ns);
 bool sampler_is_live(const Sampler *s);
+/* With --off-cpu: whether the wakeup program (the unwind's stretch, docs/off-cpu.md) is attached. */
+bool sampler_offcpu_waking_attached(const Sampler *s);
 /* CPUs with an attached perf event (CPUs that come online are added within ~2 s). */
 size_t sampler_n_cpus(const Sampler *s);
 /* Samples recorded per second over the last interval, for STATUS=. */

@@ -179,5 +179,7 @@ int main(void)
                (unsigned long long)c.offcpu_waits, (double)c.offcpu_ns / 1e9,
                (unsigned long long)c.offcpu_with_user);
         failed |= step("off-CPU waits recorded (sched_switch)", c.offcpu_with_user > 0 ? 0 : -ENODATA) < 0;
+        failed |= step("off-CPU wakeups (sched_waking) attached",
+                       sampler_offcpu_waking_attached(s) ? 0 : -ENOENT) < 0;
         return failed ? 1 : 0;
 }
