@@ -77,10 +77,9 @@ struct {
 /* User frames per step program. The kernel allows 33 tail calls per sample (MAX_TAIL_CALL_CNT);
  * we budget 31 steps (finalize runs inline in the last program, no tail call) so an off-by-one
  * between kernel versions cannot bite: ceil((PROFD_MAX_USER_FRAMES + 1) / PROFD_FRAMES_PER_STEP)
- * must stay <= 31 (the +1 is the
- * probe that tells a complete 512-frame stack from a truncated one). 20 gives 26 steps. The
- * verifier walks every iteration of the frame loop (and of each frame's 17-step binary search):
- * with 20 frames the step programs verify in 110K-163K (5.10, 6.1) to 673K-809K (6.18) of the 1M
+ * must stay <= 31 (the +1 is the probe that tells a complete 512-frame stack from a truncated one). 20 gives
+ * 26 steps. The verifier walks every iteration of the frame loop (and of each frame's 17-step binary
+ * search): with 20 frames the step programs verify in 110K-163K (5.10, 6.1) to 673K-809K (6.18) of the 1M
  * processed instructions allowed (docs/kernels.md): little room for more per-frame logic on 6.18,
  * none for twice the frames per step. Kernels before 5.17 define MAX_TAIL_CALL_CNT as 32: the budget of 32
  * fits them too. */
