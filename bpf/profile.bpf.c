@@ -7,14 +7,15 @@
  *                          itself: DWARF rows from the table pool (step-dwarf.bpf.h), frame pointers
  *                          where a mapping has no table or the pid is not loaded yet
  *                          (step-frame-pointer.bpf.h)
- *   profd_python  (slot 2)  processes running CPython: appends the Python frames (python.bpf.h)
- *   profd_hotspot (slot 3)  compiled Java frames of a JVM (hotspot.bpf.h); its interpreted frames
+ *   profd_python  (slot 1)  processes running CPython: appends the Python frames (python.bpf.h)
+ *   profd_hotspot (slot 2)  compiled Java frames of a JVM (hotspot.bpf.h); its interpreted frames
  *                          are taken during profd_step
- *   profd_finalize (slot 1) hashes both stacks, stores each once, counts[key] += 1 (stack-store.bpf.h)
+ *   finalize_body           run inline where the walk ends (entry, step, Python or HotSpot program):
+ *                          hashes both stacks, stores each once, counts[key] += 1 (stack-store.bpf.h)
  *   profd_exec              forgets a pid's tables when it execs
  *   profd_offcpu_switch     sched_switch: ends next's wait, starts prev's and unwinds it when
  *                           drawn (off-cpu.bpf.h), through the same steps as tp_btf copies
- *                           (profd_offcpu_step/_python/_finalize in "offcpu_progs")
+ *                           (profd_offcpu_step/_python/_hotspot in "offcpu_progs")
  *   profd_offcpu_waking     sched_waking: when a thread is woken while its wait is being unwound
  *
  * Registers, frame layouts and the signal frame are the architecture's (arch.bpf.h). */
@@ -49,11 +50,10 @@ char LICENSE[] SEC("license") = "GPL";
 /* Tail-call slots in "progs" (installed by daemon/sampler/sampler.c in this order). */
 enum {
         PROFD_PROG_STEP = 0,
-        PROFD_PROG_FINALIZE = 1,
-        PROFD_PROG_PYTHON = 2,
-        PROFD_PROG_HOTSPOT = 3,
-        PROFD_PROG_STEP_HOTSPOT = 4, /* the step program's builds per runtime (enum profd_step_kind) */
-        PROFD_PROG_STEP_V8 = 5,
+        PROFD_PROG_PYTHON = 1,
+        PROFD_PROG_HOTSPOT = 2,
+        PROFD_PROG_STEP_HOTSPOT = 3, /* the step program's builds per runtime (enum profd_step_kind) */
+        PROFD_PROG_STEP_V8 = 4,
         PROFD_PROG__MAX,
 };
 
@@ -76,11 +76,11 @@ struct {
 } offcpu_progs SEC(".maps");
 
 /* User frames per step program. The kernel allows 33 tail calls per sample (MAX_TAIL_CALL_CNT);
- * we budget 32 so an off-by-one between kernel versions cannot bite: one is the finalize call,
- * so ceil((PROFD_MAX_USER_FRAMES + 1) / PROFD_FRAMES_PER_STEP) must stay <= 31 (the +1 is the
- * probe that tells a complete 512-frame stack from a truncated one). 20 gives 26 steps. The
- * verifier walks every iteration of the frame loop (and of each frame's 17-step binary search):
- * with 20 frames the step programs verify in 110K-163K (5.10, 6.1) to 673K-809K (6.18) of the 1M
+ * we budget 31 steps (finalize runs inline in the last program, no tail call) so an off-by-one
+ * between kernel versions cannot bite: ceil((PROFD_MAX_USER_FRAMES + 1) / PROFD_FRAMES_PER_STEP)
+ * must stay <= 31 (the +1 is the probe that tells a complete 512-frame stack from a truncated one). 20 gives
+ * 26 steps. The verifier walks every iteration of the frame loop (and of each frame's 17-step binary
+ * search): with 20 frames the step programs verify in 110K-163K (5.10, 6.1) to 673K-809K (6.18) of the 1M
  * processed instructions allowed (docs/kernels.md): little room for more per-frame logic on 6.18,
  * none for twice the frames per step. Kernels before 5.17 define MAX_TAIL_CALL_CNT as 32: the budget of 32
  * fits them too. */
@@ -199,19 +199,43 @@ static __always_inline void sample_find_process(struct sample_state *st, struct 
         struct profd_unwind_config *cfg = bpf_map_lookup_elem(&unwind_config, &zero);
 
         if (!st->done && cfg && cfg->active) {
-                st->pool_gen = cfg->generation;
-                __u32 pid = st->key.pid;
-                struct profd_unwind_proc *proc = bpf_map_lookup_elem(&unwind_procs, &pid);
+                __u32 pid = st->key.pid, procs_gen = cfg->procs_gen, runtimes = 0;
+                __u64 mm = task_mm(task);
+                bool found = false;
 
+                st->pool_gen = cfg->generation;
                 st->map_pid = pid;
-                if (!proc)
-                        proc = shared_mm_parent(st, task);
-                if (proc) {
-                        st->proc_version = proc->version;
+                if (st->pc_valid && st->pc_pid == pid && st->pc_gen == procs_gen && st->pc_mm == mm) {
+                        st->map_pid = st->pc_map_pid;
+                        st->proc_version = st->pc_version;
+                        runtimes = st->pc_runtimes;
+                        found = true;
+                        if (st->map_pid != pid)
+                                count(PROFD_CNT_SHARED_MM); /* as shared_mm_parent() */
+                } else {
+                        struct profd_unwind_proc *proc = bpf_map_lookup_elem(&unwind_procs, &pid);
+
+                        if (!proc)
+                                proc = shared_mm_parent(st, task);
+                        st->pc_valid = 0;
+                        if (proc) {
+                                st->proc_version = proc->version;
+                                runtimes = proc->runtimes;
+                                found = true;
+                                st->pc_pid = pid;
+                                st->pc_gen = procs_gen;
+                                st->pc_mm = mm;
+                                st->pc_map_pid = st->map_pid;
+                                st->pc_version = st->proc_version;
+                                st->pc_runtimes = runtimes;
+                                st->pc_valid = 1;
+                        }
+                }
+                if (found) {
                         st->fp_only = 0;
                         /* Only a process the daemon found CPython in pays for the lookup (not a
                          * vfork child: its Python frames would be its parent's thread's). */
-                        if ((proc->runtimes & PROFD_PROC_RUNTIME_PYTHON) && st->map_pid == pid) {
+                        if ((runtimes & PROFD_PROC_RUNTIME_PYTHON) && st->map_pid == pid) {
                                 struct profd_python_proc *py = bpf_map_lookup_elem(&python_procs, &pid);
 
                                 if (py) {
@@ -220,7 +244,7 @@ static __always_inline void sample_find_process(struct sample_state *st, struct 
                                 }
                         }
                         /* A JVM's Java frames are taken during the native walk (hotspot.bpf.h). */
-                        if ((proc->runtimes & PROFD_PROC_RUNTIME_HOTSPOT) && st->map_pid == pid) {
+                        if ((runtimes & PROFD_PROC_RUNTIME_HOTSPOT) && st->map_pid == pid) {
                                 struct profd_hotspot_proc *hs = bpf_map_lookup_elem(&hotspot_procs, &pid);
 
                                 if (hs) {
@@ -230,7 +254,7 @@ static __always_inline void sample_find_process(struct sample_state *st, struct 
                                 }
                         }
                         /* Node's JavaScript frames are noted during the native walk (v8-frame.bpf.h). */
-                        if ((proc->runtimes & PROFD_PROC_RUNTIME_V8) && st->map_pid == pid) {
+                        if ((runtimes & PROFD_PROC_RUNTIME_V8) && st->map_pid == pid) {
                                 struct profd_v8_proc *v8 = bpf_map_lookup_elem(&v8_procs, &pid);
 
                                 if (v8) {
@@ -248,6 +272,8 @@ static __always_inline void sample_find_process(struct sample_state *st, struct 
                 }
         }
 }
+
+static __always_inline int finalize_body(void);
 
 SEC("perf_event")
 int profd_sample(struct bpf_perf_event_data *ctx)
@@ -306,7 +332,9 @@ int profd_sample(struct bpf_perf_event_data *ctx)
 
         if (profd_measure_cost)
                 st->entry_end_ns = bpf_ktime_get_ns();
-        bpf_tail_call(ctx, &progs, st->done ? PROFD_PROG_FINALIZE : st->step_prog);
+        if (st->done)
+                return finalize_body();
+        bpf_tail_call(ctx, &progs, st->step_prog);
         count(PROFD_DROP_TAIL_CALL);
         return 0;
 }
@@ -314,7 +342,10 @@ int profd_sample(struct bpf_perf_event_data *ctx)
 /* Where the chain goes after a step or a run of compiled Java frames: the same decision for both
  * (step_body, hotspot_body), kept in one place so the two cannot drift apart. Past the step budget
  * the stack ends (truncated); once it ended, a pending Python walk runs before FINALIZE; otherwise
- * a compiled Java frame left pending goes to profd_hotspot, anything else to the step program. */
+ * a compiled Java frame left pending goes to profd_hotspot, anything else to the step program.
+ * A finished sample is finalized here, inlined, not in a tail-called program: one tail call less
+ * per sample (~0.1 us with retpolines). Its code costs the verifier little: what the frame loop
+ * left in registers and on the stack is dead there, so the paths that reach it are pruned. */
 static __always_inline int chain_next(void *ctx, void *chain, struct sample_state *st)
 {
         if (!st->done && st->steps >= PROFD_MAX_STEPS) {
@@ -330,9 +361,9 @@ static __always_inline int chain_next(void *ctx, void *chain, struct sample_stat
                 }
                 py_stop(st, PROFD_PY_STOP_TAIL_CALLS);
         }
-        bpf_tail_call(ctx, chain,
-                      st->done ? PROFD_PROG_FINALIZE
-                               : (st->hs_pending ? PROFD_PROG_HOTSPOT : st->step_prog));
+        if (st->done)
+                return finalize_body();
+        bpf_tail_call(ctx, chain, st->hs_pending ? PROFD_PROG_HOTSPOT : st->step_prog);
         count(PROFD_DROP_TAIL_CALL);
         return 0;
 }
@@ -393,9 +424,7 @@ out:
                 }
                 py_stop(st, PROFD_PY_STOP_TAIL_CALLS);
         }
-        bpf_tail_call(ctx, chain, PROFD_PROG_FINALIZE);
-        count(PROFD_DROP_TAIL_CALL);
-        return 0;
+        return finalize_body();
 }
 
 /* Compiled Java frames (hotspot.bpf.h): stepped here rather than in the step program, whose frame
@@ -473,12 +502,6 @@ int profd_hotspot(struct bpf_perf_event_data *ctx)
         return hotspot_body(ctx, &progs);
 }
 
-SEC("perf_event")
-int profd_finalize(struct bpf_perf_event_data *ctx)
-{
-        return finalize_body();
-}
-
 /* Off-CPU (off-cpu.bpf.h, docs/off-cpu.md). The daemon loads these only with --off-cpu. */
 
 /* Every context switch: next's wait ends; prev, current, starts one, unwound now if the draw says
@@ -519,7 +542,9 @@ static __always_inline int offcpu_switch(void *ctx, bool preempt, struct task_st
         sample_task_regs(st, prev, &user_mode);
         sample_find_process(st, prev, user_mode);
 
-        bpf_tail_call(ctx, &offcpu_progs, st->done ? PROFD_PROG_FINALIZE : st->step_prog);
+        if (st->done)
+                return finalize_body();
+        bpf_tail_call(ctx, &offcpu_progs, st->step_prog);
         count(PROFD_DROP_TAIL_CALL);
         return 0;
 }
@@ -584,12 +609,6 @@ SEC("tp_btf/sched_switch")
 int profd_offcpu_hotspot(void *ctx)
 {
         return hotspot_body(ctx, &offcpu_progs);
-}
-
-SEC("tp_btf/sched_switch")
-int profd_offcpu_finalize(void *ctx)
-{
-        return finalize_body();
 }
 
 /* exec replaces every mapping of the process: its entries in the pool now describe the old image

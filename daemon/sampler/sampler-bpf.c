@@ -189,9 +189,9 @@ int sampler_load(Sampler *s)
                                           "kernel with BTF): %m");
 
         /* In the order of the slots in bpf/profile.bpf.c. */
-        struct bpf_program *slots[] = {s->skel->progs.profd_step,         s->skel->progs.profd_finalize,
-                                       s->skel->progs.profd_python,       s->skel->progs.profd_hotspot,
-                                       s->skel->progs.profd_step_hotspot, s->skel->progs.profd_step_v8};
+        struct bpf_program *slots[] = {s->skel->progs.profd_step, s->skel->progs.profd_python,
+                                       s->skel->progs.profd_hotspot, s->skel->progs.profd_step_hotspot,
+                                       s->skel->progs.profd_step_v8};
         int progs_fd = bpf_map__fd(s->skel->maps.progs);
         for (uint32_t i = 0; i < ELEMENTSOF(slots); i++) {
                 int fd = bpf_program__fd(slots[i]);

@@ -26,11 +26,11 @@
 int sampler_offcpu_configure(Sampler *s)
 {
         struct bpf_program *progs[] = {
-                s->skel->progs.profd_offcpu_switch,  s->skel->progs.profd_offcpu_step,
-                s->skel->progs.profd_offcpu_python,  s->skel->progs.profd_offcpu_finalize,
-                s->skel->progs.profd_offcpu_cut,     s->skel->progs.profd_offcpu_switch_cut,
-                s->skel->progs.profd_offcpu_hotspot, s->skel->progs.profd_offcpu_step_hotspot,
-                s->skel->progs.profd_offcpu_step_v8, s->skel->progs.profd_offcpu_waking,
+                s->skel->progs.profd_offcpu_switch,       s->skel->progs.profd_offcpu_step,
+                s->skel->progs.profd_offcpu_python,       s->skel->progs.profd_offcpu_cut,
+                s->skel->progs.profd_offcpu_switch_cut,   s->skel->progs.profd_offcpu_hotspot,
+                s->skel->progs.profd_offcpu_step_hotspot, s->skel->progs.profd_offcpu_step_v8,
+                s->skel->progs.profd_offcpu_waking,
         };
         int r;
 
@@ -71,10 +71,10 @@ int sampler_offcpu_install(Sampler *s)
                 return 0;
 
         /* In the order of the slots in bpf/profile.bpf.c. */
-        struct bpf_program *slots[] = {
-                s->skel->progs.profd_offcpu_step,         s->skel->progs.profd_offcpu_finalize,
-                s->skel->progs.profd_offcpu_python,       s->skel->progs.profd_offcpu_hotspot,
-                s->skel->progs.profd_offcpu_step_hotspot, s->skel->progs.profd_offcpu_step_v8};
+        struct bpf_program *slots[] = {s->skel->progs.profd_offcpu_step, s->skel->progs.profd_offcpu_python,
+                                       s->skel->progs.profd_offcpu_hotspot,
+                                       s->skel->progs.profd_offcpu_step_hotspot,
+                                       s->skel->progs.profd_offcpu_step_v8};
         int fd_map = bpf_map__fd(s->skel->maps.offcpu_progs);
         for (uint32_t i = 0; i < ELEMENTSOF(slots); i++) {
                 int fd = bpf_program__fd(slots[i]);

@@ -69,6 +69,7 @@ struct TablePool {
         uint64_t n_mapping_entries;
 
         uint32_t generation, active;
+        uint32_t procs_gen; /* profd_unwind_config.procs_gen */
         uint64_t placed, evicted, compactions, place_failures, entry_errors;
         uint64_t stale_snapshots;
         uint64_t entries_written, entries_unchanged;
