@@ -352,6 +352,7 @@ int table_pool_set_process_at(TablePool *p, pid_t pid, uint64_t maps_ns, const P
         }
         if (bpf_map_update_elem(p->procs_fd, &key, &info, BPF_ANY) < 0 && r >= 0)
                 r = -errno;
+        pr->procs_written_ns = now_ns(CLOCK_MONOTONIC);
         if (exec_after(p, pr, maps_ns)) {
                 (void)bpf_map_delete_elem(p->procs_fd, &key);
                 p->stale_snapshots++;
@@ -416,7 +417,18 @@ int table_pool_set_process_runtimes(TablePool *p, pid_t pid, uint32_t runtimes)
         return 0;
 }
 
-int table_pool_remove_process(TablePool *p, pid_t pid)
+void table_pool_set_exit_hook(TablePool *p, bool attached)
+{
+        if (p)
+                p->exit_hook = attached;
+}
+
+/* An unwind_procs write this close before the exit BPF saw may have come after the BPF exit hook's
+ * delete (the hook and the exit event are two programs on the same tracepoint, microseconds
+ * apart): then the daemon deletes it itself. */
+#define EXIT_WRITE_MARGIN_NS (1000 * 1000ULL)
+
+static int remove_process(TablePool *p, pid_t pid, uint64_t exit_ns)
 {
         uint32_t key = pid;
         bool found;
@@ -429,10 +441,14 @@ int table_pool_remove_process(TablePool *p, pid_t pid)
         if (!found)
                 return -ENOENT;
         pr = p->procs[i];
-        (void)bpf_map_delete_elem(p->procs_fd, &key);
-        /* A later process with this pid did not exec then; a stale exec time would make its
-         * fork-copied mappings look older than its image. */
-        (void)bpf_map_delete_elem(p->execs_fd, &key);
+        if (exit_ns && p->exit_hook && pr->procs_written_ns + EXIT_WRITE_MARGIN_NS < exit_ns)
+                p->exit_deletes_left++;
+        else {
+                (void)bpf_map_delete_elem(p->procs_fd, &key);
+                /* A later process with this pid did not exec then; a stale exec time would make its
+                 * fork-copied mappings look older than its image. */
+                (void)bpf_map_delete_elem(p->execs_fd, &key);
+        }
         map_batch_delete(&p->entry_batch, p->mappings_fd, pr->keys, sizeof(*pr->keys), pr->n_keys);
         p->n_mapping_entries -= pr->n_keys;
         for (size_t k = 0; k < pr->n_maps; k++)
@@ -440,4 +456,14 @@ int table_pool_remove_process(TablePool *p, pid_t pid)
         ARRAY_REMOVE_AT(p->procs, p->n_procs, i);
         pool_proc_free(pr);
         return 0;
+}
+
+int table_pool_remove_process(TablePool *p, pid_t pid)
+{
+        return remove_process(p, pid, 0);
+}
+
+int table_pool_remove_exited(TablePool *p, pid_t pid, uint64_t exit_ns)
+{
+        return remove_process(p, pid, exit_ns);
 }
