@@ -628,3 +628,21 @@ int BPF_PROG(profd_exec, struct task_struct *p)
         bpf_map_delete_elem(&v8_procs, &pid);
         return 0;
 }
+
+/* The exit of a whole process (its last thread: do_exit() drops signal->live to 0 before the
+ * tracepoint, see bpf/events.bpf.c). Its unwind_procs and unwind_execs entries go here, not by two
+ * bpf() calls of the daemon per exit: the daemon deletes them itself only when it wrote them after
+ * this exit (table_pool_remove_exited()), and deletes the mapping entries, which only it knows. */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(profd_exit, struct task_struct *p)
+{
+        __u32 pid = p->tgid;
+
+        if (p->flags & PF_KTHREAD_FLAG)
+                return 0;
+        if (BPF_CORE_READ(p, signal, live.counter) != 0)
+                return 0;
+        bpf_map_delete_elem(&unwind_procs, &pid);
+        bpf_map_delete_elem(&unwind_execs, &pid);
+        return 0;
+}

@@ -352,6 +352,7 @@ static int run(int argc, char **argv)
         if (r < 0)
                 log_warning_errno(r, "Cannot create the unwind table pool, DWARF unwinding disabled: %m");
         else {
+                table_pool_set_exit_hook(d.pool, sampler_exit_hook_attached(d.sampler));
                 ProcTrackerOptions to = {};
 
                 /* CPython frames: BPF walks them in the processes this describes to it.

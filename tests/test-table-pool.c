@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -334,6 +337,91 @@ static int check_entries_written(TablePool *pool)
         return failures;
 }
 
+static uint64_t monotonic_ns(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* The exit of a process: the BPF exit hook deletes its unwind_procs and unwind_execs entries (a real
+ * child exiting with the hook attached), and the pool then leaves those two alone unless it wrote
+ * them after the exit; the mapping entries, which only the pool knows, it always deletes. */
+static int check_exit(struct profile_bpf *skel, TablePool *pool)
+{
+        const pid_t early = FAKE_PID_BASE + 21, late = FAKE_PID_BASE + 22;
+        PoolMapping map = {.start = 0x7f3e91a28000ULL, .end = 0x7f3e91b7d000ULL, .load_bias = 1};
+        int procs = bpf_map__fd(skel->maps.unwind_procs), execs = bpf_map__fd(skel->maps.unwind_execs);
+        uint64_t e0 = pool_metric(pool, "profd_unwind_pool_mapping_entries"), exec_ns = 1, e1;
+        struct profd_unwind_proc info = {.n_mappings = 1};
+        struct bpf_link *link;
+        int failures = 0, status;
+        uint32_t key;
+        pid_t child;
+
+        link = bpf_program__attach(skel->progs.profd_exit);
+        if (!link) {
+                fprintf(stderr, "FAIL: attaching the BPF exit hook: %s\n", strerror(errno));
+                return 1;
+        }
+        child = fork();
+        if (child < 0) {
+                bpf_link__destroy(link);
+                return 1;
+        }
+        if (child == 0) {
+                pause(); /* until the parent wrote its entries */
+                _exit(0);
+        }
+        key = (uint32_t)child;
+        if (bpf_map_update_elem(procs, &key, &info, BPF_ANY) < 0 ||
+            bpf_map_update_elem(execs, &key, &exec_ns, BPF_ANY) < 0) {
+                fprintf(stderr, "FAIL: writing the child's entries: %s\n", strerror(errno));
+                failures++;
+        }
+        kill(child, SIGKILL);
+        waitpid(child, &status, 0);
+        bpf_link__destroy(link);
+        if (bpf_map_lookup_elem(procs, &key, &info) == 0 ||
+            bpf_map_lookup_elem(execs, &key, &exec_ns) == 0) {
+                fprintf(stderr, "FAIL: the BPF exit hook left an exited process's entries\n");
+                failures++;
+        }
+
+        /* No hook attached from here on: what the pool deletes stays visible. */
+        table_pool_set_exit_hook(pool, true);
+        table_pool_set_process(pool, early, &map, 1);
+        table_pool_set_process(pool, late, &map, 1);
+        /* early exits a second after its write, late within the margin of it. */
+        table_pool_remove_exited(pool, early, monotonic_ns() + 1000000000ULL);
+        table_pool_remove_exited(pool, late, monotonic_ns());
+        key = early;
+        if (bpf_map_lookup_elem(procs, &key, &info) < 0) {
+                fprintf(stderr, "FAIL: the pool deleted an entry the BPF exit hook deletes\n");
+                failures++;
+        }
+        (void)bpf_map_delete_elem(procs, &key);
+        key = late;
+        if (bpf_map_lookup_elem(procs, &key, &info) == 0) {
+                fprintf(stderr, "FAIL: an entry written right before the exit was left\n");
+                failures++;
+        }
+        e1 = pool_metric(pool, "profd_unwind_pool_mapping_entries");
+        if (e1 != e0) {
+                fprintf(stderr, "FAIL: %" PRIu64 " mapping entries of exited processes left\n", e1 - e0);
+                failures++;
+        }
+        if (pool_metric(pool, "profd_unwind_pool_exit_deletes_in_bpf_total") != 1) {
+                fprintf(stderr, "FAIL: exits left to the BPF hook not counted once\n");
+                failures++;
+        }
+        table_pool_set_exit_hook(pool, false);
+        if (!failures)
+                printf("ok: exit: the BPF hook deletes, the pool only what it wrote after the exit\n");
+        return failures;
+}
+
 int main(void)
 {
         struct profile_bpf *skel;
@@ -371,6 +459,7 @@ int main(void)
         }
         failures += check_cover(pool, &m);
         failures += check_entries_written(pool);
+        failures += check_exit(skel, pool);
 
         t1 = make_table(1, 1500000, 60000); /* > one shard: two segments */
         t2 = make_table(2, 400000, 50000);

@@ -48,6 +48,8 @@ void sampler_detach(Sampler *s)
         s->n_links = 0;
         bpf_link__destroy(s->exec_link);
         s->exec_link = NULL;
+        bpf_link__destroy(s->exit_link);
+        s->exit_link = NULL;
         sampler_offcpu_detach(s);
 }
 

@@ -77,6 +77,7 @@ struct Sampler {
         sd_event_source *hotplug_timer;
         uint64_t hotplug_attached;
         struct bpf_link *exec_link;
+        struct bpf_link *exit_link;          /* optional: see sampler_exit_hook_attached() */
         struct bpf_link *offcpu_link;        /* --off-cpu: sched_switch */
         struct bpf_link *offcpu_waking_link; /* --off-cpu: sched_waking (the unwind's stretch) */
         uint32_t offcpu_threads_entries, offcpu_pending_entries;

@@ -136,7 +136,16 @@ int sampler_prepare(Sampler *s)
         s->exec_link = bpf_program__attach(s->skel->progs.profd_exec);
         if (!s->exec_link)
                 return log_error_errno(-errno, "Failed to attach the BPF exec hook: %m");
+        /* Optional: without it the tracker deletes an exited pid's entries itself. */
+        s->exit_link = bpf_program__attach(s->skel->progs.profd_exit);
+        if (!s->exit_link)
+                log_debug_errno(-errno, "BPF exit hook not attached, exits cost two bpf() calls more: %m");
         return 0;
+}
+
+bool sampler_exit_hook_attached(const Sampler *s)
+{
+        return s && s->exit_link;
 }
 
 int sampler_start(Sampler *s)

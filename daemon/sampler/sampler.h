@@ -91,6 +91,9 @@ size_t sampler_n_cpus(const Sampler *s);
 double sampler_rate(const Sampler *s);
 /* The loaded BPF object (maps for the process tracker and table pool); NULL before start. */
 struct bpf_object *sampler_bpf_object(Sampler *s);
+/* Whether the BPF exit hook (bpf/profile.bpf.c, profd_exit) deletes an exited process's pool
+ * entries of unwind_procs and unwind_execs (table_pool_set_exit_hook()). */
+bool sampler_exit_hook_attached(const Sampler *s);
 void sampler_write_metrics(const Sampler *s, FILE *f);
 /* Ring buffer of struct profd_event (bpf/profd-events.h) where the unwinder reports pids and pcs
  * it has no mappings for (rate-limited per pid); -EBADF before start. Only written once a

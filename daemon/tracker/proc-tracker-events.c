@@ -170,8 +170,10 @@ void tracker_on_event(const struct profd_event *ev, void *userdata)
         case PROFD_EV_EXIT:
                 t->n_exits++;
                 p = tracked_find(t, pid);
-                if (p)
+                if (p) {
+                        p->exit_ns = ev->ktime_ns;
                         tracked_drop(t, p);
+                }
                 process_table_mark_exited(t->procs, pid, now_ns(CLOCK_REALTIME));
                 return;
         case PROFD_EV_FORK:

@@ -39,6 +39,7 @@ typedef struct Tracked {
         uint64_t refreshed_ns;
         uint64_t maps_ns; /* when maps were read (a fork copy: when the parent's were) */
         uint64_t exec_ns, ready_ns, pushed_ns;
+        uint64_t exit_ns; /* its exit event's time (CLOCK_MONOTONIC); 0: not exited */
         uint64_t recheck_addr;
         uint64_t refresh_interval_ns; /* current spacing of mmap-driven re-reads */
         uint64_t deferred_until_ns;   /* held back by the spacing until then; 0: not held */

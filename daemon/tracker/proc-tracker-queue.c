@@ -112,7 +112,8 @@ void tracked_drop(ProcTracker *t, Tracked *p)
         if (t->opts.observer.forgotten)
                 t->opts.observer.forgotten(t->opts.observer.userdata, p->pid);
         if (p->pushed_ns) {
-                r = table_pool_remove_process(t->pool, p->pid);
+                r = p->exit_ns ? table_pool_remove_exited(t->pool, p->pid, p->exit_ns)
+                               : table_pool_remove_process(t->pool, p->pid);
                 if (r < 0 && r != -ENOENT)
                         log_debug_errno(r, "Removing pid %d from the unwind table pool failed: %m",
                                         (int)p->pid);

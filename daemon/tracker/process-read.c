@@ -302,19 +302,32 @@ int process_read(ProcessTable *t, Process *p)
                 c.foreign_ns = false;
                 c.max_mappings = PROCESS_MAX_MAPPINGS;
         }
-        /* Everything through one descriptor of /proc/PID: it names this very process, so a pid
-         * reused while we read fails the reads (ENOENT, ESRCH) instead of handing us another
-         * process's maps, and the start time need not be read again afterwards. */
-        snprintf(path, sizeof(path), "/proc/%d", (int)p->pid);
-        dirfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (dirfd < 0) {
-                r = errno == ENOENT ? -ESRCH : -errno;
-                goto fail;
-        }
         /* The loader's start-up report reads a new process again a millisecond after its exec
          * was read: its start time, name and mount namespace are those of that read (an exec
          * clears stat_ns, and a pid is not reused within STAT_REUSE_NS). */
         const ExecNsHint *hint = quick ? NULL : exec_ns_hint(t, p->pid, c.now);
+
+        snprintf(path, sizeof(path), "/proc/%d", (int)p->pid);
+        if (quick || (hint && hint->start_time)) {
+                /* Nothing to read but the maps (the rest is known, see below): their descriptor
+                 * names the process as a /proc/PID one would, one open and close fewer. */
+                snprintf(path, sizeof(path), "/proc/%d/maps", (int)p->pid);
+                fd = open(path, O_RDONLY | O_CLOEXEC);
+                if (fd < 0) {
+                        r = errno == ENOENT ? -ESRCH : -errno;
+                        goto fail;
+                }
+        } else {
+                /* Everything through one descriptor of /proc/PID: it names this very process, so
+                 * a pid reused while we read fails the reads (ENOENT, ESRCH) instead of handing
+                 * us another process's maps, and the start time need not be read again
+                 * afterwards. */
+                dirfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (dirfd < 0) {
+                        r = errno == ENOENT ? -ESRCH : -errno;
+                        goto fail;
+                }
+        }
 
         if (quick) {
                 start = p->start_time;
@@ -344,7 +357,8 @@ int process_read(ProcessTable *t, Process *p)
         }
         if (over_budget)
                 c.max_mappings = PROCESS_MAX_MAPPINGS_OVER_BUDGET;
-        fd = openat(dirfd, "maps", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                fd = openat(dirfd, "maps", O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
                 r = errno == ENOENT ? -ESRCH : -errno;
                 goto fail;
@@ -384,7 +398,12 @@ int process_read(ProcessTable *t, Process *p)
         if (c.n == 0) {
                 /* No mappings at all: a kernel thread, a process gone (or a zombie) while we
                  * read, or one mid-exec: the stat file tells. */
-                r = read_stat_at(dirfd, "stat", &start, NULL, &state);
+                if (dirfd < 0) {
+                        /* Read through the maps alone: /proc/PID now may be another process. */
+                        snprintf(path, sizeof(path), "/proc/%d", (int)p->pid);
+                        dirfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                }
+                r = dirfd < 0 ? -ESRCH : read_stat_at(dirfd, "stat", &start, NULL, &state);
                 if (r < 0 || state == 'Z' || state == 'X' || state == 'x')
                         r = -ESRCH;
                 else if (p->n_mappings > 0 && (start == p->start_time || p->start_time == 0))

@@ -298,7 +298,7 @@ int table_pool_set_process_at(TablePool *p, pid_t pid, uint64_t maps_ns, const P
         _cleanup_free_ PoolMapping *copy = NULL;
         struct profd_unwind_proc info = {};
         uint32_t key = pid;
-        bool found;
+        bool found, rewrite;
         size_t i;
         Proc *pr;
         int r;
@@ -351,15 +351,21 @@ int table_pool_set_process_at(TablePool *p, pid_t pid, uint64_t maps_ns, const P
                 p->stale_snapshots++;
                 return r < 0 ? r : -ESTALE;
         }
+        /* BPF keeps a copy of an entry it found, per CPU: a rewrite must invalidate it. A first
+         * write needs not (one bpf() less per new process): no entry, nothing copied, and a copy
+         * of a vfork child's parent entry is for the child's mm, which only an exec changes. */
+        rewrite = pr->procs_written_ns != 0;
         if (bpf_map_update_elem(p->procs_fd, &key, &info, BPF_ANY) < 0 && r >= 0)
                 r = -errno;
+        pr->procs_written_ns = now_ns(CLOCK_MONOTONIC);
         if (exec_after(p, pr, maps_ns)) {
                 (void)bpf_map_delete_elem(p->procs_fd, &key);
                 pool_procs_changed(p);
                 p->stale_snapshots++;
                 return r < 0 ? r : -ESTALE;
         }
-        pool_procs_changed(p);
+        if (rewrite)
+                pool_procs_changed(p);
         return r;
 }
 
@@ -420,7 +426,18 @@ int table_pool_set_process_runtimes(TablePool *p, pid_t pid, uint32_t runtimes)
         return 0;
 }
 
-int table_pool_remove_process(TablePool *p, pid_t pid)
+void table_pool_set_exit_hook(TablePool *p, bool attached)
+{
+        if (p)
+                p->exit_hook = attached;
+}
+
+/* An unwind_procs write this close before the exit BPF saw may have come after the BPF exit hook's
+ * delete (the hook and the exit event are two programs on the same tracepoint, microseconds
+ * apart): then the daemon deletes it itself. */
+#define EXIT_WRITE_MARGIN_NS (1000 * 1000ULL)
+
+static int remove_process(TablePool *p, pid_t pid, uint64_t exit_ns)
 {
         uint32_t key = pid;
         bool found;
@@ -433,11 +450,15 @@ int table_pool_remove_process(TablePool *p, pid_t pid)
         if (!found)
                 return -ENOENT;
         pr = p->procs[i];
-        (void)bpf_map_delete_elem(p->procs_fd, &key);
-        pool_procs_changed(p);
-        /* A later process with this pid did not exec then; a stale exec time would make its
-         * fork-copied mappings look older than its image. */
-        (void)bpf_map_delete_elem(p->execs_fd, &key);
+        if (exit_ns && p->exit_hook && pr->procs_written_ns + EXIT_WRITE_MARGIN_NS < exit_ns)
+                p->exit_deletes_left++;
+        else {
+                (void)bpf_map_delete_elem(p->procs_fd, &key);
+                pool_procs_changed(p);
+                /* A later process with this pid did not exec then; a stale exec time would make its
+                 * fork-copied mappings look older than its image. */
+                (void)bpf_map_delete_elem(p->execs_fd, &key);
+        }
         map_batch_delete(&p->entry_batch, p->mappings_fd, pr->keys, sizeof(*pr->keys), pr->n_keys);
         p->n_mapping_entries -= pr->n_keys;
         for (size_t k = 0; k < pr->n_maps; k++)
@@ -445,4 +466,14 @@ int table_pool_remove_process(TablePool *p, pid_t pid)
         ARRAY_REMOVE_AT(p->procs, p->n_procs, i);
         pool_proc_free(pr);
         return 0;
+}
+
+int table_pool_remove_process(TablePool *p, pid_t pid)
+{
+        return remove_process(p, pid, 0);
+}
+
+int table_pool_remove_exited(TablePool *p, pid_t pid, uint64_t exit_ns)
+{
+        return remove_process(p, pid, exit_ns);
 }

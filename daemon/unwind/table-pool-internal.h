@@ -46,6 +46,7 @@ typedef struct Proc {
         size_t n_keys;
         uint32_t runtimes; /* profd_unwind_proc.runtimes, kept across pushes */
         uint64_t exec_ns;  /* unwind_execs as the last push's check read it; 0: none */
+        uint64_t procs_written_ns; /* CLOCK_MONOTONIC, right after its unwind_procs entry was written */
 } Proc;
 
 struct TablePool {
@@ -72,6 +73,8 @@ struct TablePool {
         uint32_t procs_gen; /* profd_unwind_config.procs_gen */
         uint64_t placed, evicted, compactions, place_failures, entry_errors;
         uint64_t stale_snapshots;
+        bool exit_hook;             /* the BPF exit hook deletes unwind_procs/unwind_execs entries */
+        uint64_t exit_deletes_left; /* exits whose two deletes the BPF exit hook made */
         uint64_t entries_written, entries_unchanged;
         uint32_t proc_version; /* last profd_unwind_proc.version written */
         MapBatch entry_batch;  /* writes and deletes of mapping entries */

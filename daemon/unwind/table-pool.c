@@ -358,6 +358,10 @@ void table_pool_write_metrics(const TablePool *p, FILE *f)
                         "same value (not written again).",
                         "outcome", (const char *const[]){"written", "unchanged"},
                         (const uint64_t[]){p->entries_written, p->entries_unchanged}, 2);
+        metric_counter(f, "profd_unwind_pool_exit_deletes_in_bpf_total",
+                       "Exited processes whose unwind_procs and unwind_execs entries the BPF exit hook "
+                       "deleted (no bpf() call of profd's).",
+                       p->exit_deletes_left);
         metric_counter(f, "profd_unwind_pool_stale_snapshots_total",
                        "Process mappings not installed: read before the process exec'd.",
                        p->stale_snapshots);

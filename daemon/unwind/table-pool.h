@@ -54,6 +54,12 @@ int table_pool_checked_exec(TablePool *p, pid_t pid, uint64_t *ret_ns);
  * led to, the next report (a pc these mappings still miss) must not wait for that second. */
 int table_pool_forget_report(TablePool *p, pid_t pid);
 int table_pool_remove_process(TablePool *p, pid_t pid);
+/* The same for a pid whose exit BPF saw at exit_ns (CLOCK_MONOTONIC): where the BPF exit hook runs
+ * (table_pool_set_exit_hook()), its unwind_procs and unwind_execs entries are gone already unless
+ * they were written after it. */
+int table_pool_remove_exited(TablePool *p, pid_t pid, uint64_t exit_ns);
+/* Whether the sampler's BPF exit hook (bpf/profile.bpf.c, profd_exit) is attached. */
+void table_pool_set_exit_hook(TablePool *p, bool attached);
 #define TABLE_POOL_RUNTIME_PYTHON 1u  /* = PROFD_PROC_RUNTIME_PYTHON */
 #define TABLE_POOL_RUNTIME_HOTSPOT 2u /* = PROFD_PROC_RUNTIME_HOTSPOT */
 #define TABLE_POOL_RUNTIME_V8 4u      /* = PROFD_PROC_RUNTIME_V8 */
