@@ -10,6 +10,9 @@
 #include "runtimes/v8-stack.h"
 
 #define V8(fn) (PROFD_FRAME_V8 | (fn))
+/* The pc entry the splice keeps after a function's (exact: the leaf's, frame 0 here). */
+#define PC(pc) (PROFD_FRAME_V8 | V8_FRAME_PC | (pc))
+#define PC_LEAF(pc) (PC(pc) | V8_FRAME_PC_EXACT)
 
 static void expect(const char *what, const uint64_t *in, size_t n, const uint64_t *want, size_t n_want,
                    size_t want_v8)
@@ -94,19 +97,24 @@ int main(void)
         {
                 /* leaf in optimized code, two interpreted callers, then native code */
                 const uint64_t in[] = {JIT, V8(F1), TRAMP, V8(F2), TRAMP, V8(F3), CALL, START};
-                const uint64_t want[] = {V8(F1), V8(F2), V8(F3), CALL, START};
-                expect("each function replaces its frame's pc", in, 8, want, 5, 3);
+                const uint64_t want[] = {V8(F1), PC_LEAF(JIT), V8(F2), PC(TRAMP),
+                                         V8(F3), PC(TRAMP),    CALL,   START};
+                expect("each function takes its frame's pc's place, the pc kept after it", in, 8, want, 8,
+                       3);
+                check(v8_frame_is_pc(want[1]) && !v8_frame_is_pc(want[0]) && !v8_frame_is_bytecode(want[1]),
+                      "pc entries told apart");
         }
         {
                 /* a typed frame (no V8 entry) keeps its pc; a leading V8 entry has no pc before it */
                 const uint64_t in[] = {V8(F1), TRAMP, TRAMP, V8(F2), START};
-                const uint64_t want[] = {V8(F1), TRAMP, V8(F2), START};
-                expect("typed frames keep their pc", in, 5, want, 4, 2);
+                const uint64_t want[] = {V8(F1), TRAMP, V8(F2), PC(TRAMP), START};
+                expect("typed frames keep their pc", in, 5, want, 5, 2);
         }
         {
                 /* two V8 entries in a row (never written by BPF): neither swallows the other */
-                const uint64_t in[] = {JIT, V8(F1), V8(F2), START}, want[] = {V8(F1), V8(F2), START};
-                expect("adjacent V8 entries", in, 4, want, 3, 2);
+                const uint64_t in[] = {JIT, V8(F1), V8(F2), START};
+                const uint64_t want[] = {V8(F1), PC_LEAF(JIT), V8(F2), START};
+                expect("adjacent V8 entries", in, 4, want, 4, 2);
         }
         {
                 /* named already (a stack handed over twice): left alone */
@@ -119,8 +127,8 @@ int main(void)
                 const uint64_t BC = PROFD_FRAME_V8 | PROFD_FRAME_V8_BYTECODE |
                                     60ULL << PROFD_V8_BC_ADDR_BITS | 0x1c0000000100 >> 3;
                 const uint64_t in[] = {JIT, V8(F1), TRAMP, V8(F2), BC, START};
-                const uint64_t want[] = {V8(F1), V8(F2), BC, START};
-                expect("bytecode entries kept after their function", in, 6, want, 4, 2);
+                const uint64_t want[] = {V8(F1), PC_LEAF(JIT), V8(F2), PC(TRAMP), BC, START};
+                expect("bytecode entries kept after their function", in, 6, want, 6, 2);
                 check(v8_frame_is_bytecode(BC) && !v8_frame_is_bytecode(V8(F1)) &&
                               v8_bytecode_array(BC) == 0x1c0000000101 && v8_bytecode_raw_offset(BC) == 60,
                       "bytecode entry fields");
