@@ -8,25 +8,106 @@
 #include "runtimes/v8-objects.h"
 #include "util/macro.h"
 
+/* Bytes of a Code's header read, at most (10.2: 128). */
+#define V8_CODE_HEADER_MAX 256
 /* Bytes read at once while looking for a Code header below a pc. */
 #define V8_CODE_SCAN_CHUNK 4096
 /* An inlining id beyond this is taken for a misread (TurboFan inlines a few dozen functions into
  * one Code at most). */
 #define V8_INLINING_IDS_MAX 4096
 
-/* V8 10.2's Code (src/objects/code.h), not in its metadata: relocation_info, deoptimization data,
- * source position table, each a tagged word after the map. 11.3 names both members. */
-#define V8_10_CODE_DEOPT_DATA 16
-#define V8_10_CODE_POSITIONS 24
-/* V8 10.2's DeoptimizationData indices (11.3 and 13.6 name theirs in the metadata; 10.2's are the
- * same as 11.3's). */
-#define V8_10_DEOPT_INLINED_COUNT 1
-#define V8_10_DEOPT_LITERALS 2
-#define V8_10_DEOPT_SHARED 6
-#define V8_10_DEOPT_INLINING_POSITIONS 7
-/* An InliningPosition (src/objects/code.h): its SourcePosition (8 bytes), the inlined function's
- * index among the DeoptimizationData's literals (int), padding. */
+/* An InliningPosition (src/objects/code.h, 10.2 to 13.6): its SourcePosition (8 bytes), the
+ * inlined function's index among the DeoptimizationData's literals (int), padding. */
 #define V8_INLINING_POSITION_SIZE 16
+
+/* Where a build keeps what v8_code_frame() reads. The metadata names part of it (10.2: the Code's
+ * header size, instruction size and flags; 11.3: the Code's deoptimization data and position table
+ * and the DeoptimizationData indices); the rest is profd's table per V8 version below (from V8's
+ * src/objects/code.h and deoptimization-data.h of that version, checked against live processes),
+ * chosen by what the metadata holds. Every object read through it has its type checked. */
+typedef struct CodeLayout {
+        int32_t fn_code;     /* JSFunction -> its current Code */
+        int32_t istream;     /* Code -> InstructionStream (11.3); -1: instructions inline (10.2) */
+        int32_t start;       /* 10.2: the Code's header size; 11.3: its instruction_start (a raw pointer) */
+        int32_t size, flags; /* the Code's instruction size (int) and flags (uint32) */
+        int32_t deopt, positions;
+        /* The object in code space that holds instructions (10.2: the Code, 11.3: its
+         * InstructionStream): its header's size (instructions follow) and where it points back to
+         * its Code (11.3; -1: it is the Code). */
+        int32_t header, back;
+        int32_t deopt_count, deopt_literals, deopt_shared, deopt_inlining;
+        uint16_t container_type; /* instance type of that object */
+} CodeLayout;
+
+static int32_t or_default(int32_t v, int32_t d)
+{
+        return v != V8_OFFSET_NONE ? v : d;
+}
+
+/* The layout of o's build; false when profd does not describe it. */
+static bool code_layout(const V8Offsets *o, CodeLayout *ret)
+{
+        if (o->code_kind_mask == V8_OFFSET_NONE || o->code_kind_shift == V8_OFFSET_NONE ||
+            o->code_kind_baseline == V8_OFFSET_NONE || o->type_code == V8_OFFSET_NONE ||
+            o->type_fixed_array == V8_OFFSET_NONE || o->type_byte_array == V8_OFFSET_NONE ||
+            o->fixed_array_data == V8_OFFSET_NONE || o->fixed_array_length == V8_OFFSET_NONE ||
+            o->heap_object_map != 0)
+                return false;
+        if (o->js_function_code != V8_OFFSET_NONE && o->code_instruction_start != V8_OFFSET_NONE &&
+            o->code_instruction_size != V8_OFFSET_NONE && o->code_flags != V8_OFFSET_NONE &&
+            o->code_instruction_start > 0 && o->code_instruction_start <= V8_CODE_HEADER_MAX &&
+            o->code_instruction_size + 4 <= o->code_instruction_start &&
+            o->code_flags + 4 <= o->code_instruction_start) {
+                /* V8 10.2 (node 18): Code holds its instructions after a header; relocation_info,
+                 * deoptimization data, source position table after the map. DeoptimizationData
+                 * indices as 11.3's. */
+                *ret = (CodeLayout){
+                        .fn_code = o->js_function_code,
+                        .istream = -1,
+                        .start = o->code_instruction_start,
+                        .size = o->code_instruction_size,
+                        .flags = o->code_flags,
+                        .deopt = or_default(o->code_deopt_data, 16),
+                        .positions = or_default(o->code_positions, 24),
+                        .header = o->code_instruction_start,
+                        .back = -1,
+                        .deopt_count = or_default(o->deopt_inlined_count, 1),
+                        .deopt_literals = or_default(o->deopt_literals, 2),
+                        .deopt_shared = or_default(o->deopt_shared, 6),
+                        .deopt_inlining = or_default(o->deopt_inlining_positions, 7),
+                        .container_type = (uint16_t)o->type_code,
+                };
+                return true;
+        }
+        if (o->type_instruction_stream != V8_OFFSET_NONE && o->code_deopt_data == 16 &&
+            o->code_positions == 24 && o->istream_instruction_start == 16 &&
+            o->deopt_shared != V8_OFFSET_NONE && o->deopt_inlined_count != V8_OFFSET_NONE &&
+            o->deopt_literals != V8_OFFSET_NONE && o->deopt_inlining_positions != V8_OFFSET_NONE &&
+            o->js_function_shared == 24) {
+                /* V8 11.3 (node 20): JSFunction: shared, context, feedback cell, code. Code (out of
+                 * code space): map, relocation_info, deoptimization data, source position table,
+                 * instruction_stream, instruction_start, flags, instruction_size.
+                 * InstructionStream: map, its Code, the instructions. */
+                *ret = (CodeLayout){
+                        .fn_code = 48,
+                        .istream = 32,
+                        .start = 40,
+                        .size = 56,
+                        .flags = 48,
+                        .deopt = o->code_deopt_data,
+                        .positions = o->code_positions,
+                        .header = o->istream_instruction_start,
+                        .back = 8,
+                        .deopt_count = o->deopt_inlined_count,
+                        .deopt_literals = o->deopt_literals,
+                        .deopt_shared = o->deopt_shared,
+                        .deopt_inlining = o->deopt_inlining_positions,
+                        .container_type = (uint16_t)o->type_instruction_stream,
+                };
+                return true;
+        }
+        return false;
+}
 
 static uint64_t untag(const V8Offsets *o, uint64_t obj)
 {
@@ -35,33 +116,11 @@ static uint64_t untag(const V8Offsets *o, uint64_t obj)
         return obj - (uint64_t)o->heap_object_tag;
 }
 
-static int32_t code_deopt_data(const V8Offsets *o)
-{
-        return o->code_deopt_data != V8_OFFSET_NONE ? o->code_deopt_data : V8_10_CODE_DEOPT_DATA;
-}
-static int32_t code_positions(const V8Offsets *o)
-{
-        return o->code_positions != V8_OFFSET_NONE ? o->code_positions : V8_10_CODE_POSITIONS;
-}
-static int32_t deopt_index(int32_t v, int32_t v10)
-{
-        return v != V8_OFFSET_NONE ? v : v10;
-}
-
 bool v8_code_supported(const V8Offsets *o)
 {
-        /* V8 10.2: Code objects hold their instructions (JSFunction::code is a Code). 11.3 and later
-         * split them off (InstructionStream), 13.6 reaches a function's code through its dispatch
-         * handle: not read yet. */
-        return o->js_function_code != V8_OFFSET_NONE && o->code_instruction_start != V8_OFFSET_NONE &&
-               o->code_instruction_start > 0 && o->code_instruction_start <= 256 &&
-               o->code_instruction_size != V8_OFFSET_NONE && o->code_flags != V8_OFFSET_NONE &&
-               o->code_kind_mask != V8_OFFSET_NONE && o->code_kind_shift != V8_OFFSET_NONE &&
-               o->code_kind_baseline != V8_OFFSET_NONE && o->type_code != V8_OFFSET_NONE &&
-               o->type_fixed_array != V8_OFFSET_NONE && o->type_byte_array != V8_OFFSET_NONE &&
-               o->fixed_array_data != V8_OFFSET_NONE && o->fixed_array_length != V8_OFFSET_NONE &&
-               o->heap_object_map == 0 && o->code_instruction_size + 4 <= o->code_instruction_start &&
-               o->code_flags + 4 <= o->code_instruction_start;
+        CodeLayout l;
+
+        return code_layout(o, &l);
 }
 
 /* The kind of a Code's flags: BASELINE is in the metadata; MAGLEV and TURBOFAN follow it in V8's
@@ -79,73 +138,105 @@ static V8CodeKind kind_of(const V8Offsets *o, uint32_t flags)
         return V8_CODE_OTHER;
 }
 
-/* The header of the Code at base (untagged): whether its instructions hold pc, and its flags. */
-static int code_holds(const RemoteMemory *m, const V8Offsets *o, uint64_t base, uint64_t pc,
-                      uint32_t *ret_flags, bool *ret_holds)
+/* The Code (tagged) code: whether its instructions hold pc, its flags and instruction start. */
+static int code_holds(const RemoteMemory *m, const V8Offsets *o, const CodeLayout *l, uint64_t code,
+                      uint64_t pc, uint32_t *ret_flags, uint64_t *ret_start, bool *ret_holds)
 {
-        uint8_t h[256];
-        int32_t size;
-        uint64_t start = base + (uint64_t)o->code_instruction_start;
-        int r;
-
-        r = remote_memory_read(m, base, h, (size_t)o->code_instruction_start);
-        if (r < 0)
-                return r;
-        memcpy(&size, h + o->code_instruction_size, sizeof(size));
-        memcpy(ret_flags, h + o->code_flags, sizeof(*ret_flags));
-        *ret_holds = size > 0 && pc >= start && pc - start < (uint64_t)size;
-        return 0;
-}
-
-/* The Code holding pc: the function's current one, or the Code header below pc (see the header). */
-static int find_code(const RemoteMemory *m, const V8Offsets *o, uint64_t fn, uint64_t pc, uint64_t *ret_base,
-                     uint32_t *ret_flags)
-{
-        uint64_t code, code_map, chunk[V8_CODE_SCAN_CHUNK / 8], hi, lo;
+        uint8_t h[V8_CODE_HEADER_MAX];
+        int32_t size, end = l->start + 8;
+        uint64_t start;
         uint16_t type;
-        bool holds;
         int r;
 
-        r = remote_memory_read(m, untag(o, fn) + o->js_function_code, &code, sizeof(code));
-        if (r < 0)
-                return r;
+        end = end > l->size + 4 ? end : l->size + 4;
+        end = end > l->flags + 4 ? end : l->flags + 4;
         r = v8_object_type(m, o, code, &type);
         if (r < 0)
                 return r;
         if (type != (uint32_t)o->type_code)
                 return -EMEDIUMTYPE;
-        r = code_holds(m, o, untag(o, code), pc, ret_flags, &holds);
+        r = remote_memory_read(m, untag(o, code), h, (size_t)end);
+        if (r < 0)
+                return r;
+        memcpy(&size, h + l->size, sizeof(size));
+        memcpy(ret_flags, h + l->flags, sizeof(*ret_flags));
+        if (l->istream < 0)
+                start = untag(o, code) + (uint64_t)l->start;
+        else
+                memcpy(&start, h + l->start, sizeof(start));
+        *ret_start = start;
+        *ret_holds = size > 0 && pc >= start && pc - start < (uint64_t)size;
+        return 0;
+}
+
+/* The map of the objects in code space that hold instructions, from the function's current Code. */
+static int container_map(const RemoteMemory *m, const V8Offsets *o, const CodeLayout *l, uint64_t code,
+                         uint64_t *ret)
+{
+        uint64_t c = code;
+        uint16_t type;
+        int r;
+
+        if (l->istream >= 0) {
+                r = remote_memory_read(m, untag(o, code) + l->istream, &c, sizeof(c));
+                if (r < 0)
+                        return r;
+        }
+        r = v8_object_type(m, o, c, &type);
+        if (r < 0)
+                return r;
+        if (type != l->container_type)
+                return -EMEDIUMTYPE;
+        return remote_memory_read(m, untag(o, c) + o->heap_object_map, ret, sizeof(*ret));
+}
+
+/* The Code holding pc: the function's current one, or the one whose instructions start below pc
+ * (see the header). */
+static int find_code(const RemoteMemory *m, const V8Offsets *o, const CodeLayout *l, uint64_t fn,
+                     uint64_t pc, uint64_t *ret_code, uint32_t *ret_flags, uint64_t *ret_start)
+{
+        uint64_t code, map, chunk[V8_CODE_SCAN_CHUNK / 8], hi, lo, a;
+        bool holds;
+        int r;
+
+        r = remote_memory_read(m, untag(o, fn) + l->fn_code, &code, sizeof(code));
+        if (r < 0)
+                return r;
+        r = code_holds(m, o, l, code, pc, ret_flags, ret_start, &holds);
         if (r < 0)
                 return r;
         if (holds) {
-                *ret_base = untag(o, code);
+                *ret_code = code;
                 return 0;
         }
-        r = remote_memory_read(m, untag(o, code) + o->heap_object_map, &code_map, sizeof(code_map));
+        r = container_map(m, o, l, code, &map);
         if (r < 0)
                 return r;
-        /* Candidates: V8_CODE_ALIGNMENT-aligned addresses at least a header below pc, read a chunk at
-         * a time, highest first. Bounded by V8_CODE_SCAN_MAX. */
-        if (pc < (uint64_t)o->code_instruction_start + V8_CODE_SCAN_MAX)
+        /* Instructions start V8_CODE_ALIGNMENT-aligned, l->header bytes after their object's map
+         * word: candidates at or below pc, read a chunk at a time, highest first, bounded by
+         * V8_CODE_SCAN_MAX. */
+        if (pc < (uint64_t)l->header + V8_CODE_SCAN_MAX)
                 return -ENOENT;
-        hi = ((pc - (uint64_t)o->code_instruction_start) & ~(uint64_t)(V8_CODE_ALIGNMENT - 1)) + 8;
-        for (lo = hi; hi > pc - V8_CODE_SCAN_MAX; hi = lo) {
+        a = (pc & ~(uint64_t)(V8_CODE_ALIGNMENT - 1)) - (uint64_t)l->header;
+        for (hi = a + 8; hi > pc - V8_CODE_SCAN_MAX; hi = lo) {
                 lo = (hi - 1) & ~(uint64_t)(V8_CODE_SCAN_CHUNK - 1);
                 r = remote_memory_read(m, lo, chunk, (size_t)(hi - lo));
                 if (r < 0)
                         return r == -EFAULT ? -ENOENT : r;
-                for (uint64_t a = (hi - 8) & ~(uint64_t)(V8_CODE_ALIGNMENT - 1);; a -= V8_CODE_ALIGNMENT) {
-                        if (chunk[(a - lo) / 8] == code_map) {
-                                r = code_holds(m, o, a, pc, ret_flags, &holds);
-                                if (r < 0)
-                                        return r;
-                                if (!holds)
-                                        return -ENOENT; /* the Code before pc ends below it */
-                                *ret_base = a;
-                                return 0;
-                        }
-                        if (a < lo + V8_CODE_ALIGNMENT)
-                                break;
+                for (; a >= lo; a -= V8_CODE_ALIGNMENT) {
+                        if (chunk[(a - lo) / 8] != map)
+                                continue;
+                        code = a + (uint64_t)o->heap_object_tag;
+                        if (l->back >= 0 &&
+                            (r = remote_memory_read(m, a + l->back, &code, sizeof(code))) < 0)
+                                return r;
+                        r = code_holds(m, o, l, code, pc, ret_flags, ret_start, &holds);
+                        if (r < 0)
+                                return r;
+                        if (!holds)
+                                return -ENOENT; /* the code before pc ends below it */
+                        *ret_code = code;
+                        return 0;
                 }
         }
         return -ENOENT;
@@ -227,8 +318,8 @@ static int32_t inlining_id_of(int64_t pos)
 /* Walks the inlining ids from the position at the pc outwards (V8's SourcePosition::InliningStack):
  * each InliningPosition gives the inlined function (a literal's index) and the position of its call
  * in its caller. */
-static int inlining_stack(const RemoteMemory *m, const V8Offsets *o, uint64_t deopt, int64_t *pos,
-                          V8CodeFrame *ret)
+static int inlining_stack(const RemoteMemory *m, const V8Offsets *o, const CodeLayout *l, uint64_t deopt,
+                          int64_t *pos, V8CodeFrame *ret)
 {
         _cleanup_free_ uint8_t *inl = NULL;
         uint64_t literals, count_word, ip_arr;
@@ -236,18 +327,14 @@ static int inlining_stack(const RemoteMemory *m, const V8Offsets *o, uint64_t de
         int64_t count;
         int r;
 
-        r = array_get(m, o, deopt, o->type_fixed_array,
-                      deopt_index(o->deopt_inlined_count, V8_10_DEOPT_INLINED_COUNT), &count_word);
+        r = array_get(m, o, deopt, o->type_fixed_array, l->deopt_count, &count_word);
         if (r < 0)
                 return r;
         count = v8_smi_value(o, count_word);
         if (!v8_is_smi(o, count_word) || count < 0)
                 return -EMEDIUMTYPE;
-        if ((r = array_get(m, o, deopt, o->type_fixed_array,
-                           deopt_index(o->deopt_literals, V8_10_DEOPT_LITERALS), &literals)) < 0 ||
-            (r = array_get(m, o, deopt, o->type_fixed_array,
-                           deopt_index(o->deopt_inlining_positions, V8_10_DEOPT_INLINING_POSITIONS),
-                           &ip_arr)) < 0)
+        if ((r = array_get(m, o, deopt, o->type_fixed_array, l->deopt_literals, &literals)) < 0 ||
+            (r = array_get(m, o, deopt, o->type_fixed_array, l->deopt_inlining, &ip_arr)) < 0)
                 return r;
         r = read_byte_array(m, o, ip_arr, (size_t)V8_INLINING_IDS_MAX * V8_INLINING_POSITION_SIZE, &inl,
                             &n_inl);
@@ -289,29 +376,31 @@ int v8_code_frame(const RemoteMemory *m, const V8Offsets *o, uint64_t fn, uint64
                   bool return_address, V8CodeFrame *ret)
 {
         _cleanup_free_ uint8_t *positions = NULL;
-        uint64_t base, deopt, table, own;
+        uint64_t code, start, deopt, table, own;
         size_t n_positions = 0;
         uint32_t flags, offset;
+        CodeLayout l;
         int64_t pos;
         int r;
 
         *ret = (V8CodeFrame){.kind = V8_CODE_OTHER};
-        if (!v8_code_supported(o))
+        if (!code_layout(o, &l))
                 return -EOPNOTSUPP;
-        r = find_code(m, o, fn, pc, &base, &flags);
+        if (!untag(o, fn))
+                return -EBADMSG;
+        r = find_code(m, o, &l, fn, pc, &code, &flags, &start);
         if (r < 0)
                 return r;
-        ret->code = base + (uint64_t)o->heap_object_tag;
+        ret->code = code;
         ret->kind = kind_of(o, flags);
         /* Baseline code maps code offsets to bytecode offsets (a table of its own): not read yet. */
         if (ret->kind != V8_CODE_TURBOFAN && ret->kind != V8_CODE_MAGLEV)
                 return -EOPNOTSUPP;
-        if ((r = remote_memory_read(m, base + code_deopt_data(o), &deopt, sizeof(deopt))) < 0 ||
-            (r = remote_memory_read(m, base + code_positions(o), &table, sizeof(table))) < 0)
+        if ((r = remote_memory_read(m, untag(o, code) + l.deopt, &deopt, sizeof(deopt))) < 0 ||
+            (r = remote_memory_read(m, untag(o, code) + l.positions, &table, sizeof(table))) < 0)
                 return r;
         /* The Code must be the frame's function's: its DeoptimizationData says whose it is. */
-        r = array_get(m, o, deopt, o->type_fixed_array, deopt_index(o->deopt_shared, V8_10_DEOPT_SHARED),
-                      &own);
+        r = array_get(m, o, deopt, o->type_fixed_array, l.deopt_shared, &own);
         if (r < 0)
                 return r;
         if (strong(own) != shared)
@@ -319,7 +408,7 @@ int v8_code_frame(const RemoteMemory *m, const V8Offsets *o, uint64_t fn, uint64
         r = read_byte_array(m, o, table, V8_POSITION_TABLE_MAX, &positions, &n_positions);
         if (r < 0)
                 return r;
-        offset = (uint32_t)(pc - (base + (uint64_t)o->code_instruction_start));
+        offset = (uint32_t)(pc - start);
         /* A return address follows its call: the call's position is the last one before it. */
         if (return_address && offset > 0)
                 offset--;
@@ -327,7 +416,7 @@ int v8_code_frame(const RemoteMemory *m, const V8Offsets *o, uint64_t fn, uint64
         if (r < 0)
                 return r;
         if (inlining_id_of(pos) >= 0) {
-                r = inlining_stack(m, o, deopt, &pos, ret);
+                r = inlining_stack(m, o, &l, deopt, &pos, ret);
                 if (r < 0) {
                         ret->n = 0;
                         return r;

@@ -79,6 +79,9 @@
         X(code_flags, "class_Code__flags__uint32_t", false)                                                 \
         X(code_deopt_data, "class_Code__deoptimization_data__FixedArray", false) /* 11.3 */                 \
         X(code_positions, "class_Code__source_position_table__ByteArray", false) /* 11.3 */                 \
+        X(istream_instruction_start, "class_InstructionStream__instruction_start__uintptr_t",               \
+          false) /* 11.3 */                                                                                 \
+        X(type_instruction_stream, "type_InstructionStream__INSTRUCTION_STREAM_TYPE", false)                \
         X(code_kind_mask, "CodeKindFieldMask", false)                                                       \
         X(code_kind_shift, "CodeKindFieldShift", false)                                                     \
         X(code_kind_baseline, "CodeKindBaseline", false)                                                    \
