@@ -399,6 +399,7 @@ int v8_code_frame(const RemoteMemory *m, const V8Offsets *o, uint64_t fn, uint64
         if ((r = remote_memory_read(m, untag(o, code) + l.deopt, &deopt, sizeof(deopt))) < 0 ||
             (r = remote_memory_read(m, untag(o, code) + l.positions, &table, sizeof(table))) < 0)
                 return r;
+        ret->deopt = deopt;
         /* The Code must be the frame's function's: its DeoptimizationData says whose it is. */
         r = array_get(m, o, deopt, o->type_fixed_array, l.deopt_shared, &own);
         if (r < 0)
@@ -425,4 +426,27 @@ int v8_code_frame(const RemoteMemory *m, const V8Offsets *o, uint64_t fn, uint64
         /* the position in the frame's own function: where the inlining walk ended */
         ret->scopes[ret->n++] = (V8CodeScope){.shared = shared, .script_offset = script_offset_of(pos)};
         return 0;
+}
+
+int v8_code_still(const RemoteMemory *m, const V8Offsets *o, uint64_t code, uint64_t pc, uint64_t deopt)
+{
+        uint64_t start, now;
+        uint32_t flags;
+        CodeLayout l;
+        bool holds;
+        int r;
+
+        if (!code_layout(o, &l))
+                return -EOPNOTSUPP;
+        r = code_holds(m, o, &l, code, pc, &flags, &start, &holds);
+        if (r == -EMEDIUMTYPE || r == -EBADMSG)
+                return -ESTALE;
+        if (r < 0)
+                return r;
+        if (!holds)
+                return -ESTALE;
+        r = remote_memory_read(m, untag(o, code) + l.deopt, &now, sizeof(now));
+        if (r < 0)
+                return r;
+        return now == deopt ? 0 : -ESTALE;
 }

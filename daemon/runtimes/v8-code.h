@@ -50,8 +50,9 @@ typedef struct V8CodeScope {
 
 typedef struct V8CodeFrame {
         V8CodeKind kind;
-        uint64_t code; /* the Code (tagged) */
-        size_t n;      /* scopes: innermost first, the frame's own function last */
+        uint64_t code;  /* the Code (tagged) */
+        uint64_t deopt; /* its DeoptimizationData word */
+        size_t n;       /* scopes: innermost first, the frame's own function last */
         V8CodeScope scopes[V8_INLINE_DEPTH_MAX + 1];
 } V8CodeFrame;
 
@@ -67,3 +68,8 @@ bool v8_code_supported(const V8Offsets *o);
  * remote_memory_read() returns otherwise. */
 int v8_code_frame(const RemoteMemory *m, const V8Offsets *o, uint64_t fn, uint64_t shared, uint64_t pc,
                   bool return_address, V8CodeFrame *ret);
+
+/* Whether the Code (tagged) code, which gave a frame at pc its positions before, still does: its
+ * type, instruction range and DeoptimizationData word deopt unchanged (a Code freed since would
+ * have another). 0, -ESTALE, or what remote_memory_read() returns. */
+int v8_code_still(const RemoteMemory *m, const V8Offsets *o, uint64_t code, uint64_t pc, uint64_t deopt);

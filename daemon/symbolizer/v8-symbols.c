@@ -9,6 +9,7 @@
 #include "runtimes/v8-objects.h"
 #include "runtimes/v8-stack.h"
 #include "symbolizer/v8-chains.h"
+#include "symbolizer/v8-code-cache.h"
 #include "symbolizer/v8-line-cache.h"
 #include "symbolizer/v8-name-cache.h"
 #include "symbolizer/v8-pairs.h"
@@ -82,6 +83,7 @@ struct V8Symbols {
         V8NameCache *cache;
         V8LineCache *lines;
         V8Chains *chains;
+        V8CodeCache *code_cache;
         bool no_cache;
         RemoteMemory *mem; /* of mem_pid, taken at mem_ns */
         pid_t mem_pid;
@@ -108,7 +110,9 @@ int v8_symbols_new(V8Procs *procs, V8Symbols **ret)
         if (v8_pairs_new(getenv("PROFD_V8_NAMES_MAX") ? strtoul(getenv("PROFD_V8_NAMES_MAX"), NULL, 10) : 0,
                          (uint32_t)V8_FRAME_ID_MASK, &vs->pairs) < 0 ||
             v8_name_cache_new(&vs->cache) < 0 || v8_line_cache_new(&vs->lines) < 0 ||
-            v8_chains_new(0, (uint32_t)V8_FRAME_ID_MASK, &vs->chains) < 0) {
+            v8_chains_new(0, (uint32_t)V8_FRAME_ID_MASK, &vs->chains) < 0 ||
+            v8_code_cache_new(&vs->code_cache) < 0) {
+                v8_chains_free(vs->chains);
                 v8_pairs_free(vs->pairs);
                 v8_name_cache_free(vs->cache);
                 v8_line_cache_free(vs->lines);
@@ -128,6 +132,7 @@ V8Symbols *v8_symbols_free(V8Symbols *vs)
         v8_name_cache_free(vs->cache);
         v8_line_cache_free(vs->lines);
         v8_chains_free(vs->chains);
+        v8_code_cache_free(vs->code_cache);
         remote_memory_free(vs->mem);
         free(vs);
         return NULL;
@@ -330,6 +335,24 @@ static uint32_t script_line(V8Symbols *vs, const V8Process *vp, RemoteMemory *m,
         return line;
 }
 
+/* Whether a cached entry still names what it did: its function's pair is id (the function's
+ * current one) and, with a chain, the chain and its pairs are kept. */
+static bool entry_alive(const V8Symbols *vs, uint64_t entry, uint64_t id)
+{
+        const V8ChainLink *links;
+        size_t n;
+
+        if (!v8_frame_inlined(entry))
+                return v8_frame_id(entry) == id;
+        n = v8_chains_get(vs->chains, (uint32_t)v8_frame_id(entry), &links);
+        if (n == 0 || links[n - 1].pair != id)
+                return false;
+        for (size_t k = 0; k + 1 < n; k++)
+                if (!v8_pairs_has(vs->pairs, links[k].pair))
+                        return false;
+        return true;
+}
+
 /* An optimized frame (TurboFan, Maglev) of the function fn named id through identity, at the pc
  * entry pc (runtimes/v8-stack.h): its line and the functions inlined at its pc, each with its own
  * line (runtimes/v8-code.h). *ret_entry: the named entry, with a chain id when functions were
@@ -347,6 +370,19 @@ static V8LineResult optimized_frame(V8Symbols *vs, const V8Process *vp, uint64_t
 
         if (!m)
                 return V8_LINE_READ_FAILED;
+        if (!vs->no_cache) {
+                const V8CodeCached *c =
+                        v8_code_cache_get(vs->code_cache, vp->pid, vp->start_time, identity->shared, pc);
+
+                if (c && entry_alive(vs, c->entry, id) &&
+                    v8_code_still(m, o, c->code, pc & PROFD_V8_ADDR_MASK, c->deopt) == 0) {
+                        v8_code_cache_hit(vs->code_cache);
+                        *ret_entry = c->entry;
+                        return V8_LINE_OPTIMIZED;
+                }
+                if (c)
+                        v8_code_cache_stale(vs->code_cache, vp->pid, vp->start_time, identity->shared, pc);
+        }
         r = v8_code_frame(m, o, fn, identity->shared, pc & PROFD_V8_ADDR_MASK, !(pc & V8_FRAME_PC_EXACT),
                           &cf);
         switch (r) {
@@ -386,14 +422,17 @@ static V8LineResult optimized_frame(V8Symbols *vs, const V8Process *vp, uint64_t
                 }
                 links[k].line = script_line(vs, vp, m, script, cf.scopes[k].script_offset);
         }
-        if (cf.n == 1) {
+        if (cf.n == 1)
                 *ret_entry = v8_frame_make_named(id, links[0].line ? (int64_t)links[0].line : -1);
-                return V8_LINE_OPTIMIZED;
+        else {
+                chain = v8_chains_intern(vs->chains, links, cf.n);
+                if (!chain)
+                        return V8_LINE_UNSUPPORTED;
+                *ret_entry = PROFD_FRAME_V8 | V8_FRAME_NAMED | V8_FRAME_INLINED | chain;
         }
-        chain = v8_chains_intern(vs->chains, links, cf.n);
-        if (!chain)
-                return V8_LINE_UNSUPPORTED;
-        *ret_entry = PROFD_FRAME_V8 | V8_FRAME_NAMED | V8_FRAME_INLINED | chain;
+        if (!vs->no_cache)
+                v8_code_cache_put(vs->code_cache, vp->pid, vp->start_time, identity->shared, pc,
+                                  &(V8CodeCached){.code = cf.code, .deopt = cf.deopt, .entry = *ret_entry});
         return V8_LINE_OPTIMIZED;
 }
 
@@ -534,12 +573,14 @@ void v8_symbols_write_metrics(const V8Symbols *vs, FILE *f)
                         line_result_names, vs->line_results, _V8_LINE_MAX);
         v8_line_cache_write_metrics(vs->lines, f);
         v8_chains_write_metrics(vs->chains, f);
+        v8_code_cache_write_metrics(vs->code_cache, f);
 }
 
 size_t v8_symbols_memory(const V8Symbols *vs)
 {
         return vs ? v8_pairs_bytes(vs->pairs) + v8_name_cache_memory(vs->cache) +
-                               v8_line_cache_memory(vs->lines) + v8_chains_bytes(vs->chains)
+                               v8_line_cache_memory(vs->lines) + v8_chains_bytes(vs->chains) +
+                               v8_code_cache_memory(vs->code_cache)
                   : 0;
 }
 
