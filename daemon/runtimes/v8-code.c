@@ -10,6 +10,9 @@
 
 /* Bytes of a Code's header read, at most (10.2: 128). */
 #define V8_CODE_HEADER_MAX 256
+/* Candidates checked through their back pointer, at most, when the map of code objects is not
+ * known (V8 13.6): a function's code is a few KiB, a candidate every 64 bytes. */
+#define V8_CODE_PROBES_MAX 256
 /* Bytes read at once while looking for a Code header below a pc. */
 #define V8_CODE_SCAN_CHUNK 4096
 /* An inlining id beyond this is taken for a misread (TurboFan inlines a few dozen functions into
@@ -106,6 +109,36 @@ static bool code_layout(const V8Offsets *o, CodeLayout *ret)
                 };
                 return true;
         }
+        if (o->type_instruction_stream != V8_OFFSET_NONE && o->istream_instruction_start == 32 &&
+            o->code_istream == 32 && o->code_instruction_start_ptr == 40 && o->code_flags == 52 &&
+            o->code_instruction_size == 56 && o->deopt_wrapped_shared != V8_OFFSET_NONE &&
+            o->deopt_inlined_count != V8_OFFSET_NONE && o->deopt_literals != V8_OFFSET_NONE &&
+            o->deopt_inlining_positions != V8_OFFSET_NONE && o->type_sfi_wrapper != V8_OFFSET_NONE &&
+            o->sfi_wrapper_shared != V8_OFFSET_NONE && o->type_trusted_byte_array != V8_OFFSET_NONE) {
+                /* V8 13.6 (node 24): Code: map, deoptimization data, source position table
+                 * (protected pointers, not in the metadata), wrapper, instruction_stream,
+                 * instruction_start ... InstructionStream: map, its Code, relocation info, body
+                 * size, the instructions. A JSFunction reaches its code through its dispatch
+                 * handle (leaptiering), not read here: the Code is always found from the pc. The
+                 * DeoptimizationData holds its function's SharedFunctionInfo wrapped. */
+                *ret = (CodeLayout){
+                        .fn_code = -1,
+                        .istream = o->code_istream,
+                        .start = o->code_instruction_start_ptr,
+                        .size = o->code_instruction_size,
+                        .flags = o->code_flags,
+                        .deopt = 8,
+                        .positions = 16,
+                        .header = o->istream_instruction_start,
+                        .back = 8,
+                        .deopt_count = o->deopt_inlined_count,
+                        .deopt_literals = o->deopt_literals,
+                        .deopt_shared = o->deopt_wrapped_shared,
+                        .deopt_inlining = o->deopt_inlining_positions,
+                        .container_type = (uint16_t)o->type_instruction_stream,
+                };
+                return true;
+        }
         return false;
 }
 
@@ -195,40 +228,59 @@ static int container_map(const RemoteMemory *m, const V8Offsets *o, const CodeLa
 static int find_code(const RemoteMemory *m, const V8Offsets *o, const CodeLayout *l, uint64_t fn,
                      uint64_t pc, uint64_t *ret_code, uint32_t *ret_flags, uint64_t *ret_start)
 {
-        uint64_t code, map, chunk[V8_CODE_SCAN_CHUNK / 8], hi, lo, a;
+        uint64_t code, map = 0, chunk[V8_CODE_SCAN_CHUNK / 8], hi, lo, a;
+        unsigned probes = 0;
         bool holds;
         int r;
 
-        r = remote_memory_read(m, untag(o, fn) + l->fn_code, &code, sizeof(code));
-        if (r < 0)
-                return r;
-        r = code_holds(m, o, l, code, pc, ret_flags, ret_start, &holds);
-        if (r < 0)
-                return r;
-        if (holds) {
-                *ret_code = code;
-                return 0;
+        if (l->fn_code >= 0) {
+                r = remote_memory_read(m, untag(o, fn) + l->fn_code, &code, sizeof(code));
+                if (r < 0)
+                        return r;
+                r = code_holds(m, o, l, code, pc, ret_flags, ret_start, &holds);
+                if (r < 0)
+                        return r;
+                if (holds) {
+                        *ret_code = code;
+                        return 0;
+                }
+                r = container_map(m, o, l, code, &map);
+                if (r < 0)
+                        return r;
         }
-        r = container_map(m, o, l, code, &map);
-        if (r < 0)
-                return r;
         /* Instructions start V8_CODE_ALIGNMENT-aligned, l->header bytes after their object's map
          * word: candidates at or below pc, read a chunk at a time, highest first, bounded by
-         * V8_CODE_SCAN_MAX. */
+         * V8_CODE_SCAN_MAX. Without the map (13.6: no code read from the function), a candidate is
+         * one whose back pointer leads to a Code pointing back at it (at most V8_CODE_PROBES_MAX
+         * looked at). */
         if (pc < (uint64_t)l->header + V8_CODE_SCAN_MAX)
                 return -ENOENT;
         a = (pc & ~(uint64_t)(V8_CODE_ALIGNMENT - 1)) - (uint64_t)l->header;
-        for (hi = a + 8; hi > pc - V8_CODE_SCAN_MAX; hi = lo) {
+        for (hi = a + 16; hi > pc - V8_CODE_SCAN_MAX; hi = lo) {
                 lo = (hi - 1) & ~(uint64_t)(V8_CODE_SCAN_CHUNK - 1);
                 r = remote_memory_read(m, lo, chunk, (size_t)(hi - lo));
                 if (r < 0)
                         return r == -EFAULT ? -ENOENT : r;
                 for (; a >= lo; a -= V8_CODE_ALIGNMENT) {
-                        if (chunk[(a - lo) / 8] != map)
+                        if (map && chunk[(a - lo) / 8] != map)
                                 continue;
                         code = a + (uint64_t)o->heap_object_tag;
-                        if (l->back >= 0 &&
-                            (r = remote_memory_read(m, a + l->back, &code, sizeof(code))) < 0)
+                        if (!map) {
+                                uint64_t back, istream;
+
+                                if (l->back < 0 || a + (uint64_t)l->back + 8 > hi ||
+                                    !untag(o, chunk[(a - lo) / 8]) ||
+                                    !untag(o, back = chunk[(a + (uint64_t)l->back - lo) / 8]))
+                                        continue;
+                                if (++probes > V8_CODE_PROBES_MAX)
+                                        return -ENOENT;
+                                if (remote_memory_read(m, untag(o, back) + l->istream, &istream,
+                                                       sizeof(istream)) < 0 ||
+                                    istream != code)
+                                        continue;
+                                code = back;
+                        } else if (l->back >= 0 &&
+                                   (r = remote_memory_read(m, a + l->back, &code, sizeof(code))) < 0)
                                 return r;
                         r = code_holds(m, o, l, code, pc, ret_flags, ret_start, &holds);
                         if (r < 0)
@@ -242,9 +294,24 @@ static int find_code(const RemoteMemory *m, const V8Offsets *o, const CodeLayout
         return -ENOENT;
 }
 
-/* Element i of the FixedArray (or WeakFixedArray) at arr, whose type is type. */
-static int array_get(const RemoteMemory *m, const V8Offsets *o, uint64_t arr, int32_t type, int32_t i,
-                     uint64_t *ret)
+static bool is_array_type(const V8Offsets *o, uint16_t t)
+{
+        const int32_t types[] = {o->type_fixed_array,
+                                 o->type_weak_fixed_array,
+                                 o->type_protected_fixed_array,
+                                 o->type_trusted_fixed_array,
+                                 o->type_trusted_weak_fixed_array,
+                                 o->type_protected_weak_fixed_array};
+
+        for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+                if (types[i] != V8_OFFSET_NONE && t == (uint32_t)types[i])
+                        return true;
+        return false;
+}
+
+/* Element i of the array at arr: a FixedArray or one of its kin with the same layout (length, then
+ * the elements: weak, protected, trusted; V8 13 keeps code's metadata in the latter). */
+static int array_get(const RemoteMemory *m, const V8Offsets *o, uint64_t arr, int32_t i, uint64_t *ret)
 {
         uint64_t len;
         uint16_t t;
@@ -253,7 +320,7 @@ static int array_get(const RemoteMemory *m, const V8Offsets *o, uint64_t arr, in
         r = v8_object_type(m, o, arr, &t);
         if (r < 0)
                 return r;
-        if (type == V8_OFFSET_NONE || t != (uint32_t)type)
+        if (!is_array_type(o, t))
                 return -EMEDIUMTYPE;
         r = remote_memory_read(m, untag(o, arr) + o->fixed_array_length, &len, sizeof(len));
         if (r < 0)
@@ -283,7 +350,8 @@ static int read_byte_array(const RemoteMemory *m, const V8Offsets *o, uint64_t a
         r = v8_object_type(m, o, arr, &t);
         if (r < 0)
                 return r;
-        if (t != (uint32_t)o->type_byte_array)
+        if (t != (uint32_t)o->type_byte_array &&
+            (o->type_trusted_byte_array == V8_OFFSET_NONE || t != (uint32_t)o->type_trusted_byte_array))
                 return -EMEDIUMTYPE;
         r = remote_memory_read(m, untag(o, arr) + o->fixed_array_length, &len_word, sizeof(len_word));
         if (r < 0)
@@ -327,14 +395,14 @@ static int inlining_stack(const RemoteMemory *m, const V8Offsets *o, const CodeL
         int64_t count;
         int r;
 
-        r = array_get(m, o, deopt, o->type_fixed_array, l->deopt_count, &count_word);
+        r = array_get(m, o, deopt, l->deopt_count, &count_word);
         if (r < 0)
                 return r;
         count = v8_smi_value(o, count_word);
         if (!v8_is_smi(o, count_word) || count < 0)
                 return -EMEDIUMTYPE;
-        if ((r = array_get(m, o, deopt, o->type_fixed_array, l->deopt_literals, &literals)) < 0 ||
-            (r = array_get(m, o, deopt, o->type_fixed_array, l->deopt_inlining, &ip_arr)) < 0)
+        if ((r = array_get(m, o, deopt, l->deopt_literals, &literals)) < 0 ||
+            (r = array_get(m, o, deopt, l->deopt_inlining, &ip_arr)) < 0)
                 return r;
         r = read_byte_array(m, o, ip_arr, (size_t)V8_INLINING_IDS_MAX * V8_INLINING_POSITION_SIZE, &inl,
                             &n_inl);
@@ -354,9 +422,7 @@ static int inlining_stack(const RemoteMemory *m, const V8Offsets *o, const CodeL
                 if (fn_index < 0 || fn_index >= count)
                         return -EMEDIUMTYPE;
                 /* The literal array: a FixedArray (10.2 allocates it so), or a WeakFixedArray. */
-                r = array_get(m, o, literals, o->type_fixed_array, fn_index, &shared);
-                if (r == -EMEDIUMTYPE && o->type_weak_fixed_array != V8_OFFSET_NONE)
-                        r = array_get(m, o, literals, o->type_weak_fixed_array, fn_index, &shared);
+                r = array_get(m, o, literals, fn_index, &shared);
                 if (r < 0)
                         return r;
                 shared = strong(shared);
@@ -401,10 +467,23 @@ int v8_code_frame(const RemoteMemory *m, const V8Offsets *o, uint64_t fn, uint64
                 return r;
         ret->deopt = deopt;
         /* The Code must be the frame's function's: its DeoptimizationData says whose it is. */
-        r = array_get(m, o, deopt, o->type_fixed_array, l.deopt_shared, &own);
+        r = array_get(m, o, deopt, l.deopt_shared, &own);
         if (r < 0)
                 return r;
-        if (strong(own) != shared)
+        own = strong(own);
+        if (o->type_sfi_wrapper != V8_OFFSET_NONE && own != shared) {
+                /* V8 13: a SharedFunctionInfoWrapper (trusted space) holds it */
+                uint16_t t;
+
+                r = v8_object_type(m, o, own, &t);
+                if (r < 0)
+                        return r;
+                if (t == (uint32_t)o->type_sfi_wrapper &&
+                    (r = remote_memory_read(m, untag(o, own) + o->sfi_wrapper_shared, &own, sizeof(own))) <
+                            0)
+                        return r;
+        }
+        if (own != shared)
                 return -EMEDIUMTYPE;
         r = read_byte_array(m, o, table, V8_POSITION_TABLE_MAX, &positions, &n_positions);
         if (r < 0)

@@ -82,6 +82,18 @@
         X(istream_instruction_start, "class_InstructionStream__instruction_start__uintptr_t",               \
           false) /* 11.3 */                                                                                 \
         X(type_instruction_stream, "type_InstructionStream__INSTRUCTION_STREAM_TYPE", false)                \
+        X(code_instruction_start_ptr, "class_Code__instruction_start__Address", false)      /* 13.6 */      \
+        X(code_istream, "class_Code__instruction_stream__Tagged_InstructionStream_", false) /* 13.6 */      \
+        X(deopt_wrapped_shared, "DeoptimizationDataWrappedSharedFunctionInfoIndex", false)  /* 13.6 */      \
+        X(type_sfi_wrapper, "type_SharedFunctionInfoWrapper__SHARED_FUNCTION_INFO_WRAPPER_TYPE", false)     \
+        X(sfi_wrapper_shared, "class_SharedFunctionInfoWrapper__shared_info__Tagged_SharedFunctionInfo_",   \
+          false)                                                                                            \
+        X(type_protected_fixed_array, "type_ProtectedFixedArray__PROTECTED_FIXED_ARRAY_TYPE", false)        \
+        X(type_trusted_fixed_array, "type_TrustedFixedArray__TRUSTED_FIXED_ARRAY_TYPE", false)              \
+        X(type_trusted_weak_fixed_array, "type_TrustedWeakFixedArray__TRUSTED_WEAK_FIXED_ARRAY_TYPE",       \
+          false)                                                                                            \
+        X(type_protected_weak_fixed_array, "type_ProtectedWeakFixedArray__PROTECTED_WEAK_FIXED_ARRAY_TYPE", \
+          false)                                                                                            \
         X(code_kind_mask, "CodeKindFieldMask", false)                                                       \
         X(code_kind_shift, "CodeKindFieldShift", false)                                                     \
         X(code_kind_baseline, "CodeKindBaseline", false)                                                    \
