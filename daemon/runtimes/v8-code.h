@@ -30,9 +30,9 @@
 /* V8's kCodeAlignment on x86-64 and arm64 (V8 10.2: Code objects and their instructions start at
  * such addresses). */
 #define V8_CODE_ALIGNMENT 64
-/* Bytes of code space looked at below a pc for its Code's header: TurboFan code of a large
- * function is tens of KiB; beyond, the frame gets no line. */
-#define V8_CODE_SCAN_MAX (256 * 1024)
+/* Bytes of code space looked at below a pc for its Code's header (each 4 KiB a remote read):
+ * TurboFan code of a hot function is a few KiB; beyond, the frame gets no line. */
+#define V8_CODE_SCAN_MAX (64 * 1024)
 
 typedef enum V8CodeKind {
         V8_CODE_BASELINE,

@@ -14,14 +14,19 @@
 #include <sys/types.h>
 
 /* A power of two: the distinct pcs of a process's hot optimized frames (leaf pcs spread over the
- * hot loops' instructions, callers' return addresses are few). 56 bytes each: 448 KiB. */
+ * hot loops' instructions, callers' return addresses are few). 64 bytes each: 512 KiB. */
 #define V8_CODE_CACHE_SLOTS 8192
 
 typedef struct V8CodeCache V8CodeCache;
 
+/* A pc whose Code was not found (or gave no line) is kept too, for this long: looking for it costs
+ * up to V8_CODE_SCAN_MAX / 4 KiB remote reads, and a pc in code that is gone stays so. */
+#define V8_CODE_CACHE_NEGATIVE_NS (5ULL * 1000 * 1000 * 1000)
+
 typedef struct V8CodeCached {
-        uint64_t code, deopt; /* the Code (tagged) and its DeoptimizationData word */
-        uint64_t entry;       /* the named entry (runtimes/v8-stack.h) */
+        uint64_t code, deopt; /* the Code (tagged) and its DeoptimizationData word; 0: none found */
+        uint64_t entry;       /* the named entry (runtimes/v8-stack.h); a negative one: its result */
+        uint64_t until_ns;    /* a negative one: kept until then (CLOCK_MONOTONIC) */
 } V8CodeCached;
 
 int v8_code_cache_new(V8CodeCache **ret);

@@ -335,6 +335,27 @@ static uint32_t script_line(V8Symbols *vs, const V8Process *vp, RemoteMemory *m,
         return line;
 }
 
+static V8LineResult code_result_of(int r, V8CodeKind kind)
+{
+        switch (r) {
+        case -EOPNOTSUPP:
+                return kind == V8_CODE_BASELINE ? V8_LINE_BASELINE
+                       : kind == V8_CODE_OTHER  ? V8_LINE_NOT_INTERPRETED
+                                                : V8_LINE_UNSUPPORTED;
+        case -ENOENT:
+                return V8_LINE_CODE_GONE;
+        case -EMEDIUMTYPE:
+        case -EBADMSG:
+                return V8_LINE_NOT_ITS_CODE;
+        case -E2BIG:
+                return V8_LINE_TOO_DEEP;
+        case -ENODATA:
+                return V8_LINE_NO_POSITIONS;
+        default:
+                return V8_LINE_READ_FAILED;
+        }
+}
+
 /* Whether a cached entry still names what it did: its function's pair is id (the function's
  * current one) and, with a chain, the chain and its pairs are kept. */
 static bool entry_alive(const V8Symbols *vs, uint64_t entry, uint64_t id)
@@ -374,7 +395,11 @@ static V8LineResult optimized_frame(V8Symbols *vs, const V8Process *vp, uint64_t
                 const V8CodeCached *c =
                         v8_code_cache_get(vs->code_cache, vp->pid, vp->start_time, identity->shared, pc);
 
-                if (c && entry_alive(vs, c->entry, id) &&
+                if (c && !c->code && now_ns(CLOCK_MONOTONIC) < c->until_ns) {
+                        v8_code_cache_hit(vs->code_cache);
+                        return (V8LineResult)c->entry; /* no line, for a while */
+                }
+                if (c && c->code && entry_alive(vs, c->entry, id) &&
                     v8_code_still(m, o, c->code, pc & PROFD_V8_ADDR_MASK, c->deopt) == 0) {
                         v8_code_cache_hit(vs->code_cache);
                         *ret_entry = c->entry;
@@ -385,24 +410,16 @@ static V8LineResult optimized_frame(V8Symbols *vs, const V8Process *vp, uint64_t
         }
         r = v8_code_frame(m, o, fn, identity->shared, pc & PROFD_V8_ADDR_MASK, !(pc & V8_FRAME_PC_EXACT),
                           &cf);
-        switch (r) {
-        case 0:
-                break;
-        case -EOPNOTSUPP:
-                return cf.kind == V8_CODE_BASELINE ? V8_LINE_BASELINE
-                       : cf.kind == V8_CODE_OTHER  ? V8_LINE_NOT_INTERPRETED
-                                                   : V8_LINE_UNSUPPORTED;
-        case -ENOENT:
-                return V8_LINE_CODE_GONE;
-        case -EMEDIUMTYPE:
-        case -EBADMSG:
-                return V8_LINE_NOT_ITS_CODE;
-        case -E2BIG:
-                return V8_LINE_TOO_DEEP;
-        case -ENODATA:
-                return V8_LINE_NO_POSITIONS;
-        default:
-                return V8_LINE_READ_FAILED;
+        if (r < 0) {
+                V8LineResult res = code_result_of(r, cf.kind);
+
+                /* not looked for again for a while (the scan's reads); a failed read is retried */
+                if (!vs->no_cache && res != V8_LINE_READ_FAILED)
+                        v8_code_cache_put(vs->code_cache, vp->pid, vp->start_time, identity->shared, pc,
+                                          &(V8CodeCached){.entry = res,
+                                                          .until_ns = now_ns(CLOCK_MONOTONIC) +
+                                                                      V8_CODE_CACHE_NEGATIVE_NS});
+                return res;
         }
         for (size_t k = 0; k < cf.n; k++) {
                 V8FunctionNames n;
