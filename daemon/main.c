@@ -411,6 +411,7 @@ static int run(int argc, char **argv)
                         if (r < 0)
                                 log_warning_errno(r, "Cannot name JavaScript frames at the drain: %m");
                         symbolizer_set_runtime(d.symbolizer, SYM_RUNTIME_V8, v8_symbols_name, d.v8_symbols);
+                        symbolizer_set_runtime_inlined(d.symbolizer, SYM_RUNTIME_V8, v8_symbols_inlined);
                 }
                 if (d.python || d.hotspot || d.v8)
                         to.observer = (ProcTrackerObserver){

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /* The drain's V8 splice (daemon/runtimes/v8-stack.h): each V8 entry BPF put after its frame's pc
- * entry takes that entry's place; native frames and named entries are kept as they are. */
+ * entry takes that entry's place, the pc kept after it for the naming; native frames and named
+ * entries are kept as they are. Source positions of optimized code and inlining chains too. */
 #include <linux/types.h>
 #include <errno.h>
 #include <string.h>
@@ -8,8 +9,12 @@
 #include "lib/test-util.h"
 #include "runtimes/v8-lines.h"
 #include "runtimes/v8-stack.h"
+#include "symbolizer/v8-chains.h"
 
 #define V8(fn) (PROFD_FRAME_V8 | (fn))
+/* The pc entry the splice keeps after a function's (exact: the leaf's, frame 0 here). */
+#define PC(pc) (PROFD_FRAME_V8 | V8_FRAME_PC | (pc))
+#define PC_LEAF(pc) (PC(pc) | V8_FRAME_PC_EXACT)
 
 static void expect(const char *what, const uint64_t *in, size_t n, const uint64_t *want, size_t n_want,
                    size_t want_v8)
@@ -74,6 +79,16 @@ static void check_positions(void)
               "source position table decoded (%d entries)", got);
         check(v8_positions_decode(b, n - 1, codes, sources, 8) == -EBADMSG, "a cut table is refused");
 
+        /* optimized code: the last position at or before a code offset, with its inlining id */
+        int64_t pos = 0;
+        check(v8_positions_at(b, n, 4, &pos) == 0 && ((pos >> 1) & ((1LL << 30) - 1)) - 1 == 40,
+              "a code offset takes the last position at or before it");
+        check(v8_positions_at(b, n, 1000, &pos) == 0 && ((pos >> 1) & ((1LL << 30) - 1)) - 1 == 70000 &&
+                      (pos >> 31) - 1 == 2,
+              "a position keeps its inlining id");
+        check(v8_positions_at(b + 0, 0, 5, &pos) == -ENODATA, "no position in an empty table");
+        check(v8_positions_at(b, n - 1, 1000, &pos) == -EBADMSG, "a cut table is refused at its end");
+
         V8LineEntry e[] = {{0, 3}, {5, 4}, {205, 9}};
         V8LineTable t = {.entries = e, .n = 3};
         check(v8_line_table_find(&t, 0) == 3 && v8_line_table_find(&t, 4) == 3 &&
@@ -81,9 +96,37 @@ static void check_positions(void)
               "a bytecode offset takes the line of the last position at or before it");
 }
 
+/* Inlining chains (symbolizer/v8-chains.h): interned once, bounded, ids never another chain's. */
+static void check_chains(void)
+{
+        V8Chains *c = NULL;
+        const V8ChainLink *got;
+        V8ChainLink a[] = {{.pair = 3, .line = 4}, {.pair = 2, .line = 9}, {.pair = 1, .line = 15}};
+        V8ChainLink b[] = {{.pair = 3, .line = 5}, {.pair = 1, .line = 15}};
+        uint32_t ida, idb, more = 0;
+
+        check(v8_chains_new(4, 1000, &c) == 0, "chains table made");
+        ida = v8_chains_intern(c, a, 3);
+        idb = v8_chains_intern(c, b, 2);
+        check(ida && idb && ida != idb && v8_chains_intern(c, a, 3) == ida, "a chain interned once");
+        check(v8_chains_get(c, ida, &got) == 3 && got[0].pair == 3 && got[0].line == 4 && got[2].line == 15,
+              "a chain read back by its id");
+        for (uint32_t i = 0; i < 8; i++) {
+                V8ChainLink x[] = {{.pair = 10 + i, .line = 1}, {.pair = 1, .line = 1}};
+
+                more = v8_chains_intern(c, x, 2);
+        }
+        check(more > idb && v8_chains_get(c, ida, &got) == 0 && v8_chains_get(c, idb, &got) == 0,
+              "beyond the bound the oldest chains are forgotten, their ids name nothing");
+        check(v8_chains_intern(c, a, 3) > more, "a forgotten chain gets a new id");
+        check(v8_chains_intern(c, a, V8_CHAIN_LEN_MAX + 1) == 0, "a chain too long is refused");
+        v8_chains_free(c);
+}
+
 int main(void)
 {
         check_positions();
+        check_chains();
         const uint64_t JIT = 0x7f0000001000, TRAMP = 0x5500000100, CALL = 0x5500000200, START = 0x5500000300;
         const uint64_t F1 = 0x1c0000000011, F2 = 0x1c0000000051, F3 = 0x1c0000000091;
 
@@ -94,19 +137,24 @@ int main(void)
         {
                 /* leaf in optimized code, two interpreted callers, then native code */
                 const uint64_t in[] = {JIT, V8(F1), TRAMP, V8(F2), TRAMP, V8(F3), CALL, START};
-                const uint64_t want[] = {V8(F1), V8(F2), V8(F3), CALL, START};
-                expect("each function replaces its frame's pc", in, 8, want, 5, 3);
+                const uint64_t want[] = {V8(F1), PC_LEAF(JIT), V8(F2), PC(TRAMP),
+                                         V8(F3), PC(TRAMP),    CALL,   START};
+                expect("each function takes its frame's pc's place, the pc kept after it", in, 8, want, 8,
+                       3);
+                check(v8_frame_is_pc(want[1]) && !v8_frame_is_pc(want[0]) && !v8_frame_is_bytecode(want[1]),
+                      "pc entries told apart");
         }
         {
                 /* a typed frame (no V8 entry) keeps its pc; a leading V8 entry has no pc before it */
                 const uint64_t in[] = {V8(F1), TRAMP, TRAMP, V8(F2), START};
-                const uint64_t want[] = {V8(F1), TRAMP, V8(F2), START};
-                expect("typed frames keep their pc", in, 5, want, 4, 2);
+                const uint64_t want[] = {V8(F1), TRAMP, V8(F2), PC(TRAMP), START};
+                expect("typed frames keep their pc", in, 5, want, 5, 2);
         }
         {
                 /* two V8 entries in a row (never written by BPF): neither swallows the other */
-                const uint64_t in[] = {JIT, V8(F1), V8(F2), START}, want[] = {V8(F1), V8(F2), START};
-                expect("adjacent V8 entries", in, 4, want, 3, 2);
+                const uint64_t in[] = {JIT, V8(F1), V8(F2), START};
+                const uint64_t want[] = {V8(F1), PC_LEAF(JIT), V8(F2), START};
+                expect("adjacent V8 entries", in, 4, want, 4, 2);
         }
         {
                 /* named already (a stack handed over twice): left alone */
@@ -119,8 +167,8 @@ int main(void)
                 const uint64_t BC = PROFD_FRAME_V8 | PROFD_FRAME_V8_BYTECODE |
                                     60ULL << PROFD_V8_BC_ADDR_BITS | 0x1c0000000100 >> 3;
                 const uint64_t in[] = {JIT, V8(F1), TRAMP, V8(F2), BC, START};
-                const uint64_t want[] = {V8(F1), V8(F2), BC, START};
-                expect("bytecode entries kept after their function", in, 6, want, 4, 2);
+                const uint64_t want[] = {V8(F1), PC_LEAF(JIT), V8(F2), PC(TRAMP), BC, START};
+                expect("bytecode entries kept after their function", in, 6, want, 6, 2);
                 check(v8_frame_is_bytecode(BC) && !v8_frame_is_bytecode(V8(F1)) &&
                               v8_bytecode_array(BC) == 0x1c0000000101 && v8_bytecode_raw_offset(BC) == 60,
                       "bytecode entry fields");

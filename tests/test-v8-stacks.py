@@ -13,6 +13,12 @@ thread runs the same script. Per thread kind, among the samples whose stack hold
   start_thread for the worker), native frames outermost;
 and /metrics counts the process as found, with frames named.
 
+A third node 18 process (inlined.js) runs the same chain optimized: level2 loops calling level3, a
+small function TurboFan inlines into level2's on-stack-replacement code after warm-up (hot with it,
+on node 18), and hot loops. >= 95% of its samples in hot must show the chain in order with every
+frame at its marker's line: hot's inside its loop body, level3 (an inlined frame) at its call of
+hot, level2 at its call of level3 (lines from the Code's source positions and inlining positions).
+
 Two more node 18 processes run in the same profiling window (no start-up of their own):
 - calls.js: JavaScript -> C -> JavaScript. The main thread runs callAddon, which calls a Node-API
   addon built here (tests/v8-napi-addon.c: profd_addon_call_back, napi_call_function) that calls
@@ -65,6 +71,40 @@ if (isMainThread) {
 level1(60000);
 """
 
+# The chain optimized: level2 runs hot through level3 thousands of times a second, so that TurboFan
+# compiles level2 (on-stack replacement of its loop) with level3 and hot inlined (checked by hand
+# with --trace-turbo-inlining on node 18: "Inlining ... level3 into ... level2", same for hot).
+INLINED_SCRIPT = r"""
+function hot(s, n) {
+  for (let i = 0; i < n; i++) {
+    s = (s + i * i) % 1000003; // @hot
+  }
+  return s;
+}
+function level3(s) {
+  return hot(s, 2000); // @level3
+}
+function level2(ms) {
+  const end = Date.now() + ms;
+  let s = 0;
+  while (Date.now() < end) {
+    s = level3(s); // @level2
+  }
+  return s;
+}
+function level1(ms) {
+  let r = 0;
+  r += level2(ms); // @level1
+  return r;
+}
+console.log("ready");
+level1(60000);
+"""
+
+
+def markers(script):
+    return {name: i + 1 for i, text in enumerate(script.split("\n")) for name in re.findall(r"// @(\w+)", text)}
+
 
 SCRIPT_PATH = []  # the script's path, once written
 # The line each interpreted caller must show: its "// @name" marker's.
@@ -85,6 +125,8 @@ def bodies(script):
 
 
 BODIES = bodies(SCRIPT)
+INLINED_MARKERS = markers(INLINED_SCRIPT)
+INLINED_BODIES = bodies(INLINED_SCRIPT)
 
 
 def frame_of(frame):
@@ -94,6 +136,8 @@ def frame_of(frame):
     for path in SCRIPT_PATH:
         if frame.endswith(" " + path):
             return frame[:-len(path) - 1], path, 0
+    if frame.endswith(" (inline)"):  # a function inlined at its caller's location
+        frame = frame[:-len(" (inline)")]
     m = re.match(r"^(.*) (\S+):(\d+)$", frame)
     return (m.group(1), m.group(2), int(m.group(3))) if m else (frame, "", 0)
 
@@ -103,7 +147,8 @@ def name_of(frame):
     return frame_of(frame)[:2]
 
 
-def check_kind(what, traces, script, bottom):
+def check_kind(what, traces, script, bottom, markers=None, lined_names=None, bodies_=None):
+    markers, lined_names, bodies_ = markers or MARKERS, lined_names or LINED, bodies_ or BODIES
     with_hot = [(c, f) for c, f in traces if any(name_of(x)[0] == "hot" for x in f)]
     total = sum(c for c, _ in with_hot)
     if not t.check(total >= 60, "%s: %d samples in hot (>= 60)" % (what, total)):
@@ -120,12 +165,12 @@ def check_kind(what, traces, script, bottom):
             if [n for n, _, _ in root_first[i:i + len(CHAIN)]] == CHAIN and \
                     all(f == script for _, f, _ in root_first[i:i + len(CHAIN)]):
                 ok = True
-                lined = all(line == MARKERS[n] for n, _, line in root_first[i:i + len(CHAIN)] if n in LINED)
+                lined = all(line == markers[n] for n, _, line in root_first[i:i + len(CHAIN)] if n in lined_names)
                 break
         chain_ok += c if ok else 0
         lines_ok += c if lined else 0
         # Any line shown must lie in its function's body: never another place's line.
-        if any(line and n in BODIES and line not in BODIES[n] for n, f, line in names if f == script):
+        if any(line and n in bodies_ and line not in bodies_[n] for n, f, line in names if f == script):
             outside += c
         for n, f, line in names:
             if n == "hot" and f == script:
@@ -140,7 +185,7 @@ def check_kind(what, traces, script, bottom):
     for c, stack in sorted(bad, reverse=True)[:3]:
         t.log("   without the chain (%d): %s" % (c, ";".join(stack)))
     t.check(lines_ok >= 0.95 * total, "%s: %d of %d samples in hot show %s at lines %s" % (
-        what, lines_ok, total, ";".join(LINED), ";".join(str(MARKERS[n]) for n in LINED)))
+        what, lines_ok, total, ";".join(lined_names), ";".join(str(markers[n]) for n in lined_names)))
     t.log("   %s: hot's lines (0: none) %s" % (what, sorted(hot_lines.items())))
     t.check(outside == 0, "%s: %d samples show a JavaScript line outside its function" % (what, outside))
     for c, stack in sorted(bad_lines, reverse=True)[:3]:
@@ -314,10 +359,11 @@ def main():
     script = os.path.join(work, "chain.js")
     calls = os.path.join(work, "calls.js")
     perf = os.path.join(work, "perf.js")
-    for path, text in ((script, SCRIPT), (calls, CALLS_SCRIPT), (perf, PERF_SCRIPT)):
+    inlined = os.path.join(work, "inlined.js")
+    for path, text in ((script, SCRIPT), (calls, CALLS_SCRIPT), (perf, PERF_SCRIPT), (inlined, INLINED_SCRIPT)):
         with open(path, "w") as f:
             f.write(text)
-    SCRIPT_PATH.extend([script, calls, perf])
+    SCRIPT_PATH.extend([script, calls, perf, inlined])
     addon = build_addon(include, os.path.join(work, "addon.node"))
     created = debiannode.make_mount_target()
     proc = None
@@ -329,10 +375,11 @@ def main():
             procs.append(proc)
             # In the test's folder: node 18 with --perf-basic-prof also writes isolate-*-v8.log
             # files into its working directory.
-            for argv in ([calls, addon], ["--perf-basic-prof", perf]):
+            for argv in ([calls, addon], ["--perf-basic-prof", perf], [inlined]):
                 procs.append(subprocess.Popen(debiannode.command(base, argv), stdout=subprocess.PIPE, text=True,
                                               cwd=work))
-            for p, what in zip(procs, ("node 18", "node 18 (calls.js)", "node 18 (--perf-basic-prof)")):
+            for p, what in zip(procs, ("node 18", "node 18 (calls.js)", "node 18 (--perf-basic-prof)",
+                                       "node 18 (inlined.js)")):
                 t.check(p.stdout.readline().strip() == "ready", what + " started")
                 t.unwind_ready(d, p.pid, "libnode.so.108", what)
             time.sleep(1)
@@ -345,7 +392,7 @@ def main():
         for p in procs:
             p.kill()
             p.wait()
-        if len(procs) == 3:
+        if len(procs) >= 3:
             try:
                 os.unlink("/tmp/perf-%d.map" % procs[2].pid)
             except FileNotFoundError:
@@ -380,6 +427,12 @@ def main():
     check_calls("calls.js main thread (addon)", main_t, calls, ADDON_CHAIN, "_start")
     check_calls("calls.js worker (JSON.parse)", worker_t, calls, PARSE_CHAIN, "start_thread")
     check_perf_map("--perf-basic-prof", perf_map, sum(by_pid[procs[2].pid], []), perf)
+    check_kind("inlined.js (TurboFan, level3 and hot inlined)", by_pid[procs[3].pid][0], inlined, "_start",
+               INLINED_MARKERS, CHAIN, INLINED_BODIES)
+    inline_chains = t.metric(metrics, "profd_v8_inline_chains")
+    optimized = t.metric(metrics, 'profd_v8_lines_total{result="optimized_line"}')
+    t.check(inline_chains > 0 and optimized > 0, "/metrics: optimized frames given lines (%d), inlining chains kept "
+            "(%d)" % (optimized, inline_chains))
     t.finish()
 
 

@@ -201,6 +201,29 @@ int v8_positions_decode(const uint8_t *bytes, size_t n, uint32_t *ret_code_offse
         return (int)out;
 }
 
+int v8_positions_at(const uint8_t *bytes, size_t n, uint32_t offset, int64_t *ret)
+{
+        int64_t code = 0, source = 0;
+        size_t i = 0;
+        bool found = false;
+
+        while (i < n) {
+                int64_t dc, ds;
+
+                if (read_varint(bytes, n, &i, &dc) < 0 || read_varint(bytes, n, &i, &ds) < 0)
+                        return -EBADMSG;
+                code += dc >= 0 ? dc : -(dc + 1);
+                source += ds;
+                if (code < 0 || code > (int64_t)offset)
+                        break; /* entries are in code offset order */
+                if (source & 1)
+                        continue; /* external (wasm) position */
+                *ret = source;
+                found = true;
+        }
+        return found ? 0 : -ENODATA;
+}
+
 /* The line ends V8 computed (Script::line_ends, a FixedArray of Smis), read whole. */
 static int read_v8_line_ends(const RemoteMemory *m, const V8Offsets *o, uint64_t script, V8LineEnds *ret)
 {
@@ -407,6 +430,11 @@ static uint32_t line_of(const uint32_t *ends, size_t n, int32_t pos)
                         hi = mid;
         }
         return lo < n ? (uint32_t)lo + 1 : 0;
+}
+
+uint32_t v8_line_of(const V8LineEnds *ends, int32_t pos)
+{
+        return line_of(ends->ends, ends->n, pos);
 }
 
 int v8_bytecode_lines(const RemoteMemory *m, const V8Offsets *o, uint64_t bca, const V8LineEnds *ends,

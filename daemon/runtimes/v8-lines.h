@@ -87,3 +87,11 @@ int v8_bytecode_lines(const RemoteMemory *m, const V8Offsets *o, uint64_t bca, c
  * positions are skipped. Exposed for the unit test. */
 int v8_positions_decode(const uint8_t *bytes, size_t n, uint32_t *ret_code_offsets,
                         int32_t *ret_script_offsets, size_t max);
+
+/* The last source position (raw: bit 0 external, bits 1..30 the script offset + 1, 31..46 the
+ * inlining id + 1) of a position table at or before code offset offset. -ENODATA: none; -EBADMSG:
+ * the bytes end inside an entry. */
+int v8_positions_at(const uint8_t *bytes, size_t n, uint32_t offset, int64_t *ret);
+
+/* 1-based line of script offset pos in ends; 0 when beyond them or pos < 0. */
+uint32_t v8_line_of(const V8LineEnds *ends, int32_t pos);

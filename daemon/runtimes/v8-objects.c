@@ -180,9 +180,11 @@ static int scope_info_name(const RemoteMemory *m, const V8Offsets *o, uint64_t s
         return -EBADMSG;
 }
 
+static int shared_names(const RemoteMemory *m, const V8Offsets *o, uint64_t shared, V8FunctionNames *ret);
+
 int v8_function_names(const RemoteMemory *m, const V8Offsets *o, uint64_t fn, V8FunctionNames *ret)
 {
-        uint64_t shared, name, script, script_name;
+        uint64_t shared;
         uint16_t type;
         int r;
 
@@ -196,6 +198,22 @@ int v8_function_names(const RemoteMemory *m, const V8Offsets *o, uint64_t fn, V8
         r = read_word(m, untag(o, fn) + o->js_function_shared, &shared);
         if (r < 0)
                 return r;
+        return shared_names(m, o, shared, ret);
+}
+
+int v8_shared_names(const RemoteMemory *m, const V8Offsets *o, uint64_t shared, V8FunctionNames *ret)
+{
+        ret->function[0] = ret->script[0] = 0;
+        ret->identity = (V8FunctionIdentity){};
+        return shared_names(m, o, shared, ret);
+}
+
+static int shared_names(const RemoteMemory *m, const V8Offsets *o, uint64_t shared, V8FunctionNames *ret)
+{
+        uint64_t name, script, script_name;
+        uint16_t type;
+        int r;
+
         r = v8_object_type(m, o, shared, &type);
         if (r < 0)
                 return r == -EBADMSG ? -EMEDIUMTYPE : r;

@@ -41,6 +41,11 @@ int v8_read_string(const RemoteMemory *m, const V8Offsets *o, uint64_t str, char
  * unexpected ScopeInfo layout) is left "", as an anonymous function's. */
 int v8_function_names(const RemoteMemory *m, const V8Offsets *o, uint64_t fn, V8FunctionNames *ret);
 
+/* The names of the SharedFunctionInfo at tagged address shared (a function TurboFan or Maglev
+ * inlined: no JSFunction of its own in the frame); identity.map stays 0. -EMEDIUMTYPE: not a
+ * SharedFunctionInfo. */
+int v8_shared_names(const RemoteMemory *m, const V8Offsets *o, uint64_t shared, V8FunctionNames *ret);
+
 /* The identity words of the object at tagged address fn (two remote reads when the members lie
  * close together, as in every V8 build seen). Nothing is checked: the caller compares them with
  * those of a JSFunction it named. -EBADMSG: fn or its shared word is not a heap object pointer. */

@@ -48,6 +48,7 @@
         X(type_byte_array, "type_ByteArray__BYTE_ARRAY_TYPE", false)                                        \
         X(type_trusted_byte_array, "type_TrustedByteArray__TRUSTED_BYTE_ARRAY_TYPE", false) /* V8 12+ */    \
         X(type_fixed_array, "type_FixedArray__FIXED_ARRAY_TYPE", false)                                     \
+        X(type_weak_fixed_array, "type_WeakFixedArray__WEAK_FIXED_ARRAY_TYPE", false)                       \
         X(type_interpreter_data, "type_InterpreterData__INTERPRETER_DATA_TYPE", false)                      \
         X(type_code, "type_Code__CODE_TYPE", false)                                                         \
         /* Object members, bytes from the object's (untagged) start */                                      \
@@ -70,6 +71,36 @@
         X(cons_first, "class_ConsString__first__String", false)                                             \
         X(cons_second, "class_ConsString__second__String", false)                                           \
         X(thin_actual, "class_ThinString__actual__String", false)                                           \
+        /* Code (optimized and baseline code: the pc of a frame -> its source positions) */                 \
+        X(js_function_code, "class_JSFunction__code__CodeT", false) /* 10.2 */                              \
+        X(code_instruction_start, "class_Code__instruction_start__uintptr_t",                               \
+          false) /* 10.2: header size */                                                                    \
+        X(code_instruction_size, "class_Code__instruction_size__int", false)                                \
+        X(code_flags, "class_Code__flags__uint32_t", false)                                                 \
+        X(code_deopt_data, "class_Code__deoptimization_data__FixedArray", false) /* 11.3 */                 \
+        X(code_positions, "class_Code__source_position_table__ByteArray", false) /* 11.3 */                 \
+        X(istream_instruction_start, "class_InstructionStream__instruction_start__uintptr_t",               \
+          false) /* 11.3 */                                                                                 \
+        X(type_instruction_stream, "type_InstructionStream__INSTRUCTION_STREAM_TYPE", false)                \
+        X(code_instruction_start_ptr, "class_Code__instruction_start__Address", false)      /* 13.6 */      \
+        X(code_istream, "class_Code__instruction_stream__Tagged_InstructionStream_", false) /* 13.6 */      \
+        X(deopt_wrapped_shared, "DeoptimizationDataWrappedSharedFunctionInfoIndex", false)  /* 13.6 */      \
+        X(type_sfi_wrapper, "type_SharedFunctionInfoWrapper__SHARED_FUNCTION_INFO_WRAPPER_TYPE", false)     \
+        X(sfi_wrapper_shared, "class_SharedFunctionInfoWrapper__shared_info__Tagged_SharedFunctionInfo_",   \
+          false)                                                                                            \
+        X(type_protected_fixed_array, "type_ProtectedFixedArray__PROTECTED_FIXED_ARRAY_TYPE", false)        \
+        X(type_trusted_fixed_array, "type_TrustedFixedArray__TRUSTED_FIXED_ARRAY_TYPE", false)              \
+        X(type_trusted_weak_fixed_array, "type_TrustedWeakFixedArray__TRUSTED_WEAK_FIXED_ARRAY_TYPE",       \
+          false)                                                                                            \
+        X(type_protected_weak_fixed_array, "type_ProtectedWeakFixedArray__PROTECTED_WEAK_FIXED_ARRAY_TYPE", \
+          false)                                                                                            \
+        X(code_kind_mask, "CodeKindFieldMask", false)                                                       \
+        X(code_kind_shift, "CodeKindFieldShift", false)                                                     \
+        X(code_kind_baseline, "CodeKindBaseline", false)                                                    \
+        X(deopt_inlined_count, "DeoptimizationDataInlinedFunctionCountIndex", false) /* 11.3+ */            \
+        X(deopt_literals, "DeoptimizationDataLiteralArrayIndex", false)                                     \
+        X(deopt_shared, "DeoptimizationDataSharedFunctionInfoIndex", false)                                 \
+        X(deopt_inlining_positions, "DeoptimizationDataInliningPositionsIndex", false)                      \
         /* ScopeInfo: tagged slots after its map; context_local_count, then the locals from first_vars */   \
         X(scope_info_ncontextlocals, "scopeinfo_idx_ncontextlocals", false)                                 \
         X(scope_info_first_vars, "scopeinfo_idx_first_vars", false)                                         \

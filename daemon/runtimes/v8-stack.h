@@ -76,20 +76,52 @@ static inline uint64_t v8_frame_make_named(uint64_t id, int64_t line)
         return PROFD_FRAME_V8 | V8_FRAME_NAMED | l << V8_FRAME_LINE_SHIFT | (id & V8_FRAME_ID_MASK);
 }
 
+/* A named entry of an optimized frame with functions inlined at its pc: its low bits are the id of
+ * that chain (symbolizer/v8-chains.h: each function with its line), not of a pair. */
+#define V8_FRAME_INLINED (1ULL << 56)
+/* Before naming only: the pc of a JavaScript frame, which the splice below moves after its
+ * function's entry (bits 0..46; V8_FRAME_PC_EXACT: the interrupted pc, not a return address).
+ * Optimized frames find their Code and source positions through it (runtimes/v8-code.h). */
+#define V8_FRAME_PC (1ULL << 55)
+#define V8_FRAME_PC_EXACT (1ULL << 54)
+
+static inline bool v8_frame_is_pc(uint64_t f)
+{
+        return v8_frame_is(f) && !v8_frame_named(f) && (f & V8_FRAME_PC);
+}
+static inline bool v8_frame_inlined(uint64_t f)
+{
+        return v8_frame_named(f) && (f & V8_FRAME_INLINED);
+}
+
 /* BPF puts each V8 entry right after the entry of its frame's pc, which lies in JIT code or a
  * builtin (the interpreter's trampoline for an interpreted frame): the function says more, so that
- * pc entry goes. frames and exact (per frame) are rewritten in place; returns the new length and
- * adds the V8 entries seen to *ret_v8. */
+ * pc entry goes, kept as a V8_FRAME_PC entry right after the function's for the naming, which
+ * folds it into the name. frames and exact (per frame) are rewritten in place; returns the new
+ * length and adds the V8 entries seen to *ret_v8. */
 static inline size_t v8_stack_splice(uint64_t *frames, uint8_t *exact, size_t len, size_t *ret_v8)
 {
         size_t out = 0;
 
         for (size_t i = 0; i < len; i++) {
                 if (v8_frame_is(frames[i]) && !v8_frame_named(frames[i]) &&
-                    !v8_frame_is_bytecode(frames[i])) {
+                    !v8_frame_is_bytecode(frames[i]) && !v8_frame_is_pc(frames[i])) {
                         (*ret_v8)++;
+                        if (out > 0 && !v8_frame_is(frames[out - 1]) &&
+                            frames[out - 1] <= PROFD_V8_ADDR_MASK) {
+                                /* its pc's entry: after it, as a pc entry */
+                                uint64_t pc = PROFD_FRAME_V8 | V8_FRAME_PC |
+                                              (exact[out - 1] ? V8_FRAME_PC_EXACT : 0) | frames[out - 1];
+
+                                frames[out - 1] = frames[i];
+                                exact[out - 1] = exact[i];
+                                frames[out] = pc;
+                                exact[out] = 0;
+                                out++;
+                                continue;
+                        }
                         if (out > 0 && !v8_frame_is(frames[out - 1]))
-                                out--; /* its pc's entry */
+                                out--; /* not an address: nothing to keep */
                 }
                 frames[out] = frames[i];
                 exact[out] = exact[i];

@@ -4,9 +4,12 @@
 #include <string.h>
 
 #include "runtimes/remote-memory.h"
+#include "runtimes/v8-code.h"
 #include "runtimes/v8-lines.h"
 #include "runtimes/v8-objects.h"
 #include "runtimes/v8-stack.h"
+#include "symbolizer/v8-chains.h"
+#include "symbolizer/v8-code-cache.h"
 #include "symbolizer/v8-line-cache.h"
 #include "symbolizer/v8-name-cache.h"
 #include "symbolizer/v8-pairs.h"
@@ -47,8 +50,14 @@ typedef enum V8LineResult {
         V8_LINE_NO_POSITIONS,     /* V8 has not collected the bytecode's source positions */
         V8_LINE_OUT_OF_RANGE,     /* the offset lies beyond the bytecode, or before any position */
         V8_LINE_READ_FAILED,      /* memory could not be read, or held an unexpected type */
-        V8_LINE_UNSUPPORTED, /* metadata missing, a source profd does not read (external), or beyond bounds
-                              */
+        V8_LINE_UNSUPPORTED,  /* metadata missing, a source profd does not read (external), or beyond bounds
+                               */
+        V8_LINE_OPTIMIZED,    /* an optimized frame's line, from its Code's source positions */
+        V8_LINE_CODE_GONE,    /* no Code of the function holds the pc now: deoptimized or replaced since */
+        V8_LINE_NOT_ITS_CODE, /* the Code holding the pc is not the function's, or not of the type expected
+                               */
+        V8_LINE_BASELINE,     /* Sparkplug code: its lines are not read yet */
+        V8_LINE_TOO_DEEP,     /* more functions inlined at the pc than profd keeps */
         _V8_LINE_MAX,
 } V8LineResult;
 
@@ -61,6 +70,11 @@ static const char *const line_result_names[_V8_LINE_MAX] = {
         [V8_LINE_OUT_OF_RANGE] = "out_of_range",
         [V8_LINE_READ_FAILED] = "read_failed",
         [V8_LINE_UNSUPPORTED] = "unsupported",
+        [V8_LINE_OPTIMIZED] = "optimized_line",
+        [V8_LINE_CODE_GONE] = "code_gone",
+        [V8_LINE_NOT_ITS_CODE] = "not_its_code",
+        [V8_LINE_BASELINE] = "baseline",
+        [V8_LINE_TOO_DEEP] = "inlined_too_deep",
 };
 
 struct V8Symbols {
@@ -68,6 +82,8 @@ struct V8Symbols {
         V8Pairs *pairs;
         V8NameCache *cache;
         V8LineCache *lines;
+        V8Chains *chains;
+        V8CodeCache *code_cache;
         bool no_cache;
         RemoteMemory *mem; /* of mem_pid, taken at mem_ns */
         pid_t mem_pid;
@@ -77,6 +93,7 @@ struct V8Symbols {
         uint64_t remote_reads; /* made naming frames */
         uint64_t naming_ns;    /* thread CPU time spent naming stacks' frames at the drain */
         char name[V8_NAME_MAX + 16];
+        char inlined_names[V8_CHAIN_LEN_MAX][V8_NAME_MAX + 16];
 };
 
 int v8_symbols_new(V8Procs *procs, V8Symbols **ret)
@@ -92,9 +109,13 @@ int v8_symbols_new(V8Procs *procs, V8Symbols **ret)
         /* PROFD_V8_NAMES_MAX (tests: the bound reached soon) keeps fewer pairs. */
         if (v8_pairs_new(getenv("PROFD_V8_NAMES_MAX") ? strtoul(getenv("PROFD_V8_NAMES_MAX"), NULL, 10) : 0,
                          (uint32_t)V8_FRAME_ID_MASK, &vs->pairs) < 0 ||
-            v8_name_cache_new(&vs->cache) < 0 || v8_line_cache_new(&vs->lines) < 0) {
+            v8_name_cache_new(&vs->cache) < 0 || v8_line_cache_new(&vs->lines) < 0 ||
+            v8_chains_new(0, (uint32_t)V8_FRAME_ID_MASK, &vs->chains) < 0 ||
+            v8_code_cache_new(&vs->code_cache) < 0) {
+                v8_chains_free(vs->chains);
                 v8_pairs_free(vs->pairs);
                 v8_name_cache_free(vs->cache);
+                v8_line_cache_free(vs->lines);
                 free(vs);
                 return -ENOMEM;
         }
@@ -110,6 +131,8 @@ V8Symbols *v8_symbols_free(V8Symbols *vs)
         v8_pairs_free(vs->pairs);
         v8_name_cache_free(vs->cache);
         v8_line_cache_free(vs->lines);
+        v8_chains_free(vs->chains);
+        v8_code_cache_free(vs->code_cache);
         remote_memory_free(vs->mem);
         free(vs);
         return NULL;
@@ -295,6 +318,141 @@ static V8LineResult frame_line(V8Symbols *vs, const V8Process *vp, const V8Funct
         return V8_LINE_FOUND;
 }
 
+/* The line of script offset pos in the script at script (0: none). */
+static uint32_t script_line(V8Symbols *vs, const V8Process *vp, RemoteMemory *m, uint64_t script,
+                            int32_t pos)
+{
+        V8LineEnds fresh = {};
+        const V8LineEnds *ends;
+        V8LineResult res;
+        uint32_t line;
+
+        if (pos < 0)
+                return 0;
+        ends = script_ends(vs, vp, m, script, &fresh, &res);
+        line = ends ? v8_line_of(ends, pos) : 0;
+        v8_line_ends_done(&fresh);
+        return line;
+}
+
+static V8LineResult code_result_of(int r, V8CodeKind kind)
+{
+        switch (r) {
+        case -EOPNOTSUPP:
+                return kind == V8_CODE_BASELINE ? V8_LINE_BASELINE
+                       : kind == V8_CODE_OTHER  ? V8_LINE_NOT_INTERPRETED
+                                                : V8_LINE_UNSUPPORTED;
+        case -ENOENT:
+                return V8_LINE_CODE_GONE;
+        case -EMEDIUMTYPE:
+        case -EBADMSG:
+                return V8_LINE_NOT_ITS_CODE;
+        case -E2BIG:
+                return V8_LINE_TOO_DEEP;
+        case -ENODATA:
+                return V8_LINE_NO_POSITIONS;
+        default:
+                return V8_LINE_READ_FAILED;
+        }
+}
+
+/* Whether a cached entry still names what it did: its function's pair is id (the function's
+ * current one) and, with a chain, the chain and its pairs are kept. */
+static bool entry_alive(const V8Symbols *vs, uint64_t entry, uint64_t id)
+{
+        const V8ChainLink *links;
+        size_t n;
+
+        if (!v8_frame_inlined(entry))
+                return v8_frame_id(entry) == id;
+        n = v8_chains_get(vs->chains, (uint32_t)v8_frame_id(entry), &links);
+        if (n == 0 || links[n - 1].pair != id)
+                return false;
+        for (size_t k = 0; k + 1 < n; k++)
+                if (!v8_pairs_has(vs->pairs, links[k].pair))
+                        return false;
+        return true;
+}
+
+/* An optimized frame (TurboFan, Maglev) of the function fn named id through identity, at the pc
+ * entry pc (runtimes/v8-stack.h): its line and the functions inlined at its pc, each with its own
+ * line (runtimes/v8-code.h). *ret_entry: the named entry, with a chain id when functions were
+ * inlined there; left as it is when the result is not a line. */
+static V8LineResult optimized_frame(V8Symbols *vs, const V8Process *vp, uint64_t fn,
+                                    const V8FunctionIdentity *identity, uint64_t id, uint64_t pc,
+                                    uint64_t *ret_entry)
+{
+        const V8Offsets *o = &vp->offsets;
+        RemoteMemory *m = memory_of(vs, vp->pid, V8_SNAPSHOT_MAX_AGE_NS);
+        V8ChainLink links[V8_CHAIN_LEN_MAX];
+        V8CodeFrame cf;
+        uint32_t chain;
+        int r;
+
+        if (!m)
+                return V8_LINE_READ_FAILED;
+        if (!vs->no_cache) {
+                const V8CodeCached *c =
+                        v8_code_cache_get(vs->code_cache, vp->pid, vp->start_time, identity->shared, pc);
+
+                if (c && !c->code && now_ns(CLOCK_MONOTONIC) < c->until_ns) {
+                        v8_code_cache_hit(vs->code_cache);
+                        return (V8LineResult)c->entry; /* no line, for a while */
+                }
+                if (c && c->code && entry_alive(vs, c->entry, id) &&
+                    v8_code_still(m, o, c->code, pc & PROFD_V8_ADDR_MASK, c->deopt) == 0) {
+                        v8_code_cache_hit(vs->code_cache);
+                        *ret_entry = c->entry;
+                        return V8_LINE_OPTIMIZED;
+                }
+                if (c)
+                        v8_code_cache_stale(vs->code_cache, vp->pid, vp->start_time, identity->shared, pc);
+        }
+        r = v8_code_frame(m, o, fn, identity->shared, pc & PROFD_V8_ADDR_MASK, !(pc & V8_FRAME_PC_EXACT),
+                          &cf);
+        if (r < 0) {
+                V8LineResult res = code_result_of(r, cf.kind);
+
+                /* not looked for again for a while (the scan's reads); a failed read is retried */
+                if (!vs->no_cache && res != V8_LINE_READ_FAILED)
+                        v8_code_cache_put(vs->code_cache, vp->pid, vp->start_time, identity->shared, pc,
+                                          &(V8CodeCached){.entry = res,
+                                                          .until_ns = now_ns(CLOCK_MONOTONIC) +
+                                                                      V8_CODE_CACHE_NEGATIVE_NS});
+                return res;
+        }
+        for (size_t k = 0; k < cf.n; k++) {
+                V8FunctionNames n;
+                uint64_t script = identity->sfi_script;
+
+                links[k] = (V8ChainLink){.pair = (uint32_t)id};
+                if (k + 1 < cf.n) {
+                        /* an inlined function: named through its SharedFunctionInfo */
+                        r = v8_shared_names(m, o, cf.scopes[k].shared, &n);
+                        if (r < 0)
+                                return r == -EMEDIUMTYPE || r == -EBADMSG ? V8_LINE_NOT_ITS_CODE
+                                                                          : V8_LINE_READ_FAILED;
+                        links[k].pair = v8_pairs_intern(vs->pairs, n.function, n.script);
+                        if (!links[k].pair)
+                                return V8_LINE_UNSUPPORTED;
+                        script = n.identity.sfi_script;
+                }
+                links[k].line = script_line(vs, vp, m, script, cf.scopes[k].script_offset);
+        }
+        if (cf.n == 1)
+                *ret_entry = v8_frame_make_named(id, links[0].line ? (int64_t)links[0].line : -1);
+        else {
+                chain = v8_chains_intern(vs->chains, links, cf.n);
+                if (!chain)
+                        return V8_LINE_UNSUPPORTED;
+                *ret_entry = PROFD_FRAME_V8 | V8_FRAME_NAMED | V8_FRAME_INLINED | chain;
+        }
+        if (!vs->no_cache)
+                v8_code_cache_put(vs->code_cache, vp->pid, vp->start_time, identity->shared, pc,
+                                  &(V8CodeCached){.code = cf.code, .deopt = cf.deopt, .entry = *ret_entry});
+        return V8_LINE_OPTIMIZED;
+}
+
 size_t v8_symbols_name_stack(void *userdata, uint32_t pid, uint64_t *frames, uint8_t *exact, size_t n)
 {
         V8Symbols *vs = userdata;
@@ -309,7 +467,7 @@ size_t v8_symbols_name_stack(void *userdata, uint32_t pid, uint64_t *frames, uin
                 uint32_t line = 0;
                 V8NameResult res;
 
-                if (v8_frame_is_bytecode(f))
+                if (v8_frame_is_bytecode(f) || v8_frame_is_pc(f))
                         continue; /* folded into its function's entry below */
                 exact[out] = exact[i];
                 if (!v8_frame_is(f) || v8_frame_named(f)) {
@@ -326,15 +484,27 @@ size_t v8_symbols_name_stack(void *userdata, uint32_t pid, uint64_t *frames, uin
                         last_fn = v8_frame_value(f);
                         last_id = res == V8_NAMED ? id : 0;
                 }
-                if (i + 1 < n && v8_frame_is_bytecode(frames[i + 1]))
-                        lres = res == V8_NAMED && vp
-                                       ? frame_line(vs, vp, &last_identity, frames[i + 1], &line)
-                                       : V8_LINE_UNNAMED;
+                /* Its pc (the splice's) and bytecode (BPF's) entries follow it, in that order. */
+                uint64_t pc = 0, bc = 0, entry;
+                for (size_t j = i + 1; j < n && j <= i + 2; j++) {
+                        if (v8_frame_is_pc(frames[j]))
+                                pc = frames[j];
+                        else if (v8_frame_is_bytecode(frames[j]))
+                                bc = frames[j];
+                        else
+                                break;
+                }
+                if (bc)
+                        lres = res == V8_NAMED && vp ? frame_line(vs, vp, &last_identity, bc, &line)
+                                                     : V8_LINE_UNNAMED;
+                entry = v8_frame_make_named(res == V8_NAMED ? id : 0,
+                                            lres == V8_LINE_FOUND ? (int64_t)line : -1);
+                if (!bc && pc && res == V8_NAMED && vp)
+                        lres = optimized_frame(vs, vp, v8_frame_value(f), &last_identity, id, pc, &entry);
                 vs->remote_reads += remote_memory_reads_done() - reads;
                 vs->results[res]++;
                 vs->line_results[lres]++;
-                frames[out++] = v8_frame_make_named(res == V8_NAMED ? id : 0,
-                                                    lres == V8_LINE_FOUND ? (int64_t)line : -1);
+                frames[out++] = entry;
         }
         vs->naming_ns += now_ns(CLOCK_THREAD_CPUTIME_ID) - t0;
         return out;
@@ -345,8 +515,19 @@ int v8_symbols_name(void *userdata, const Process *p, uint64_t frame, SymFrame *
         V8Symbols *vs = userdata;
         uint64_t id = v8_frame_named(frame) ? v8_frame_id(frame) : 0;
         const char *function, *script;
+        const V8ChainLink *links;
+        size_t n;
+        int line = (int)v8_frame_line(frame);
 
         (void)p;
+        if (v8_frame_inlined(frame)) {
+                /* the chain's last function: the frame's own */
+                n = v8_chains_get(vs->chains, (uint32_t)id, &links);
+                if (n == 0)
+                        return -ENOENT;
+                id = links[n - 1].pair;
+                line = (int)links[n - 1].line;
+        }
         if (v8_pairs_get(vs->pairs, (uint32_t)id, &function, &script) < 0)
                 return -ENOENT;
         snprintf(vs->name, sizeof(vs->name), "%s", function[0] ? function : "<anonymous>");
@@ -354,9 +535,39 @@ int v8_symbols_name(void *userdata, const Process *p, uint64_t frame, SymFrame *
                 .name = vs->name,
                 .system_name = vs->name,
                 .file = script[0] ? script : NULL,
-                .line = (int)v8_frame_line(frame),
+                .line = line,
         };
         return 0;
+}
+
+size_t v8_symbols_inlined(void *userdata, const Process *p, uint64_t frame, SymFrame *ret, size_t max)
+{
+        V8Symbols *vs = userdata;
+        const V8ChainLink *links;
+        size_t n, k;
+
+        (void)p;
+        if (!v8_frame_inlined(frame))
+                return 0;
+        n = v8_chains_get(vs->chains, (uint32_t)v8_frame_id(frame), &links);
+        if (n < 2 || n - 1 > max || n - 1 > V8_CHAIN_LEN_MAX)
+                return 0;
+        for (k = 0; k + 1 < n; k++) {
+                const char *function, *script;
+
+                /* A pair forgotten since: the chain is not shown rather than shown with a hole. */
+                if (v8_pairs_get(vs->pairs, links[k].pair, &function, &script) < 0)
+                        return 0;
+                snprintf(vs->inlined_names[k], sizeof(vs->inlined_names[k]), "%s",
+                         function[0] ? function : "<anonymous>");
+                ret[k] = (SymFrame){
+                        .name = vs->inlined_names[k],
+                        .system_name = vs->inlined_names[k],
+                        .file = script[0] ? script : NULL,
+                        .line = (int)links[k].line,
+                };
+        }
+        return k;
 }
 
 void v8_symbols_write_metrics(const V8Symbols *vs, FILE *f)
@@ -378,12 +589,15 @@ void v8_symbols_write_metrics(const V8Symbols *vs, FILE *f)
                         "JavaScript frames given a source line at the drain, or not by reason.", "result",
                         line_result_names, vs->line_results, _V8_LINE_MAX);
         v8_line_cache_write_metrics(vs->lines, f);
+        v8_chains_write_metrics(vs->chains, f);
+        v8_code_cache_write_metrics(vs->code_cache, f);
 }
 
 size_t v8_symbols_memory(const V8Symbols *vs)
 {
         return vs ? v8_pairs_bytes(vs->pairs) + v8_name_cache_memory(vs->cache) +
-                               v8_line_cache_memory(vs->lines)
+                               v8_line_cache_memory(vs->lines) + v8_chains_bytes(vs->chains) +
+                               v8_code_cache_memory(vs->code_cache)
                   : 0;
 }
 
