@@ -244,6 +244,8 @@ static void write_memory(Daemon *d, FILE *f)
         memory_owners_add(&m, "unwind_pool", table_pool_mapped_bytes(d->pool));
         memory_owners_add(&m, "v8_names", v8_symbols_memory(d->v8_symbols));
         memory_owners_write_metrics(&m, f);
+        if (d->budget)
+                memory_budget_write_metrics(d->budget, f);
 }
 
 int metrics_render(Daemon *d, char **ret_text, size_t *ret_size)
