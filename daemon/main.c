@@ -438,8 +438,10 @@ static int run(int argc, char **argv)
                 log_warning("Not every process found at start was read within %.1f s: the rest are read "
                             "while sampling",
                             (double)START_SETTLE_NS / NSEC_PER_SEC);
-        /* One memory budget over the owners' own bounds (service/memory-budget-owners.h). */
-        if ((r = memory_budget_new(0, &d.budget)) < 0 ||
+        /* One memory budget over the owners' own bounds (service/memory-budget-owners.h).
+         * PROFD_MEMORY_TARGET (MiB): benchmarks and tests squeeze it (docs/performance.md). */
+        const char *target = getenv("PROFD_MEMORY_TARGET");
+        if ((r = memory_budget_new(target ? strtoull(target, NULL, 10) << 20 : 0, &d.budget)) < 0 ||
             (r = memory_budget_add_owners(d.budget, d.symbolizer, d.python_symbols)) < 0) {
                 log_warning_errno(r,
                                   "Cannot set up the memory budget, owners keep their own bounds only: %m");
