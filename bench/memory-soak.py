@@ -236,6 +236,15 @@ def main():
                             os.unlink("/tmp/perf-%d.map" % p)
         if d.proc.poll() is not None:
             return 1
+        try:
+            _, _, body = d.get("/metrics", timeout=30)
+            budget = [l for l in body.decode().splitlines()
+                      if l.startswith(("profd_memory_budget_", "profd_memory_target_bytes",
+                                       "profd_symbolizer_executables_closed_total", "profd_python_code_evictions_total",
+                                       "process_cpu_seconds_total"))]
+            log("memory budget: " + "; ".join(budget))
+        except OSError:
+            pass
         hwm = proc_status_kb(pid, "VmHWM") / 1024
         if pid != d.proc.pid:
             # Under a wrapper: profd itself is stopped here (the wrapper may not pass SIGTERM on).

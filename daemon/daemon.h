@@ -17,6 +17,7 @@
 #include "symbolizer/symbolizer.h"
 #include "tracker/cgroup-resolver.h"
 #include "tracker/process-table.h"
+#include "util/memory-budget.h"
 
 typedef struct HttpServer HttpServer;
 typedef struct TablePool TablePool;
@@ -55,4 +56,5 @@ typedef struct Daemon {
         Notifier *notifier; /* sd_notify: READY/STATUS/WATCHDOG/STOPPING */
         LoopMonitor *loop_monitor; /* event loop latency on /metrics */
         SymbolWarmer *warmer;      /* symbolizes while profile windows are open */
+        MemoryBudget *budget;      /* lowers owners' bounds while RSS is over its target */
 } Daemon;

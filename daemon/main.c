@@ -17,6 +17,7 @@
 #include "runtimes/python-procs.h"
 #include "runtimes/v8-stack.h" /* the runtimes' entry bits */
 #include "service/capabilities.h"
+#include "service/memory-budget-owners.h"
 #include "service/notify.h"
 #include "symbolizer/python-symbols.h"
 #include "tracker/proc-tracker.h"
@@ -82,6 +83,9 @@ static void on_interval(void *userdata, uint64_t start_ns, uint64_t end_ns, cons
         frame_names_note_interval(d->processes, start_ns, records, n);
         /* And what JITs appended to their perf maps since, while they run (bounded steps). */
         symbolizer_tick(d->symbolizer, find_process, d->processes);
+        /* Over the memory target: the owners that can give memory back lower their bounds. */
+        if (d->budget)
+                (void)memory_budget_check_self(d->budget);
 }
 
 static int on_process_gc(sd_event_source *s, uint64_t usec, void *userdata)
@@ -159,6 +163,7 @@ static void daemon_done(Daemon *d)
         d->python_ids = python_frame_ids_free(d->python_ids); /* after the sampler, which used them */
         d->cgroups = cgroup_resolver_free(d->cgroups);
         d->aggregator = aggregator_free(d->aggregator);
+        d->budget = memory_budget_free(d->budget); /* before the owners it asks */
         d->symbolizer = symbolizer_free(d->symbolizer);
         d->processes = process_table_free(d->processes);
         d->notifier = notifier_free(d->notifier);
@@ -435,6 +440,15 @@ static int run(int argc, char **argv)
                 log_warning("Not every process found at start was read within %.1f s: the rest are read "
                             "while sampling",
                             (double)START_SETTLE_NS / NSEC_PER_SEC);
+        /* One memory budget over the owners' own bounds (service/memory-budget-owners.h).
+         * PROFD_MEMORY_TARGET (MiB): benchmarks and tests squeeze it (docs/performance.md). */
+        const char *target = getenv("PROFD_MEMORY_TARGET");
+        if ((r = memory_budget_new(target ? strtoull(target, NULL, 10) << 20 : 0, &d.budget)) < 0 ||
+            (r = memory_budget_add_owners(d.budget, d.symbolizer, d.python_symbols)) < 0) {
+                log_warning_errno(r,
+                                  "Cannot set up the memory budget, owners keep their own bounds only: %m");
+                d.budget = memory_budget_free(d.budget);
+        }
         r = sampler_start(d.sampler);
         if (r < 0)
                 return log_error_errno(r, "Cannot start sampling: %m"), 1;

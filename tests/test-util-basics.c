@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-/* The shared basics: growable arrays, arrays sorted by pid, the Prometheus writer. */
+/* The shared basics: growable arrays, arrays sorted by pid, the Prometheus writer, who holds the
+ * memory and the budget over its owners. */
+#include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -10,6 +13,7 @@
 #include "lib/test-util.h"
 #include "util/array.h"
 #include "util/macro.h"
+#include "util/memory-budget.h"
 #include "util/memory-owners.h"
 #include "util/metrics-writer.h"
 
@@ -186,12 +190,87 @@ static void test_files_rss(void)
         free(v);
 }
 
+/* An owner of the budget test: entries of 1 KiB, released down to the bound it is given. */
+typedef struct FakeOwner {
+        uint64_t bytes, limit;
+} FakeOwner;
+
+static uint64_t fake_bytes(void *userdata)
+{
+        return ((FakeOwner *)userdata)->bytes;
+}
+
+static uint64_t fake_set_limit(void *userdata, uint64_t max_bytes)
+{
+        FakeOwner *o = userdata;
+        uint64_t n = o->bytes > max_bytes ? (o->bytes - max_bytes) >> 10 : 0;
+
+        o->limit = max_bytes;
+        if (o->bytes > max_bytes)
+                o->bytes = max_bytes;
+        return n;
+}
+
+static void test_budget(void)
+{
+        const uint64_t M = 1 << 20;
+        _cleanup_(memory_budget_freep) MemoryBudget *b = NULL;
+        FakeOwner a = {40 * M, 40 * M}, p = {8 * M, 8 * M};
+        char *buf = NULL;
+        size_t size = 0;
+        FILE *m;
+
+        CHECK(memory_budget_new(100 * M, &b) == 0, "new");
+        if (!b)
+                return;
+        CHECK(memory_budget_add(b, &(MemoryBudgetOwner){"a", fake_bytes, fake_set_limit, 50 * M, 40 * M,
+                                                        &a}) == -EINVAL,
+              "a floor over the ceiling is refused");
+        CHECK(memory_budget_add(
+                      b, &(MemoryBudgetOwner){"a", fake_bytes, fake_set_limit, 16 * M, 40 * M, &a}) == 0 &&
+                      memory_budget_add(
+                              b, &(MemoryBudgetOwner){"p", fake_bytes, fake_set_limit, M, 8 * M, &p}) == 0,
+              "add");
+        /* Under the target: nothing moves. */
+        CHECK(memory_budget_check(b, 90 * M) == 0 && a.bytes == 40 * M && p.bytes == 8 * M,
+              "under the target");
+        /* 10 MiB over: the first owner gives it all, the second keeps its own. */
+        CHECK(memory_budget_check(b, 110 * M) == 10240 && a.limit == 30 * M && p.limit == 8 * M &&
+                      memory_budget_limit(b, "a") == 30 * M,
+              "10 MiB over: a %" PRIu64 " p %" PRIu64, a.limit, p.limit);
+        /* 30 MiB over: the first down to its floor, the second too, and 9 MiB still over: counted. */
+        CHECK(memory_budget_check(b, 130 * M) == 14336 + 7168 && a.limit == 16 * M && p.limit == M,
+              "30 MiB over: a %" PRIu64 " p %" PRIu64, a.limit, p.limit);
+        /* Within the slack under the target: the bounds stay low. */
+        CHECK(memory_budget_check(b, 95 * M) == 0 && a.limit == 16 * M && p.limit == M, "in the slack");
+        /* 12 MiB of room: the first owner gets it back first. */
+        memory_budget_check(b, 80 * M);
+        CHECK(a.limit == 28 * M && p.limit == M, "raised: a %" PRIu64 " p %" PRIu64, a.limit, p.limit);
+        memory_budget_check(b, 50 * M);
+        CHECK(a.limit == 40 * M && p.limit == 8 * M, "back to their own: a %" PRIu64 " p %" PRIu64, a.limit,
+              p.limit);
+
+        m = open_memstream(&buf, &size);
+        if (!m)
+                return;
+        memory_budget_write_metrics(b, m);
+        fclose(m);
+        CHECK(buf && strstr(buf, "profd_memory_budget_evictions_total{owner=\"a\"} 24576\n") &&
+                      strstr(buf, "profd_memory_budget_evictions_total{owner=\"p\"} 7168\n") &&
+                      strstr(buf, "profd_memory_budget_over_total 1\n") &&
+                      strstr(buf, "profd_memory_target_bytes 104857600\n") &&
+                      strstr(buf, "profd_memory_budget_limit_bytes{owner=\"a\"} 41943040\n"),
+              "%s", buf);
+        free(buf);
+}
+
 int main(void)
 {
         test_grow();
         test_sorted();
         test_metrics();
         test_files_rss();
+        test_budget();
         printf("%s: %u failures\n", failures ? "FAIL" : "ok", failures);
         return failures ? 1 : 0;
 }

@@ -241,9 +241,13 @@ static void write_memory(Daemon *d, FILE *f)
                           python_symbols_memory(d->python_symbols) + python_frame_ids_bytes(d->python_ids));
         memory_owners_add(&m, "java_names",
                           hotspot_symbols_memory(d->hotspot_symbols) + hotspot_procs_memory(d->hotspot));
-        memory_owners_add(&m, "unwind_pool", table_pool_mapped_bytes(d->pool));
+        memory_owners_add(&m, "unwind_pool",
+                          table_pool_mapped_bytes(d->pool) + table_pool_host_bytes(d->pool));
+        memory_owners_add(&m, "cgroups", cgroup_resolver_memory(d->cgroups));
         memory_owners_add(&m, "v8_names", v8_symbols_memory(d->v8_symbols));
         memory_owners_write_metrics(&m, f);
+        if (d->budget)
+                memory_budget_write_metrics(d->budget, f);
 }
 
 int metrics_render(Daemon *d, char **ret_text, size_t *ret_size)

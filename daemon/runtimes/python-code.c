@@ -216,6 +216,21 @@ static void insert(PythonCodeCache *c, PythonCode *e)
         c->bytes += e->bytes;
 }
 
+size_t python_code_cache_set_max_bytes(PythonCodeCache *c, size_t max_bytes)
+{
+        size_t n = 0;
+
+        if (!c)
+                return 0;
+        c->max_bytes = max_bytes ?: PYTHON_CODE_MAX_BYTES;
+        while (c->lru_tail && c->bytes > c->max_bytes) {
+                remove_entry(c, c->lru_tail);
+                c->n_evicted++;
+                n++;
+        }
+        return n;
+}
+
 void python_code_cache_forget(PythonCodeCache *c, pid_t pid, uint64_t start_time)
 {
         if (!c)

@@ -101,5 +101,8 @@ uint32_t python_line_of(PythonLineTable kind, const uint8_t *table, size_t len, 
 
 size_t python_code_cache_entries(const PythonCodeCache *c);
 size_t python_code_cache_bytes(const PythonCodeCache *c);
+/* Lowers (or raises back) the byte bound (0: PYTHON_CODE_MAX_BYTES), evicting the least recently
+ * used over it now (counted as evictions); returns how many went. */
+size_t python_code_cache_set_max_bytes(PythonCodeCache *c, size_t max_bytes);
 /* Prometheus text: profd_python_code_*. */
 void python_code_cache_write_metrics(const PythonCodeCache *c, FILE *f);

@@ -116,13 +116,21 @@ static void exe_cache_drop_pages(ExeCache *c)
                 c->mapped_rss += rss[i];
 }
 
-void exe_cache_make_room(ExeCache *c, const Exe *keep)
+uint64_t exe_cache_tables_bytes(const ExeCache *c)
 {
-        uint64_t total = 0, now = now_ns(CLOCK_MONOTONIC);
+        uint64_t total = 0;
 
         for (size_t i = 0; i < c->n_exes; i++)
                 total += exe_heap_bytes(c->exes[i]);
-        while (total > SYMBOLIZER_MAX_BYTES) {
+        return total;
+}
+
+void exe_cache_make_room(ExeCache *c, const Exe *keep)
+{
+        uint64_t total = exe_cache_tables_bytes(c), now = now_ns(CLOCK_MONOTONIC);
+        uint64_t max = c->max_bytes ?: SYMBOLIZER_MAX_BYTES;
+
+        while (total > max) {
                 size_t victim = SIZE_MAX;
 
                 /* Not one a profile being built may still need: an exited process's deleted file
@@ -131,7 +139,7 @@ void exe_cache_make_room(ExeCache *c, const Exe *keep)
                         if (c->exes[i] != keep && now - c->exes[i]->last_use_ns > SYMBOLIZER_KEEP_NS &&
                             (victim == SIZE_MAX || c->exes[i]->last_use < c->exes[victim]->last_use))
                                 victim = i;
-                if (victim == SIZE_MAX && total > SYMBOLIZER_HARD_MAX_BYTES) {
+                if (victim == SIZE_MAX && total > max + (SYMBOLIZER_HARD_MAX_BYTES - SYMBOLIZER_MAX_BYTES)) {
                         for (size_t i = 0; i < c->n_exes; i++)
                                 if (c->exes[i] != keep && !c->exes[i]->deleted &&
                                     (victim == SIZE_MAX || c->exes[i]->last_use < c->exes[victim]->last_use))
@@ -148,6 +156,15 @@ void exe_cache_make_room(ExeCache *c, const Exe *keep)
                 c->n_exe_closed_memory++;
                 c->closed_since_check = true;
         }
+}
+
+uint64_t exe_cache_set_max_bytes(ExeCache *c, uint64_t max_bytes)
+{
+        uint64_t before = c->n_exe_closed_memory;
+
+        c->max_bytes = max_bytes;
+        exe_cache_make_room(c, NULL);
+        return c->n_exe_closed_memory - before;
 }
 
 void exe_note_line_table(ExeCache *c, Exe *e, uint64_t cu_offset, size_t n_lines)

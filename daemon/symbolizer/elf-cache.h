@@ -120,6 +120,7 @@ typedef struct ExeCache {
         bool over_bound;         /* over SYMBOLIZER_MAX_BYTES with nothing to close, since the check */
         uint64_t n_over_bound;   /* checks that found it so */
         uint64_t mapped_rss;     /* resident bytes of the mapped files at the last check, before the drop */
+        uint64_t max_bytes; /* the bound of the tables now (the memory budget's); 0: SYMBOLIZER_MAX_BYTES */
 } ExeCache;
 
 void exe_free(Exe *e);
@@ -139,6 +140,12 @@ void exe_note_line_table(ExeCache *c, Exe *e, uint64_t cu_offset, size_t n_lines
 /* Closes least recently used executables other than keep while the estimate of what all hold
  * (resident mapped files as last measured, tables, line tables) exceeds SYMBOLIZER_MAX_BYTES. */
 void exe_cache_make_room(ExeCache *c, const Exe *keep);
+/* Sets the bound of the tables (0: SYMBOLIZER_MAX_BYTES; executables used in the last
+ * SYMBOLIZER_KEEP_NS are closed past it plus SYMBOLIZER_HARD_MAX_BYTES - SYMBOLIZER_MAX_BYTES)
+ * and closes what is over it now; returns how many executables that closed. */
+uint64_t exe_cache_set_max_bytes(ExeCache *c, uint64_t max_bytes);
+/* The tables of the open executables, as the bound counts them. */
+uint64_t exe_cache_tables_bytes(const ExeCache *c);
 /* Resident bytes of the open executables' mapped files now (one read of /proc/self/smaps). */
 uint64_t exe_cache_mapped_bytes(const ExeCache *c);
 /* Drops the resident pages of e's mapped files (a symbol table read whole once is not needed

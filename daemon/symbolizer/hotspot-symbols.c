@@ -12,6 +12,7 @@
 #include "runtimes/remote-memory.h"
 #include "symbolizer/hotspot-symbols.h"
 #include "util/log.h"
+#include "util/memory-owners.h"
 #include "util/metrics-writer.h"
 
 /* One Java method of a frame, named. */
@@ -165,13 +166,14 @@ int hotspot_symbols_new(HotspotProcs *procs, HotspotSymbols **ret)
 
 static size_t named_bytes(const Named *n)
 {
-        return strlen(n->name) + strlen(n->system_name) + 2 + (n->file ? strlen(n->file) + 1 : 0);
+        return memory_block_bytes(n->name) + memory_block_bytes(n->system_name) +
+               memory_block_bytes(n->file);
 }
 
 static void entry_free(HotspotSymbols *hs, Entry *e)
 {
         hs->n--;
-        hs->bytes -= sizeof(*e) + e->n * sizeof(Named);
+        hs->bytes -= memory_block_bytes(e) + memory_block_bytes(e->named);
         for (size_t i = 0; i < e->n; i++) {
                 hs->bytes -= named_bytes(&e->named[i]);
                 free(e->named[i].name);
@@ -185,7 +187,7 @@ static void entry_free(HotspotSymbols *hs, Entry *e)
 static void stub_free(HotspotSymbols *hs, Stub *st)
 {
         hs->n_stubs--;
-        hs->bytes -= sizeof(*st) + (st->name ? strlen(st->name) + 1 : 0);
+        hs->bytes -= memory_block_bytes(st) + memory_block_bytes(st->name);
         free(st->name);
         free(st);
 }
@@ -403,7 +405,7 @@ static Entry *read_frame(HotspotSymbols *hs, const HotspotProcess *hp, RemoteMem
         }
         for (size_t i = 0; i < e->n; i++)
                 hs->bytes += named_bytes(&e->named[i]);
-        hs->bytes += e->n * sizeof(Named);
+        hs->bytes += memory_block_bytes(e->named);
         hs->reads[r >= 0          ? READ_OK
                   : r == -ESRCH   ? READ_GONE
                   : r == -ESTALE  ? READ_STALE
@@ -413,7 +415,7 @@ static Entry *read_frame(HotspotSymbols *hs, const HotspotProcess *hp, RemoteMem
         hs->buckets[bucket(hp->pid, frame)] = e;
         e->indexed = true;
         hs->n++;
-        hs->bytes += sizeof(*e);
+        hs->bytes += memory_block_bytes(e);
         if (e->n > 0) {
                 if (hs->n_ids == hs->cap_ids) {
                         size_t cap = hs->cap_ids ? hs->cap_ids * 2 : 256;
@@ -491,7 +493,7 @@ static void read_stub(HotspotSymbols *hs, const HotspotProcess *hp, RemoteMemory
         st->next = hs->stubs[(unsigned)hp->pid % STUB_BUCKETS];
         hs->stubs[(unsigned)hp->pid % STUB_BUCKETS] = st;
         hs->n_stubs++;
-        hs->bytes += sizeof(*st) + (st->name ? strlen(st->name) + 1 : 0);
+        hs->bytes += memory_block_bytes(st) + memory_block_bytes(st->name);
 }
 
 /* A native entry (an address) in hp's code cache: a stub, adapter or the interpreter's code. */
@@ -852,5 +854,5 @@ void hotspot_symbols_write_metrics(const HotspotSymbols *hs, FILE *f)
 
 size_t hotspot_symbols_memory(const HotspotSymbols *hs)
 {
-        return hs ? hs->bytes + sizeof(*hs) : 0;
+        return hs ? hs->bytes + sizeof(*hs) + hs->cap_ids * sizeof(*hs->by_id) : 0;
 }

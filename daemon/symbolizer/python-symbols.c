@@ -226,3 +226,8 @@ size_t python_symbols_memory(const PythonSymbols *ps)
 {
         return ps ? python_code_cache_bytes(ps->code) : 0;
 }
+
+size_t python_symbols_set_code_limit(PythonSymbols *ps, size_t max_bytes)
+{
+        return ps ? python_code_cache_set_max_bytes(ps->code, max_bytes) : 0;
+}

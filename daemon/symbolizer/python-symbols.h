@@ -36,3 +36,5 @@ void python_module_name(const char *file, char *buf, size_t size);
 void python_symbols_write_metrics(const PythonSymbols *ps, FILE *f);
 /* Memory of the code cache, for profd_memory_bytes. */
 size_t python_symbols_memory(const PythonSymbols *ps);
+/* The code objects' bound, for the memory budget (python-code.h); returns how many were evicted. */
+size_t python_symbols_set_code_limit(PythonSymbols *ps, size_t max_bytes);

@@ -643,6 +643,16 @@ void symbolizer_tick(Symbolizer *s, const Process *(*find)(pid_t pid, void *user
         exe_cache_trim(&s->elf, now_ns(CLOCK_MONOTONIC));
 }
 
+uint64_t symbolizer_tables_bytes(const Symbolizer *s)
+{
+        return s ? exe_cache_tables_bytes(&s->elf) : 0;
+}
+
+uint64_t symbolizer_set_tables_limit(Symbolizer *s, uint64_t max_bytes)
+{
+        return s ? exe_cache_set_max_bytes(&s->elf, max_bytes) : 0;
+}
+
 void symbolizer_memory(const Symbolizer *s, SymbolizerMemory *ret)
 {
         size_t heap = 0;

@@ -98,6 +98,11 @@ typedef struct SymbolizerMemory {
         uint64_t kallsyms;         /* kernel symbols */
 } SymbolizerMemory;
 void symbolizer_memory(const Symbolizer *s, SymbolizerMemory *ret);
+/* For the memory budget (util/memory-budget.h): the open executables' tables as their bound counts
+ * them, and that bound (0: SYMBOLIZER_MAX_BYTES), lowered while profd is over its target; returns
+ * the executables closed. Their addresses stay named in the cache; the rest open them again. */
+uint64_t symbolizer_tables_bytes(const Symbolizer *s);
+uint64_t symbolizer_set_tables_limit(Symbolizer *s, uint64_t max_bytes);
 /* A process seen in samples: reads (a bounded step of) its perf map while it runs, if it has
  * anonymous executable memory (perf-map.h). */
 void symbolizer_note_process(Symbolizer *s, const Process *p);

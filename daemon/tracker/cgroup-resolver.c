@@ -643,3 +643,20 @@ int cgroup_resolver_find_unit(CgroupResolver *r, const char *unit, CgroupMatch *
                 return k;
         return (int)(f.n < max ? f.n : max);
 }
+
+size_t cgroup_resolver_memory(const CgroupResolver *r)
+{
+        size_t b;
+
+        if (!r)
+                return 0;
+        /* Every slot is written at start (the free chain). */
+        b = sizeof(*r) + r->max_entries * sizeof(Entry) + r->n_buckets * sizeof(int);
+        for (size_t i = 0; i < r->max_entries; i++)
+                if (r->entries[i].used)
+                        b += (r->entries[i].info.path ? strlen(r->entries[i].info.path) + 1 : 0) +
+                             (r->entries[i].info.unit ? strlen(r->entries[i].info.unit) + 1 : 0) +
+                             (r->entries[i].info.container_id ? strlen(r->entries[i].info.container_id) + 1
+                                                              : 0);
+        return b;
+}

@@ -41,6 +41,8 @@ void cgroup_resolver_note(CgroupResolver *r, uint64_t id, uint64_t now_ns);
 /* Forget ids unused for keep_ns. */
 void cgroup_resolver_gc(CgroupResolver *r, uint64_t now_ns);
 void cgroup_resolver_write_metrics(const CgroupResolver *r, FILE *f);
+/* Heap it holds: the slots (all written at start) and the names resolved (profd_memory_bytes). */
+size_t cgroup_resolver_memory(const CgroupResolver *r);
 
 /* For PprofOptions.cgroup_label (userdata: the resolver): the sample's unit or container id, or
  * NULL when it has none. */

@@ -372,6 +372,24 @@ uint64_t table_pool_mapped_bytes(const TablePool *p)
         return p ? p->mapped_bytes : 0;
 }
 
+uint64_t table_pool_host_bytes(const TablePool *p)
+{
+        uint64_t b;
+
+        if (!p)
+                return 0;
+        /* The rule hash is written whole at start (-1 slots); rules only as they are added. */
+        b = sizeof(*p) + (uint64_t)p->n_rules * sizeof(*p->rules) + RULE_HASH_SIZE * sizeof(int32_t) +
+            p->cap_tables * sizeof(*p->tables) + p->cap_procs * sizeof(*p->procs);
+        for (size_t i = 0; i < p->n_tables; i++)
+                b += sizeof(PoolTable) + p->tables[i]->n_segs * sizeof(Segment);
+        for (size_t i = 0; i < p->n_procs; i++)
+                b += sizeof(Proc) + p->procs[i]->n_maps * sizeof(PoolMapping) +
+                     p->procs[i]->n_keys *
+                             (sizeof(struct profd_unwind_mapping_key) + sizeof(struct profd_unwind_mapping));
+        return b;
+}
+
 size_t table_pool_n_tables(const TablePool *p)
 {
         return p ? p->n_tables : 0;

@@ -70,4 +70,7 @@ int table_pool_set_process_runtimes(TablePool *p, pid_t pid, uint32_t runtimes);
 size_t table_pool_n_tables(const TablePool *p);
 /* Bytes of shards mapped into profd (its RSS) right now: only while a table is written. */
 uint64_t table_pool_mapped_bytes(const TablePool *p);
+/* Heap of the pool's index in profd: rules and their hash, where each table's pages are, each
+ * process's mappings and the entries BPF holds for them (profd_memory_bytes{owner="unwind_pool"}). */
+uint64_t table_pool_host_bytes(const TablePool *p);
 void table_pool_write_metrics(const TablePool *p, FILE *f);

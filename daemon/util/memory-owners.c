@@ -47,6 +47,11 @@ static int self_statm(uint64_t *ret_rss, uint64_t *ret_shared)
         return 0;
 }
 
+size_t memory_block_bytes(const void *p)
+{
+        return p ? malloc_usable_size((void *)p) + sizeof(size_t) : 0;
+}
+
 int memory_self_rss(uint64_t *ret)
 {
         return self_statm(ret, NULL);

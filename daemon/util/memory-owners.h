@@ -27,6 +27,12 @@ void memory_owners_add(MemoryOwners *m, const char *name, uint64_t bytes);
  * minus every owner, 0 when they add up to more), then writes the family. */
 void memory_owners_write_metrics(MemoryOwners *m, FILE *f);
 
+/* What malloc holds for the block p (0 for NULL): its usable size plus the chunk header. Owners of
+ * many small blocks count this rather than the bytes they asked for: for short strings the
+ * difference (header, 16-byte rounding, 32-byte minimum) is a third or more, and it went to
+ * "other". */
+size_t memory_block_bytes(const void *p);
+
 /* Resident bytes of profd (/proc/self/statm); -errno. */
 int memory_self_rss(uint64_t *ret);
 /* A file some library mapped whole (libelf's ELF_C_READ_MMAP): only the kernel knows how much of

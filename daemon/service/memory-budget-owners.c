@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+#include "runtimes/python-code.h"
+#include "service/memory-budget-owners.h"
+#include "symbolizer/elf-cache.h"
+
+static uint64_t symbolizer_bytes(void *userdata)
+{
+        return symbolizer_tables_bytes(userdata);
+}
+
+static uint64_t symbolizer_limit(void *userdata, uint64_t max_bytes)
+{
+        return symbolizer_set_tables_limit(userdata, max_bytes);
+}
+
+static uint64_t python_bytes(void *userdata)
+{
+        return python_symbols_memory(userdata);
+}
+
+static uint64_t python_limit(void *userdata, uint64_t max_bytes)
+{
+        return python_symbols_set_code_limit(userdata, max_bytes);
+}
+
+int memory_budget_add_owners(MemoryBudget *b, Symbolizer *s, PythonSymbols *ps)
+{
+        int r;
+
+        r = memory_budget_add(b, &(MemoryBudgetOwner){
+                                         .name = "dwarf_elf",
+                                         .bytes = symbolizer_bytes,
+                                         .set_limit = symbolizer_limit,
+                                         .floor = MEMORY_BUDGET_SYMBOLIZER_FLOOR,
+                                         .ceiling = SYMBOLIZER_MAX_BYTES,
+                                         .userdata = s,
+                                 });
+        if (r < 0 || !ps)
+                return r;
+        return memory_budget_add(b, &(MemoryBudgetOwner){
+                                            .name = "python_code",
+                                            .bytes = python_bytes,
+                                            .set_limit = python_limit,
+                                            .floor = MEMORY_BUDGET_PYTHON_CODE_FLOOR,
+                                            .ceiling = PYTHON_CODE_MAX_BYTES,
+                                            .userdata = ps,
+                                    });
+}
