@@ -53,13 +53,8 @@ _Static_assert(sizeof(struct profd_unwind_mapping) == 48, "profd_unwind_mapping 
 struct profd_unwind_config {
         __u32 active; /* 1 once the pool exists: DWARF unwinding and unknown-pid reports */
         __u32 generation;
-        /* Changes after every write or delete of an unwind_procs entry by the daemon: validates
-         * the per-CPU copy of the last sampled process's entry (the BPF exec hook's deletes are
-         * caught by the task's mm changing). */
-        __u32 procs_gen;
-        __u32 _pad;
 };
-_Static_assert(sizeof(struct profd_unwind_config) == 16, "profd_unwind_config layout");
+_Static_assert(sizeof(struct profd_unwind_config) == 8, "profd_unwind_config layout");
 
 /* Per-CPU direct-mapped cache of (table location, ELF pc range) -> rule: the range is the whole
  * row the rule came from, [row's pc, next row's pc or the page end), so the varying pcs of a hot
@@ -99,8 +94,8 @@ _Static_assert(sizeof(struct profd_row_cache_entry) == 32, "profd_row_cache_entr
 
 struct profd_unwind_proc {
         __u32 n_mappings;
-        __u32 version;  /* unique per write (pool-wide counter): validates the BPF mapping cache */
-        __u64 maps_ns;  /* CLOCK_MONOTONIC time the mappings were read (before the read) */
+        __u32 version; /* unique per write (pool-wide counter): validates the BPF mapping cache */
+        __u64 maps_ns; /* CLOCK_MONOTONIC time the mappings were read (before the read) */
         __u32 runtimes; /* PROFD_PROC_RUNTIME_* */
         __u32 _pad;
 };

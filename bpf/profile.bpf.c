@@ -199,43 +199,19 @@ static __always_inline void sample_find_process(struct sample_state *st, struct 
         struct profd_unwind_config *cfg = bpf_map_lookup_elem(&unwind_config, &zero);
 
         if (!st->done && cfg && cfg->active) {
-                __u32 pid = st->key.pid, procs_gen = cfg->procs_gen, runtimes = 0;
-                __u64 mm = task_mm(task);
-                bool found = false;
-
                 st->pool_gen = cfg->generation;
-                st->map_pid = pid;
-                if (st->pc_valid && st->pc_pid == pid && st->pc_gen == procs_gen && st->pc_mm == mm) {
-                        st->map_pid = st->pc_map_pid;
-                        st->proc_version = st->pc_version;
-                        runtimes = st->pc_runtimes;
-                        found = true;
-                        if (st->map_pid != pid)
-                                count(PROFD_CNT_SHARED_MM); /* as shared_mm_parent() */
-                } else {
-                        struct profd_unwind_proc *proc = bpf_map_lookup_elem(&unwind_procs, &pid);
+                __u32 pid = st->key.pid;
+                struct profd_unwind_proc *proc = bpf_map_lookup_elem(&unwind_procs, &pid);
 
-                        if (!proc)
-                                proc = shared_mm_parent(st, task);
-                        st->pc_valid = 0;
-                        if (proc) {
-                                st->proc_version = proc->version;
-                                runtimes = proc->runtimes;
-                                found = true;
-                                st->pc_pid = pid;
-                                st->pc_gen = procs_gen;
-                                st->pc_mm = mm;
-                                st->pc_map_pid = st->map_pid;
-                                st->pc_version = st->proc_version;
-                                st->pc_runtimes = runtimes;
-                                st->pc_valid = 1;
-                        }
-                }
-                if (found) {
+                st->map_pid = pid;
+                if (!proc)
+                        proc = shared_mm_parent(st, task);
+                if (proc) {
+                        st->proc_version = proc->version;
                         st->fp_only = 0;
                         /* Only a process the daemon found CPython in pays for the lookup (not a
                          * vfork child: its Python frames would be its parent's thread's). */
-                        if ((runtimes & PROFD_PROC_RUNTIME_PYTHON) && st->map_pid == pid) {
+                        if ((proc->runtimes & PROFD_PROC_RUNTIME_PYTHON) && st->map_pid == pid) {
                                 struct profd_python_proc *py = bpf_map_lookup_elem(&python_procs, &pid);
 
                                 if (py) {
@@ -244,7 +220,7 @@ static __always_inline void sample_find_process(struct sample_state *st, struct 
                                 }
                         }
                         /* A JVM's Java frames are taken during the native walk (hotspot.bpf.h). */
-                        if ((runtimes & PROFD_PROC_RUNTIME_HOTSPOT) && st->map_pid == pid) {
+                        if ((proc->runtimes & PROFD_PROC_RUNTIME_HOTSPOT) && st->map_pid == pid) {
                                 struct profd_hotspot_proc *hs = bpf_map_lookup_elem(&hotspot_procs, &pid);
 
                                 if (hs) {
@@ -254,7 +230,7 @@ static __always_inline void sample_find_process(struct sample_state *st, struct 
                                 }
                         }
                         /* Node's JavaScript frames are noted during the native walk (v8-frame.bpf.h). */
-                        if ((runtimes & PROFD_PROC_RUNTIME_V8) && st->map_pid == pid) {
+                        if ((proc->runtimes & PROFD_PROC_RUNTIME_V8) && st->map_pid == pid) {
                                 struct profd_v8_proc *v8 = bpf_map_lookup_elem(&v8_procs, &pid);
 
                                 if (v8) {

@@ -298,7 +298,7 @@ int table_pool_set_process_at(TablePool *p, pid_t pid, uint64_t maps_ns, const P
         _cleanup_free_ PoolMapping *copy = NULL;
         struct profd_unwind_proc info = {};
         uint32_t key = pid;
-        bool found, rewrite;
+        bool found;
         size_t i;
         Proc *pr;
         int r;
@@ -347,25 +347,17 @@ int table_pool_set_process_at(TablePool *p, pid_t pid, uint64_t maps_ns, const P
         info.runtimes = pr->runtimes;
         if (exec_after(p, pr, maps_ns)) {
                 (void)bpf_map_delete_elem(p->procs_fd, &key);
-                pool_procs_changed(p);
                 p->stale_snapshots++;
                 return r < 0 ? r : -ESTALE;
         }
-        /* BPF keeps a copy of an entry it found, per CPU: a rewrite must invalidate it. A first
-         * write needs not (one bpf() less per new process): no entry, nothing copied, and a copy
-         * of a vfork child's parent entry is for the child's mm, which only an exec changes. */
-        rewrite = pr->procs_written_ns != 0;
         if (bpf_map_update_elem(p->procs_fd, &key, &info, BPF_ANY) < 0 && r >= 0)
                 r = -errno;
         pr->procs_written_ns = now_ns(CLOCK_MONOTONIC);
         if (exec_after(p, pr, maps_ns)) {
                 (void)bpf_map_delete_elem(p->procs_fd, &key);
-                pool_procs_changed(p);
                 p->stale_snapshots++;
                 return r < 0 ? r : -ESTALE;
         }
-        if (rewrite)
-                pool_procs_changed(p);
         return r;
 }
 
@@ -422,7 +414,6 @@ int table_pool_set_process_runtimes(TablePool *p, pid_t pid, uint32_t runtimes)
         info.runtimes = runtimes;
         if (bpf_map_update_elem(p->procs_fd, &key, &info, BPF_EXIST) < 0 && errno != ENOENT)
                 return -errno;
-        pool_procs_changed(p);
         return 0;
 }
 
@@ -454,7 +445,6 @@ static int remove_process(TablePool *p, pid_t pid, uint64_t exit_ns)
                 p->exit_deletes_left++;
         else {
                 (void)bpf_map_delete_elem(p->procs_fd, &key);
-                pool_procs_changed(p);
                 /* A later process with this pid did not exec then; a stale exec time would make its
                  * fork-copied mappings look older than its image. */
                 (void)bpf_map_delete_elem(p->execs_fd, &key);

@@ -16,18 +16,10 @@
 
 int pool_write_config(TablePool *p, uint32_t active)
 {
-        struct profd_unwind_config c = {
-                .active = active, .generation = p->generation, .procs_gen = p->procs_gen};
+        struct profd_unwind_config c = {.active = active, .generation = p->generation};
         uint32_t zero = 0;
 
         return bpf_map_update_elem(p->config_fd, &zero, &c, BPF_ANY) < 0 ? -errno : 0;
-}
-
-/* An unwind_procs entry was written or deleted: BPF's per-CPU copy of one must not be trusted. */
-void pool_procs_changed(TablePool *p)
-{
-        p->procs_gen++;
-        (void)pool_write_config(p, p->active);
 }
 
 /* Pool memory may now hold another table than before: BPF's row cache must not trust it. */

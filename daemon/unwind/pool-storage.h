@@ -7,7 +7,6 @@
 int pool_write_config(TablePool *p, uint32_t active);
 /* Pool memory may now hold another table than before: BPF's row cache must not trust it. */
 void pool_new_generation(TablePool *p);
-void pool_procs_changed(TablePool *p);
 
 int pool_shard_create(TablePool *p, uint32_t *ret_slot);
 void pool_shard_drop(TablePool *p, uint32_t slot);

@@ -70,7 +70,6 @@ struct TablePool {
         uint64_t n_mapping_entries;
 
         uint32_t generation, active;
-        uint32_t procs_gen; /* profd_unwind_config.procs_gen */
         uint64_t placed, evicted, compactions, place_failures, entry_errors;
         uint64_t stale_snapshots;
         bool exit_hook;             /* the BPF exit hook deletes unwind_procs/unwind_execs entries */
