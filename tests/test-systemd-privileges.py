@@ -107,12 +107,14 @@ def main():
 
     as_victim = ["setpriv", "--reuid=%d" % VICTIM_UID, "--regid=%d" % VICTIM_UID, "--clear-groups",
                  "--inh-caps=-all", "--bounding-set=-all"]
-    vproc = subprocess.Popen(as_victim + [victim, "12"])
+    # Both victims outlast profd's start-up on a loaded machine (10 s and more: BPF verification);
+    # they are killed once the profile is in.
+    vproc = subprocess.Popen(as_victim + [victim, "60"])
     pyproc = None
     if os.path.exists("/usr/bin/python3.11"):
         script = os.path.join(vdir, "lp_victim.py")
         with open(script, "w") as f:
-            f.write("import time\ndef victim_py():\n    end = time.monotonic() + 12\n"
+            f.write("import time\ndef victim_py():\n    end = time.monotonic() + 60\n"
                     "    while time.monotonic() < end:\n        pass\nvictim_py()\n")
         os.chown(script, VICTIM_UID, VICTIM_UID)
         os.chmod(script, 0o600)
