@@ -46,8 +46,34 @@ driver();
 """
 
 
+def frame_of(frame, script):
+    """pprof -lines frame "name file[:line]" -> (name, line or 0), name None when not script's: a
+    frame of optimized code has a line too (runtimes/v8-code.h), an interpreted one mostly."""
+    if frame.endswith(" (inline)"):
+        frame = frame[:-len(" (inline)")]
+    if frame.endswith(" " + script):
+        return frame[:-len(script) - 1], 0
+    m = re.match(r"^(.*) (\S+):(\d+)$", frame)
+    return (m.group(1), int(m.group(3))) if m and m.group(2) == script else (None, 0)
+
+
 def name_of(frame, script):
-    return frame[:-len(script) - 1] if frame.endswith(" " + script) else None
+    return frame_of(frame, script)[0]
+
+
+def bodies(script):
+    """name -> the lines of its function: "function name(" to its closing "}" (the same line for a
+    one-line function)."""
+    lines, out = script.split("\n"), {}
+    for i, text in enumerate(lines):
+        m = re.match(r"^function (\w+)\(", text)
+        if m:
+            end = i if text.endswith("}") else next(j for j in range(i, len(lines)) if lines[j] == "}")
+            out[m.group(1)] = range(i + 1, end + 2)
+    return out
+
+
+BODIES = bodies(SCRIPT)
 
 
 def check_run(label, start, script, lib):
@@ -74,13 +100,19 @@ def check_run(label, start, script, lib):
     t.check(unsure and int(unsure.group(1)) > 0,
             "%s: /metrics: interrupted frames left unnamed (%s)" % (label, unsure and unsure.group(1)))
 
-    total = leaves = 0
-    wrong = {}
+    total = leaves = lined = 0
+    wrong, wrong_lines = {}, {}
     for tr in t.traces(path, lines=True):
         names = [name_of(x, script) for x in tr.frames]  # leaf first
         total += tr.value
         if names and names[0] in ("leafA", "leafB"):
             leaves += tr.value
+            lined += tr.value if frame_of(tr.frames[0], script)[1] else 0
+        for x in tr.frames:
+            name, line = frame_of(x, script)
+            if name in JS and line and line not in BODIES[name]:
+                key = "%s:%d" % (name, line)
+                wrong_lines[key] = wrong_lines.get(key, 0) + tr.value
         for callee, caller in zip(names, names[1:]):
             if caller in JS and callee in JS and callee not in CALLS[caller]:
                 key = "%s;%s" % (caller, callee)
@@ -88,10 +120,13 @@ def check_run(label, start, script, lib):
     for tr in sorted(t.traces(path, lines=True), key=lambda x: -x.value)[:6]:
         t.log("   %d: %s" % (tr.value, ";".join(reversed([name_of(x, script) or x.split(" ")[0]
                                                          for x in tr.frames[:6]]))))
-    t.log("   %s: %d samples, %d with leafA or leafB as leaf" % (label, total, leaves))
+    t.log("   %s: %d samples, %d with leafA or leafB as leaf (%d of them with a line)" % (label, total, leaves,
+                                                                                          lined))
     t.check(total >= 100, "%s: %d samples of node (>= 100)" % (label, total))
     t.check(not wrong, "%s: no JavaScript caller;callee pair the program does not have (%s)"
             % (label, ", ".join("%s: %d" % kv for kv in sorted(wrong.items()))))
+    t.check(not wrong_lines, "%s: no JavaScript frame at a line outside its function (%s)"
+            % (label, ", ".join("%s: %d" % kv for kv in sorted(wrong_lines.items()))))
     t.check(leaves >= 20, "%s: %d samples named leafA or leafB where they run (>= 20)" % (label, leaves))
 
 

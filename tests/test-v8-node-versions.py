@@ -43,12 +43,15 @@ def run_one(stacks, name, root, lib, addon):
     os.makedirs(work)
     inner = "/" + os.path.relpath(os.path.join(work, "chain.js"), root)
     calls = "/" + os.path.relpath(os.path.join(work, "calls.js"), root)
+    inlined = "/" + os.path.relpath(os.path.join(work, "inlined.js"), root)
     with open(os.path.join(work, "chain.js"), "w") as f:
         f.write(stacks.SCRIPT)
     with open(os.path.join(work, "calls.js"), "w") as f:
         f.write(stacks.CALLS_SCRIPT)
+    with open(os.path.join(work, "inlined.js"), "w") as f:
+        f.write(stacks.INLINED_SCRIPT)
     shutil.copy(addon, os.path.join(work, "addon.node"))
-    stacks.SCRIPT_PATH[:] = [inner, calls]
+    stacks.SCRIPT_PATH[:] = [inner, calls, inlined]
     proc = None
     procs = []
     try:
@@ -57,7 +60,8 @@ def run_one(stacks, name, root, lib, addon):
             procs.append(proc)
             procs.append(noderoot.in_root(root, ["/usr/bin/node", calls, os.path.dirname(calls) + "/addon.node"],
                                           stdout=subprocess.PIPE, text=True))
-            for p, what in zip(procs, (name, name + " (calls.js)")):
+            procs.append(noderoot.in_root(root, ["/usr/bin/node", inlined], stdout=subprocess.PIPE, text=True))
+            for p, what in zip(procs, (name, name + " (calls.js)", name + " (inlined.js)")):
                 if not t.check(p.stdout.readline().strip() == "ready", "%s started" % what):
                     return
                 t.unwind_ready(d, p.pid, lib, what)
@@ -95,6 +99,7 @@ def run_one(stacks, name, root, lib, addon):
     chain = stacks.PARSE_CHAIN if lib != "libnode.so.137" else \
         [n if n != "v8::internal::Builtin_JsonParse" else "[libnode.so.137]" for n in stacks.PARSE_CHAIN]
     stacks.check_calls("%s calls.js worker (JSON.parse)" % name, worker_t, calls, chain, "start_thread")
+    stacks.check_inlined(name, by_pid[procs[2].pid][0], inlined, metrics)
 
 
 def main():

@@ -348,6 +348,29 @@ def check_perf_map(what, perf_map, traces, script):
             t.log("   %d: %s" % (c, " | ".join(frames[:8])))
 
 
+def check_inlined(what, inl, inlined, metrics):
+    """inlined.js's samples (main thread: (count, frames)): the chain with level3 and hot inlined into
+    level2's optimized code, each frame at its marker's line (check_kind), and /metrics counting
+    optimized frames' lines and inlining chains. Some runs' on-stack-replacement code records no
+    source position inside the inlined functions (none at the loop's stack check): V8 itself cannot
+    say more than the inlining call, and that is what profd shows. Said loudly; the line shown is
+    still checked."""
+    inline_chains = t.metric(metrics, "profd_v8_inline_chains")
+    optimized = t.metric(metrics, 'profd_v8_lines_total{result="optimized_line"}')
+    in_hot = sum(c for c, f in inl if any(name_of(x)[0] == "hot" for x in f))
+    at_call = sum(c for c, f in inl if any(frame_of(x) == ("level2", inlined, INLINED_MARKERS["level2"]) for x in f))
+    if in_hot == 0 and inline_chains == 0 and at_call >= 60:
+        t.log("NOTE: %s inlined.js: V8 recorded no position inside level3/hot in this run's optimized code: "
+              "%d samples at level2's call of level3 (line %d), the inlined frames are not checked this run"
+              % (what, at_call, INLINED_MARKERS["level2"]))
+        t.check(optimized > 0, "%s: /metrics: optimized frames given lines (%d)" % (what, optimized))
+        return
+    check_kind("%s inlined.js (optimized, level3 and hot inlined)" % what, inl, inlined, "_start",
+               INLINED_MARKERS, CHAIN, INLINED_BODIES)
+    t.check(inline_chains > 0 and optimized > 0, "%s: /metrics: optimized frames given lines (%d), inlining chains "
+            "kept (%d)" % (what, optimized, inline_chains))
+
+
 def main():
     t.require_bpf()
     try:
@@ -427,24 +450,7 @@ def main():
     check_calls("calls.js main thread (addon)", main_t, calls, ADDON_CHAIN, "_start")
     check_calls("calls.js worker (JSON.parse)", worker_t, calls, PARSE_CHAIN, "start_thread")
     check_perf_map("--perf-basic-prof", perf_map, sum(by_pid[procs[2].pid], []), perf)
-    inline_chains = t.metric(metrics, "profd_v8_inline_chains")
-    optimized = t.metric(metrics, 'profd_v8_lines_total{result="optimized_line"}')
-    inl = by_pid[procs[3].pid][0]
-    in_hot = sum(c for c, f in inl if any(name_of(x)[0] == "hot" for x in f))
-    at_call = sum(c for c, f in inl if any(frame_of(x) == ("level2", inlined, INLINED_MARKERS["level2"]) for x in f))
-    if in_hot == 0 and inline_chains == 0 and at_call >= 60:
-        # Some runs' on-stack-replacement code records no source position inside the inlined
-        # functions (none at the loop's stack check): V8 itself cannot say more than the inlining
-        # call, and that is what profd shows. Said loudly; the line shown is still checked.
-        t.log("NOTE: inlined.js: V8 recorded no position inside level3/hot in this run's optimized code: "
-              "%d samples at level2's call of level3 (line %d), the inlined frames are not checked this run"
-              % (at_call, INLINED_MARKERS["level2"]))
-        t.check(optimized > 0, "/metrics: optimized frames given lines (%d)" % optimized)
-    else:
-        check_kind("inlined.js (TurboFan, level3 and hot inlined)", inl, inlined, "_start", INLINED_MARKERS, CHAIN,
-                   INLINED_BODIES)
-        t.check(inline_chains > 0 and optimized > 0, "/metrics: optimized frames given lines (%d), inlining chains "
-                "kept (%d)" % (optimized, inline_chains))
+    check_inlined("node 18", by_pid[procs[3].pid][0], inlined, metrics)
     t.finish()
 
 
