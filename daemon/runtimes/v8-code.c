@@ -19,13 +19,6 @@
  * one Code at most). */
 #define V8_INLINING_IDS_MAX 4096
 
-/* V8 11.3's layout below is off: with it, tests/test-v8-node-versions.py saw no sample at all of
- * Debian 13's node 20 processes in two runs of four, and tests/test-v8-leaf.py named none of node
- * 20's leaf functions (0 of ~2800 samples, twice; 248 with it off), although NodeSource's node 20,
- * also V8 11.3, was named right by hand. Not understood yet: node 20's optimized frames keep no
- * line until it is. */
-#define V8_CODE_11_3 0
-
 /* An InliningPosition (src/objects/code.h, 10.2 to 13.6): its SourcePosition (8 bytes), the
  * inlined function's index among the DeoptimizationData's literals (int), padding. */
 #define V8_INLINING_POSITION_SIZE 16
@@ -89,7 +82,7 @@ static bool code_layout(const V8Offsets *o, CodeLayout *ret)
                 };
                 return true;
         }
-        if (V8_CODE_11_3 && o->type_instruction_stream != V8_OFFSET_NONE && o->code_deopt_data == 16 &&
+        if (o->type_instruction_stream != V8_OFFSET_NONE && o->code_deopt_data == 16 &&
             o->code_positions == 24 && o->istream_instruction_start == 16 &&
             o->deopt_shared != V8_OFFSET_NONE && o->deopt_inlined_count != V8_OFFSET_NONE &&
             o->deopt_literals != V8_OFFSET_NONE && o->deopt_inlining_positions != V8_OFFSET_NONE &&
