@@ -221,6 +221,7 @@ static __always_inline void sample_find_process(struct sample_state *st, struct 
                 } else {
                         struct profd_unwind_proc *proc = bpf_map_lookup_elem(&unwind_procs, &pid);
 
+                        count(PROFD_CNT_PROC_LOOKUPS);
                         if (!proc)
                                 proc = shared_mm_parent(st, task);
                         st->pc_valid = 0;
