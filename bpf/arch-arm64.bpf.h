@@ -34,6 +34,8 @@
 #define ARCH_FP_CALLER_SP 16
 /* bl leaves the return address in x30, not on the stack: each row says where it is (rbx_*). */
 #define ARCH_HAS_LINK_REGISTER 1
+/* arm64 may reorder independent loads, and the BPF of 5.10 has no load-acquire to forbid it. */
+#define ARCH_LOADS_ORDERED 0
 /* Go's arm64 ABI reserves x28 for the running g (runtime/asm_arm64.s). */
 #define ARCH_GO_G_IN_REGISTER 1
 

@@ -27,6 +27,8 @@
 #define ARCH_RA_CFA_OFFSET (-8)
 /* No link register: rbx (aux) is callee-saved, restored by the rows' rbx_* rules. */
 #define ARCH_HAS_LINK_REGISTER 0
+/* x86-64 never reorders a load with an earlier load (TSO). */
+#define ARCH_LOADS_ORDERED 1
 /* Go keeps g in TLS on amd64: stack switches follow the saved rbp alone. */
 #define ARCH_GO_G_IN_REGISTER 0
 

@@ -22,6 +22,10 @@
  *                          x30) instead of on the stack: after every step aux is invalid (the
  *                          caller made a call since); 0: aux is callee-saved, restored by the
  *                          rows' rbx_* rules (x86-64's rbx)
+ *   ARCH_LOADS_ORDERED     1 where the CPU keeps two loads in program order (x86-64), so that a
+ *                          value read after a generation counter is at least as new as it; 0
+ *                          (arm64): the per-CPU copy of the sampled process's entry, which needs
+ *                          that order, stays off
  *   ARCH_SIGNAL_TRAMP_WINDOW  0, or the size of the region above arch_signal_tramp_base() where
  *                          a return address may be a signal-return trampoline that has no table
  *                          row (arm64's vDSO), recognized by arch_is_signal_return()

@@ -56,6 +56,26 @@ struct {
         __type(value, struct profd_unwind_proc);
 } unwind_procs SEC(".maps");
 
+/* Bumped after every change of unwind_procs (profd-unwind-pool.h); the daemon bumps it through
+ * its mapping of the array, hence BPF_F_MMAPABLE (5.5+, like the shards). */
+struct {
+        __uint(type, BPF_MAP_TYPE_ARRAY);
+        __uint(max_entries, 1);
+        __uint(map_flags, BPF_F_MMAPABLE);
+        __type(key, __u32);
+        __type(value, struct profd_unwind_procs_gen);
+} unwind_procs_gen SEC(".maps");
+
+/* After a BPF hook deleted an unwind_procs entry: no CPU may keep using its copy of it. */
+static __always_inline void unwind_procs_changed(void)
+{
+        __u32 zero = 0;
+        struct profd_unwind_procs_gen *g = bpf_map_lookup_elem(&unwind_procs_gen, &zero);
+
+        if (g)
+                __sync_fetch_and_add(&g->gen, 1);
+}
+
 /* pid -> time of its last exec. LRU: only recent execs matter (a push of mappings read before
  * them), older ones may be forgotten. */
 struct {

@@ -101,6 +101,7 @@ enum profd_counter {
         PROFD_CNT_PY_EVENTS_FULL,         /* not reported: ring buffer full */
         PROFD_CNT_SHARED_MM,              /* a vfork child's stack unwound with its parent's entries */
         PROFD_CNT_ROW_SEARCHES,           /* binary searches of a table page (row cache misses) */
+        PROFD_CNT_PROC_LOOKUPS,           /* unwind_procs lookups (the per-CPU entry copy missed) */
         /* Off-CPU (bpf/off-cpu.bpf.h, docs/off-cpu.md) */
         PROFD_CNT_OFFCPU_SWITCH_OUTS,     /* switch-outs of wanted threads (waits started) */
         PROFD_CNT_OFFCPU_UNWANTED,        /* switch-outs not wanted: kernel thread, profd, filters */

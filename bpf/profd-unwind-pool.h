@@ -8,7 +8,8 @@
  *   unwind_rules    ARRAY of struct profd_unwind_rule, deduplicated across all tables.
  *   unwind_mappings LPM_TRIE {pid, address} -> struct profd_unwind_mapping.
  *   unwind_procs    HASH pid -> struct profd_unwind_proc: the pid's mappings are loaded.
- *   unwind_execs    LRU HASH pid -> time of the last exec (see below). */
+ *   unwind_execs    LRU HASH pid -> time of the last exec (see below).
+ *   unwind_procs_gen ARRAY (mmapable), one struct profd_unwind_procs_gen: unwind_procs changed. */
 #pragma once
 
 #define PROFD_SHARD_SHIFT 20
@@ -56,6 +57,16 @@ struct profd_unwind_config {
 };
 _Static_assert(sizeof(struct profd_unwind_config) == 8, "profd_unwind_config layout");
 
+/* Value of the one-entry mmapable array "unwind_procs_gen": changes after every write or delete
+ * of an unwind_procs entry, by the daemon (an atomic add through its mapping of the array: no
+ * bpf() call) and by the BPF exec and exit hooks (an atomic add after their deletes). Validates the
+ * per-CPU copy of the last sampled process's entry (sample_state.pc_*): a copy taken under one
+ * value is never used under another, so it cannot outlive a change of the entry it copies. */
+struct profd_unwind_procs_gen {
+        __u64 gen;
+};
+_Static_assert(sizeof(struct profd_unwind_procs_gen) == 8, "profd_unwind_procs_gen layout");
+
 /* Per-CPU direct-mapped cache of (table location, ELF pc range) -> rule: the range is the whole
  * row the rule came from, [row's pc, next row's pc or the page end), so the varying pcs of a hot
  * loop's body hit one row as well as repeated return addresses do, and a hit skips the binary
@@ -94,8 +105,8 @@ _Static_assert(sizeof(struct profd_row_cache_entry) == 32, "profd_row_cache_entr
 
 struct profd_unwind_proc {
         __u32 n_mappings;
-        __u32 version; /* unique per write (pool-wide counter): validates the BPF mapping cache */
-        __u64 maps_ns; /* CLOCK_MONOTONIC time the mappings were read (before the read) */
+        __u32 version;  /* unique per write (pool-wide counter): validates the BPF mapping cache */
+        __u64 maps_ns;  /* CLOCK_MONOTONIC time the mappings were read (before the read) */
         __u32 runtimes; /* PROFD_PROC_RUNTIME_* */
         __u32 _pad;
 };

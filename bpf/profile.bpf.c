@@ -199,19 +199,52 @@ static __always_inline void sample_find_process(struct sample_state *st, struct 
         struct profd_unwind_config *cfg = bpf_map_lookup_elem(&unwind_config, &zero);
 
         if (!st->done && cfg && cfg->active) {
-                st->pool_gen = cfg->generation;
-                __u32 pid = st->key.pid;
-                struct profd_unwind_proc *proc = bpf_map_lookup_elem(&unwind_procs, &pid);
+                struct profd_unwind_procs_gen *g = bpf_map_lookup_elem(&unwind_procs_gen, &zero);
+                __u32 pid = st->key.pid, runtimes = 0;
+                /* Read before unwind_procs (x86: loads stay in order, ARCH_LOADS_ORDERED): an
+                 * entry found below is at least as new as this value, and every change of
+                 * unwind_procs (daemon, exec and exit hooks) bumps it after the change. */
+                __u64 procs_gen = g ? *(volatile __u64 *)&g->gen : 0;
+                __u64 mm = task_mm(task);
+                bool found = false;
 
+                st->pool_gen = cfg->generation;
                 st->map_pid = pid;
-                if (!proc)
-                        proc = shared_mm_parent(st, task);
-                if (proc) {
-                        st->proc_version = proc->version;
+                if (ARCH_LOADS_ORDERED && g && st->pc_valid && st->pc_pid == pid &&
+                    st->pc_gen == procs_gen && st->pc_mm == mm) {
+                        st->map_pid = st->pc_map_pid;
+                        st->proc_version = st->pc_version;
+                        runtimes = st->pc_runtimes;
+                        found = true;
+                        if (st->map_pid != pid)
+                                count(PROFD_CNT_SHARED_MM); /* as shared_mm_parent() */
+                } else {
+                        struct profd_unwind_proc *proc = bpf_map_lookup_elem(&unwind_procs, &pid);
+
+                        count(PROFD_CNT_PROC_LOOKUPS);
+                        if (!proc)
+                                proc = shared_mm_parent(st, task);
+                        st->pc_valid = 0;
+                        if (proc) {
+                                st->proc_version = proc->version;
+                                runtimes = proc->runtimes;
+                                found = true;
+                        }
+                        if (proc && ARCH_LOADS_ORDERED && g) {
+                                st->pc_pid = pid;
+                                st->pc_gen = procs_gen;
+                                st->pc_mm = mm;
+                                st->pc_map_pid = st->map_pid;
+                                st->pc_version = st->proc_version;
+                                st->pc_runtimes = runtimes;
+                                st->pc_valid = 1;
+                        }
+                }
+                if (found) {
                         st->fp_only = 0;
                         /* Only a process the daemon found CPython in pays for the lookup (not a
                          * vfork child: its Python frames would be its parent's thread's). */
-                        if ((proc->runtimes & PROFD_PROC_RUNTIME_PYTHON) && st->map_pid == pid) {
+                        if ((runtimes & PROFD_PROC_RUNTIME_PYTHON) && st->map_pid == pid) {
                                 struct profd_python_proc *py = bpf_map_lookup_elem(&python_procs, &pid);
 
                                 if (py) {
@@ -220,7 +253,7 @@ static __always_inline void sample_find_process(struct sample_state *st, struct 
                                 }
                         }
                         /* A JVM's Java frames are taken during the native walk (hotspot.bpf.h). */
-                        if ((proc->runtimes & PROFD_PROC_RUNTIME_HOTSPOT) && st->map_pid == pid) {
+                        if ((runtimes & PROFD_PROC_RUNTIME_HOTSPOT) && st->map_pid == pid) {
                                 struct profd_hotspot_proc *hs = bpf_map_lookup_elem(&hotspot_procs, &pid);
 
                                 if (hs) {
@@ -230,7 +263,7 @@ static __always_inline void sample_find_process(struct sample_state *st, struct 
                                 }
                         }
                         /* Node's JavaScript frames are noted during the native walk (v8-frame.bpf.h). */
-                        if ((proc->runtimes & PROFD_PROC_RUNTIME_V8) && st->map_pid == pid) {
+                        if ((runtimes & PROFD_PROC_RUNTIME_V8) && st->map_pid == pid) {
                                 struct profd_v8_proc *v8 = bpf_map_lookup_elem(&v8_procs, &pid);
 
                                 if (v8) {
@@ -598,6 +631,8 @@ int BPF_PROG(profd_exec, struct task_struct *p)
 
         bpf_map_update_elem(&unwind_execs, &pid, &now, BPF_ANY);
         bpf_map_delete_elem(&unwind_procs, &pid);
+        /* After the delete: a sample reading the new value cannot find the old entry. */
+        unwind_procs_changed();
         /* Its interpreter, if any, is gone too: the daemon describes the new image's. */
         bpf_map_delete_elem(&python_procs, &pid);
         bpf_map_delete_elem(&hotspot_procs, &pid);
@@ -619,6 +654,7 @@ int BPF_PROG(profd_exit, struct task_struct *p)
         if (BPF_CORE_READ(p, signal, live.counter) != 0)
                 return 0;
         bpf_map_delete_elem(&unwind_procs, &pid);
+        unwind_procs_changed(); /* a later process with this pid must not use a copy of it */
         bpf_map_delete_elem(&unwind_execs, &pid);
         return 0;
 }

@@ -54,6 +54,15 @@ struct sample_state {
                              * vfork child shares its mm with */
         __u32 offcpu;       /* an off-CPU wait starting (sched_switch), not a CPU sample */
         __u32 offcpu_state; /* enum profd_offcpu_state */
+        /* The last process sample_find_process() found in unwind_procs on this CPU, what its
+         * entry said (pc_version, pc_runtimes) and whose entries unwind it (pc_map_pid): valid
+         * for pc_pid while unwind_procs_gen (bumped after every change of unwind_procs: the
+         * daemon's writes and deletes, the exec and exit hooks' deletes) still reads pc_gen and
+         * the task's mm is unchanged. Spares the hash lookup in most samples: a CPU mostly
+         * samples one process in a row. */
+        __u64 pc_gen;
+        __u64 pc_mm;
+        __u32 pc_valid, pc_pid, pc_map_pid, pc_version, pc_runtimes, _pad_pc;
         __u64 uhash;        /* hash of the user frames recorded so far */
         __u64 start_ns;     /* profd_measure_cost */
         __u64 entry_end_ns; /* profd_measure_cost: when the entry program tail-called */
@@ -65,19 +74,19 @@ struct sample_state {
         __u32 py_active;                   /* the process runs CPython: walk its frames too */
         __u32 py_started;
         __u32 py_done;
-        __u32 py_recorded; /* Python frames recorded */
+        __u32 py_recorded;  /* Python frames recorded */
         __u64 py_last_code; /* code object whose fingerprint py_last_fp is (this sample) */
         __u32 py_last_fp;
         __u32 _pad1;
         struct profd_hotspot_proc hs; /* valid while hs_active */
         __u32 hs_active;              /* the process runs a HotSpot JVM: take its Java frames */
-        __u32 hs_pending; /* the last frame recorded is compiled Java code: profd_hotspot steps it */
-        __u64 hs_interp_fp; /* fp of the interpreted frame stepped last (its sender_sp slot) */
+        __u32 hs_pending;        /* the last frame recorded is compiled Java code: profd_hotspot steps it */
+        __u64 hs_interp_fp;      /* fp of the interpreted frame stepped last (its sender_sp slot) */
         struct profd_v8_proc v8; /* valid while v8_active */
         __u32 v8_active;         /* the process runs V8: note its JavaScript frames */
         __u32 step_prog;         /* tail-call slot of the step program for this process's runtime */
-        __u64 win_base;    /* user address of win[0]; 0: empty */
-        __u32 win_len;     /* bytes valid from win_base */
+        __u64 win_base;          /* user address of win[0]; 0: empty */
+        __u32 win_len;           /* bytes valid from win_base */
         __u8 win[PROFD_STACK_WINDOW + 16];
         __u8 py_code[PROFD_PY_FP_READ_MAX + 8]; /* a code object's fingerprint members */
         struct profd_count_key key;

@@ -27,6 +27,14 @@ static __always_inline struct task_struct *current_task(void)
                                    : (struct task_struct *)bpf_get_current_task();
 }
 
+/* The task's address space, as a value to compare: exec gives a task a new one. */
+static __always_inline __u64 task_mm(struct task_struct *task)
+{
+        if (profd_have_task_btf)
+                return (__u64)task->mm;
+        return (__u64)BPF_CORE_READ(task, mm);
+}
+
 static __always_inline bool task_is_kernel_thread(struct task_struct *task)
 {
         if (profd_have_task_btf)

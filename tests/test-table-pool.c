@@ -345,6 +345,16 @@ static uint64_t monotonic_ns(void)
         return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* unwind_procs_gen as BPF reads it (through bpf(), not the pool's own mapping of it). */
+static uint64_t procs_gen(struct profile_bpf *skel)
+{
+        struct profd_unwind_procs_gen g = {};
+        uint32_t zero = 0;
+
+        (void)bpf_map_lookup_elem(bpf_map__fd(skel->maps.unwind_procs_gen), &zero, &g);
+        return g.gen;
+}
+
 /* The exit of a process: the BPF exit hook deletes its unwind_procs and unwind_execs entries (a real
  * child exiting with the hook attached), and the pool then leaves those two alone unless it wrote
  * them after the exit; the mapping entries, which only the pool knows, it always deletes. */
@@ -353,7 +363,7 @@ static int check_exit(struct profile_bpf *skel, TablePool *pool)
         const pid_t early = FAKE_PID_BASE + 21, late = FAKE_PID_BASE + 22;
         PoolMapping map = {.start = 0x7f3e91a28000ULL, .end = 0x7f3e91b7d000ULL, .load_bias = 1};
         int procs = bpf_map__fd(skel->maps.unwind_procs), execs = bpf_map__fd(skel->maps.unwind_execs);
-        uint64_t e0 = pool_metric(pool, "profd_unwind_pool_mapping_entries"), exec_ns = 1, e1;
+        uint64_t e0 = pool_metric(pool, "profd_unwind_pool_mapping_entries"), exec_ns = 1, e1, g0, g1;
         struct profd_unwind_proc info = {.n_mappings = 1};
         struct bpf_link *link;
         int failures = 0, status;
@@ -375,6 +385,7 @@ static int check_exit(struct profile_bpf *skel, TablePool *pool)
                 _exit(0);
         }
         key = (uint32_t)child;
+        g0 = procs_gen(skel);
         if (bpf_map_update_elem(procs, &key, &info, BPF_ANY) < 0 ||
             bpf_map_update_elem(execs, &key, &exec_ns, BPF_ANY) < 0) {
                 fprintf(stderr, "FAIL: writing the child's entries: %s\n", strerror(errno));
@@ -388,14 +399,31 @@ static int check_exit(struct profile_bpf *skel, TablePool *pool)
                 fprintf(stderr, "FAIL: the BPF exit hook left an exited process's entries\n");
                 failures++;
         }
+        /* The per-CPU copy of the entry (sample_state.pc_*) must not outlive the delete: a later
+         * process with this pid would be unwound with it. */
+        if (procs_gen(skel) == g0) {
+                fprintf(stderr, "FAIL: the BPF exit hook's delete left unwind_procs_gen unchanged\n");
+                failures++;
+        }
 
         /* No hook attached from here on: what the pool deletes stays visible. */
         table_pool_set_exit_hook(pool, true);
+        g0 = procs_gen(skel);
         table_pool_set_process(pool, early, &map, 1);
+        g1 = procs_gen(skel);
         table_pool_set_process(pool, late, &map, 1);
+        if (g1 == g0 || procs_gen(skel) == g1) {
+                fprintf(stderr, "FAIL: a write of unwind_procs left unwind_procs_gen unchanged\n");
+                failures++;
+        }
         /* early exits a second after its write, late within the margin of it. */
         table_pool_remove_exited(pool, early, monotonic_ns() + 1000000000ULL);
+        g0 = procs_gen(skel);
         table_pool_remove_exited(pool, late, monotonic_ns());
+        if (procs_gen(skel) == g0) {
+                fprintf(stderr, "FAIL: the pool's delete left unwind_procs_gen unchanged\n");
+                failures++;
+        }
         key = early;
         if (bpf_map_lookup_elem(procs, &key, &info) < 0) {
                 fprintf(stderr, "FAIL: the pool deleted an entry the BPF exit hook deletes\n");

@@ -142,6 +142,11 @@ void sampler_write_metrics(const Sampler *s, FILE *f)
                                "Binary searches of an unwind table page: lookups the per-CPU row cache "
                                "did not answer.",
                                c[PROFD_CNT_ROW_SEARCHES]);
+                metric_counter(f, "profd_bpf_process_lookups_total",
+                               "Lookups of the sampled process in unwind_procs: samples the per-CPU copy "
+                               "of the last sampled process's entry did not answer (another process, or "
+                               "unwind_procs changed since).",
+                               c[PROFD_CNT_PROC_LOOKUPS]);
                 metric_labelled(f, "profd_v8_bpf_frames_total", "counter",
                                 "Frame-pointer frames of V8 processes BPF looked at, by outcome.", "outcome",
                                 (const char *const[]){"javascript", "typed", "not_javascript", "bad_read",

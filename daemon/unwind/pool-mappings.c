@@ -347,6 +347,7 @@ int table_pool_set_process_at(TablePool *p, pid_t pid, uint64_t maps_ns, const P
         info.runtimes = pr->runtimes;
         if (exec_after(p, pr, maps_ns)) {
                 (void)bpf_map_delete_elem(p->procs_fd, &key);
+                pool_procs_changed(p);
                 p->stale_snapshots++;
                 return r < 0 ? r : -ESTALE;
         }
@@ -355,9 +356,11 @@ int table_pool_set_process_at(TablePool *p, pid_t pid, uint64_t maps_ns, const P
         pr->procs_written_ns = now_ns(CLOCK_MONOTONIC);
         if (exec_after(p, pr, maps_ns)) {
                 (void)bpf_map_delete_elem(p->procs_fd, &key);
+                pool_procs_changed(p);
                 p->stale_snapshots++;
                 return r < 0 ? r : -ESTALE;
         }
+        pool_procs_changed(p);
         return r;
 }
 
@@ -414,6 +417,7 @@ int table_pool_set_process_runtimes(TablePool *p, pid_t pid, uint32_t runtimes)
         info.runtimes = runtimes;
         if (bpf_map_update_elem(p->procs_fd, &key, &info, BPF_EXIST) < 0 && errno != ENOENT)
                 return -errno;
+        pool_procs_changed(p);
         return 0;
 }
 
@@ -445,6 +449,7 @@ static int remove_process(TablePool *p, pid_t pid, uint64_t exit_ns)
                 p->exit_deletes_left++;
         else {
                 (void)bpf_map_delete_elem(p->procs_fd, &key);
+                pool_procs_changed(p);
                 /* A later process with this pid did not exec then; a stale exec time would make its
                  * fork-copied mappings look older than its image. */
                 (void)bpf_map_delete_elem(p->execs_fd, &key);

@@ -22,6 +22,34 @@ int pool_write_config(TablePool *p, uint32_t active)
         return bpf_map_update_elem(p->config_fd, &zero, &c, BPF_ANY) < 0 ? -errno : 0;
 }
 
+/* unwind_procs_gen stays mapped (one page): a bump is an atomic add, not a bpf() call per process
+ * write. BPF_F_MMAPABLE arrays are 5.5+, as the shards, which are mapped the same way. */
+int pool_procs_gen_map(TablePool *p)
+{
+        void *m = mmap(NULL, (size_t)sysconf(_SC_PAGESIZE), PROT_READ | PROT_WRITE, MAP_SHARED,
+                       p->procs_gen_fd, 0);
+
+        if (m == MAP_FAILED)
+                return -errno;
+        p->procs_gen = m;
+        return 0;
+}
+
+void pool_procs_gen_unmap(TablePool *p)
+{
+        if (p->procs_gen)
+                (void)munmap(p->procs_gen, (size_t)sysconf(_SC_PAGESIZE));
+        p->procs_gen = NULL;
+}
+
+/* An unwind_procs entry was written or deleted (call after the change): BPF's per-CPU copy of
+ * one must not be used any more. Atomic: the exec and exit hooks add to the same value. */
+void pool_procs_changed(TablePool *p)
+{
+        if (p->procs_gen)
+                (void)__atomic_add_fetch(&p->procs_gen->gen, 1, __ATOMIC_SEQ_CST);
+}
+
 /* Pool memory may now hold another table than before: BPF's row cache must not trust it. */
 void pool_new_generation(TablePool *p)
 {

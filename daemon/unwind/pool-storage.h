@@ -7,6 +7,10 @@
 int pool_write_config(TablePool *p, uint32_t active);
 /* Pool memory may now hold another table than before: BPF's row cache must not trust it. */
 void pool_new_generation(TablePool *p);
+/* An unwind_procs entry was written or deleted: BPF's per-CPU copy of one must not be trusted. */
+void pool_procs_changed(TablePool *p);
+int pool_procs_gen_map(TablePool *p);
+void pool_procs_gen_unmap(TablePool *p);
 
 int pool_shard_create(TablePool *p, uint32_t *ret_slot);
 void pool_shard_drop(TablePool *p, uint32_t slot);

@@ -50,7 +50,7 @@ typedef struct Proc {
 } Proc;
 
 struct TablePool {
-        int shards_fd, rules_fd, mappings_fd, procs_fd, config_fd, execs_fd;
+        int shards_fd, rules_fd, mappings_fd, procs_fd, config_fd, execs_fd, procs_gen_fd;
         int reported_fd; /* the unwinder's "reported unknown pid/pc" times (optional), or -1 */
         uint64_t limit;
         unsigned max_shards; /* including the one kept for compaction */
@@ -70,6 +70,7 @@ struct TablePool {
         uint64_t n_mapping_entries;
 
         uint32_t generation, active;
+        struct profd_unwind_procs_gen *procs_gen; /* unwind_procs_gen, mapped */
         uint64_t placed, evicted, compactions, place_failures, entry_errors;
         uint64_t stale_snapshots;
         bool exit_hook;             /* the BPF exit hook deletes unwind_procs/unwind_execs entries */

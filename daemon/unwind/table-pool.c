@@ -46,7 +46,8 @@ int table_pool_new(struct bpf_object *obj, uint64_t memory_limit, TablePool **re
                 return -ENOMEM;
         for (unsigned i = 0; i < PROFD_POOL_MAX_SHARDS; i++)
                 p->shards[i].fd = -1;
-        p->shards_fd = p->rules_fd = p->mappings_fd = p->procs_fd = p->config_fd = p->execs_fd = -1;
+        p->shards_fd = p->rules_fd = p->mappings_fd = p->procs_fd = p->config_fd = p->execs_fd =
+                p->procs_gen_fd = -1;
         p->limit = memory_limit;
         p->max_shards = memory_limit / PROFD_SHARD_BYTES;
         if (p->max_shards > PROFD_POOL_MAX_SHARDS)
@@ -58,10 +59,14 @@ int table_pool_new(struct bpf_object *obj, uint64_t memory_limit, TablePool **re
         p->procs_fd = find_map_fd(obj, "unwind_procs");
         p->config_fd = find_map_fd(obj, "unwind_config");
         p->execs_fd = find_map_fd(obj, "unwind_execs");
+        p->procs_gen_fd = find_map_fd(obj, "unwind_procs_gen");
         p->reported_fd = find_map_fd(obj, "unwind_reported");
         if (p->shards_fd < 0 || p->rules_fd < 0 || p->mappings_fd < 0 || p->procs_fd < 0 ||
-            p->config_fd < 0 || p->execs_fd < 0)
+            p->config_fd < 0 || p->execs_fd < 0 || p->procs_gen_fd < 0)
                 return -ENOENT;
+        r = pool_procs_gen_map(p);
+        if (r < 0)
+                return log_error_errno(r, "Failed to map the BPF array unwind_procs_gen: %m");
 
         p->rules = calloc(PROFD_POOL_MAX_RULES, sizeof(*p->rules));
         p->rule_hash = malloc(RULE_HASH_SIZE * sizeof(int32_t));
@@ -89,9 +94,11 @@ TablePool *table_pool_free(TablePool *p)
                         (void)bpf_map_delete_elem(p->mappings_fd, &p->procs[i]->keys[k]);
                 uint32_t pid = p->procs[i]->pid;
                 (void)bpf_map_delete_elem(p->procs_fd, &pid);
+                pool_procs_changed(p);
                 pool_proc_free(p->procs[i]);
         }
         free(p->procs);
+        pool_procs_gen_unmap(p);
         for (uint32_t i = 0; i < PROFD_POOL_MAX_SHARDS; i++)
                 pool_shard_drop(p, i);
         for (size_t i = 0; i < p->n_tables; i++) {
