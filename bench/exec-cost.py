@@ -17,7 +17,9 @@ neighbours' included: profd pays for each of them, so a busy machine does not in
 the way subtracting a guess of the neighbours' share would. With --profd the two builds alternate,
 the first one swapped each run, and the summary gives the median of each.
 
-    bench/exec-cost.py [--runs 2] [--port 7422] [--idle 10] [--loop 200] [--profd OTHER/daemon/profd]
+    bench/exec-cost.py [--runs 2] [--port 7422] [--idle 10] [--loop 200] [--no-build] [--profd OTHER/daemon/profd]
+
+--no-build measures the loop alone (minutes instead of the build's tens of minutes on a busy host).
 
 The copy and its `meson setup` are made once, outside the measured part; each measured build is
 `ninja clean` then `ninja -j2`. Everything goes under the test session folder, removed at exit."""
@@ -49,6 +51,12 @@ def build_seconds(metrics):
     else the machine runs), a cost per new file rather than per exec."""
     m = re.search(r'^profd_exe_cache_build_cpu_seconds_total ([0-9.e+-]+)$', metrics, re.M)
     return float(m.group(1)) if m else 0.0
+
+
+def remote_reads(metrics):
+    """Reads of other processes' memory (Python, Java, node neighbours' stacks): no exec cost, but
+    on a busy host they can be most of profd's CPU, so each figure says how many there were."""
+    return sum(int(v) for v in re.findall(r'^profd_remote_reads_total\{result="[a-z]+"\} (\d+)$', metrics, re.M))
 
 
 def build(bdir):
@@ -87,14 +95,17 @@ def loop_cost(dm, src, obj, n):
     cpu1 = proc_cpu_seconds(dm.proc.pid)
     _, _, m1 = dm.get("/metrics")
     m0, m1 = m0.decode(), m1.decode()
-    return wall, cpu1 - cpu0, exec_count(m1) - exec_count(m0), build_seconds(m1) - build_seconds(m0)
+    return (wall, cpu1 - cpu0, exec_count(m1) - exec_count(m0), build_seconds(m1) - build_seconds(m0),
+            remote_reads(m1) - remote_reads(m0))
 
 
-def with_profd(binary, bdir, port, idle, loop, src):
+def with_profd(binary, bdir, port, idle, loop, src, with_build):
     with Daemon(binary=binary, port=port) as dm:
         # The start-up scan and its table builds are not the build's cost: wait for them.
         tables_settled(dm)
         looped = loop_cost(dm, src, os.path.join(tmpdir(), "loop.o"), loop) if loop else None
+        if not with_build:
+            return None, looped
         # The same time without the build first: profd's CPU and the execs it sees when only the
         # neighbours run (their execs, its own timers and drains), subtracted below.
         _, _, mi = dm.get("/metrics")
@@ -107,7 +118,7 @@ def with_profd(binary, bdir, port, idle, loop, src):
         _, _, m1 = dm.get("/metrics")
     mi, m0, m1 = mi.decode(), m0.decode(), m1.decode()
     quiet = (cpu0 - cpui, exec_count(m0) - exec_count(mi), build_seconds(m0) - build_seconds(mi))
-    return wall, cpu1 - cpu0, exec_count(m1) - exec_count(m0), build_seconds(m1) - build_seconds(m0), quiet, looped
+    return (wall, cpu1 - cpu0, exec_count(m1) - exec_count(m0), build_seconds(m1) - build_seconds(m0), quiet), looped
 
 
 def main():
@@ -119,31 +130,39 @@ def main():
                     help="seconds measured without the build before each build with profd")
     ap.add_argument("--loop", type=int, default=200,
                     help="gcc -c runs of the known-executables loop before each build (0: none)")
+    ap.add_argument("--build", action=argparse.BooleanOptionalAction, default=True,
+                    help="the clean build of profd's tree (--no-build: the loop alone)")
     args = ap.parse_args()
+    if not args.build and not args.loop:
+        ap.error("--no-build needs --loop N")
     require_bpf()
     src = os.path.join(tmpdir(), "profd-src")
     copy_tree(src)
     bdir = os.path.join(tmpdir(), "build")
-    subprocess.run(["meson", "setup", bdir, src], check=True, stdout=subprocess.DEVNULL)
-    build(bdir)  # warm the page cache: the first build reads every header from disk
+    if args.build:
+        subprocess.run(["meson", "setup", bdir, src], check=True, stdout=subprocess.DEVNULL)
+        build(bdir)  # warm the page cache: the first build reads every header from disk
     small = os.path.join(tmpdir(), "loop.c")
     with open(small, "w") as f:
         f.write("int loop_add(int a, int b) { return a + b; }\n")
     builds = [("this build", PROFD)] + ([("other build", args.profd)] if args.profd else [])
     figures = {label: {"loop": [], "build": []} for label, _ in builds}
     for i in range(args.runs):
-        base = build(bdir)
+        base = build(bdir) if args.build else None
         # Alternate which build goes first: the machine's load drifts within a run.
         for label, binary in (builds if i % 2 == 0 else builds[::-1]):
-            wall, cpu, execs, tables, (qcpu, qexecs, qtables), looped = with_profd(
-                binary, bdir, args.port, args.idle, args.loop, small)
+            built, looped = with_profd(binary, bdir, args.port, args.idle, args.loop, small, args.build)
             if looped:
-                lwall, lcpu, lexecs, ltables = looped
+                lwall, lcpu, lexecs, ltables, lreads = looped
                 figures[label]["loop"].append(1000.0 * (lcpu - ltables) / max(lexecs, 1))
                 log("run %d, %s: known executables (%d x gcc -c): %d execs in %.1f s; profd CPU %.3f s = "
-                    "%.3f ms per exec (unwind table builds %.3f s left out), %.2f%% of one core; load average %.1f"
+                    "%.3f ms per exec (unwind table builds %.3f s left out), %.2f%% of one core; remote memory "
+                    "reads %d (%.0f/s); load average %.1f"
                     % (i + 1, label, args.loop, lexecs, lwall, lcpu, figures[label]["loop"][-1], ltables,
-                       100.0 * lcpu / lwall, os.getloadavg()[0]))
+                       100.0 * lcpu / lwall, lreads, lreads / lwall, os.getloadavg()[0]))
+            if not built:
+                continue
+            wall, cpu, execs, tables, (qcpu, qexecs, qtables) = built
             figures[label]["build"].append(1000.0 * (cpu - tables) / max(execs, 1))
             log("run %d, %s: %d execs in %.1f s; profd CPU %.3f s = %.3f ms per exec, %.2f%% of one core "
                 "(of which unwind table builds %.3f s; without them %.3f ms per exec); "
