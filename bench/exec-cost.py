@@ -20,6 +20,8 @@ the first one swapped each run, and the summary gives the median of each.
     bench/exec-cost.py [--runs 2] [--port 7422] [--idle 10] [--loop 200] [--no-build] [--profd OTHER/daemon/profd]
 
 --no-build measures the loop alone (minutes instead of the build's tens of minutes on a busy host).
+--no-runtimes runs profd without Python, V8 and HotSpot frame walks: on a host with such neighbours
+their memory reads (hundreds a second, counted beside each figure) can outweigh the execs' cost.
 
 The copy and its `meson setup` are made once, outside the measured part; each measured build is
 `ninja clean` then `ninja -j2`. Everything goes under the test session folder, removed at exit."""
@@ -99,8 +101,8 @@ def loop_cost(dm, src, obj, n):
             remote_reads(m1) - remote_reads(m0))
 
 
-def with_profd(binary, bdir, port, idle, loop, src, with_build):
-    with Daemon(binary=binary, port=port) as dm:
+def with_profd(binary, bdir, port, idle, loop, src, with_build, args):
+    with Daemon(*args, binary=binary, port=port) as dm:
         # The start-up scan and its table builds are not the build's cost: wait for them.
         tables_settled(dm)
         looped = loop_cost(dm, src, os.path.join(tmpdir(), "loop.o"), loop) if loop else None
@@ -130,6 +132,8 @@ def main():
                     help="seconds measured without the build before each build with profd")
     ap.add_argument("--loop", type=int, default=200,
                     help="gcc -c runs of the known-executables loop before each build (0: none)")
+    ap.add_argument("--no-runtimes", action="store_true",
+                    help="profd without Python, V8 and HotSpot frames (no reads of the neighbours' memory)")
     ap.add_argument("--build", action=argparse.BooleanOptionalAction, default=True,
                     help="the clean build of profd's tree (--no-build: the loop alone)")
     args = ap.parse_args()
@@ -145,13 +149,15 @@ def main():
     small = os.path.join(tmpdir(), "loop.c")
     with open(small, "w") as f:
         f.write("int loop_add(int a, int b) { return a + b; }\n")
+    profd_args = ["--no-python-frames", "--no-v8-frames", "--no-java-frames"] if args.no_runtimes else []
     builds = [("this build", PROFD)] + ([("other build", args.profd)] if args.profd else [])
     figures = {label: {"loop": [], "build": []} for label, _ in builds}
     for i in range(args.runs):
         base = build(bdir) if args.build else None
         # Alternate which build goes first: the machine's load drifts within a run.
         for label, binary in (builds if i % 2 == 0 else builds[::-1]):
-            built, looped = with_profd(binary, bdir, args.port, args.idle, args.loop, small, args.build)
+            built, looped = with_profd(binary, bdir, args.port, args.idle, args.loop, small, args.build,
+                                       profd_args)
             if looped:
                 lwall, lcpu, lexecs, ltables, lreads = looped
                 figures[label]["loop"].append(1000.0 * (lcpu - ltables) / max(lexecs, 1))
