@@ -10,7 +10,7 @@ own execs and profd's CPU per exec of them (table builds left out): the per-exec
 what goes on anyway.
 
 Before each build, the same profd runs a loop of known executables only (--loop N times `gcc -c` of
-a small file, each some 4 execs: the driver, cc1, as; their tables were built in a warm-up round
+a small file, each 3 execs: the driver, cc1, as; their tables were built in a warm-up round
 first): no table builds, so its CPU per exec is what an exec of a known program costs. Every
 per-exec figure divides profd's CPU by all the execs profd saw on the host in that time, the
 neighbours' included: profd pays for each of them, so a busy machine does not inflate the figure
