@@ -11,7 +11,8 @@ what goes on anyway.
 
 Before each build, the same profd runs a loop of known executables only (--loop N times `gcc -c` of
 a small file, each 3 execs: the driver, cc1, as; their tables were built in a warm-up round
-first): no table builds, so its CPU per exec is what an exec of a known program costs. Every
+first): no table builds, so its CPU per exec is what an exec of a known program costs; as for the
+build, the quiet --idle seconds before it are subtracted where the neighbours were steady. Every
 per-exec figure divides profd's CPU by all the execs profd saw on the host in that time, the
 neighbours' included: profd pays for each of them, so a busy machine does not inflate the figure
 the way subtracting a guess of the neighbours' share would. With --profd the two builds alternate,
@@ -85,10 +86,14 @@ def compile_loop(src, obj, n):
         subprocess.run(["gcc", "-O0", "-c", src, "-o", obj], check=True)
 
 
-def loop_cost(dm, src, obj, n):
-    """profd's CPU per exec over a loop of known executables, all of the host's execs counted."""
+def loop_cost(dm, src, obj, n, idle):
+    """profd's CPU per exec over a loop of known executables, all of the host's execs counted; and
+    profd's CPU and the execs of the idle seconds before it."""
     compile_loop(src, obj, 3)  # new tables (cc1, as, ...) built here, outside the measured part
     tables_settled(dm)
+    _, _, mi = dm.get("/metrics")
+    cpui = proc_cpu_seconds(dm.proc.pid)
+    time.sleep(idle)
     _, _, m0 = dm.get("/metrics")
     cpu0 = proc_cpu_seconds(dm.proc.pid)
     t0 = time.monotonic()
@@ -96,16 +101,17 @@ def loop_cost(dm, src, obj, n):
     wall = time.monotonic() - t0
     cpu1 = proc_cpu_seconds(dm.proc.pid)
     _, _, m1 = dm.get("/metrics")
-    m0, m1 = m0.decode(), m1.decode()
+    mi, m0, m1 = mi.decode(), m0.decode(), m1.decode()
+    quiet = (cpu0 - cpui - (build_seconds(m0) - build_seconds(mi)), exec_count(m0) - exec_count(mi))
     return (wall, cpu1 - cpu0, exec_count(m1) - exec_count(m0), build_seconds(m1) - build_seconds(m0),
-            remote_reads(m1) - remote_reads(m0))
+            remote_reads(m1) - remote_reads(m0), quiet)
 
 
 def with_profd(binary, bdir, port, idle, loop, src, with_build, args):
     with Daemon(*args, binary=binary, port=port) as dm:
         # The start-up scan and its table builds are not the build's cost: wait for them.
         tables_settled(dm)
-        looped = loop_cost(dm, src, os.path.join(tmpdir(), "loop.o"), loop) if loop else None
+        looped = loop_cost(dm, src, os.path.join(tmpdir(), "loop.o"), loop, idle) if loop else None
         if not with_build:
             return None, looped
         # The same time without the build first: profd's CPU and the execs it sees when only the
@@ -151,7 +157,7 @@ def main():
         f.write("int loop_add(int a, int b) { return a + b; }\n")
     profd_args = ["--no-python-frames", "--no-v8-frames", "--no-java-frames"] if args.no_runtimes else []
     builds = [("this build", PROFD)] + ([("other build", args.profd)] if args.profd else [])
-    figures = {label: {"loop": [], "build": []} for label, _ in builds}
+    figures = {label: {"loop": [], "loop, quiet subtracted": [], "build": []} for label, _ in builds}
     for i in range(args.runs):
         base = build(bdir) if args.build else None
         # Alternate which build goes first: the machine's load drifts within a run.
@@ -159,13 +165,28 @@ def main():
             built, looped = with_profd(binary, bdir, args.port, args.idle, args.loop, small, args.build,
                                        profd_args)
             if looped:
-                lwall, lcpu, lexecs, ltables, lreads = looped
+                lwall, lcpu, lexecs, ltables, lreads, (qcpu, qexecs) = looped
                 figures[label]["loop"].append(1000.0 * (lcpu - ltables) / max(lexecs, 1))
                 log("run %d, %s: known executables (%d x gcc -c): %d execs in %.1f s; profd CPU %.3f s = "
                     "%.3f ms per exec (unwind table builds %.3f s left out), %.2f%% of one core; remote memory "
                     "reads %d (%.0f/s); load average %.1f"
                     % (i + 1, label, args.loop, lexecs, lwall, lcpu, figures[label]["loop"][-1], ltables,
                        100.0 * lcpu / lwall, lreads, lreads / lwall, os.getloadavg()[0]))
+                # Less profd's CPU and the execs of the quiet time before, scaled to the loop's wall
+                # time: what the loop's own execs added (3 per gcc -c).
+                scale = lwall / args.idle
+                own = lexecs - qexecs * scale
+                quiet = "quiet %.0f s before: %.1f ms/s of profd CPU, %.1f execs/s" % (
+                    args.idle, 1000.0 * qcpu / args.idle, qexecs / args.idle)
+                own_cpu = (lcpu - ltables) - qcpu * scale
+                if abs(own - 3 * args.loop) > 1.5 * args.loop or own_cpu <= 0:
+                    # Neighbours' bursts in either window: the subtraction would say nothing.
+                    log("run %d, %s: loop: %s; too busy to subtract" % (i + 1, label, quiet))
+                else:
+                    figures[label]["loop, quiet subtracted"].append(1000.0 * own_cpu / own)
+                    log("run %d, %s: loop: %s; the loop's own: ~%.0f execs (%d made), ~%.3f ms of profd CPU "
+                        "per exec" % (i + 1, label, quiet, own, 3 * args.loop,
+                                      figures[label]["loop, quiet subtracted"][-1]))
             if not built:
                 continue
             wall, cpu, execs, tables, (qcpu, qexecs, qtables) = built
@@ -191,7 +212,7 @@ def main():
     for label, _ in builds:
         for what, values in figures[label].items():
             if values:
-                log("%s, %s: profd CPU per exec (table builds left out, all execs counted) median %.3f ms "
+                log("%s, %s: profd CPU per exec (table builds left out) median %.3f ms "
                     "of %s" % (label, what, statistics.median(values), ", ".join("%.3f" % v for v in values)))
 
 
