@@ -167,7 +167,10 @@ int hotspot_symbols_new(HotspotProcs *procs, HotspotSymbols **ret)
                 return -ENOMEM;
         hs->procs = procs;
         hs->limit_bytes = HOTSPOT_SYMBOLS_MAX_BYTES;
-        if (id_ring_new(HOTSPOT_SYMBOLS_MAX, HOTSPOT_FRAME_ID_MASK, &hs->ids) < 0) {
+        /* PROFD_HOTSPOT_NAMES_MAX (tests: the bound reached soon) keeps fewer frames. */
+        const char *max = getenv("PROFD_HOTSPOT_NAMES_MAX");
+        if (id_ring_new(max && strtoul(max, NULL, 10) > 0 ? strtoul(max, NULL, 10) : HOTSPOT_SYMBOLS_MAX,
+                        HOTSPOT_FRAME_ID_MASK, &hs->ids) < 0) {
                 free(hs);
                 return -ENOMEM;
         }

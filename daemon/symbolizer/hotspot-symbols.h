@@ -16,7 +16,8 @@
 #include "util/macro.h"
 
 /* Frames kept, at most (util/id-ring.h: bound frames carry their id); past it the oldest is
- * forgotten (counted): frames still carrying its id stay unnamed. ~0.2 KiB each with names. */
+ * forgotten (counted): frames still carrying its id stay unnamed. ~0.2 KiB each with names.
+ * PROFD_HOTSPOT_NAMES_MAX (environment) keeps fewer, for tests of the bound. */
 #define HOTSPOT_SYMBOLS_MAX 65536
 /* Their bytes as the memory budget counts them, at most (util/memory-budget.h lowers it): about
  * HOTSPOT_SYMBOLS_MAX frames' names. */
