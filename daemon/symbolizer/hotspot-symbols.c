@@ -43,7 +43,7 @@ typedef struct Entry {
 /* Why a Java frame of a drained stack stays unnamed (its method's address kept), besides its read
  * failing (ReadResult, CompiledResult). */
 typedef enum UnnamedReason {
-        UNNAMED_CLASSES_UNLOADED,  /* its JVM unloaded classes since the previous drain, or while
+        UNNAMED_CLASSES_UNLOADED,  /* its JVM unloaded classes since its generation's cut, or while
                                     * it was named: its method's memory may be another's now */
         UNNAMED_NO_UNLOAD_COUNTER, /* interpreted, and its JVM has no java.cls.unloadedClasses
                                     * (-XX:-UsePerfData): an unloading could not be told */
@@ -633,8 +633,8 @@ static void find_counter(Jvm *j, const HotspotProcess *hp, RemoteMemory *mem)
                                 (int)hp->pid);
 }
 
-/* j's first stack of this drain: whether its classes were unloaded since its previous drain's end
- * (this drain's samples were all taken before now). */
+/* j's first stack of this drain: whether its classes were unloaded since the cut that began the
+ * generation drained (this drain's samples were all taken before now). */
 static void begin_drain(HotspotSymbols *hs, Jvm *j, const HotspotProcess *hp, RemoteMemory *mem)
 {
         j->checked = true;
@@ -921,7 +921,8 @@ void hotspot_symbols_write_metrics(const HotspotSymbols *hs, FILE *f)
                 "result", read_names, hs ? hs->reads : zero, _READ_MAX);
         metric_labelled(f, "profd_hotspot_frames_unnamed_total", "counter",
                         "Java frames of drained stacks left unnamed besides failed reads, by reason: "
-                        "classes_unloaded (the JVM unloaded classes since its previous drain or while "
+                        "classes_unloaded (the JVM unloaded classes since the cut that began their "
+                        "generation or while "
                         "they were named), no_unload_counter (interpreted, in a JVM without "
                         "java.cls.unloadedClasses), no_memory, no_process.",
                         "reason", unnamed_names, hs ? hs->unnamed : zero_unnamed, _UNNAMED_MAX);
