@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -190,6 +191,15 @@ static int reader_start(void)
         reader.child = pid;
         reader.fd = sv[0];
         reader.n_starts++;
+        /* Each read waits in recv() itself, bounded by this timeout: a poll() before it was a third
+         * system call per read, and hosts with Python, Java or node processes make hundreds of
+         * reads a second. */
+        struct timeval tv = {.tv_sec = 0, .tv_usec = REMOTE_READ_TIMEOUT_MS * 1000};
+        if (setsockopt(reader.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0) {
+                int r = -errno;
+                reader_stop();
+                return r;
+        }
 
         struct pollfd p = {.fd = reader.fd, .events = POLLIN};
         ReadReply hello;
@@ -247,11 +257,19 @@ static bool reader_runnable(void)
         return close_paren && close_paren[1] == ' ' && close_paren[2] == 'R';
 }
 
+/* The reply to the request just sent: its size, or -EAGAIN once REMOTE_READ_TIMEOUT_MS passed
+ * without it (SO_RCVTIMEO, set at the reader's start), or another negative errno. */
+static ssize_t reply_recv(void *buf, size_t n)
+{
+        ssize_t k = recv(reader.fd, buf, n, 0);
+
+        return k < 0 ? -errno : k;
+}
+
 static int reader_read(pid_t pid, uint64_t addr, void *buf, size_t n)
 {
         static uint8_t reply[sizeof(ReadReply) + REMOTE_READ_MAX];
         ReadRequest q = {.pid = pid, .len = n, .addr = addr};
-        struct pollfd p;
         uint64_t now = now_ns(CLOCK_MONOTONIC);
         ReadReply a;
         ssize_t k;
@@ -272,20 +290,18 @@ static int reader_read(pid_t pid, uint64_t addr, void *buf, size_t n)
                 reader.n_failed++;
                 return -EIO;
         }
-        p = (struct pollfd){.fd = reader.fd, .events = POLLIN};
-        r = poll(&p, 1, REMOTE_READ_TIMEOUT_MS);
+        k = reply_recv(reply, sizeof(reply));
         for (unsigned waited = REMOTE_READ_TIMEOUT_MS;
-             r == 0 && waited < REMOTE_READ_RUNNABLE_MAX_MS && reader_runnable();
+             (k == -EAGAIN || k == -EINTR) && waited < REMOTE_READ_RUNNABLE_MAX_MS && reader_runnable();
              waited += REMOTE_READ_TIMEOUT_MS)
-                r = poll(&p, 1, REMOTE_READ_TIMEOUT_MS);
-        if (r <= 0) {
+                k = reply_recv(reply, sizeof(reply));
+        if (k == -EAGAIN || k == -EINTR) {
                 reader_stop();
                 reader_block(pid, now);
                 reader.paused_until_ns = now_ns(CLOCK_MONOTONIC) + REMOTE_PAUSE_NS;
                 reader.n_timeout++;
                 return -ETIMEDOUT;
         }
-        k = recv(reader.fd, reply, sizeof(reply), 0);
         if (k < (ssize_t)sizeof(a)) {
                 reader_stop();
                 reader.n_failed++;
