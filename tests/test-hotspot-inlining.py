@@ -20,6 +20,9 @@ import time
 
 import profdtest as t
 
+# rare()'s body: 40 statements, ~400 bytes of bytecode.
+RARE_BODY = "\n".join("        x = x * %dL + %dL;" % (31 + 2 * i, 7 + i) for i in range(40))
+
 JAVA = """import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 
@@ -35,7 +38,15 @@ public class Inline {
     static Node list;
 
     static long hot(long x) {
-        for (Node p = list; p != null; p = p.next) x = x * 6364136223846793005L + p.v; // @hot
+        for (Node p = list; p != null; p = p.next) x = x * 6364136223846793005L + p.v; return x + rare(x); // @hot
+    }
+
+    // Too big to be inlined (over C2's FreqInlineSize, 325 bytes of bytecode), almost never past
+    // its test: its call gives the loop's last instructions a PcDesc of hot's to be named by.
+    static long rare(long x) {
+        if (x != 0x5deece66dL)
+            return 0;
+@RARE_BODY@
         return x;
     }
 
@@ -73,7 +84,7 @@ public class Inline {
         }
     }
 }
-"""
+""".replace("@RARE_BODY@", RARE_BODY)
 
 C = """#include <jni.h>
 
@@ -220,6 +231,14 @@ def check_jvm(traces, pid, what, jvm_symbols=True, attached=False):
                 (what, ok_attached))
     for why, (v, frames) in sorted(bad.items(), key=lambda x: -x[1][0])[:4]:
         t.log("  %d samples: %s:\n    %s" % (v, why, "\n    ".join(frames)))
+    if hot < 200:  # where the JVM's samples went instead
+        leaves = {}
+        for tr in traces:
+            if tr.labels.get("pid") == [str(pid)] and tr.frames:
+                key = " <- ".join(tr.frames[:3])
+                leaves[key] = leaves.get(key, 0) + tr.value
+        for key, v in sorted(leaves.items(), key=lambda x: -x[1])[:8]:
+            t.log("  leaf %d: %s" % (v, key))
     t.check(hot >= 200, "%s: at least 200 samples in Inline.hot (%d)" % (what, hot))
     t.check(hot > 0 and ok >= 0.95 * hot,
             "%s: >= 95%% of Inline.hot's samples show the whole chain with lines (%d of %d)" % (what, ok, hot))
