@@ -25,6 +25,10 @@ VM_CHILDREN = 60
 DEPTH = 12
 BURN_MS = 25
 FREQUENCY = 99
+# Frames of a child's return from fork (kernel and glibc) and of its exit: samples there are the
+# child's own time outside fc_burn, not a frame missed.
+FORK_EXIT = {"ret_from_fork", "ret_from_fork_asm", "_Fork", "__fork", "__libc_fork", "arch_fork (inline)",
+             "do_exit", "_exit"}
 
 VM_SRC = r"""
 #define _GNU_SOURCE
@@ -130,9 +134,14 @@ def main():
     named = collections.Counter()
     total = collections.Counter()
     unnamed = collections.Counter()
+    fork_exit = 0
     for tr in traces(path):
         pid = int(tr.labels.get("pid", ["0"])[0] or 0)
         if pid not in children:
+            continue
+        if any(f in FORK_EXIT for f in tr.frames):
+            # the child returning from fork or exiting: its own time outside fc_burn
+            fork_exit += tr.value
             continue
         total[pid] += tr.value
         if "fc_burn" in tr.frames:
@@ -140,7 +149,8 @@ def main():
         else:
             unnamed[";".join(tr.frames)] += tr.value
     n, c = sum(total.values()), sum(named.values())
-    log("children %d, sampled %d; samples %d, naming fc_burn %d" % (len(children), len(total), n, c))
+    log("children %d, sampled %d; samples %d, naming fc_burn %d; %d more in fork's return or exit"
+        % (len(children), len(total), n, c, fork_exit))
     for stack, k in unnamed.most_common(5):
         log("  without fc_burn x%d: %s" % (k, stack))
     values = {}
