@@ -64,7 +64,7 @@ def check_metadata(label, v):
     if not t.check(v.get("result") == "OK", "%s: metadata found and described (%s, %s v8dbg symbols)"
                    % (label, v.get("result"), v.get("symbols"))):
         return False
-    n = {k: int(x) for k, x in v.items() if k not in ("result", "symbols") and x != "NONE"}
+    n = {k: int(x) for k, x in v.items() if k not in ("result", "symbols", "bytecode_sizes") and x != "NONE"}
     t.check(int(v["symbols"]) > 100, "%s: a full metadata set (%s symbols)" % (label, v["symbols"]))
     t.check(n["off_fp_function"] < 0 and n["off_fp_context"] < 0 and n["off_fp_function"] != n["off_fp_context"]
             and n["off_fp_function"] % 8 == 0 and n["off_fp_context"] % 8 == 0,
@@ -81,6 +81,19 @@ def check_metadata(label, v):
     members = [n[k] for k in n if k.startswith("class_")]
     t.check(all(0 <= x < 256 and x % 2 == 0 for x in members), "%s: member offsets inside objects" % label)
     return True
+
+
+def check_bytecode_sizes(label, path, v, exported):
+    """V8's bytecode lengths (kBytecodeSizes, for baseline frames' lines: v8-baseline.h) found, from
+    the symbol where the build exports it (exported), else by their shape in .rodata; and the search
+    of .rodata alone finds the very table the symbol gives."""
+    got = v.get("bytecode_sizes", "none 0 0").split()
+    want_from = "symbol" if exported else "rodata"
+    t.check(got[0] == want_from and 128 <= int(got[1]) <= 256,
+            "%s: bytecode lengths from %s (%s, %s bytecodes)" % (label, want_from, got[0], got[1]))
+    scan = subprocess.run([DUMP, "--rodata", path], stdout=subprocess.PIPE, text=True, check=True).stdout.split()
+    t.check(scan[1:] == ["rodata"] + got[1:], "%s: the search of .rodata finds the same table (%s; %s)"
+            % (label, " ".join(scan[1:]), " ".join(got[1:])))
 
 
 def check_live(label, argv, lib, root=None):
@@ -130,6 +143,8 @@ def check_live(label, argv, lib, root=None):
 def main():
     t.check(subprocess.run([DUMP, "--elf", "/bin/true"], stdout=subprocess.PIPE, text=True).stdout.strip()
             == "result ENOENT", "a program without V8 is not taken for one")
+    t.check(subprocess.run([DUMP, "--rodata", "/bin/true"], stdout=subprocess.PIPE, text=True).stdout.strip()
+            == "error ENOENT", "no bytecode length table is found in a program without V8")
     checked = []
     try:
         base = debiannode.ensure_node18(log=t.log)
@@ -139,7 +154,9 @@ def main():
     if base:
         created = debiannode.make_mount_target()
         try:
-            if check_metadata("node 18 (Debian 12)", probe(debiannode.libnode(base))):
+            values = probe(debiannode.libnode(base))
+            if check_metadata("node 18 (Debian 12)", values):
+                check_bytecode_sizes("node 18 (Debian 12)", debiannode.libnode(base), values, True)
                 check_live("node 18 (Debian 12)", debiannode.command(base, []), debiannode.libnode(base))
         finally:
             debiannode.remove_mount_target(created)
@@ -153,7 +170,10 @@ def main():
             t.log("SKIPPING %s: %s" % (label, e))
             continue
         lib = os.path.join(root, "usr/lib/x86_64-linux-gnu", soname)
-        if check_metadata(label, probe(lib)):
+        values = probe(lib)
+        if check_metadata(label, values):
+            # node 24's libnode exports few of V8's internal symbols, kBytecodeSizes not among them
+            check_bytecode_sizes(label, lib, values, soname != "libnode.so.137")
             check_live(label, ["/usr/bin/node"], lib, root=root)
         checked.append(label)
     host = "/usr/bin/node"

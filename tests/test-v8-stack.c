@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "lib/test-util.h"
+#include "runtimes/v8-baseline.h"
 #include "runtimes/v8-lines.h"
 #include "runtimes/v8-stack.h"
 #include "symbolizer/v8-chains.h"
@@ -96,6 +97,82 @@ static void check_positions(void)
               "a bytecode offset takes the line of the last position at or before it");
 }
 
+/* Baseline frames (runtimes/v8-baseline.h): the bytecode offset table walked alongside the
+ * bytecodes, with a made-up length table of kBytecodeSizes' shape. */
+static void check_baseline(void)
+{
+        enum { N = 160 };
+        uint8_t t[3 * N];
+        V8BytecodeSizes s = {};
+        int32_t off = 0;
+
+        /* bytecodes 0-4 one byte (prefixes, DebugBreak0); the rest one opcode byte plus one
+         * operand that scales (2, 3, 5 bytes) */
+        for (size_t i = 0; i < N; i++) {
+                t[i] = i < 5 ? 1 : 2;
+                t[N + i] = i < 5 ? 1 : 3;
+                t[2 * N + i] = i < 5 ? 1 : 5;
+        }
+        check(v8_bytecode_sizes_plausible(t, N), "a table of kBytecodeSizes' shape is taken");
+        check(!v8_bytecode_sizes_plausible(t, 100), "a table of too few bytecodes is not");
+        check(v8_bytecode_sizes_from_symbol(t, sizeof(t), &s) == 0 && s.count == N && s.size[2][7] == 5,
+              "the symbol's bytes give the table");
+        t[2 * N + 9] = 7; /* the operand at scale 4 not twice its growth at scale 2 */
+        check(!v8_bytecode_sizes_plausible(t, N), "a row that does not scale as operands do is refused");
+        t[2 * N + 9] = 5;
+
+        /* the table found by its shape among other bytes, and refused when it is there twice */
+        uint8_t data[4096];
+        V8BytecodeSizes found = {};
+        memset(data, 0x20, sizeof(data));
+        memcpy(data + 100, t, sizeof(t));
+        check(v8_bytecode_sizes_find(data, sizeof(data), &found) == 0 && found.count == N &&
+                      memcmp(found.size, s.size, sizeof(found.size)) == 0,
+              "the table is found by its shape");
+        memcpy(data + 2000, t, sizeof(t));
+        check(v8_bytecode_sizes_find(data, sizeof(data), &found) == -ENOTUNIQ,
+              "two places of that shape: none taken");
+        memset(data, 0x20, sizeof(data));
+        check(v8_bytecode_sizes_find(data, sizeof(data), &found) == -ENOENT, "no place of that shape: none");
+
+        /* bytecodes at 0 (7, 2 bytes), 2 (Wide + 9: 1 + 3 bytes), 6 (ExtraWide + 8: 1 + 5), 12 (4: 1);
+         * machine code: prologue 10, then 5, 20, 200 (two VLQ bytes), 1 */
+        const uint8_t bc[] = {7, 0x11, 0, 9, 0x22, 0x33, 1, 8, 1, 2, 3, 4, 4};
+        const uint8_t table[] = {10, 5, 20, (200 & 0x7f) | 0x80, 200 >> 7, 1};
+        check(v8_baseline_bytecode_offset(&s, table, sizeof(table), bc, sizeof(bc), 3, false, &off) == 0 &&
+                      off == V8_BASELINE_FUNCTION_ENTRY,
+              "a pc in the prologue is the function's entry");
+        check(v8_baseline_bytecode_offset(&s, table, sizeof(table), bc, sizeof(bc), 10, false, &off) == 0 &&
+                      off == 0,
+              "an interrupted pc at a bytecode's first instruction is that bytecode's");
+        check(v8_baseline_bytecode_offset(&s, table, sizeof(table), bc, sizeof(bc), 15, true, &off) == 0 &&
+                      off == 0,
+              "a return address at the end of a bytecode's code is that bytecode's");
+        check(v8_baseline_bytecode_offset(&s, table, sizeof(table), bc, sizeof(bc), 15, false, &off) == 0 &&
+                      off == 2,
+              "a wide bytecode's offset is its prefix's");
+        check(v8_baseline_bytecode_offset(&s, table, sizeof(table), bc, sizeof(bc), 100, false, &off) == 0 &&
+                      off == 6,
+              "a bytecode whose code length takes two VLQ bytes");
+        check(v8_baseline_bytecode_offset(&s, table, sizeof(table), bc, sizeof(bc), 235, false, &off) == 0 &&
+                      off == 12,
+              "the last bytecode");
+        check(v8_baseline_bytecode_offset(&s, table, sizeof(table), bc, sizeof(bc), 236, false, &off) ==
+                      -ERANGE,
+              "a pc past the code");
+        check(v8_baseline_bytecode_offset(&s, table, sizeof(table) - 1, bc, sizeof(bc), 12, false, &off) ==
+                      -EBADMSG,
+              "a table shorter than the bytecodes is refused, even for a pc it covers");
+        check(v8_baseline_bytecode_offset(&s, table, sizeof(table), bc, sizeof(bc) - 1, 12, false, &off) ==
+                      -EBADMSG,
+              "bytecodes that end inside one are refused");
+        V8BytecodeSizes wrong = s;
+        wrong.size[0][7] = 3;
+        check(v8_baseline_bytecode_offset(&wrong, table, sizeof(table), bc, sizeof(bc), 12, false, &off) ==
+                      -EBADMSG,
+              "lengths that are not the build's do not end with the table");
+}
+
 /* Inlining chains (symbolizer/v8-chains.h): interned once, bounded, ids never another chain's. */
 static void check_chains(void)
 {
@@ -127,6 +204,7 @@ int main(void)
 {
         check_positions();
         check_chains();
+        check_baseline();
         const uint64_t JIT = 0x7f0000001000, TRAMP = 0x5500000100, CALL = 0x5500000200, START = 0x5500000300;
         const uint64_t F1 = 0x1c0000000011, F2 = 0x1c0000000051, F3 = 0x1c0000000091;
 

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtimes/v8-baseline.h"
 #include "runtimes/v8-code.h"
 #include "runtimes/v8-lines.h"
 #include "runtimes/v8-objects.h"
@@ -15,6 +16,11 @@
 #define V8_CODE_PROBES_MAX 256
 /* Bytes read at once while looking for a Code header below a pc. */
 #define V8_CODE_SCAN_CHUNK 4096
+/* Bytes of a baseline Code's bytecode offset table and of its BytecodeArray read, at most: a
+ * function of a few thousand lines has tens of KiB of bytecode; beyond, its frames get no line. */
+#define V8_BASELINE_BYTES_MAX (256 * 1024)
+/* Words of an InterpreterData looked at for its BytecodeArray (its first members). */
+#define V8_INTERPRETER_DATA_WORDS 4
 /* An inlining id beyond this is taken for a misread (TurboFan inlines a few dozen functions into
  * one Code at most). */
 #define V8_INLINING_IDS_MAX 4096
@@ -438,6 +444,97 @@ static int inlining_stack(const RemoteMemory *m, const V8Offsets *o, const CodeL
         return 0;
 }
 
+/* The BytecodeArray a baseline Code was compiled from: its data word is the array, or the
+ * InterpreterData holding it (a function whose bytecode is instrumented). */
+static int baseline_bytecode_array(const RemoteMemory *m, const V8Offsets *o, uint64_t data, uint64_t *ret)
+{
+        uint64_t w[V8_INTERPRETER_DATA_WORDS];
+        uint16_t t;
+        int r;
+
+        r = v8_object_type(m, o, data, &t);
+        if (r < 0)
+                return r;
+        if (t == (uint32_t)o->type_bytecode_array) {
+                *ret = data;
+                return 0;
+        }
+        if (o->type_interpreter_data == V8_OFFSET_NONE || t != (uint32_t)o->type_interpreter_data)
+                return -EMEDIUMTYPE;
+        r = remote_memory_read(m, untag(o, data), w, sizeof(w));
+        if (r < 0)
+                return r;
+        for (size_t i = 1; i < V8_INTERPRETER_DATA_WORDS; i++)
+                if (untag(o, w[i]) && v8_object_type(m, o, w[i], &t) == 0 &&
+                    t == (uint32_t)o->type_bytecode_array) {
+                        *ret = w[i];
+                        return 0;
+                }
+        return -EMEDIUMTYPE;
+}
+
+/* The bytecodes of the BytecodeArray bca (type checked by the caller), malloc'ed. */
+static int read_bytecodes(const RemoteMemory *m, const V8Offsets *o, uint64_t bca, uint8_t **ret,
+                          size_t *ret_n)
+{
+        uint64_t len_word;
+        int64_t len;
+        uint8_t *b;
+        int r;
+
+        r = remote_memory_read(m, untag(o, bca) + o->fixed_array_length, &len_word, sizeof(len_word));
+        if (r < 0)
+                return r;
+        len = v8_smi_value(o, len_word);
+        if (!v8_is_smi(o, len_word) || len <= 0)
+                return -EMEDIUMTYPE;
+        if (len > V8_BASELINE_BYTES_MAX)
+                return -E2BIG;
+        b = malloc((size_t)len);
+        if (!b)
+                return -ENOMEM;
+        r = remote_memory_read(m, untag(o, bca) + o->bytecode_array_data, b, (size_t)len);
+        if (r < 0) {
+                free(b);
+                return r;
+        }
+        *ret = b;
+        *ret_n = (size_t)len;
+        return 0;
+}
+
+/* A baseline Code's frame at pc: the bytecode it runs (v8-baseline.h), in the BytecodeArray the
+ * Code was compiled from, which must be the function's (shared). */
+static int baseline_frame(const RemoteMemory *m, const V8Offsets *o, const CodeLayout *l, uint64_t code,
+                          uint64_t start, uint64_t shared, uint64_t pc, bool return_address,
+                          V8CodeFrame *ret)
+{
+        _cleanup_free_ uint8_t *table = NULL, *bytecodes = NULL;
+        uint64_t data, offsets, bca;
+        size_t n_table = 0, len = 0;
+        int r;
+
+        if (o->bytecodes.count == 0 || o->bytecode_array_data == V8_OFFSET_NONE ||
+            o->type_bytecode_array == V8_OFFSET_NONE)
+                return -EOPNOTSUPP;
+        if ((r = remote_memory_read(m, untag(o, code) + l->deopt, &data, sizeof(data))) < 0 ||
+            (r = remote_memory_read(m, untag(o, code) + l->positions, &offsets, sizeof(offsets))) < 0)
+                return r;
+        ret->deopt = data;
+        if ((r = baseline_bytecode_array(m, o, data, &bca)) < 0 ||
+            (r = v8_bytecode_belongs(m, o, shared, bca)) < 0)
+                return r;
+        if ((r = read_byte_array(m, o, offsets, V8_BASELINE_BYTES_MAX, &table, &n_table)) < 0 ||
+            (r = read_bytecodes(m, o, bca, &bytecodes, &len)) < 0)
+                return r;
+        r = v8_baseline_bytecode_offset(&o->bytecodes, table, n_table, bytecodes, len,
+                                        (uint32_t)(pc - start), return_address, &ret->bytecode_offset);
+        if (r < 0)
+                return r == -ERANGE ? -EBADMSG : r;
+        ret->bytecode_array = bca;
+        return 0;
+}
+
 int v8_code_frame(const RemoteMemory *m, const V8Offsets *o, uint64_t fn, uint64_t shared, uint64_t pc,
                   bool return_address, V8CodeFrame *ret)
 {
@@ -459,7 +556,9 @@ int v8_code_frame(const RemoteMemory *m, const V8Offsets *o, uint64_t fn, uint64
                 return r;
         ret->code = code;
         ret->kind = kind_of(o, flags);
-        /* Baseline code maps code offsets to bytecode offsets (a table of its own): not read yet. */
+        /* Baseline code maps code offsets to bytecode offsets (a table of its own). */
+        if (ret->kind == V8_CODE_BASELINE)
+                return baseline_frame(m, o, &l, code, start, shared, pc, return_address, ret);
         if (ret->kind != V8_CODE_TURBOFAN && ret->kind != V8_CODE_MAGLEV)
                 return -EOPNOTSUPP;
         if ((r = remote_memory_read(m, untag(o, code) + l.deopt, &deopt, sizeof(deopt))) < 0 ||

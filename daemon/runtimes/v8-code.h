@@ -51,7 +51,11 @@ typedef struct V8CodeScope {
 typedef struct V8CodeFrame {
         V8CodeKind kind;
         uint64_t code;  /* the Code (tagged) */
-        uint64_t deopt; /* its DeoptimizationData word */
+        uint64_t deopt; /* its DeoptimizationData word (baseline code: its bytecode's) */
+        /* Baseline code: the BytecodeArray it was compiled from (tagged; checked to be the
+         * function's) and the bytecode at the pc (v8-baseline.h; no scopes then). */
+        uint64_t bytecode_array;
+        int32_t bytecode_offset;
         size_t n;       /* scopes: innermost first, the frame's own function last */
         V8CodeScope scopes[V8_INLINE_DEPTH_MAX + 1];
 } V8CodeFrame;
@@ -60,9 +64,11 @@ typedef struct V8CodeFrame {
 bool v8_code_supported(const V8Offsets *o);
 
 /* The source positions at pc of the frame of the JSFunction fn, whose SharedFunctionInfo is shared
- * (tagged; checked by the caller). return_address: pc is a return address (a caller's frame), whose
- * position is the call's (V8: the last position before the pc). -EOPNOTSUPP: not described (the
- * build's metadata), or code of a kind without positions read here; -ENOENT: no Code of the
+ * (tagged; checked by the caller); for baseline code, its bytecode there instead (no scopes).
+ * return_address: pc is a return address (a caller's frame), whose position is the call's (V8: the
+ * last position before the pc). -EOPNOTSUPP: not described (the build's metadata, or its bytecode
+ * lengths for baseline code), or code of a kind without positions; -EBADMSG with kind
+ * V8_CODE_BASELINE: its offset table and bytecodes do not agree (v8-baseline.h); -ENOENT: no Code of the
  * function holds the pc (deoptimized or replaced since); -EMEDIUMTYPE: an object is not of the type
  * expected, or the Code is another function's; -ENODATA: no position at or before the pc; what
  * remote_memory_read() returns otherwise. */

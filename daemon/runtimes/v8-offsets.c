@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "runtimes/runtime-elf.h"
+#include "runtimes/v8-baseline.h"
 #include "runtimes/v8-offsets.h"
 
 #define V8DBG_PREFIX "v8dbg_"
@@ -33,6 +34,8 @@ static const V8Field aliases[] = {
 };
 
 #define V8_ISOLATE_MARKER "_ZNK2v88internal7Isolate23embedded_blob_code_sizeEv"
+/* v8::internal::interpreter::Bytecodes::kBytecodeSizes (exported by node 18 and 20, not 24). */
+#define V8_BYTECODE_SIZES_SYMBOL "_ZN2v88internal11interpreter9Bytecodes14kBytecodeSizesE"
 
 const char *v8_offsets_field(const V8Offsets *o, size_t i, int32_t *ret_value, bool *ret_required)
 {
@@ -44,8 +47,8 @@ const char *v8_offsets_field(const V8Offsets *o, size_t i, int32_t *ret_value, b
         return fields[i].symbol;
 }
 
-/* The int at ELF address addr: from the section holding it; a .bss one (SHT_NOBITS) is 0. */
-static int read_int(Elf *elf, uint64_t addr, int32_t *ret)
+/* The n bytes at ELF address addr: from the section holding them; a .bss one (SHT_NOBITS) is 0. */
+static int read_bytes(Elf *elf, uint64_t addr, void *ret, size_t n)
 {
         Elf_Scn *scn = NULL;
         GElf_Shdr sh;
@@ -55,19 +58,75 @@ static int read_int(Elf *elf, uint64_t addr, int32_t *ret)
 
                 if (!gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_ALLOC))
                         continue;
-                if (addr < sh.sh_addr || sh.sh_size < 4 || addr - sh.sh_addr > sh.sh_size - 4)
+                if (addr < sh.sh_addr || sh.sh_size < n || addr - sh.sh_addr > sh.sh_size - n)
                         continue;
                 if (sh.sh_type == SHT_NOBITS) {
-                        *ret = 0;
+                        memset(ret, 0, n);
                         return 0;
                 }
                 d = elf_getdata(scn, NULL);
-                if (!d || !d->d_buf || addr - sh.sh_addr + 4 > d->d_size)
+                if (!d || !d->d_buf || addr - sh.sh_addr + n > d->d_size)
                         return -EBADMSG;
-                memcpy(ret, (const uint8_t *)d->d_buf + (addr - sh.sh_addr), 4);
+                memcpy(ret, (const uint8_t *)d->d_buf + (addr - sh.sh_addr), n);
                 return 0;
         }
         return -EBADMSG;
+}
+
+static int read_int(Elf *elf, uint64_t addr, int32_t *ret)
+{
+        return read_bytes(elf, addr, ret, sizeof(*ret));
+}
+
+/* kBytecodeSizes found by its shape in the file's .rodata (v8_bytecode_sizes_find()). */
+static int bytecode_sizes_in_rodata(Elf *elf, V8BytecodeSizes *ret)
+{
+        Elf_Scn *scn = NULL;
+        size_t shstrndx;
+        GElf_Shdr sh;
+
+        if (elf_getshdrstrndx(elf, &shstrndx) < 0)
+                return -EBADMSG;
+        while ((scn = elf_nextscn(elf, scn))) {
+                const char *name;
+                Elf_Data *d;
+
+                if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS ||
+                    !(name = elf_strptr(elf, shstrndx, sh.sh_name)) || strcmp(name, ".rodata") != 0)
+                        continue;
+                d = elf_getdata(scn, NULL);
+                if (!d || !d->d_buf)
+                        return -EBADMSG;
+                return v8_bytecode_sizes_find(d->d_buf, d->d_size, ret);
+        }
+        return -ENOENT;
+}
+
+/* kBytecodeSizes: from its symbol, or else from the one place in .rodata with its shape (a build
+ * that does not export it: node 24). Without it baseline frames get no line. */
+static void read_bytecode_sizes(Elf *elf, V8Elf *r)
+{
+        uint8_t t[3 * V8_BYTECODES_MAX];
+
+        if (r->bytecode_sizes_addr && r->bytecode_sizes_size <= sizeof(t) &&
+            read_bytes(elf, r->bytecode_sizes_addr, t, r->bytecode_sizes_size) == 0 &&
+            v8_bytecode_sizes_from_symbol(t, r->bytecode_sizes_size, &r->offsets.bytecodes) == 0)
+                r->bytecode_sizes_from = V8_BYTECODE_SIZES_SYMBOL_TABLE;
+        else if (bytecode_sizes_in_rodata(elf, &r->offsets.bytecodes) == 0)
+                r->bytecode_sizes_from = V8_BYTECODE_SIZES_RODATA;
+}
+
+int v8_elf_bytecode_sizes_in_rodata(int fd, V8BytecodeSizes *ret)
+{
+        Elf *elf;
+        int r;
+
+        r = runtime_elf_open(fd, &elf);
+        if (r < 0)
+                return r;
+        r = bytecode_sizes_in_rodata(elf, ret);
+        elf_end(elf);
+        return r;
 }
 
 static const V8Field *field_by_symbol(const char *name)
@@ -104,6 +163,10 @@ static int scan_symbols(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, V8Elf *r)
                 if (name[0] == '_') {
                         if (strcmp(name, V8_ISOLATE_MARKER) == 0)
                                 r->isolate_marker = sym.st_value;
+                        else if (strcmp(name, V8_BYTECODE_SIZES_SYMBOL) == 0) {
+                                r->bytecode_sizes_addr = sym.st_value;
+                                r->bytecode_sizes_size = sym.st_size;
+                        }
                         continue;
                 }
                 if (strncmp(name, V8DBG_PREFIX, strlen(V8DBG_PREFIX)) != 0)
@@ -176,6 +239,8 @@ int v8_elf_probe(int fd, const char *path, V8Elf *ret)
         }
         if (res == 0 && !layout_supported(&r.offsets))
                 res = -EPROTONOSUPPORT;
+        if (res == 0)
+                read_bytecode_sizes(elf, &r);
 out:
         elf_end(elf);
         if (res != -EBADMSG)

@@ -119,10 +119,21 @@
 
 #define V8_OFFSET_NONE INT32_MIN
 
+/* V8's bytecode lengths (Bytecodes::kBytecodeSizes, src/interpreter/bytecodes.h): for each operand
+ * scale (single, double, quadruple: after a Wide or ExtraWide prefix), each bytecode's length in
+ * bytes, its own byte included, its prefix not. Not metadata: read from the table itself
+ * (v8-baseline.h), for baseline frames' bytecode offsets. */
+#define V8_BYTECODES_MAX 256
+typedef struct V8BytecodeSizes {
+        uint16_t count; /* bytecodes; 0: not known */
+        uint8_t size[3][V8_BYTECODES_MAX];
+} V8BytecodeSizes;
+
 typedef struct V8Offsets {
 #define V8_OFFSET_MEMBER(name, sym, required) int32_t name;
         V8_OFFSET_FIELDS(V8_OFFSET_MEMBER)
 #undef V8_OFFSET_MEMBER
+        V8BytecodeSizes bytecodes;
 } V8Offsets;
 
 /* What a V8 build's file holds: its metadata and where it is. */
@@ -132,6 +143,13 @@ typedef struct V8Elf {
         /* ELF address of v8::internal::Isolate::embedded_blob_code_size() (a Node.js/V8 marker
          * even when the metadata is absent); 0: not seen */
         uint64_t isolate_marker;
+        uint64_t bytecode_sizes_addr; /* ELF address of kBytecodeSizes (0: not exported) */
+        uint64_t bytecode_sizes_size;
+        enum {
+                V8_BYTECODE_SIZES_NONE,
+                V8_BYTECODE_SIZES_SYMBOL_TABLE, /* from the exported symbol */
+                V8_BYTECODE_SIZES_RODATA,       /* found by its shape in .rodata */
+        } bytecode_sizes_from;
 } V8Elf;
 
 /* Reads the v8dbg_* symbols of an ELF file (fd; path for messages only). -ENOENT: not a V8 build
@@ -139,6 +157,10 @@ typedef struct V8Elf {
  * the layout is one profd does not describe (pointer compression, 32-bit); -EBADMSG: not ELF or a
  * value out of range. ret is filled in every case but -EBADMSG (tests look at what was found). */
 int v8_elf_probe(int fd, const char *path, V8Elf *ret);
+
+/* kBytecodeSizes found by its shape in the .rodata of the ELF file fd alone, its symbol ignored
+ * (tests: the search finds what the symbol says). -ENOENT: none; -ENOTUNIQ: several. */
+int v8_elf_bytecode_sizes_in_rodata(int fd, V8BytecodeSizes *ret);
 
 /* Name and value of the i-th field in V8_OFFSET_FIELDS order; NULL past the last one. */
 const char *v8_offsets_field(const V8Offsets *o, size_t i, int32_t *ret_value, bool *ret_required);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "runtimes/remote-memory.h"
+#include "runtimes/v8-baseline.h"
 #include "runtimes/v8-code.h"
 #include "runtimes/v8-lines.h"
 #include "runtimes/v8-objects.h"
@@ -50,14 +51,17 @@ typedef enum V8LineResult {
         V8_LINE_NO_POSITIONS,     /* V8 has not collected the bytecode's source positions */
         V8_LINE_OUT_OF_RANGE,     /* the offset lies beyond the bytecode, or before any position */
         V8_LINE_READ_FAILED,      /* memory could not be read, or held an unexpected type */
-        V8_LINE_UNSUPPORTED,  /* metadata missing, a source profd does not read (external), or beyond bounds
-                               */
-        V8_LINE_OPTIMIZED,    /* an optimized frame's line, from its Code's source positions */
-        V8_LINE_CODE_GONE,    /* no Code of the function holds the pc now: deoptimized or replaced since */
-        V8_LINE_NOT_ITS_CODE, /* the Code holding the pc is not the function's, or not of the type expected
-                               */
-        V8_LINE_BASELINE,     /* Sparkplug code: its lines are not read yet */
-        V8_LINE_TOO_DEEP,     /* more functions inlined at the pc than profd keeps */
+        V8_LINE_UNSUPPORTED,   /* metadata missing, a source profd does not read (external), or beyond bounds
+                                */
+        V8_LINE_OPTIMIZED,     /* an optimized frame's line, from its Code's source positions */
+        V8_LINE_CODE_GONE,     /* no Code of the function holds the pc now: deoptimized or replaced since */
+        V8_LINE_NOT_ITS_CODE,  /* the Code holding the pc is not the function's, or not of the type expected
+                                */
+        V8_LINE_BASELINE,      /* Sparkplug code of a build whose bytecode lengths profd has not found */
+        V8_LINE_TOO_DEEP,      /* more functions inlined at the pc than profd keeps */
+        V8_LINE_BASELINE_LINE, /* a baseline frame's line, from the bytecode at its pc */
+        V8_LINE_BASELINE_MISMATCH, /* a baseline Code's offset table and bytecodes did not agree */
+        V8_LINE_FUNCTION_ENTRY,    /* a baseline frame in its prologue, before the first bytecode */
         _V8_LINE_MAX,
 } V8LineResult;
 
@@ -75,6 +79,9 @@ static const char *const line_result_names[_V8_LINE_MAX] = {
         [V8_LINE_NOT_ITS_CODE] = "not_its_code",
         [V8_LINE_BASELINE] = "baseline",
         [V8_LINE_TOO_DEEP] = "inlined_too_deep",
+        [V8_LINE_BASELINE_LINE] = "baseline_line",
+        [V8_LINE_BASELINE_MISMATCH] = "baseline_mismatch",
+        [V8_LINE_FUNCTION_ENTRY] = "function_entry",
 };
 
 struct V8Symbols {
@@ -249,28 +256,26 @@ static const V8LineEnds *script_ends(V8Symbols *vs, const V8Process *vp, RemoteM
         return e ? e : fresh;
 }
 
-/* The line of an interpreted frame of the function named through identity, at the bytecode
- * position bc recorded (runtimes/v8-stack.h). The frame's BytecodeArray must be the function's:
+/* The line of bytecode offset offset of the BytecodeArray bca, in a frame of the function named
+ * through identity (an interpreted or a baseline frame). The array must be the function's:
  * a frame sampled before the GC flushed or replaced its bytecode must not get another array's
  * line. Its line table is read once and kept (v8-line-cache.h) while the array's words stay. */
-static V8LineResult frame_line(V8Symbols *vs, const V8Process *vp, const V8FunctionIdentity *identity,
-                               uint64_t bc, uint32_t *ret_line)
+static V8LineResult bytecode_line(V8Symbols *vs, const V8Process *vp, const V8FunctionIdentity *identity,
+                                  uint64_t bca, uint32_t offset, uint32_t *ret_line)
 {
         const V8Offsets *o = &vp->offsets;
-        uint64_t bca = v8_bytecode_array(bc), map, length, positions;
+        uint64_t map, length, positions;
         RemoteMemory *m = memory_of(vs, vp->pid, V8_SNAPSHOT_MAX_AGE_NS);
         const V8LineTable *t;
         const V8LineEnds *ends;
         V8LineTable fresh = {};
         V8LineEnds fresh_ends = {};
         V8LineResult res;
-        uint32_t offset, line;
+        uint32_t line;
         int r;
 
         if (!m)
                 return V8_LINE_READ_FAILED;
-        if (v8_bytecode_offset(o, v8_bytecode_raw_offset(bc), &offset) < 0)
-                return V8_LINE_OUT_OF_RANGE;
         r = v8_bytecode_identity(m, o, bca, &map, &length, &positions);
         if (r < 0)
                 return line_result_of(r);
@@ -318,6 +323,17 @@ static V8LineResult frame_line(V8Symbols *vs, const V8Process *vp, const V8Funct
         return V8_LINE_FOUND;
 }
 
+/* An interpreted frame's, at the bytecode position bc recorded (runtimes/v8-stack.h). */
+static V8LineResult frame_line(V8Symbols *vs, const V8Process *vp, const V8FunctionIdentity *identity,
+                               uint64_t bc, uint32_t *ret_line)
+{
+        uint32_t offset;
+
+        if (v8_bytecode_offset(&vp->offsets, v8_bytecode_raw_offset(bc), &offset) < 0)
+                return V8_LINE_OUT_OF_RANGE;
+        return bytecode_line(vs, vp, identity, v8_bytecode_array(bc), offset, ret_line);
+}
+
 /* The line of script offset pos in the script at script (0: none). */
 static uint32_t script_line(V8Symbols *vs, const V8Process *vp, RemoteMemory *m, uint64_t script,
                             int32_t pos)
@@ -337,6 +353,8 @@ static uint32_t script_line(V8Symbols *vs, const V8Process *vp, RemoteMemory *m,
 
 static V8LineResult code_result_of(int r, V8CodeKind kind)
 {
+        if (kind == V8_CODE_BASELINE && (r == -EBADMSG || r == -E2BIG))
+                return r == -EBADMSG ? V8_LINE_BASELINE_MISMATCH : V8_LINE_UNSUPPORTED;
         switch (r) {
         case -EOPNOTSUPP:
                 return kind == V8_CODE_BASELINE ? V8_LINE_BASELINE
@@ -374,10 +392,24 @@ static bool entry_alive(const V8Symbols *vs, uint64_t entry, uint64_t id)
         return true;
 }
 
+/* res, for a frame at pc that gets no line from its code: not looked for again for a while (the
+ * scan's reads); a failed read is tried again. */
+static V8LineResult code_cache_negative(V8Symbols *vs, const V8Process *vp,
+                                        const V8FunctionIdentity *identity, uint64_t pc, V8LineResult res)
+{
+        if (!vs->no_cache && res != V8_LINE_READ_FAILED)
+                v8_code_cache_put(
+                        vs->code_cache, vp->pid, vp->start_time, identity->shared, pc,
+                        &(V8CodeCached){.entry = res,
+                                        .until_ns = now_ns(CLOCK_MONOTONIC) + V8_CODE_CACHE_NEGATIVE_NS});
+        return res;
+}
+
 /* An optimized frame (TurboFan, Maglev) of the function fn named id through identity, at the pc
  * entry pc (runtimes/v8-stack.h): its line and the functions inlined at its pc, each with its own
- * line (runtimes/v8-code.h). *ret_entry: the named entry, with a chain id when functions were
- * inlined there; left as it is when the result is not a line. */
+ * line (runtimes/v8-code.h); a baseline (Sparkplug) frame: the line of its bytecode at the pc. *ret_entry:
+ * the named entry, with a chain id when functions were inlined there; left as it is when the result is not a
+ * line. */
 static V8LineResult optimized_frame(V8Symbols *vs, const V8Process *vp, uint64_t fn,
                                     const V8FunctionIdentity *identity, uint64_t id, uint64_t pc,
                                     uint64_t *ret_entry)
@@ -403,24 +435,36 @@ static V8LineResult optimized_frame(V8Symbols *vs, const V8Process *vp, uint64_t
                     v8_code_still(m, o, c->code, pc & PROFD_V8_ADDR_MASK, c->deopt) == 0) {
                         v8_code_cache_hit(vs->code_cache);
                         *ret_entry = c->entry;
-                        return V8_LINE_OPTIMIZED;
+                        return (V8LineResult)c->result;
                 }
                 if (c)
                         v8_code_cache_stale(vs->code_cache, vp->pid, vp->start_time, identity->shared, pc);
         }
         r = v8_code_frame(m, o, fn, identity->shared, pc & PROFD_V8_ADDR_MASK, !(pc & V8_FRAME_PC_EXACT),
                           &cf);
-        if (r < 0) {
-                V8LineResult res = code_result_of(r, cf.kind);
+        if (r >= 0 && cf.kind == V8_CODE_BASELINE) {
+                /* Sparkplug: the line of the bytecode at the pc, as an interpreted frame's (a
+                 * failure there is kept with the array's lines, v8-line-cache.h) */
+                uint32_t line = 0;
+                V8LineResult res;
 
-                /* not looked for again for a while (the scan's reads); a failed read is retried */
-                if (!vs->no_cache && res != V8_LINE_READ_FAILED)
+                if (cf.bytecode_offset == V8_BASELINE_FUNCTION_ENTRY)
+                        return code_cache_negative(vs, vp, identity, pc, V8_LINE_FUNCTION_ENTRY);
+                res = bytecode_line(vs, vp, identity, cf.bytecode_array, (uint32_t)cf.bytecode_offset,
+                                    &line);
+                if (res != V8_LINE_FOUND)
+                        return res;
+                *ret_entry = v8_frame_make_named(id, (int64_t)line);
+                if (!vs->no_cache)
                         v8_code_cache_put(vs->code_cache, vp->pid, vp->start_time, identity->shared, pc,
-                                          &(V8CodeCached){.entry = res,
-                                                          .until_ns = now_ns(CLOCK_MONOTONIC) +
-                                                                      V8_CODE_CACHE_NEGATIVE_NS});
-                return res;
+                                          &(V8CodeCached){.code = cf.code,
+                                                          .deopt = cf.deopt,
+                                                          .entry = *ret_entry,
+                                                          .result = V8_LINE_BASELINE_LINE});
+                return V8_LINE_BASELINE_LINE;
         }
+        if (r < 0)
+                return code_cache_negative(vs, vp, identity, pc, code_result_of(r, cf.kind));
         for (size_t k = 0; k < cf.n; k++) {
                 V8FunctionNames n;
                 uint64_t script = identity->sfi_script;
@@ -449,7 +493,10 @@ static V8LineResult optimized_frame(V8Symbols *vs, const V8Process *vp, uint64_t
         }
         if (!vs->no_cache)
                 v8_code_cache_put(vs->code_cache, vp->pid, vp->start_time, identity->shared, pc,
-                                  &(V8CodeCached){.code = cf.code, .deopt = cf.deopt, .entry = *ret_entry});
+                                  &(V8CodeCached){.code = cf.code,
+                                                  .deopt = cf.deopt,
+                                                  .entry = *ret_entry,
+                                                  .result = V8_LINE_OPTIMIZED});
         return V8_LINE_OPTIMIZED;
 }
 
