@@ -156,7 +156,7 @@ def check_kind(what, traces, script, bottom, markers=None, lined_names=None, bod
             t.log("   %d: %s" % (c, " | ".join(frames)))
         return
     chain_ok = bottom_ok = lines_ok = 0
-    bad, bad_lines, outside, hot_lines = [], [], 0, {}
+    bad, bad_lines, bad_bottom, outside, hot_lines = [], [], [], 0, {}
     for c, frames in with_hot:
         names = [frame_of(x) for x in frames]  # leaf first
         root_first = list(reversed(names))
@@ -179,7 +179,10 @@ def check_kind(what, traces, script, bottom, markers=None, lined_names=None, bod
             bad.append((c, [n for n, _, _ in root_first]))
         elif not lined:
             bad_lines.append((c, ["%s:%d" % (n, line) for n, _, line in root_first if n in CHAIN]))
-        bottom_ok += c if any(n == bottom for n, _, _ in root_first[:4]) else 0
+        if any(n == bottom for n, _, _ in root_first[:4]):
+            bottom_ok += c
+        else:
+            bad_bottom.append((c, [n for n, _, _ in root_first[:6]]))
     t.check(chain_ok >= 0.95 * total, "%s: %d of %d samples in hot show %s in order, file %s"
             % (what, chain_ok, total, ";".join(CHAIN), script))
     for c, stack in sorted(bad, reverse=True)[:3]:
@@ -192,6 +195,8 @@ def check_kind(what, traces, script, bottom, markers=None, lined_names=None, bod
         t.log("   wrong lines (%d): %s" % (c, ";".join(stack)))
     t.check(bottom_ok >= 0.95 * total, "%s: %d of %d samples reach %s at their root"
             % (what, bottom_ok, total, bottom))
+    for c, stack in sorted(bad_bottom, reverse=True)[:2]:
+        t.log("   not reaching %s (%d), root first: %s" % (bottom, c, ";".join(stack)))
 
 
 def check_name_cache(what, metrics):
