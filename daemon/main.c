@@ -391,6 +391,8 @@ static int run(int argc, char **argv)
                          (r = hotspot_symbols_new(d.hotspot, &d.hotspot_symbols)) < 0)
                         log_warning_errno(r, "Cannot track HotSpot JVMs: %m");
                 else {
+                        /* Names no stored sample carries any more are forgotten. */
+                        hotspot_symbols_set_history(d.hotspot_symbols, history_ns);
                         symbolizer_set_runtime(d.symbolizer, SYM_RUNTIME_HOTSPOT, hotspot_symbols_name,
                                                d.hotspot_symbols);
                         symbolizer_set_runtime_inlined(d.symbolizer, SYM_RUNTIME_HOTSPOT,
@@ -444,7 +446,8 @@ static int run(int argc, char **argv)
          * PROFD_MEMORY_TARGET (MiB): benchmarks and tests squeeze it (docs/performance.md). */
         const char *target = getenv("PROFD_MEMORY_TARGET");
         if ((r = memory_budget_new(target ? strtoull(target, NULL, 10) << 20 : 0, &d.budget)) < 0 ||
-            (r = memory_budget_add_owners(d.budget, d.symbolizer, d.python_symbols)) < 0) {
+            (r = memory_budget_add_owners(d.budget, d.symbolizer, d.python_symbols, d.hotspot_symbols)) <
+                    0) {
                 log_warning_errno(r,
                                   "Cannot set up the memory budget, owners keep their own bounds only: %m");
                 d.budget = memory_budget_free(d.budget);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /* The shared basics: growable arrays, arrays sorted by pid, the Prometheus writer, who holds the
- * memory and the budget over its owners. */
+ * memory and the budget over its owners, the id ring. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -12,6 +12,7 @@
 
 #include "lib/test-util.h"
 #include "util/array.h"
+#include "util/id-ring.h"
 #include "util/macro.h"
 #include "util/memory-budget.h"
 #include "util/memory-owners.h"
@@ -268,6 +269,93 @@ static void test_budget(void)
         free(buf);
 }
 
+/* The hysteresis of an owner dear to lose: asked only after `patience` checks over in a row, and
+ * lowered a step a check. */
+static void test_budget_hysteresis(void)
+{
+        const uint64_t M = 1 << 20;
+        _cleanup_(memory_budget_freep) MemoryBudget *b = NULL;
+        FakeOwner a = {40 * M, 40 * M}, p = {8 * M, 8 * M};
+        char *buf = NULL;
+        size_t size = 0;
+        FILE *m;
+
+        CHECK(memory_budget_new(100 * M, &b) == 0, "new");
+        if (!b)
+                return;
+        CHECK(memory_budget_add(
+                      b, &(MemoryBudgetOwner){"a", fake_bytes, fake_set_limit, 16 * M, 40 * M, &a}) == 0 &&
+                      memory_budget_add(b, &(MemoryBudgetOwner){"p", fake_bytes, fake_set_limit, M, 8 * M,
+                                                                &p, .patience = 2, .step = M}) == 0,
+              "add");
+        /* A peak of two checks: the first owner gives all it can, the patient one nothing, and
+         * the checks are not counted as over with every owner at its floor. */
+        memory_budget_check(b, 130 * M);
+        memory_budget_check(b, 130 * M);
+        CHECK(a.limit == 16 * M && p.limit == 8 * M, "peak: a %" PRIu64 " p %" PRIu64, a.limit, p.limit);
+        /* A check under the target ends the run: the next peak waits again. */
+        memory_budget_check(b, 99 * M);
+        memory_budget_check(b, 130 * M);
+        memory_budget_check(b, 130 * M);
+        CHECK(p.limit == 8 * M, "a run restarts under the target: p %" PRIu64, p.limit);
+        /* The third check over in a row: a step of 1 MiB, then one more each check, down to the floor. */
+        memory_budget_check(b, 130 * M);
+        CHECK(p.limit == 7 * M, "one step: p %" PRIu64, p.limit);
+        for (int i = 0; i < 10; i++)
+                memory_budget_check(b, 130 * M);
+        CHECK(p.limit == M && p.bytes == M, "at its floor after steps: p %" PRIu64, p.limit);
+
+        m = open_memstream(&buf, &size);
+        if (!m)
+                return;
+        memory_budget_write_metrics(b, m);
+        fclose(m);
+        /* Of the 10 checks after the first step, 5 were over (from 2 MiB to 1 and after) with both at their
+         * floors. */
+        CHECK(buf && strstr(buf, "profd_memory_budget_over_total 5\n"), "%s", buf);
+        free(buf);
+}
+
+/* Ids are never reused: a forgotten one names nothing, also once its slot holds a newer entry. */
+static void test_id_ring(void)
+{
+        _cleanup_(id_ring_freep) IdRing *r = NULL;
+        int v[8];
+        void *gone;
+        uint64_t id, ids[8];
+
+        CHECK(id_ring_new(0, 10, &r) == -EINVAL, "max 0 refused");
+        CHECK(id_ring_new(3, 6, &r) == 0, "new");
+        if (!r)
+                return;
+        CHECK(!id_ring_get(r, 0) && !id_ring_get(r, 1), "nothing given yet");
+        for (int i = 0; i < 3; i++) {
+                ids[i] = id_ring_push(r, &v[i], &gone);
+                CHECK(ids[i] == (uint64_t)i + 1 && !gone, "push %d: id %" PRIu64, i, ids[i]);
+        }
+        CHECK(id_ring_count(r) == 3 && id_ring_get(r, 2) == &v[1], "kept");
+        /* Full: the oldest is handed back, its id names nothing, its slot holds id 4. */
+        ids[3] = id_ring_push(r, &v[3], &gone);
+        CHECK(ids[3] == 4 && gone == &v[0] && !id_ring_get(r, 1) && id_ring_get(r, 4) == &v[3] &&
+                      id_ring_count(r) == 3,
+              "pushed out: id %" PRIu64, ids[3]);
+        /* Forgotten early: id 3's slot stays empty, the others kept; twice is nothing. */
+        CHECK(id_ring_forget(r, 3) == &v[2] && !id_ring_forget(r, 3) && !id_ring_get(r, 3) &&
+                      id_ring_count(r) == 2,
+              "forgotten early");
+        /* Oldest first, skipping the one forgotten early. */
+        CHECK(id_ring_pop_oldest(r, &id) == &v[1] && id == 2, "pop: id %" PRIu64, id);
+        CHECK(id_ring_pop_oldest(r, &id) == &v[3] && id == 4, "pop past the gap: id %" PRIu64, id);
+        CHECK(!id_ring_pop_oldest(r, &id) && id_ring_count(r) == 0, "empty");
+        CHECK(!id_ring_get(r, 4) && !id_ring_get(r, 5), "popped and never given name nothing");
+        /* max_id 6: ids 5 and 6, then none (counted). */
+        CHECK(id_ring_push(r, &v[5], &gone) == 5 && id_ring_push(r, &v[6], &gone) == 6 &&
+                      id_ring_push(r, &v[7], &gone) == 0 && id_ring_used_up(r) == 1,
+              "ids used up");
+        CHECK(id_ring_get(r, 5) == &v[5] && id_ring_get(r, 6) == &v[6] && id_ring_forgotten(r) == 4,
+              "forgotten %" PRIu64, id_ring_forgotten(r));
+}
+
 int main(void)
 {
         test_grow();
@@ -275,6 +363,8 @@ int main(void)
         test_metrics();
         test_files_rss();
         test_budget();
+        test_budget_hysteresis();
+        test_id_ring();
         printf("%s: %u failures\n", failures ? "FAIL" : "ok", failures);
         return failures ? 1 : 0;
 }

@@ -23,7 +23,7 @@ static uint64_t python_limit(void *userdata, uint64_t max_bytes)
         return python_symbols_set_code_limit(userdata, max_bytes);
 }
 
-int memory_budget_add_owners(MemoryBudget *b, Symbolizer *s, PythonSymbols *ps)
+int memory_budget_add_owners(MemoryBudget *b, Symbolizer *s, PythonSymbols *ps, HotspotSymbols *hs)
 {
         int r;
 
@@ -35,14 +35,32 @@ int memory_budget_add_owners(MemoryBudget *b, Symbolizer *s, PythonSymbols *ps)
                                          .ceiling = SYMBOLIZER_MAX_BYTES,
                                          .userdata = s,
                                  });
-        if (r < 0 || !ps)
+        if (r < 0)
                 return r;
+        if (ps) {
+                r = memory_budget_add(b, &(MemoryBudgetOwner){
+                                                 .name = "python_code",
+                                                 .bytes = python_bytes,
+                                                 .set_limit = python_limit,
+                                                 .floor = MEMORY_BUDGET_PYTHON_CODE_FLOOR,
+                                                 .ceiling = PYTHON_CODE_MAX_BYTES,
+                                                 .userdata = ps,
+                                                 .patience = MEMORY_BUDGET_PYTHON_CODE_PATIENCE,
+                                                 .step = MEMORY_BUDGET_PYTHON_CODE_STEP,
+                                         });
+                if (r < 0)
+                        return r;
+        }
+        if (!hs)
+                return 0;
         return memory_budget_add(b, &(MemoryBudgetOwner){
-                                            .name = "python_code",
-                                            .bytes = python_bytes,
-                                            .set_limit = python_limit,
-                                            .floor = MEMORY_BUDGET_PYTHON_CODE_FLOOR,
-                                            .ceiling = PYTHON_CODE_MAX_BYTES,
-                                            .userdata = ps,
+                                            .name = "java_names",
+                                            .bytes = hotspot_symbols_bytes,
+                                            .set_limit = hotspot_symbols_set_limit,
+                                            .floor = MEMORY_BUDGET_JAVA_NAMES_FLOOR,
+                                            .ceiling = HOTSPOT_SYMBOLS_MAX_BYTES,
+                                            .userdata = hs,
+                                            .patience = MEMORY_BUDGET_PYTHON_CODE_PATIENCE,
+                                            .step = MEMORY_BUDGET_PYTHON_CODE_STEP,
                                     });
 }

@@ -11,9 +11,11 @@
 #include "runtimes/hotspot-scopes.h"
 #include "runtimes/remote-memory.h"
 #include "symbolizer/hotspot-symbols.h"
+#include "util/id-ring.h"
 #include "util/log.h"
 #include "util/memory-owners.h"
 #include "util/metrics-writer.h"
+#include "util/time-util.h"
 
 /* One Java method of a frame, named. */
 typedef struct Named {
@@ -29,11 +31,12 @@ typedef struct Entry {
         pid_t pid;
         uint64_t start_time;
         uint64_t frame; /* the stack entry: method and bci, or a compiled frame's pc */
-        uint64_t seq;   /* insertion order: the older half goes when full */
-        size_t n;       /* 0: could not be read */
+        uint64_t seq;   /* insertion order */
+        size_t n;       /* 0: could not be read (its frames stay raw, never bound) */
         Named *named;
-        uint32_t id;  /* what bound frames carry (hotspot-frames.h); 0: none (unnamed) */
-        bool indexed; /* still found by (pid, start time, frame): its JVM unloaded no class since */
+        uint64_t id;      /* in the id ring; what bound frames carry (hotspot-frames.h) if n > 0 */
+        uint64_t used_ns; /* CLOCK_MONOTONIC of its read or the last stack bound to it */
+        bool indexed;     /* still found by (pid, start time, frame): its JVM unloaded no class since */
         struct Entry *next;
 } Entry;
 
@@ -80,10 +83,10 @@ typedef struct Jvm {
 #define PERFDATA_LOOKUPS_MAX 8
 
 #define BUCKETS 16384
-/* A bound frame's id: its slot + 1 in bits 0..19 (HOTSPOT_SYMBOLS_MAX fits), the era in 20..31. */
-#define ID_SLOT_MASK 0xfffffU
-#define ID_ERA_SHIFT 20
-#define ID_ERA_MASK 0xfffU
+/* Entries not used for this long past the history are retired: looked for at most this often. */
+#define IDLE_CHECK_NS (10 * NSEC_PER_SEC)
+/* A drained stack reaches the history within a drain or two: margin on top of the history's span. */
+#define IDLE_MARGIN_NS (60 * NSEC_PER_SEC)
 
 typedef enum ReadResult {
         READ_OK,
@@ -136,9 +139,12 @@ typedef struct Stub {
 struct HotspotSymbols {
         HotspotProcs *procs;
         Entry *buckets[BUCKETS];
-        Entry **by_id; /* (id & ID_SLOT_MASK) - 1 -> entry */
-        size_t n_ids, cap_ids;
-        uint32_t era; /* ids carry it: those of an era before the last reset name nothing */
+        /* Every entry, by id, oldest first: bound frames carry the id; HOTSPOT_SYMBOLS_MAX kept. */
+        IdRing *ids;
+        uint64_t history_ns;   /* how long stored samples keep their frames; 0: unknown (no retiring) */
+        uint64_t next_idle_ns; /* next look for idle entries */
+        size_t limit_bytes;    /* the memory budget's bound (HOTSPOT_SYMBOLS_MAX_BYTES when not lowered) */
+        uint64_t idle, over_bound; /* entries retired: idle past the history; oldest over limit_bytes */
         Jvm *jvms[JVM_BUCKETS];
         size_t n_jvms;
         uint64_t unnamed[_UNNAMED_MAX];
@@ -160,8 +166,22 @@ int hotspot_symbols_new(HotspotProcs *procs, HotspotSymbols **ret)
         if (!hs)
                 return -ENOMEM;
         hs->procs = procs;
+        hs->limit_bytes = HOTSPOT_SYMBOLS_MAX_BYTES;
+        /* PROFD_HOTSPOT_NAMES_MAX (tests: the bound reached soon) keeps fewer frames. */
+        const char *max = getenv("PROFD_HOTSPOT_NAMES_MAX");
+        if (id_ring_new(max && strtoul(max, NULL, 10) > 0 ? strtoul(max, NULL, 10) : HOTSPOT_SYMBOLS_MAX,
+                        HOTSPOT_FRAME_ID_MASK, &hs->ids) < 0) {
+                free(hs);
+                return -ENOMEM;
+        }
         *ret = hs;
         return 0;
+}
+
+void hotspot_symbols_set_history(HotspotSymbols *hs, uint64_t history_ns)
+{
+        if (hs)
+                hs->history_ns = history_ns;
 }
 
 static size_t named_bytes(const Named *n)
@@ -212,15 +232,9 @@ HotspotSymbols *hotspot_symbols_free(HotspotSymbols *hs)
                         n = st->next;
                         stub_free(hs, st);
                 }
-        for (size_t b = 0; b < BUCKETS; b++)
-                for (Entry *e = hs->buckets[b], *n; e; e = n) {
-                        n = e->next;
-                        if (!e->id)
-                                entry_free(hs, e);
-                }
-        for (size_t i = 0; i < hs->n_ids; i++)
-                entry_free(hs, hs->by_id[i]);
-        free(hs->by_id);
+        for (Entry *e; hs->ids && (e = id_ring_pop_oldest(hs->ids, NULL));)
+                entry_free(hs, e);
+        id_ring_free(hs->ids);
         jvms_clear(hs);
         free(hs);
         return NULL;
@@ -257,9 +271,68 @@ static void retire(HotspotSymbols *hs, pid_t pid, uint64_t start_time)
                         e->next = NULL;
                         e->indexed = false;
                         hs->evicted++;
-                        if (!e->id)
+                        if (e->n == 0 && id_ring_forget(hs->ids, e->id))
                                 entry_free(hs, e);
                 }
+}
+
+/* Forgets e (out of the id ring already): its id names nothing from now on. */
+static void drop(HotspotSymbols *hs, Entry *e)
+{
+        if (e->indexed)
+                for (Entry **s = &hs->buckets[bucket(e->pid, e->frame)]; *s; s = &(*s)->next)
+                        if (*s == e) { /* bounded by the bucket's length */
+                                *s = e->next;
+                                break;
+                        }
+        entry_free(hs, e);
+}
+
+/* Oldest first while over limit_bytes (never the newest: it is being bound). */
+static uint64_t shrink(HotspotSymbols *hs)
+{
+        uint64_t n = 0;
+        Entry *e;
+
+        while (hs->bytes > hs->limit_bytes && id_ring_count(hs->ids) > 1 &&
+               (e = id_ring_pop_oldest(hs->ids, NULL))) {
+                drop(hs, e);
+                n++;
+        }
+        hs->over_bound += n;
+        return n;
+}
+
+typedef struct IdleScan {
+        HotspotSymbols *hs;
+        uint64_t before; /* used_ns under it: no stored sample can carry its id */
+        uint64_t n;
+} IdleScan;
+
+static void retire_if_idle(void *p, uint64_t id, void *userdata)
+{
+        IdleScan *sc = userdata;
+        Entry *e = p;
+
+        if (e->used_ns >= sc->before || !id_ring_forget(sc->hs->ids, id))
+                return;
+        drop(sc->hs, e);
+        sc->n++;
+}
+
+/* Entries no stack was bound to for longer than the history keeps samples are named by none of
+ * them: they go (read again if their frame comes back), so the table follows what the history
+ * holds rather than growing to its bound over hours. */
+static uint64_t retire_idle(HotspotSymbols *hs, uint64_t now)
+{
+        IdleScan sc = {.hs = hs};
+
+        if (hs->history_ns == 0 || now < hs->history_ns + IDLE_MARGIN_NS)
+                return 0;
+        sc.before = now - hs->history_ns - IDLE_MARGIN_NS;
+        id_ring_foreach(hs->ids, retire_if_idle, &sc);
+        hs->idle += sc.n;
+        return sc.n;
 }
 
 static int read_remote(void *userdata, uint64_t addr, void *buf, size_t n)
@@ -387,12 +460,17 @@ static Entry *read_frame(HotspotSymbols *hs, const HotspotProcess *hp, RemoteMem
 {
         uint32_t bci = hotspot_frame_bci(frame);
         Entry *e;
+        void *gone;
         int r;
 
         e = calloc(1, sizeof(*e));
         if (!e)
                 return NULL;
-        *e = (Entry){.pid = hp->pid, .start_time = hp->start_time, .frame = frame, .seq = hs->seq++};
+        *e = (Entry){.pid = hp->pid,
+                     .start_time = hp->start_time,
+                     .frame = frame,
+                     .seq = hs->seq++,
+                     .used_ns = now_ns(CLOCK_MONOTONIC)};
         if (hotspot_frame_is_compiled_pc(frame, hp->code.blob_compile_id)) {
                 r = read_compiled(hs, hp, mem, e);
         } else {
@@ -411,24 +489,21 @@ static Entry *read_frame(HotspotSymbols *hs, const HotspotProcess *hp, RemoteMem
                   : r == -ESTALE  ? READ_STALE
                   : r == -EBADMSG ? READ_BAD
                                   : READ_UNREADABLE]++;
+        hs->n++;
+        hs->bytes += memory_block_bytes(e);
+        e->id = id_ring_push(hs->ids, e, &gone);
+        if (gone) { /* HOTSPOT_SYMBOLS_MAX kept: the oldest goes */
+                drop(hs, gone);
+                hs->evicted++;
+        }
+        if (e->id == 0) { /* ids used up: its frames stay unnamed */
+                entry_free(hs, e);
+                return NULL;
+        }
         e->next = hs->buckets[bucket(hp->pid, frame)];
         hs->buckets[bucket(hp->pid, frame)] = e;
         e->indexed = true;
-        hs->n++;
-        hs->bytes += memory_block_bytes(e);
-        if (e->n > 0) {
-                if (hs->n_ids == hs->cap_ids) {
-                        size_t cap = hs->cap_ids ? hs->cap_ids * 2 : 256;
-                        Entry **a = realloc(hs->by_id, cap * sizeof(*a));
-
-                        if (!a)
-                                return e; /* kept unnamed */
-                        hs->by_id = a;
-                        hs->cap_ids = cap;
-                }
-                hs->by_id[hs->n_ids++] = e;
-                e->id = (uint32_t)hs->n_ids | (hs->era & ID_ERA_MASK) << ID_ERA_SHIFT;
-        }
+        (void)shrink(hs);
         return e;
 }
 
@@ -500,24 +575,6 @@ static void read_stub(HotspotSymbols *hs, const HotspotProcess *hp, RemoteMemory
 static bool in_code_cache(const HotspotProcess *hp, uint64_t f)
 {
         return !(f >> 47) && hp->code.n_heaps && f >= hp->code.code_start && f < hp->code.code_end;
-}
-
-/* HOTSPOT_SYMBOLS_MAX frames named: all names go (counted as evicted), a new era of ids begins;
- * frames bound before (in the history window) are no longer named. */
-static void reset_names(HotspotSymbols *hs)
-{
-        for (size_t b = 0; b < BUCKETS; b++)
-                for (Entry *e = hs->buckets[b], *n; e; e = n) {
-                        n = e->next;
-                        hs->evicted++;
-                        if (!e->id)
-                                entry_free(hs, e);
-                }
-        memset(hs->buckets, 0, sizeof(hs->buckets));
-        for (size_t i = 0; i < hs->n_ids; i++)
-                entry_free(hs, hs->by_id[i]);
-        hs->n_ids = 0;
-        hs->era++;
 }
 
 static Jvm *jvm_get(HotspotSymbols *hs, const HotspotProcess *hp)
@@ -616,6 +673,11 @@ static void end_drain(HotspotSymbols *hs)
                                 j->cache_epoch = v;
                         }
                 }
+        uint64_t now = now_ns(CLOCK_MONOTONIC);
+        if (now >= hs->next_idle_ns) {
+                (void)retire_idle(hs, now);
+                hs->next_idle_ns = now + IDLE_CHECK_NS;
+        }
 }
 
 static uint64_t stack_salt(const uint64_t *frames, size_t n)
@@ -636,6 +698,7 @@ uint64_t hotspot_symbols_name_stack(void *userdata, uint32_t pid, uint32_t flags
         _cleanup_(remote_memory_freep) RemoteMemory *mem = NULL;
         const HotspotProcess *hp;
         bool any = false, read = false;
+        uint64_t now;
         Jvm *j;
 
         for (size_t i = 0; i < n && !any; i++)
@@ -652,8 +715,7 @@ uint64_t hotspot_symbols_name_stack(void *userdata, uint32_t pid, uint32_t flags
         }
         if (!j->checked)
                 begin_drain(hs, j, hp, mem);
-        if (hs->n_ids >= HOTSPOT_SYMBOLS_MAX)
-                reset_names(hs);
+        now = now_ns(CLOCK_MONOTONIC);
         /* First the frames not read under this epoch yet, then whether an unloading came
          * meanwhile, then the frames bound to what was read. */
         for (size_t i = 0; i < n && !j->unstable; i++) {
@@ -678,7 +740,7 @@ uint64_t hotspot_symbols_name_stack(void *userdata, uint32_t pid, uint32_t flags
         }
         for (size_t i = 0; i < n; i++) {
                 uint64_t f = frames[i];
-                const Entry *e;
+                Entry *e;
 
                 if (!hotspot_frame_is(f) || hotspot_frame_bound(f))
                         continue;
@@ -695,8 +757,10 @@ uint64_t hotspot_symbols_name_stack(void *userdata, uint32_t pid, uint32_t flags
                         hs->unnamed[UNNAMED_FULL]++;
                         continue;
                 }
-                if (e->id)
+                if (e->n > 0) {
                         frames[i] = PROFD_FRAME_HOTSPOT | HOTSPOT_FRAME_BOUND | e->id;
+                        e->used_ns = now;
+                }
         }
         return stack_salt(frames, n);
 }
@@ -742,12 +806,9 @@ void hotspot_symbols_note(HotspotSymbols *hs, const SampleRecord *records, size_
 /* A frame is named only by what its drain bound it to: a raw one (never bound) stays unnamed. */
 static const Entry *bound_entry(const HotspotSymbols *hs, uint64_t frame)
 {
-        uint64_t id = frame & HOTSPOT_FRAME_ID_MASK;
-
-        if (!hotspot_frame_bound(frame) || (id & ID_SLOT_MASK) == 0 || (id & ID_SLOT_MASK) > hs->n_ids ||
-            (id >> ID_ERA_SHIFT & ID_ERA_MASK) != (hs->era & ID_ERA_MASK))
+        if (!hotspot_frame_bound(frame))
                 return NULL;
-        return hs->by_id[(id & ID_SLOT_MASK) - 1];
+        return id_ring_get(hs->ids, frame & HOTSPOT_FRAME_ID_MASK);
 }
 
 int hotspot_symbols_name(void *userdata, const Process *p, uint64_t frame, SymFrame *ret)
@@ -812,9 +873,21 @@ void hotspot_symbols_write_metrics(const HotspotSymbols *hs, FILE *f)
                      hs ? hs->bytes : 0);
         metric_counter(
                 f, "profd_hotspot_frames_evicted_total",
-                "Java frames dropped because their JVM unloaded classes or HOTSPOT_SYMBOLS_MAX were named "
-                "(read again when seen).",
+                "Java frames dropped because their JVM unloaded classes or HOTSPOT_SYMBOLS_MAX were kept "
+                "(the oldest; read again when seen).",
                 hs ? hs->evicted : 0);
+        metric_counter(f, "profd_hotspot_frames_idle_total",
+                       "Java frames forgotten because no stack was bound to them for longer than the "
+                       "history keeps samples (no stored sample names them; read again when seen).",
+                       hs ? hs->idle : 0);
+        metric_counter(f, "profd_hotspot_frames_over_bound_total",
+                       "Java frames forgotten, oldest first, over the bound the memory budget gave "
+                       "their names (frames of stored samples that carry their id stay unnamed).",
+                       hs ? hs->over_bound : 0);
+        metric_counter(f, "profd_hotspot_frame_ids_used_up_total",
+                       "Java frames not given an id because every id a stack entry can hold was given "
+                       "(ids are never reused): they stay unnamed.",
+                       hs ? id_ring_used_up(hs->ids) : 0);
         metric_labelled(
                 f, "profd_hotspot_method_reads_total", "counter",
                 "Reads of a Java frame's method from its JVM, by result: ok, gone (the process exited "
@@ -854,5 +927,20 @@ void hotspot_symbols_write_metrics(const HotspotSymbols *hs, FILE *f)
 
 size_t hotspot_symbols_memory(const HotspotSymbols *hs)
 {
-        return hs ? hs->bytes + sizeof(*hs) + hs->cap_ids * sizeof(*hs->by_id) : 0;
+        return hs ? hs->bytes + sizeof(*hs) + id_ring_bytes(hs->ids) : 0;
+}
+
+uint64_t hotspot_symbols_bytes(void *userdata)
+{
+        const HotspotSymbols *hs = userdata;
+
+        return hs ? hs->bytes : 0;
+}
+
+uint64_t hotspot_symbols_set_limit(void *userdata, uint64_t max_bytes)
+{
+        HotspotSymbols *hs = userdata;
+
+        hs->limit_bytes = max_bytes;
+        return retire_idle(hs, now_ns(CLOCK_MONOTONIC)) + shrink(hs);
 }

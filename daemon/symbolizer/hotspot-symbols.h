@@ -15,13 +15,21 @@
 #include "symbolizer/symbolizer.h"
 #include "util/macro.h"
 
-/* Frames named, at most (ids of bound frames); past it new frames stay unnamed (counted). ~0.2 KiB
- * each with names. */
+/* Frames kept, at most (util/id-ring.h: bound frames carry their id); past it the oldest is
+ * forgotten (counted): frames still carrying its id stay unnamed. ~0.2 KiB each with names.
+ * PROFD_HOTSPOT_NAMES_MAX (environment) keeps fewer, for tests of the bound. */
 #define HOTSPOT_SYMBOLS_MAX 65536
+/* Their bytes as the memory budget counts them, at most (util/memory-budget.h lowers it): about
+ * HOTSPOT_SYMBOLS_MAX frames' names. */
+#define HOTSPOT_SYMBOLS_MAX_BYTES (16ULL << 20)
 
 typedef struct HotspotSymbols HotspotSymbols;
 
 int hotspot_symbols_new(HotspotProcs *procs, HotspotSymbols **ret);
+/* How long the history keeps samples: frames no stack was bound to for longer (and a margin) are
+ * named by no stored sample, and are forgotten (checked every 10 s). 0 (the default): kept until
+ * HOTSPOT_SYMBOLS_MAX or the budget's bound pushes them out. */
+void hotspot_symbols_set_history(HotspotSymbols *hs, uint64_t history_ns);
 HotspotSymbols *hotspot_symbols_free(HotspotSymbols *hs);
 DEFINE_TRIVIAL_CLEANUP_FUNC(HotspotSymbols *, hotspot_symbols_free);
 
@@ -43,3 +51,7 @@ size_t hotspot_symbols_inlined(void *userdata, const Process *p, uint64_t frame,
 
 void hotspot_symbols_write_metrics(const HotspotSymbols *hs, FILE *f);
 size_t hotspot_symbols_memory(const HotspotSymbols *hs);
+/* For the memory budget (MemoryBudgetOwner; userdata is the HotspotSymbols): the bytes of the names
+ * kept, and a new bound on them: the idle go, then the oldest (counted). Returns the frames forgotten. */
+uint64_t hotspot_symbols_bytes(void *userdata);
+uint64_t hotspot_symbols_set_limit(void *userdata, uint64_t max_bytes);

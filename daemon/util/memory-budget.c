@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,7 @@ struct MemoryBudget {
         Owner owners[MEMORY_BUDGET_MAX_OWNERS];
         size_t n_owners;
         uint64_t n_checks, n_over;
+        uint32_t over_in_a_row; /* checks over the target since the last one under it */
 };
 
 int memory_budget_new(uint64_t target, MemoryBudget **ret)
@@ -64,21 +66,37 @@ uint64_t memory_budget_check(MemoryBudget *b, uint64_t rss)
         b->n_checks++;
         if (rss > b->target) {
                 uint64_t excess = rss - b->target;
+                bool held_back = false; /* an owner not asked yet, or lowered by its step only */
 
+                b->over_in_a_row++;
                 /* In the order added: the owner whose entries cost least to lose gives first. */
                 for (size_t i = 0; i < b->n_owners && excess > 0; i++) {
                         Owner *w = &b->owners[i];
-                        uint64_t bytes = w->o.bytes(w->o.userdata), give;
+                        uint64_t bytes, give;
 
+                        if (b->over_in_a_row <= w->o.patience) {
+                                held_back = true;
+                                continue;
+                        }
+                        bytes = w->o.bytes(w->o.userdata);
                         if (bytes <= w->o.floor)
                                 continue;
                         give = bytes - w->o.floor < excess ? bytes - w->o.floor : excess;
+                        if (w->o.step > 0 && give > w->o.step) {
+                                give = w->o.step;
+                                held_back = true;
+                        }
                         if (bytes - give < w->limit)
                                 released += set_limit(w, bytes - give);
                         excess -= give;
                 }
-                b->n_over += excess > 0;
-        } else if (rss + MEMORY_BUDGET_SLACK < b->target) {
+                /* Counted only with every owner at its floor: one held back by its hysteresis
+                 * would have given. */
+                b->n_over += excess > 0 && !held_back;
+                return released;
+        }
+        b->over_in_a_row = 0;
+        if (rss + MEMORY_BUDGET_SLACK < b->target) {
                 uint64_t room = b->target - MEMORY_BUDGET_SLACK - rss;
 
                 /* Back up in the same order, as far as the room goes. */

@@ -35,6 +35,13 @@ typedef struct MemoryBudgetOwner {
         uint64_t floor;   /* never asked to go under this */
         uint64_t ceiling; /* its own bound: never raised above this */
         void *userdata;
+        /* Hysteresis for owners whose entries are dear to lose (an exited process's are not read
+         * again): asked only after this many checks in a row over the target (0: at the first), so
+         * a peak of a second or two is left to the owners before it; and lowered at most step
+         * bytes a check (0: as far as the excess goes), so a longer one does not drop it to its
+         * floor at once. */
+        uint32_t patience;
+        uint64_t step;
 } MemoryBudgetOwner;
 
 typedef struct MemoryBudget MemoryBudget;
