@@ -546,8 +546,19 @@ size_t v8_symbols_name_stack(void *userdata, uint32_t pid, uint64_t *frames, uin
                                                      : V8_LINE_UNNAMED;
                 entry = v8_frame_make_named(res == V8_NAMED ? id : 0,
                                             lres == V8_LINE_FOUND ? (int64_t)line : -1);
+                /* A frame without a bytecode position, or whose slots only looked like an
+                 * interpreted frame's (an optimized frame's spill slots: a heap object where the
+                 * array is kept, a Smi below it): its code at the pc, which must be the function's. */
                 if (!bc && pc && res == V8_NAMED && vp)
                         lres = optimized_frame(vs, vp, v8_frame_value(f), &last_identity, id, pc, &entry);
+                else if ((lres == V8_LINE_NOT_ITS_BYTECODE || lres == V8_LINE_OUT_OF_RANGE) && pc &&
+                         res == V8_NAMED && vp) {
+                        V8LineResult code =
+                                optimized_frame(vs, vp, v8_frame_value(f), &last_identity, id, pc, &entry);
+
+                        if (code == V8_LINE_OPTIMIZED || code == V8_LINE_BASELINE_LINE)
+                                lres = code;
+                }
                 vs->remote_reads += remote_memory_reads_done() - reads;
                 vs->results[res]++;
                 vs->line_results[lres]++;

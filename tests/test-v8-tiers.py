@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Lines of JavaScript frames pinned to one tier, all at once in one profiling window: node 18
+(Debian 12, tests/lib/debiannode.py), 20 (Debian 13) and 24 (Debian 14) in their roots
+(tests/lib/noderoot.py) with every function compiled by Sparkplug at its first call and never
+optimized (--always-sparkplug, and --no-opt or --max-opt=1), and node 24 with Maglev as its top tier
+(--max-opt=2: hot's loop ends up in Maglev code). Flags the test needs to pin the tier; profd needs
+none. Each runs test-v8-stacks' chain script (level1 -> level2 -> level3 -> hot, and a worker
+thread doing the same).
+
+A baseline frame's line comes from its pc: the bytecode offset table of its Code walked alongside
+its bytecodes, whose lengths profd reads from the build (node 18 and 20 export V8's table of them;
+node 24's is found in its .rodata: daemon/runtimes/v8-baseline.h). A Maglev frame's from its
+Code's source positions, as TurboFan's. Per run and thread, among the samples in hot: >= 95% show
+the chain in order with level1..level3 each at the line of its call (the "// @name" markers), no
+line outside its function, down to _start or start_thread; and /metrics counts baseline frames
+given a line, none whose offset table and bytecodes disagreed, and optimized frames given a line
+(the Maglev run's: the others never optimize)."""
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "lib"))
+import profdtest as t
+import debiannode
+import noderoot
+
+SPARKPLUG_18 = ["--always-sparkplug", "--no-opt"]  # node 18 has no --max-opt
+SPARKPLUG = ["--always-sparkplug", "--max-opt=1"]
+MAGLEV = ["--max-opt=2"]
+# what, Debian suite (None: node 18 of Debian 12 on this machine), its libnode, node's flags
+RUNS = [("node 18 (Sparkplug)", None, "libnode.so.108", SPARKPLUG_18),
+        ("node 20 (Sparkplug)", "trixie", "libnode.so.115", SPARKPLUG),
+        ("node 24 (Sparkplug)", "forky", "libnode.so.137", SPARKPLUG),
+        ("node 24 (Maglev)", "forky", "libnode.so.137", MAGLEV)]
+
+
+def load(name):
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+    spec = importlib.util.spec_from_file_location(name.replace("-", "_")[:-3], path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def main():
+    t.require_bpf()
+    if not shutil.which("unshare"):
+        t.skip("unshare (util-linux) is not installed")
+    stacks = load("test-v8-stacks.py")
+    runs = []  # (what, lib, starter: () -> process, script path as node sees it)
+    folders = []  # made in the roots, removed at the end
+    base = None
+    try:
+        base = debiannode.ensure_node18(log=t.log)
+    except debiannode.NodeUnavailable as e:
+        t.log("SKIPPING node 18: Debian 12's node 18 cannot be had here: %s" % e)
+    roots = {}
+    for what, suite, lib, flags in RUNS:
+        if suite is None:
+            if not base:
+                continue
+            folder = t.tmpdir()
+            script = os.path.join(folder, "chain-%d.js" % len(runs))
+            with open(script, "w") as f:
+                f.write(stacks.SCRIPT)
+            runs.append((what, lib, lambda fl=flags, s=script: subprocess.Popen(
+                debiannode.command(base, fl + [s]), stdout=subprocess.PIPE, text=True), script))
+            continue
+        if suite not in roots:
+            try:
+                roots[suite] = noderoot.ensure(suite, log=t.log)
+            except noderoot.RootUnavailable as e:
+                t.log("SKIPPING %s: %s" % (what, e))
+                roots[suite] = None
+        root = roots[suite]
+        if not root:
+            continue
+        folder = os.path.join(root, "tmp", "profd-v8-tiers-%d-%d" % (os.getpid(), len(runs)))
+        os.makedirs(folder)
+        folders.append(folder)
+        with open(os.path.join(folder, "chain.js"), "w") as f:
+            f.write(stacks.SCRIPT)
+        inner = "/" + os.path.relpath(os.path.join(folder, "chain.js"), root)
+        runs.append((what, lib, lambda fl=flags, r=root, s=inner: noderoot.in_root(
+            r, ["/usr/bin/node"] + fl + [s], stdout=subprocess.PIPE, text=True), inner))
+    if not runs:
+        t.skip("no Node.js could be had (Debian archive unreachable?)")
+    created = debiannode.make_mount_target()
+    procs = []
+    try:
+        with t.Daemon("--frequency", "199", "--labels", "comm,pid,tid") as d:
+            for _, _, start, _ in runs:
+                procs.append(start())
+            for (what, lib, _, _), p in zip(runs, procs):
+                t.check(p.stdout.readline().strip() == "ready", "%s started" % what)
+                t.unwind_ready(d, p.pid, lib, what)
+            time.sleep(1)
+            path = t.fetch_profile(d, stacks.WINDOW_S, "".join("&pid=%d" % p.pid for p in procs))
+            metrics = d.get("/metrics")[2].decode()
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
+        debiannode.remove_mount_target(created)
+
+    for line in metrics.splitlines():
+        if line.startswith("profd_v8_lines_total"):
+            t.log("   " + line)
+    by_pid = {p.pid: ([], []) for p in procs}
+    for tr in t.traces(path, lines=True):
+        pid = int(tr.labels.get("pid", ["0"])[0])
+        if pid in by_pid:
+            main_t, worker_t = by_pid[pid]
+            (main_t if tr.labels.get("tid") == [str(pid)] else worker_t).append((tr.value, tr.frames))
+    for (what, _, _, script), p in zip(runs, procs):
+        stacks.SCRIPT_PATH[:] = [script]
+        main_t, worker_t = by_pid[p.pid]
+        stacks.check_kind("%s main thread" % what, main_t, script, "_start")
+        stacks.check_kind("%s worker thread" % what, worker_t, script, "start_thread")
+    baseline = t.metric(metrics, 'profd_v8_lines_total{result="baseline_line"}')
+    t.check(baseline > 0, "/metrics: baseline frames given a line (%d)" % baseline)
+    for reason in ("baseline_mismatch", "baseline"):
+        n = t.metric(metrics, 'profd_v8_lines_total{result="%s"}' % reason)
+        t.check(n == 0, "/metrics: no baseline frame without a line for %s (%d)" % (reason, n))
+    if any(what.endswith("(Maglev)") for what, _, _, _ in runs):
+        optimized = t.metric(metrics, 'profd_v8_lines_total{result="optimized_line"}')
+        t.check(optimized > 0, "/metrics: optimized (Maglev) frames given a line (%d)" % optimized)
+    t.finish()
+
+
+if __name__ == "__main__":
+    main()
