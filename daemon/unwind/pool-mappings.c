@@ -301,7 +301,7 @@ int table_pool_set_process_at(TablePool *p, pid_t pid, uint64_t maps_ns, const P
         bool found;
         size_t i;
         Proc *pr;
-        int r;
+        int r, w;
 
         if (!p || pid <= 0 || (n && !m))
                 return -EINVAL;
@@ -346,21 +346,19 @@ int table_pool_set_process_at(TablePool *p, pid_t pid, uint64_t maps_ns, const P
         info.maps_ns = maps_ns;
         info.runtimes = pr->runtimes;
         if (exec_after(p, pr, maps_ns)) {
-                (void)bpf_map_delete_elem(p->procs_fd, &key);
-                pool_procs_changed(p);
+                pool_procs_delete(p, key);
                 p->stale_snapshots++;
                 return r < 0 ? r : -ESTALE;
         }
-        if (bpf_map_update_elem(p->procs_fd, &key, &info, BPF_ANY) < 0 && r >= 0)
-                r = -errno;
+        w = pool_procs_write(p, key, &info, BPF_ANY);
+        if (w < 0 && r >= 0)
+                r = w;
         pr->procs_written_ns = now_ns(CLOCK_MONOTONIC);
         if (exec_after(p, pr, maps_ns)) {
-                (void)bpf_map_delete_elem(p->procs_fd, &key);
-                pool_procs_changed(p);
+                pool_procs_delete(p, key);
                 p->stale_snapshots++;
                 return r < 0 ? r : -ESTALE;
         }
-        pool_procs_changed(p);
         return r;
 }
 
@@ -401,6 +399,7 @@ int table_pool_set_process_runtimes(TablePool *p, pid_t pid, uint32_t runtimes)
         uint32_t key = pid;
         bool found;
         size_t i;
+        int r;
 
         if (!p || pid <= 0)
                 return -EINVAL;
@@ -415,10 +414,8 @@ int table_pool_set_process_runtimes(TablePool *p, pid_t pid, uint32_t runtimes)
         if (bpf_map_lookup_elem(p->procs_fd, &key, &info) < 0)
                 return errno == ENOENT ? 0 : -errno;
         info.runtimes = runtimes;
-        if (bpf_map_update_elem(p->procs_fd, &key, &info, BPF_EXIST) < 0 && errno != ENOENT)
-                return -errno;
-        pool_procs_changed(p);
-        return 0;
+        r = pool_procs_write(p, key, &info, BPF_EXIST);
+        return r == -ENOENT ? 0 : r;
 }
 
 void table_pool_set_exit_hook(TablePool *p, bool attached)
@@ -448,8 +445,7 @@ static int remove_process(TablePool *p, pid_t pid, uint64_t exit_ns)
         if (exit_ns && p->exit_hook && pr->procs_written_ns + EXIT_WRITE_MARGIN_NS < exit_ns)
                 p->exit_deletes_left++;
         else {
-                (void)bpf_map_delete_elem(p->procs_fd, &key);
-                pool_procs_changed(p);
+                pool_procs_delete(p, key);
                 /* A later process with this pid did not exec then; a stale exec time would make its
                  * fork-copied mappings look older than its image. */
                 (void)bpf_map_delete_elem(p->execs_fd, &key);

@@ -42,12 +42,26 @@ void pool_procs_gen_unmap(TablePool *p)
         p->procs_gen = NULL;
 }
 
-/* An unwind_procs entry was written or deleted (call after the change): BPF's per-CPU copy of
+/* An unwind_procs entry was written or deleted (called after the change): BPF's per-CPU copy of
  * one must not be used any more. Atomic: the exec and exit hooks add to the same value. */
-void pool_procs_changed(TablePool *p)
+static void procs_changed(TablePool *p)
 {
         if (p->procs_gen)
                 (void)__atomic_add_fetch(&p->procs_gen->gen, 1, __ATOMIC_SEQ_CST);
+}
+
+int pool_procs_write(TablePool *p, uint32_t pid, const struct profd_unwind_proc *info, uint64_t flags)
+{
+        int r = bpf_map_update_elem(p->procs_fd, &pid, info, flags) < 0 ? -errno : 0;
+
+        procs_changed(p);
+        return r;
+}
+
+void pool_procs_delete(TablePool *p, uint32_t pid)
+{
+        (void)bpf_map_delete_elem(p->procs_fd, &pid);
+        procs_changed(p);
 }
 
 /* Pool memory may now hold another table than before: BPF's row cache must not trust it. */

@@ -7,8 +7,11 @@
 int pool_write_config(TablePool *p, uint32_t active);
 /* Pool memory may now hold another table than before: BPF's row cache must not trust it. */
 void pool_new_generation(TablePool *p);
-/* An unwind_procs entry was written or deleted: BPF's per-CPU copy of one must not be trusted. */
-void pool_procs_changed(TablePool *p);
+/* Writes and deletes of unwind_procs entries (pid's): each bumps the generation after the change,
+ * so that BPF's per-CPU copy of an entry is not trusted any more. pool_procs_write() returns
+ * bpf_map_update_elem()'s -errno. */
+int pool_procs_write(TablePool *p, uint32_t pid, const struct profd_unwind_proc *info, uint64_t flags);
+void pool_procs_delete(TablePool *p, uint32_t pid);
 int pool_procs_gen_map(TablePool *p);
 void pool_procs_gen_unmap(TablePool *p);
 

@@ -93,8 +93,7 @@ TablePool *table_pool_free(TablePool *p)
                 for (size_t k = 0; k < p->procs[i]->n_keys; k++)
                         (void)bpf_map_delete_elem(p->mappings_fd, &p->procs[i]->keys[k]);
                 uint32_t pid = p->procs[i]->pid;
-                (void)bpf_map_delete_elem(p->procs_fd, &pid);
-                pool_procs_changed(p);
+                pool_procs_delete(p, pid);
                 pool_proc_free(p->procs[i]);
         }
         free(p->procs);
