@@ -26,6 +26,7 @@ enum profd_stop_reason {
         PROFD_STOP_BAD_FRAME = 7,   /* unwound sp/fp went backwards or pc is 0 mid-stack */
         PROFD_STOP_KERNEL_THREAD = 8,
         PROFD_STOP_TABLE_PENDING = 9, /* pc in a mapping whose unwind table is not in the pool yet */
+        PROFD_STOP_IN_EXEC = 10, /* the task is inside exec: its registers and memory may be two images' */
         PROFD_STOP__MAX,
 };
 

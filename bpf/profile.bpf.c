@@ -337,6 +337,8 @@ int profd_sample(struct bpf_perf_event_data *ctx)
                  * kernel saved on entry, at the top of the task's kernel stack. */
                 sample_task_regs(st, task, &user_mode);
         }
+        if (!st->done && task_in_exec(task))
+                stop(st, PROFD_STOP_IN_EXEC); /* kernel frames only */
         sample_find_process(st, task, user_mode);
 
         if (profd_measure_cost)
@@ -549,6 +551,8 @@ static __always_inline int offcpu_switch(void *ctx, bool preempt, struct task_st
 
         /* Kernel threads were left out: prev entered the kernel from user mode. */
         sample_task_regs(st, prev, &user_mode);
+        if (!st->done && task_in_exec(prev))
+                stop(st, PROFD_STOP_IN_EXEC);
         sample_find_process(st, prev, user_mode);
 
         if (st->done)

@@ -35,6 +35,17 @@ static __always_inline __u64 task_mm(struct task_struct *task)
         return (__u64)BPF_CORE_READ(task, mm);
 }
 
+/* Inside exec (bprm_execve() sets in_execve before it replaces the address space, and clears it
+ * after sched_process_exec): the registers saved on entry may be the old image's while the memory
+ * is already the new one's, and the daemon's entry for the pid is the old image's until the exec
+ * hook deletes it. A walk there could name an old pc against the new image. */
+static __always_inline bool task_in_exec(struct task_struct *task)
+{
+        if (!bpf_core_field_exists(task->in_execve))
+                return false;
+        return BPF_CORE_READ_BITFIELD_PROBED(task, in_execve);
+}
+
 static __always_inline bool task_is_kernel_thread(struct task_struct *task)
 {
         if (profd_have_task_btf)

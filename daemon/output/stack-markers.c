@@ -14,6 +14,7 @@ static const char *const stop_names[PROFD_STOP__MAX] = {
         [PROFD_STOP_BAD_FRAME] = "bad frame",
         [PROFD_STOP_KERNEL_THREAD] = "kernel thread",
         [PROFD_STOP_TABLE_PENDING] = "unwind table not ready",
+        [PROFD_STOP_IN_EXEC] = "process in exec",
 };
 
 bool stack_marker(const Stack *user, char *buf, size_t size)

@@ -42,6 +42,7 @@ static const char *const stop_names[PROFD_STOP__MAX] = {
         [PROFD_STOP_BAD_FRAME] = "bad_frame",
         [PROFD_STOP_KERNEL_THREAD] = "kernel_thread",
         [PROFD_STOP_TABLE_PENDING] = "table_pending",
+        [PROFD_STOP_IN_EXEC] = "in_exec",
 };
 
 static const char *const py_stop_names[PROFD_PY_STOP__MAX] = {
