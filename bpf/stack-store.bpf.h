@@ -77,10 +77,17 @@ static __always_inline int insert_key(void *map, struct profd_count_key *key)
         return r;
 }
 
+/* A user stack is kept when it has frames, or when it has none but says why a walk was not made:
+ * a sample inside exec, whose profile then shows that reason below its kernel frames. */
+static __always_inline bool user_kept(const struct sample_state *st)
+{
+        return st->user.len > 0 || (st->user.flags & PROFD_STACK_REASON_MASK) == PROFD_STOP_IN_EXEC;
+}
+
 /* Hashes st's stacks into its key (before the counts lookup: the key holds the hashes). */
 static __always_inline void hash_sample(struct sample_state *st)
 {
-        if (st->user.len > 0)
+        if (user_kept(st))
                 st->key.user_hash = hash_user(st);
         if (st->kernel.len > 0)
                 st->key.kernel_hash = hash_kernel(&st->kernel);
@@ -89,7 +96,7 @@ static __always_inline void hash_sample(struct sample_state *st)
 /* Stores st's stacks in its generation unless there. False when a map was full (counted). */
 static __always_inline bool store_stacks(struct sample_state *st, bool gen1)
 {
-        if (st->user.len > 0) {
+        if (user_kept(st)) {
                 int r = store_stack(gen1 ? (void *)&stacks_1 : (void *)&stacks_0, &st->key.user_hash,
                                     &st->user);
 
