@@ -177,26 +177,28 @@ static V8CodeKind kind_of(const V8Offsets *o, uint32_t flags)
         return V8_CODE_OTHER;
 }
 
-/* The Code (tagged) code: whether its instructions hold pc, its flags and instruction start. */
-static int code_holds(const RemoteMemory *m, const V8Offsets *o, const CodeLayout *l, uint64_t code,
-                      uint64_t pc, uint32_t *ret_flags, uint64_t *ret_start, bool *ret_holds)
+/* The first bytes of the Code (tagged) code, through its flags, instruction start and size, and
+ * its deoptimization data slot: one read. *ret_end: how many. */
+static int code_header(const RemoteMemory *m, const V8Offsets *o, const CodeLayout *l, uint64_t code,
+                       uint8_t h[V8_CODE_HEADER_MAX])
 {
-        uint8_t h[V8_CODE_HEADER_MAX];
-        int32_t size, end = l->start + 8;
-        uint64_t start;
-        uint16_t type;
-        int r;
+        int32_t end = l->start + 8;
 
         end = end > l->size + 4 ? end : l->size + 4;
         end = end > l->flags + 4 ? end : l->flags + 4;
-        r = v8_object_type(m, o, code, &type);
-        if (r < 0)
-                return r;
-        if (type != (uint32_t)o->type_code)
-                return -EMEDIUMTYPE;
-        r = remote_memory_read(m, untag(o, code), h, (size_t)end);
-        if (r < 0)
-                return r;
+        end = end > l->deopt + 8 ? end : l->deopt + 8;
+        if (end > V8_CODE_HEADER_MAX)
+                return -EOPNOTSUPP;
+        return remote_memory_read(m, untag(o, code), h, (size_t)end);
+}
+
+/* From a Code's header: its flags and instruction start, and whether its instructions hold pc. */
+static bool header_holds(const V8Offsets *o, const CodeLayout *l, uint64_t code, const uint8_t *h,
+                         uint64_t pc, uint32_t *ret_flags, uint64_t *ret_start)
+{
+        uint64_t start;
+        int32_t size;
+
         memcpy(&size, h + l->size, sizeof(size));
         memcpy(ret_flags, h + l->flags, sizeof(*ret_flags));
         if (l->istream < 0)
@@ -204,7 +206,30 @@ static int code_holds(const RemoteMemory *m, const V8Offsets *o, const CodeLayou
         else
                 memcpy(&start, h + l->start, sizeof(start));
         *ret_start = start;
-        *ret_holds = size > 0 && pc >= start && pc - start < (uint64_t)size;
+        return size > 0 && pc >= start && pc - start < (uint64_t)size;
+}
+
+/* The Code (tagged) code: whether its instructions hold pc, its flags and instruction start, its
+ * map word (ret_map: may be NULL). */
+static int code_holds(const RemoteMemory *m, const V8Offsets *o, const CodeLayout *l, uint64_t code,
+                      uint64_t pc, uint32_t *ret_flags, uint64_t *ret_start, bool *ret_holds,
+                      uint64_t *ret_map)
+{
+        uint8_t h[V8_CODE_HEADER_MAX];
+        uint16_t type;
+        int r;
+
+        r = v8_object_type(m, o, code, &type);
+        if (r < 0)
+                return r;
+        if (type != (uint32_t)o->type_code)
+                return -EMEDIUMTYPE;
+        r = code_header(m, o, l, code, h);
+        if (r < 0)
+                return r;
+        *ret_holds = header_holds(o, l, code, h, pc, ret_flags, ret_start);
+        if (ret_map)
+                memcpy(ret_map, h, sizeof(*ret_map)); /* heap_object_map is 0 (code_layout()) */
         return 0;
 }
 
@@ -232,7 +257,8 @@ static int container_map(const RemoteMemory *m, const V8Offsets *o, const CodeLa
 /* The Code holding pc: the function's current one, or the one whose instructions start below pc
  * (see the header). */
 static int find_code(const RemoteMemory *m, const V8Offsets *o, const CodeLayout *l, uint64_t fn,
-                     uint64_t pc, uint64_t *ret_code, uint32_t *ret_flags, uint64_t *ret_start)
+                     uint64_t pc, uint64_t *ret_code, uint32_t *ret_flags, uint64_t *ret_start,
+                     uint64_t *ret_map)
 {
         uint64_t code, map = 0, chunk[V8_CODE_SCAN_CHUNK / 8], hi, lo, a;
         unsigned probes = 0;
@@ -243,7 +269,7 @@ static int find_code(const RemoteMemory *m, const V8Offsets *o, const CodeLayout
                 r = remote_memory_read(m, untag(o, fn) + l->fn_code, &code, sizeof(code));
                 if (r < 0)
                         return r;
-                r = code_holds(m, o, l, code, pc, ret_flags, ret_start, &holds);
+                r = code_holds(m, o, l, code, pc, ret_flags, ret_start, &holds, ret_map);
                 if (r < 0)
                         return r;
                 if (holds) {
@@ -288,7 +314,7 @@ static int find_code(const RemoteMemory *m, const V8Offsets *o, const CodeLayout
                         } else if (l->back >= 0 &&
                                    (r = remote_memory_read(m, a + l->back, &code, sizeof(code))) < 0)
                                 return r;
-                        r = code_holds(m, o, l, code, pc, ret_flags, ret_start, &holds);
+                        r = code_holds(m, o, l, code, pc, ret_flags, ret_start, &holds, ret_map);
                         if (r < 0)
                                 return r;
                         if (!holds)
@@ -551,7 +577,7 @@ int v8_code_frame(const RemoteMemory *m, const V8Offsets *o, uint64_t fn, uint64
                 return -EOPNOTSUPP;
         if (!untag(o, fn))
                 return -EBADMSG;
-        r = find_code(m, o, &l, fn, pc, &code, &flags, &start);
+        r = find_code(m, o, &l, fn, pc, &code, &flags, &start, &ret->map);
         if (r < 0)
                 return r;
         ret->code = code;
@@ -606,25 +632,28 @@ int v8_code_frame(const RemoteMemory *m, const V8Offsets *o, uint64_t fn, uint64
         return 0;
 }
 
-int v8_code_still(const RemoteMemory *m, const V8Offsets *o, uint64_t code, uint64_t pc, uint64_t deopt)
+int v8_code_still(const RemoteMemory *m, const V8Offsets *o, uint64_t code, uint64_t pc, uint64_t deopt,
+                  uint64_t map)
 {
-        uint64_t start, now;
+        uint8_t h[V8_CODE_HEADER_MAX];
+        uint64_t start, now_map, now;
         uint32_t flags;
         CodeLayout l;
-        bool holds;
         int r;
 
         if (!code_layout(o, &l))
                 return -EOPNOTSUPP;
-        r = code_holds(m, o, &l, code, pc, &flags, &start, &holds);
-        if (r == -EMEDIUMTYPE || r == -EBADMSG)
+        if (!untag(o, code))
                 return -ESTALE;
+        /* One read: the map word must be the one whose type said Code when the entry was made
+         * (maps are never freed while code refers to them), the range must still hold the pc,
+         * and the deoptimization data (baseline code: its bytecode) be the same. */
+        r = code_header(m, o, &l, code, h);
         if (r < 0)
-                return r;
-        if (!holds)
+                return r == -EFAULT ? -ESTALE : r;
+        memcpy(&now_map, h, sizeof(now_map));
+        memcpy(&now, h + l.deopt, sizeof(now));
+        if (now_map != map || now != deopt || !header_holds(o, &l, code, h, pc, &flags, &start))
                 return -ESTALE;
-        r = remote_memory_read(m, untag(o, code) + l.deopt, &now, sizeof(now));
-        if (r < 0)
-                return r;
-        return now == deopt ? 0 : -ESTALE;
+        return 0;
 }

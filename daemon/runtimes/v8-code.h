@@ -51,12 +51,13 @@ typedef struct V8CodeScope {
 typedef struct V8CodeFrame {
         V8CodeKind kind;
         uint64_t code;  /* the Code (tagged) */
+        uint64_t map;   /* its map word (checked to be a Code's) */
         uint64_t deopt; /* its DeoptimizationData word (baseline code: its bytecode's) */
         /* Baseline code: the BytecodeArray it was compiled from (tagged; checked to be the
          * function's) and the bytecode at the pc (v8-baseline.h; no scopes then). */
         uint64_t bytecode_array;
         int32_t bytecode_offset;
-        size_t n;       /* scopes: innermost first, the frame's own function last */
+        size_t n; /* scopes: innermost first, the frame's own function last */
         V8CodeScope scopes[V8_INLINE_DEPTH_MAX + 1];
 } V8CodeFrame;
 
@@ -76,6 +77,8 @@ int v8_code_frame(const RemoteMemory *m, const V8Offsets *o, uint64_t fn, uint64
                   bool return_address, V8CodeFrame *ret);
 
 /* Whether the Code (tagged) code, which gave a frame at pc its positions before, still does: its
- * type, instruction range and DeoptimizationData word deopt unchanged (a Code freed since would
- * have another). 0, -ESTALE, or what remote_memory_read() returns. */
-int v8_code_still(const RemoteMemory *m, const V8Offsets *o, uint64_t code, uint64_t pc, uint64_t deopt);
+ * map word map (V8CodeFrame.map), instruction range and DeoptimizationData word deopt unchanged (a
+ * Code freed since would have another), in one remote read. 0, -ESTALE, or what
+ * remote_memory_read() returns. */
+int v8_code_still(const RemoteMemory *m, const V8Offsets *o, uint64_t code, uint64_t pc, uint64_t deopt,
+                  uint64_t map);

@@ -25,6 +25,7 @@ typedef struct V8CodeCache V8CodeCache;
 
 typedef struct V8CodeCached {
         uint64_t code, deopt; /* the Code (tagged) and its DeoptimizationData word; 0: none found */
+        uint64_t map;         /* the Code's map word */
         uint64_t entry;       /* the named entry (runtimes/v8-stack.h); a negative one: its result */
         uint64_t until_ns;    /* a negative one: kept until then (CLOCK_MONOTONIC) */
         uint32_t result;      /* a named one: its result (an optimized or a baseline frame's line) */

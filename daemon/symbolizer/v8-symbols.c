@@ -432,7 +432,7 @@ static V8LineResult optimized_frame(V8Symbols *vs, const V8Process *vp, uint64_t
                         return (V8LineResult)c->entry; /* no line, for a while */
                 }
                 if (c && c->code && entry_alive(vs, c->entry, id) &&
-                    v8_code_still(m, o, c->code, pc & PROFD_V8_ADDR_MASK, c->deopt) == 0) {
+                    v8_code_still(m, o, c->code, pc & PROFD_V8_ADDR_MASK, c->deopt, c->map) == 0) {
                         v8_code_cache_hit(vs->code_cache);
                         *ret_entry = c->entry;
                         return (V8LineResult)c->result;
@@ -443,8 +443,9 @@ static V8LineResult optimized_frame(V8Symbols *vs, const V8Process *vp, uint64_t
         r = v8_code_frame(m, o, fn, identity->shared, pc & PROFD_V8_ADDR_MASK, !(pc & V8_FRAME_PC_EXACT),
                           &cf);
         if (r >= 0 && cf.kind == V8_CODE_BASELINE) {
-                /* Sparkplug: the line of the bytecode at the pc, as an interpreted frame's (a
-                 * failure there is kept with the array's lines, v8-line-cache.h) */
+                /* Sparkplug: the line of the bytecode at the pc, as an interpreted frame's. No line
+                 * (Node.js's own modules: sources profd does not read) is kept as any other pc's,
+                 * not to walk the code and its bytecode again each drain. */
                 uint32_t line = 0;
                 V8LineResult res;
 
@@ -453,11 +454,12 @@ static V8LineResult optimized_frame(V8Symbols *vs, const V8Process *vp, uint64_t
                 res = bytecode_line(vs, vp, identity, cf.bytecode_array, (uint32_t)cf.bytecode_offset,
                                     &line);
                 if (res != V8_LINE_FOUND)
-                        return res;
+                        return code_cache_negative(vs, vp, identity, pc, res);
                 *ret_entry = v8_frame_make_named(id, (int64_t)line);
                 if (!vs->no_cache)
                         v8_code_cache_put(vs->code_cache, vp->pid, vp->start_time, identity->shared, pc,
                                           &(V8CodeCached){.code = cf.code,
+                                                          .map = cf.map,
                                                           .deopt = cf.deopt,
                                                           .entry = *ret_entry,
                                                           .result = V8_LINE_BASELINE_LINE});
@@ -494,6 +496,7 @@ static V8LineResult optimized_frame(V8Symbols *vs, const V8Process *vp, uint64_t
         if (!vs->no_cache)
                 v8_code_cache_put(vs->code_cache, vp->pid, vp->start_time, identity->shared, pc,
                                   &(V8CodeCached){.code = cf.code,
+                                                  .map = cf.map,
                                                   .deopt = cf.deopt,
                                                   .entry = *ret_entry,
                                                   .result = V8_LINE_OPTIMIZED});
