@@ -400,6 +400,7 @@ static int run(int argc, char **argv)
                         symbolizer_set_anon(d.symbolizer, hotspot_symbols_anon, d.hotspot_symbols);
                         r = sampler_add_namer(d.sampler, &(SamplerNamer){.entry_bit = PROFD_FRAME_HOTSPOT,
                                                                          .name = hotspot_symbols_name_stack,
+                                                                         .cut = hotspot_symbols_cut,
                                                                          .userdata = d.hotspot_symbols});
                         if (r < 0)
                                 log_warning_errno(r, "Cannot name Java frames at the drain: %m");

@@ -84,6 +84,9 @@ int sampler_cut(Sampler *s, uint64_t *ret_cut_ns)
         if (r < 0)
                 return r;
 
+        for (size_t i = 0; i < s->drain.n_namers; i++)
+                if (s->drain.namers[i].cut)
+                        s->drain.namers[i].cut(s->drain.namers[i].userdata);
         s->pending_gen = s->active_gen;
         s->active_gen ^= 1;
         __atomic_store_n(&s->skel->bss->profd_gen, s->active_gen, __ATOMIC_SEQ_CST);

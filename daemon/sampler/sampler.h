@@ -128,10 +128,15 @@ int sampler_set_python_frame_ids(Sampler *s, PythonFrameIds *ids);
  * named differently in another drain. */
 typedef uint64_t (*sampler_namer_cb_t)(void *userdata, uint32_t pid, uint32_t flags, uint64_t *frames,
                                        uint8_t *exact, size_t *n);
+/* Called at each cut just before the new generation can take its first sample: what a namer must
+ * know of the processes as they were before any of that generation's samples (the state its
+ * drain is compared with). */
+typedef void (*sampler_cut_cb_t)(void *userdata);
 typedef struct SamplerNamer {
         uint64_t entry_bit; /* one bit (PROFD_FRAME_HOTSPOT, ...) */
         uint64_t mark_bit;  /* 0: none */
         sampler_namer_cb_t name;
+        sampler_cut_cb_t cut; /* NULL: none */
         void *userdata;
 } SamplerNamer;
 /* -EEXIST: that entry bit has a namer; -E2BIG: SAMPLER_MAX_NAMERS already. */

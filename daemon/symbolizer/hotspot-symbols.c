@@ -43,7 +43,7 @@ typedef struct Entry {
 /* Why a Java frame of a drained stack stays unnamed (its method's address kept), besides its read
  * failing (ReadResult, CompiledResult). */
 typedef enum UnnamedReason {
-        UNNAMED_CLASSES_UNLOADED,  /* its JVM unloaded classes since the previous drain, or while
+        UNNAMED_CLASSES_UNLOADED,  /* its JVM unloaded classes since its generation's cut, or while
                                     * it was named: its method's memory may be another's now */
         UNNAMED_NO_UNLOAD_COUNTER, /* interpreted, and its JVM has no java.cls.unloadedClasses
                                     * (-XX:-UsePerfData): an unloading could not be told */
@@ -60,17 +60,25 @@ static const char *const unnamed_names[_UNNAMED_MAX] = {
 };
 
 /* A JVM's class-unloading epoch: its perf counter java.cls.unloadedClasses, which HotSpot raises
- * when it unloads a class and before the class's metaspace is freed for other classes. */
+ * when it unloads a class and before the class's metaspace is freed for other classes.
+ *
+ * A drain's samples were taken from the cut that began their generation on, so its Java frames
+ * are named only if the counter is the same at the drain as it was at that cut: read at each cut
+ * (hotspot_symbols_cut()), before the new generation's first sample. Not the counter at the end of
+ * the previous drain: that drain ran after the cut, while the new generation took samples, and an
+ * unloading in between named their freed methods after the classes that took their memory. */
 typedef struct Jvm {
         pid_t pid;
         uint64_t start_time;
         uint64_t counter; /* its address in the process; 0: none (yet) */
         uint32_t lookups; /* of the counter in the perf data */
-        bool have_last;   /* last: the counter at the end of the JVM's previous drain */
+        bool have_base;   /* base: the counter at the cut that began the generation drained next */
+        bool have_at_cut; /* at_cut: the counter at the last cut (the next generation's base) */
+        bool seen;        /* had stacks in the last drain: its counter is read at the next cut */
         bool checked;     /* seen in this drain: begin (v0, unstable) set */
         bool unstable;    /* this drain's Java frames stay unnamed */
         bool have_cache;  /* cache_epoch: the counter the indexed entries were read under */
-        uint64_t last, v0, cache_epoch;
+        uint64_t base, at_cut, v0, cache_epoch;
         struct Jvm *next;
 } Jvm;
 
@@ -625,8 +633,8 @@ static void find_counter(Jvm *j, const HotspotProcess *hp, RemoteMemory *mem)
                                 (int)hp->pid);
 }
 
-/* j's first stack of this drain: whether its classes were unloaded since its previous drain's end
- * (this drain's samples were all taken before now). */
+/* j's first stack of this drain: whether its classes were unloaded since the cut that began the
+ * generation drained (this drain's samples were all taken before now). */
 static void begin_drain(HotspotSymbols *hs, Jvm *j, const HotspotProcess *hp, RemoteMemory *mem)
 {
         j->checked = true;
@@ -638,8 +646,9 @@ static void begin_drain(HotspotSymbols *hs, Jvm *j, const HotspotProcess *hp, Re
                 j->unstable = true;
                 return;
         }
-        /* First seen: only a JVM that never unloaded a class is sure to be the same since. */
-        j->unstable = j->have_last ? j->v0 != j->last : j->v0 != 0;
+        /* Without the counter at the generation's cut (first seen, or no stacks in the previous
+         * drain): only a JVM that never unloaded a class is sure to be the same since. */
+        j->unstable = j->have_base ? j->v0 != j->base : j->v0 != 0;
         if (j->unstable)
                 hs->unloads_seen++;
         if (!j->have_cache || j->cache_epoch != j->v0) {
@@ -649,7 +658,7 @@ static void begin_drain(HotspotSymbols *hs, Jvm *j, const HotspotProcess *hp, Re
         }
 }
 
-/* After the drain: each JVM's counter, for its next drain to compare with. */
+/* After the drain: names read under an epoch that ended go. */
 static void end_drain(HotspotSymbols *hs)
 {
         for (size_t b = 0; b < JVM_BUCKETS; b++)
@@ -657,17 +666,13 @@ static void end_drain(HotspotSymbols *hs)
                         _cleanup_(remote_memory_freep) RemoteMemory *mem = NULL;
                         uint64_t v;
 
+                        j->seen = j->checked;
                         if (!j->checked)
                                 continue;
                         j->checked = false;
-                        if (!j->counter)
+                        if (!j->counter || remote_memory_open(j->pid, &mem) < 0 ||
+                            read_counter(j, mem, &v) < 0)
                                 continue;
-                        if (remote_memory_open(j->pid, &mem) < 0 || read_counter(j, mem, &v) < 0) {
-                                j->have_last = false;
-                                continue;
-                        }
-                        j->last = v;
-                        j->have_last = true;
                         if (v != j->cache_epoch) {
                                 retire(hs, j->pid, j->start_time);
                                 j->cache_epoch = v;
@@ -678,6 +683,26 @@ static void end_drain(HotspotSymbols *hs)
                 (void)retire_idle(hs, now);
                 hs->next_idle_ns = now + IDLE_CHECK_NS;
         }
+}
+
+void hotspot_symbols_cut(void *userdata)
+{
+        HotspotSymbols *hs = userdata;
+
+        if (!hs)
+                return;
+        for (size_t b = 0; b < JVM_BUCKETS; b++)
+                for (Jvm *j = hs->jvms[b]; j; j = j->next) {
+                        _cleanup_(remote_memory_freep) RemoteMemory *mem = NULL;
+
+                        /* The generation that ends now began at the previous cut. */
+                        j->base = j->at_cut;
+                        j->have_base = j->have_at_cut;
+                        /* Only JVMs with stacks in the last drain (bounded by the JVMs profd
+                         * describes): another's next drain counts as its first. */
+                        j->have_at_cut = j->seen && j->counter && remote_memory_open(j->pid, &mem) >= 0 &&
+                                         read_counter(j, mem, &j->at_cut) >= 0;
+                }
 }
 
 static uint64_t stack_salt(const uint64_t *frames, size_t n)
@@ -896,7 +921,8 @@ void hotspot_symbols_write_metrics(const HotspotSymbols *hs, FILE *f)
                 "result", read_names, hs ? hs->reads : zero, _READ_MAX);
         metric_labelled(f, "profd_hotspot_frames_unnamed_total", "counter",
                         "Java frames of drained stacks left unnamed besides failed reads, by reason: "
-                        "classes_unloaded (the JVM unloaded classes since its previous drain or while "
+                        "classes_unloaded (the JVM unloaded classes since the cut that began their "
+                        "generation or while "
                         "they were named), no_unload_counter (interpreted, in a JVM without "
                         "java.cls.unloadedClasses), no_memory, no_process.",
                         "reason", unnamed_names, hs ? hs->unnamed : zero_unnamed, _UNNAMED_MAX);

@@ -35,10 +35,13 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(HotspotSymbols *, hotspot_symbols_free);
 
 /* Reads the methods of the Java frames in records that are not kept yet. */
 void hotspot_symbols_note(HotspotSymbols *hs, const SampleRecord *records, size_t n);
+/* A sampler_cut_cb_t: reads the class unloading counter of the JVMs that had stacks in the last
+ * drain, the state the next generation's frames are named against. */
+void hotspot_symbols_cut(void *userdata);
 /* A sampler_namer_cb_t for PROFD_FRAME_HOTSPOT: binds the Java frames of a drained stack of pid to
  * the names read now (runtimes/hotspot-frames.h: HOTSPOT_FRAME_BOUND), unless its JVM unloaded
- * classes since its previous drain (they stay unnamed, counted); the length stays. Returns the
- * salt of the bound frames. */
+ * classes since the cut that began the stack's generation (they stay unnamed, counted); the
+ * length stays. Returns the salt of the bound frames. */
 uint64_t hotspot_symbols_name_stack(void *userdata, uint32_t pid, uint32_t flags, uint64_t *frames,
                                     uint8_t *exact, size_t *ret_n);
 /* SymbolizerRuntimeFn: userdata is the HotspotSymbols. */
