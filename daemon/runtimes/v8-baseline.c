@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "runtimes/v8-baseline.h"
+#include "runtimes/v8-lines.h"
 
 /* Bytecodes a V8 build has, at least (about 180 since V8 7; 198 in 10.2 and 11.3, 208 in 13.6): a
  * shorter table of the shape is taken for something else. */
@@ -82,24 +83,6 @@ int v8_bytecode_sizes_find(const uint8_t *data, size_t n, V8BytecodeSizes *ret)
         return 0;
 }
 
-/* An unsigned VLQ of the offset table (base::VLQDecodeUnsigned). */
-static int read_vlq(const uint8_t *b, size_t n, size_t *i, uint64_t *ret)
-{
-        uint64_t v = 0;
-        unsigned shift = 0;
-        uint8_t c;
-
-        do {
-                if (*i >= n || shift > 28)
-                        return -EBADMSG;
-                c = b[(*i)++];
-                v |= (uint64_t)(c & 0x7f) << shift;
-                shift += 7;
-        } while (c & 0x80);
-        *ret = v;
-        return 0;
-}
-
 int v8_baseline_bytecode_offset(const V8BytecodeSizes *s, const uint8_t *table, size_t n,
                                 const uint8_t *bytecodes, size_t len, uint32_t pc_offset,
                                 bool return_address, int32_t *ret)
@@ -114,7 +97,7 @@ int v8_baseline_bytecode_offset(const V8BytecodeSizes *s, const uint8_t *table, 
 
         if (s->count == 0)
                 return -EOPNOTSUPP;
-        r = read_vlq(table, n, &ti, &end); /* the prologue */
+        r = v8_vlq_read(table, n, &ti, &end); /* the prologue */
         if (r < 0)
                 return r;
         if (target <= end) {
@@ -141,7 +124,7 @@ int v8_baseline_bytecode_offset(const V8BytecodeSizes *s, const uint8_t *table, 
                 pos += size;
                 if (pos > len)
                         return -EBADMSG;
-                r = read_vlq(table, n, &ti, &d);
+                r = v8_vlq_read(table, n, &ti, &d);
                 if (r < 0)
                         return r;
                 end += d;

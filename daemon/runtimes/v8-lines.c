@@ -160,7 +160,7 @@ int v8_bytecode_identity(const RemoteMemory *m, const V8Offsets *o, uint64_t bca
         return 0;
 }
 
-static int read_varint(const uint8_t *b, size_t n, size_t *i, int64_t *ret)
+int v8_vlq_read(const uint8_t *b, size_t n, size_t *i, uint64_t *ret)
 {
         uint64_t v = 0;
         unsigned shift = 0;
@@ -173,6 +173,17 @@ static int read_varint(const uint8_t *b, size_t n, size_t *i, int64_t *ret)
                 v |= (uint64_t)(c & 0x7f) << shift;
                 shift += 7;
         } while (c & 0x80);
+        *ret = v;
+        return 0;
+}
+
+static int read_varint(const uint8_t *b, size_t n, size_t *i, int64_t *ret)
+{
+        uint64_t v;
+        int r = v8_vlq_read(b, n, i, &v);
+
+        if (r < 0)
+                return r;
         *ret = (int64_t)(v >> 1) ^ -(int64_t)(v & 1); /* zigzag */
         return 0;
 }

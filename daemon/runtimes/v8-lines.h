@@ -82,6 +82,11 @@ int v8_bytecode_identity(const RemoteMemory *m, const V8Offsets *o, uint64_t bca
 int v8_bytecode_lines(const RemoteMemory *m, const V8Offsets *o, uint64_t bca, const V8LineEnds *ends,
                       V8LineTable *ret);
 
+/* One unsigned VLQ at b[*i] (7 bits a byte, low bits first, bit 7: more follow), *i moved past
+ * it; -EBADMSG when the bytes end inside it. The position tables' varints are these, zigzagged;
+ * baseline code's offset tables use them as they are (v8-baseline.h). */
+int v8_vlq_read(const uint8_t *b, size_t n, size_t *i, uint64_t *ret);
+
 /* Decodes a source position table into (code offset, script offset) pairs, in table order, at
  * most max; the number of entries decoded, -EBADMSG when the bytes end inside an entry. External
  * positions are skipped. Exposed for the unit test. */
