@@ -10,6 +10,7 @@
 #include "util/array.h"
 #include "util/log.h"
 #include "util/macro.h"
+#include "util/time-util.h"
 
 /* Most CU ranges indexed per executable: bounds memory for hostile or gigantic DWARF. */
 #define SYMBOLIZER_MAX_CU_RANGES (1u << 20)
@@ -81,7 +82,13 @@ static bool exe_dwarf_ok(ExeCache *c, Exe *e)
                 return false;
         }
         e->search.max_dwarf_bytes = SYMBOLIZER_MAX_DWARF_BYTES;
+        uint64_t t0 = now_ns(CLOCK_MONOTONIC);
         dw = dwfl_module_getdwarf(e->mod, &bias);
+        uint64_t took = now_ns(CLOCK_MONOTONIC) - t0;
+        c->n_dwarf_opens++;
+        c->dwarf_open_ns += took;
+        if (took > c->dwarf_open_max_ns)
+                c->dwarf_open_max_ns = took;
         e->search.max_dwarf_bytes = 0;
         if (e->search.refused_large) {
                 c->n_dwarf_unsafe[DWARF_UNUSED_TOO_LARGE]++;

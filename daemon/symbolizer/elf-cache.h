@@ -114,6 +114,9 @@ typedef struct ExeCache {
         uint64_t n_exe_opened, n_exe_evicted, n_exe_failed;
         uint64_t n_dwarf_unsafe[_DWARF_UNUSED_MAX];
         uint64_t n_exe_closed_idle, n_exe_closed_memory, n_exe_closed_in_use;
+        /* Opens of an executable's DWARF (libdw inflates compressed sections whole, holding the
+         * loop: libc's Debian debug file ~0.1 s): how many, their time, the longest. */
+        uint64_t n_dwarf_opens, dwarf_open_ns, dwarf_open_max_ns;
         uint64_t last_check_ns;
         bool closed_since_check; /* freed heap to give back at the next check */
         bool used_since_check;   /* a lookup went to an executable since the last check */

@@ -622,6 +622,15 @@ void symbolizer_write_metrics(const Symbolizer *s, FILE *f)
                         "Executables whose DWARF was not read because libdw would open files it names by "
                         "itself: a dwz file (.gnu_debugaltlink) not found, split DWARF (.dwo).",
                         "reason", dwarf_unused, s->elf.n_dwarf_unsafe, ELEMENTSOF(dwarf_unused));
+        metric_counter(f, "profd_symbolizer_dwarf_opens_total",
+                       "Executables' DWARF opened (again after a close).", s->elf.n_dwarf_opens);
+        metric_counter_seconds(f, "profd_symbolizer_dwarf_open_seconds_total",
+                               "Time the event loop spent opening DWARF: libdw inflates compressed "
+                               "debug sections whole.",
+                               s->elf.dwarf_open_ns);
+        metric_gauge_seconds(f, "profd_symbolizer_dwarf_open_max_seconds",
+                             "Longest single DWARF open so far (the loop was held that long).",
+                             s->elf.dwarf_open_max_ns);
         metric_gauge(f, "profd_symbolizer_cache_entries", "Resolved addresses cached.", s->cache_entries);
         metric_gauge(f, "profd_symbolizer_cache_bytes", "Memory of the cached frames.", s->cache_bytes);
         metric_gauge(f, "profd_symbolizer_kallsyms_symbols", "Kernel text symbols loaded.",
