@@ -125,7 +125,7 @@ enum profd_counter {
         PROFD_CNT_V8_NOT_JS,              /* slots hold no tagged function: not a V8 frame */
         PROFD_CNT_V8_BAD_READ,            /* the frame's slots could not be read */
         PROFD_CNT_V8_NO_ROOM,             /* no stack slot left for the function */
-        PROFD_CNT_V8_LEAF_UNSURE,         /* interrupted frame maybe in a prologue: not named */
+        PROFD_CNT_V8_LEAF_UNSURE,         /* interrupted frame maybe in a prologue: JIT code's sent marked */
         PROFD_CNT_V8_BC_RECORDED,         /* interpreted frames' bytecode offsets recorded */
         PROFD_CNT_V8_BC_TOO_FAR,          /* ... not: beyond PROFD_V8_BC_OFFSET_MAX */
         PROFD_CNT_V8_BC_NO_ROOM,          /* ... not: no stack slot left */

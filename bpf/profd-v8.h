@@ -18,6 +18,13 @@
 #define PROFD_FRAME_V8 (1ULL << 59)
 #define PROFD_V8_ADDR_MASK ((1ULL << 47) - 1)
 
+/* On a function entry: the interrupted frame's (the leaf's), which the stack did not show to be the
+ * frame at fp (bpf/v8-frame.bpf.h: v8_leaf_unsure(); an uninitialized spill slot of a big TurboFan
+ * frame can look like a return address on top of the stack). The daemon keeps the name only if the
+ * pc lies in the function's own optimized or baseline code (runtimes/v8-code.h), else the pc's
+ * entry stays unnamed. Function entries leave bits 47..56 clear otherwise. */
+#define PROFD_FRAME_V8_UNSURE (1ULL << 53)
+
 /* An interpreted (Ignition) frame's bytecode position, in the entry right after its function's:
  * PROFD_FRAME_V8 | PROFD_FRAME_V8_BYTECODE | the raw offset (the Smi of the frame's offset slot:
  * bytes from the tagged BytecodeArray pointer) << PROFD_V8_BC_ADDR_BITS | the frame's BytecodeArray

@@ -59,8 +59,11 @@ static __always_inline bool v8_frame_edge_code(const __u8 c[4])
  * The pc's code range is not known in BPF, so the stack and the code say it: the frame's slots
  * must lie on the live stack (at or above sp), the top of the stack must not be the saved frame
  * pointer (just pushed) nor a return address (not pushed yet, or about to return), and the pc must
- * not be at a push, ret or stack pointer adjustment. Any doubt leaves the frame unnamed: its pc
- * entry stays. Return addresses (frames above) always belong to the frame at fp. */
+ * not be at a push, ret or stack pointer adjustment. Any doubt leaves the frame unnamed (its pc
+ * entry stays) unless the daemon finds the pc in the function's own code (PROFD_FRAME_V8_UNSURE):
+ * the top of a frame with spill slots V8 never wrote may hold an old return address (node 20: one
+ * into Runtime_DateCurrentTime, from a Date.now() made below the caller's frame before). Return
+ * addresses (frames above) always belong to the frame at fp. */
 static __always_inline bool v8_leaf_unsure(struct sample_state *st, bool jit)
 {
         const struct profd_v8_proc *v8 = &st->v8;
@@ -163,6 +166,7 @@ static __always_inline void v8_note_frame(struct sample_state *st, bool jit)
         const struct profd_v8_proc *v8 = &st->v8;
         __u64 ctx[2], fn[2], rec;
         __u32 len = st->user.len;
+        bool unsure;
 
         if (!st->v8_active || st->fp == 0 || (st->fp & 7) || st->fp < st->sp)
                 return;
@@ -182,15 +186,20 @@ static __always_inline void v8_note_frame(struct sample_state *st, bool jit)
                 count(PROFD_CNT_V8_NOT_JS);
                 return;
         }
-        if (v8_leaf_unsure(st, jit)) {
+        /* An unsure leaf in JIT code goes to the daemon marked so: it names it only when the pc
+         * is in the function's own code (profd-v8.h). A builtin's pc never gets its caller's
+         * name. */
+        unsure = v8_leaf_unsure(st, jit);
+        if (unsure) {
                 count(PROFD_CNT_V8_LEAF_UNSURE);
-                return;
+                if (!jit)
+                        return;
         }
         if (len >= PROFD_MAX_USER_FRAMES) {
                 count(PROFD_CNT_V8_NO_ROOM);
                 return;
         }
-        rec = PROFD_FRAME_V8 | fn[0];
+        rec = PROFD_FRAME_V8 | (unsure ? PROFD_FRAME_V8_UNSURE : 0) | fn[0];
         /* The compiler drops the mask after the check above; 5.10's verifier cannot bound the
          * index without it (an opaque copy keeps it). */
         asm volatile("" : "+r"(len));
@@ -198,5 +207,6 @@ static __always_inline void v8_note_frame(struct sample_state *st, bool jit)
         st->user.len = len + 1;
         st->uhash = hash_mix(st->uhash, rec);
         count(PROFD_CNT_V8_FRAMES);
-        v8_note_bytecode(st);
+        if (!unsure)
+                v8_note_bytecode(st);
 }

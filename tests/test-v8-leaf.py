@@ -11,7 +11,16 @@ leafA and leafB call no JavaScript function: among the samples, no JavaScript fr
 caller (the frame below it) that the program does not have: no mid;mid, driver;driver, leafA;mid
 ..., whatever the count. Also counted: the samples whose leaf function is named (leafA, leafB) must
 be many (>= 20 in 6 s, the calls are most of the work), and BPF must report interrupted frames it
-left unnamed (profd_v8_bpf_frames_total{outcome="leaf_unsure"})."""
+left unnamed (profd_v8_bpf_frames_total{outcome="leaf_unsure"}).
+
+Then, on node 20 and 24 with no flags, BIG_SCRIPT: hot, a function with a 120-statement loop body
+(TurboFan code with spill slots it never writes before its loop), called by level3 from level2's
+loop, which calls Date.now() too. The top of hot's frame then holds an old return address (node 20:
+into Runtime_DateCurrentTime, from a Date.now() made below level2's frame before), which BPF cannot
+tell from a frame not pushed yet: the daemon names such a leaf only when its pc is in the
+function's own Code. Nearly all samples of level2 must show hot (>= 90%: none did before; what the
+old slot holds depends on the calls made before, so the script's shape matters), and none a
+caller;callee pair or line the program does not have."""
 import os
 import re
 import shutil
@@ -130,6 +139,84 @@ def check_run(label, start, script, lib):
     t.check(leaves >= 20, "%s: %d samples named leafA or leafB where they run (>= 20)" % (label, leaves))
 
 
+BIG_SCRIPT = ("function hot(n) {\n  let s = 0;\n  for (let i = 0; i < n; i++) {\n" +
+              "".join("    s = (s + i * %d) %% 1000003;\n" % k for k in range(3, 123)) +
+              """  }
+  return s;
+}
+function level3(n) {
+  return hot(n) + 1;
+}
+function level2(ms) {
+  const end = Date.now() + ms;
+  let s = 0;
+  while (Date.now() < end) {
+    s += level3(200);
+  }
+  return s;
+}
+function level1(ms) {
+  let r = 0;
+  r += level2(ms);
+  return r;
+}
+console.log("ready");
+level1(60000);
+""")
+BIG_BODIES = bodies(BIG_SCRIPT)
+# level3 is inlined into level2's on-stack-replacement code, whose call of hot may show no level3
+BIG_CALLS = {"level1": {"level2"}, "level2": {"level3", "hot"}, "level3": {"hot"}, "hot": set()}
+
+
+def check_big(label, start, script, lib):
+    """BIG_SCRIPT's hot named where it runs, though its frame's top looks like a return address."""
+    proc = None
+    try:
+        with t.Daemon("--frequency", "499") as d:
+            proc = start()
+            t.check(proc.stdout.readline().strip() == "ready", "%s (big) started" % label)
+            t.unwind_ready(d, proc.pid, lib, label)
+            time.sleep(1)
+            path = t.fetch_profile(d, WINDOW_S, "&pid=%d" % proc.pid)
+            _, _, metrics = d.get("/metrics")
+            metrics = metrics.decode()
+    finally:
+        if proc:
+            proc.kill()
+            proc.wait()
+
+    for line in metrics.splitlines():
+        if line.startswith("profd_v8_bpf") or "leaf_unsure" in line:
+            t.log("   " + line)
+    level2 = named = 0
+    wrong, wrong_lines = {}, {}
+    for tr in t.traces(path, lines=True):
+        names = [name_of(x, script) for x in tr.frames]  # leaf first
+        if "level2" not in names:
+            continue
+        level2 += tr.value
+        named += tr.value if "hot" in names else 0
+        for x in tr.frames:
+            name, line = frame_of(x, script)
+            if name in BIG_CALLS and line and line not in BIG_BODIES[name]:
+                key = "%s:%d" % (name, line)
+                wrong_lines[key] = wrong_lines.get(key, 0) + tr.value
+        for callee, caller in zip(names, names[1:]):
+            if caller in BIG_CALLS and callee in BIG_CALLS and callee not in BIG_CALLS[caller]:
+                key = "%s;%s" % (caller, callee)
+                wrong[key] = wrong.get(key, 0) + tr.value
+    for tr in sorted(t.traces(path, lines=True), key=lambda x: -x.value)[:4]:
+        t.log("   %d: %s" % (tr.value, ";".join(reversed([name_of(x, script) or x.split(" ")[0]
+                                                         for x in tr.frames[:5]]))))
+    t.check(level2 >= 100, "%s (big): %d samples in level2 (>= 100)" % (label, level2))
+    t.check(named * 10 >= level2 * 9, "%s (big): %d of %d samples in level2 show hot (>= 90%%)"
+            % (label, named, level2))
+    t.check(not wrong, "%s (big): no JavaScript caller;callee pair the program does not have (%s)"
+            % (label, ", ".join("%s: %d" % kv for kv in sorted(wrong.items()))))
+    t.check(not wrong_lines, "%s (big): no JavaScript frame at a line outside its function (%s)"
+            % (label, ", ".join("%s: %d" % kv for kv in sorted(wrong_lines.items()))))
+
+
 def main():
     t.require_bpf()
     ran = 0
@@ -160,12 +247,17 @@ def main():
         work = os.path.join(root, "tmp", "profd-v8-leaf-%d" % os.getpid())
         os.makedirs(work)
         inner = "/" + os.path.relpath(os.path.join(work, "calls.js"), root)
+        big = "/" + os.path.relpath(os.path.join(work, "big.js"), root)
         with open(os.path.join(work, "calls.js"), "w") as f:
             f.write(SCRIPT)
+        with open(os.path.join(work, "big.js"), "w") as f:
+            f.write(BIG_SCRIPT)
         try:
             check_run(label, lambda: noderoot.in_root(
                 root, ["/usr/bin/node", "--max-inlined-bytecode-size=0", inner], stdout=subprocess.PIPE,
                 text=True), inner, soname)
+            check_big(label, lambda: noderoot.in_root(
+                root, ["/usr/bin/node", big], stdout=subprocess.PIPE, text=True), big, soname)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         ran += 1

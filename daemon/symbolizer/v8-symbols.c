@@ -62,6 +62,8 @@ typedef enum V8LineResult {
         V8_LINE_BASELINE_LINE, /* a baseline frame's line, from the bytecode at its pc */
         V8_LINE_BASELINE_MISMATCH, /* a baseline Code's offset table and bytecodes did not agree */
         V8_LINE_FUNCTION_ENTRY,    /* a baseline frame in its prologue, before the first bytecode */
+        V8_LINE_LEAF_UNSURE, /* an interrupted frame BPF was unsure of, its pc not found in the function's
+                                own code: its pc's entry stays, unnamed */
         _V8_LINE_MAX,
 } V8LineResult;
 
@@ -82,6 +84,7 @@ static const char *const line_result_names[_V8_LINE_MAX] = {
         [V8_LINE_BASELINE_LINE] = "baseline_line",
         [V8_LINE_BASELINE_MISMATCH] = "baseline_mismatch",
         [V8_LINE_FUNCTION_ENTRY] = "function_entry",
+        [V8_LINE_LEAF_UNSURE] = "leaf_unsure",
 };
 
 struct V8Symbols {
@@ -561,6 +564,19 @@ size_t v8_symbols_name_stack(void *userdata, uint32_t pid, uint64_t *frames, uin
 
                         if (code == V8_LINE_OPTIMIZED || code == V8_LINE_BASELINE_LINE)
                                 lres = code;
+                }
+                if ((f & PROFD_FRAME_V8_UNSURE) && lres != V8_LINE_OPTIMIZED && lres != V8_LINE_BASELINE_LINE) {
+                        /* BPF was unsure the interrupted frame is the one at fp (bpf/profd-v8.h): only
+                         * the function's own Code holding the pc (its DeoptimizationData's, or its
+                         * bytecode's for baseline code) says it is. Else the pc, unnamed, as BPF
+                         * would have left it. */
+                        vs->remote_reads += remote_memory_reads_done() - reads;
+                        vs->line_results[V8_LINE_LEAF_UNSURE]++;
+                        if (pc) {
+                                frames[out] = pc & PROFD_V8_ADDR_MASK;
+                                exact[out++] = (pc & V8_FRAME_PC_EXACT) != 0;
+                        }
+                        continue;
                 }
                 vs->remote_reads += remote_memory_reads_done() - reads;
                 vs->results[res]++;
