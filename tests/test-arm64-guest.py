@@ -37,7 +37,6 @@ in a boot of their own (their root, a JRE and libnode, is ~250 MiB more in the i
              optimized: >= 95% of the samples in hot show outer;middle;hot named (the script as their
              file), down to _start"""
 import glob
-import importlib.util
 import os
 import re
 import shutil
@@ -45,13 +44,11 @@ import subprocess
 import sys
 import time
 
-from profdtest import BUILD, SRC, check, finish, go_env, log, skip, tmpdir, traces
+from profdtest import BUILD, SRC, check, finish, go_env, load_test, log, skip, tmpdir, traces
 
 # the Go program of test-go-stacks.py (three goroutines: allocating, reading the clock, computing)
 # and the frames Go's tracebacks end at
-_spec = importlib.util.spec_from_file_location("go_stacks", os.path.join(os.path.dirname(os.path.abspath(__file__)), "test-go-stacks.py"))
-GO_STACKS = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(GO_STACKS)
+GO_STACKS = load_test("test-go-stacks.py")
 
 KERNEL = sys.argv[1] if len(sys.argv) > 1 else "6.1"
 CACHE = os.environ.get("PROFD_ARM64_CACHE", "/var/cache/profd-tests/arm64")

@@ -10,7 +10,6 @@ the callers check of hotspot-callers (no Java frame with a caller it does not ha
 the samples complete), and the inlining check of hotspot-inlining (compiled Inline.hot with its
 inlined callers and lines through JNI and a thread pool in >= 95% of its samples). A JDK whose root cannot be made (the archive unreachable) is skipped loudly;
 the test fails when none ran."""
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -28,14 +27,6 @@ JDKS = [
 ]
 
 
-def load(name):
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
-    spec = importlib.util.spec_from_file_location(name.replace("-", "_")[:-3], path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def make_root(base, packages):
     """ROOTS/base-jdk with packages installed (tests/lib/debianroot.py; cached), or None."""
     try:
@@ -51,9 +42,9 @@ def main():
         t.skip("go (golang-go) is not installed: the profile is read with go tool pprof")
     if not shutil.which("unshare"):
         t.skip("unshare (util-linux) is not installed")
-    stacks = load("test-hotspot-stacks.py")
-    callers = load("test-hotspot-callers.py")
-    inlining = load("test-hotspot-inlining.py")
+    stacks = t.load_test("test-hotspot-stacks.py")
+    callers = t.load_test("test-hotspot-callers.py")
+    inlining = t.load_test("test-hotspot-inlining.py")
     # trixie's libc6 without its debug symbols: start_thread and clone are unnamed (but in libc).
     for mod in (stacks, callers, inlining):
         mod.THREAD_TAILS.append(["[libc.so.6]", "[libc.so.6]"])

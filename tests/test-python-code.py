@@ -21,7 +21,6 @@ checked the same way: the only live check of 3.10's line table and of the 3.8 an
 (no Debian release ships them), and of 3.13.0's _Py_DebugOffsets. Their absence is noted, not a
 SKIP."""
 import glob
-import importlib.util
 import json
 import os
 import re
@@ -38,10 +37,7 @@ INSTR_UNKNOWN = 0xffff
 MAX_LINE_TABLE = 64 << 10
 
 # The offsets test knows how to find _PyRuntime in a running process from the ELF's symbols.
-_spec = importlib.util.spec_from_file_location("test_python_offsets",
-                                               os.path.join(os.path.dirname(__file__), "test-python-offsets.py"))
-offsets_test = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(offsets_test)
+offsets_test = t.load_test("test-python-offsets.py")
 
 # A module with names of every str kind (Latin-1, UCS-2, UCS-4), a method, a nested function, and
 # line jumps and columns big enough for the multi-byte forms of every line table format.

@@ -12,7 +12,6 @@ calls.js: JavaScript -> C -> JavaScript through a Node-API addon (built once her
 headers: Node-API is a stable ABI) and through JSON.parse's reviver, checked as there
 (check_calls). A root that cannot be made (archive unreachable) is skipped loudly; the test fails
 when none ran."""
-import importlib.util
 import os
 import re
 import shutil
@@ -28,14 +27,6 @@ NODES = [
     ("node 20", "trixie", "libnode.so.115"),
     ("node 24", "forky", "libnode.so.137"),
 ]
-
-
-def load(name):
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
-    spec = importlib.util.spec_from_file_location(name.replace("-", "_")[:-3], path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def run_one(stacks, name, root, lib, addon):
@@ -106,7 +97,7 @@ def main():
     t.require_bpf()
     if not shutil.which("unshare"):
         t.skip("unshare (util-linux) is not installed")
-    stacks = load("test-v8-stacks.py")
+    stacks = t.load_test("test-v8-stacks.py")
     try:
         include = debiannode.ensure_node18_headers(debiannode.ensure_node18(log=t.log), log=t.log)
     except debiannode.NodeUnavailable as e:

@@ -15,7 +15,6 @@ the chain in order with level1..level3 each at the line of its call (the "// @na
 line outside its function, down to _start or start_thread; and /metrics counts baseline frames
 given a line, none whose offset table and bytecodes disagreed, and optimized frames given a line
 (the Maglev run's: the others never optimize)."""
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -37,19 +36,11 @@ RUNS = [("node 18 (Sparkplug)", None, "libnode.so.108", SPARKPLUG_18),
         ("node 24 (Maglev)", "forky", "libnode.so.137", MAGLEV)]
 
 
-def load(name):
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
-    spec = importlib.util.spec_from_file_location(name.replace("-", "_")[:-3], path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def main():
     t.require_bpf()
     if not shutil.which("unshare"):
         t.skip("unshare (util-linux) is not installed")
-    stacks = load("test-v8-stacks.py")
+    stacks = t.load_test("test-v8-stacks.py")
     runs = []  # (what, lib, starter: () -> process, script path as node sees it)
     folders = []  # made in the roots, removed at the end
     base = None

@@ -1,6 +1,7 @@
 """Helpers for profd's integration tests: run the real daemon, fetch over real HTTP, read the
 result with the real `go tool pprof`. Exit code 77 means SKIP (meson), printed loudly."""
 import contextlib
+import importlib.util
 import os
 import re
 import shutil
@@ -94,6 +95,16 @@ def sanitized(binary=None):
     except OSError:
         return False
     return "libasan" in out
+
+
+def load_test(name):
+    """Another test's module (tests/NAME, e.g. "test-v8-stacks.py"), loaded by path to use its
+    programs and checks; its main() does not run."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", name)
+    spec = importlib.util.spec_from_file_location(name.replace("-", "_")[:-3], path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def require_bpf():
