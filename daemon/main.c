@@ -319,6 +319,10 @@ static int run(int argc, char **argv)
                         log_info("Debug files missing on the host are fetched from: %s",
                                  d.options.debuginfod_urls);
         }
+        r = symbolizer_enable_inflater(d.symbolizer, d.event);
+        if (r < 0)
+                log_warning_errno(r, "Cannot inflate compressed debug files off the event loop, libdw "
+                                     "inflates them as it opens them: %m");
         r = symbol_warmer_new(d.event, d.aggregator, d.symbolizer, d.processes, &d.warmer);
         if (r < 0)
                 return log_error_errno(r, "Cannot create the symbol warmer: %m"), 1;

@@ -63,7 +63,7 @@ tally() {
 # under ASan the loop is held 3-10 times longer (libdw's allocations for line tables and CUs go
 # through ASan's allocator; its RSS keeps the memory budget closing executables, which are
 # opened again), so a sanitized run measures ASan.
-sanitized="cgroup-resolver attribution-unit sampler table-pool pprof symbolizer-proc
+sanitized="cgroup-resolver attribution-unit sampler table-pool pprof symbolizer-proc dwarf-inflate
         symbolizer-elf proc-events proc-tracker proc-tracker-sys-exit aggregator options
         kernel-check systemd-log-ratelimit text-bounds unwind-tables-reference unwind-tables-malformed
         e2e-http http-hostile http-auth hostile-load hostile-files build-id-forgery

@@ -99,10 +99,12 @@ static int on_step(sd_event_source *es, void *userdata)
         const AggSample *s = NULL;
 
         w->steps_total++;
+        symbolizer_set_background(w->sym, true);
         while (now - start < WARM_STEP_NS && (s = aggregator_cursor_next(w->aggregator, &w->cursor))) {
                 warm_sample(w, s);
                 now = now_ns(CLOCK_MONOTONIC);
         }
+        symbolizer_set_background(w->sym, false);
         double secs = (double)(now - start) / 1e9;
         if (secs > w->step_max_seconds)
                 w->step_max_seconds = secs;

@@ -13,6 +13,7 @@
 #include <zlib.h>
 
 #include "symbolizer/debuginfo-search.h"
+#include "symbolizer/dwarf-inflate.h"
 #include "util/macro.h"
 #include "util/safe-open.h"
 
@@ -349,6 +350,17 @@ int debuginfo_search_find_debuginfo(Dwfl_Module *mod, void **userdata, const cha
                         *debuginfo_file_name = NULL;
                         ds->refused_large = true;
                         return -1;
+                }
+                if (ds->inflater && ds->debug_dwarf_bytes >= DWARF_INFLATE_MIN_BYTES &&
+                    ds->debug_dwarf_bytes <= ds->inflate_max_bytes) {
+                        int copy = dwarf_inflater_get(ds->inflater, fd, ds->debug_dwarf_bytes);
+
+                        if (copy >= 0) {
+                                close(fd);
+                                fd = copy;
+                                ds->inflated = true;
+                        } else
+                                ds->inflate_pending = copy == -EINPROGRESS;
                 }
         }
         ds->debug_given = fd >= 0;

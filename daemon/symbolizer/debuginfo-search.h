@@ -37,6 +37,12 @@ typedef struct DebuginfoSearch {
          * debug file over max_dwarf_bytes (0: no limit) is refused, and refused_large set. */
         uint64_t debug_dwarf_bytes, max_dwarf_bytes;
         bool refused_large;
+        /* A debug file with this much compressed DWARF or more (up to inflate_max_bytes) is handed
+         * to the inflater (dwarf-inflate.h; NULL: none): its inflated copy, once ready, is what
+         * libdwfl gets (inflated), else the file as it is, its copy being made (inflate_pending). */
+        struct DwarfInflater *inflater;
+        uint64_t inflate_max_bytes;
+        bool inflated, inflate_pending;
 } DebuginfoSearch;
 
 enum { DEBUGINFO_FILE_DEBUG, DEBUGINFO_FILE_ALT };

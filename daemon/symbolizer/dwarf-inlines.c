@@ -70,6 +70,14 @@ static bool exe_dwarf_ok(ExeCache *c, Exe *e)
 
         if (e->dwarf_checked)
                 return e->dwarf_ok;
+        /* Its debug file's inflated copy is being made (dwarf-inflate.h): a lookup ahead of any
+         * request goes without DWARF rather than hold the loop while libdw inflates the file;
+         * the executable is opened again once the copy is ready. A request's own lookups wait
+         * for no one: libdw inflates it as before. */
+        if (e->search.inflate_pending && c->background) {
+                c->n_dwarf_deferred++;
+                return false;
+        }
         e->dwarf_checked = true;
         /* Compressed DWARF is inflated into memory whole when libdw opens it: a file whose DWARF
          * alone would take much of the symbolizer's bound is named from its symbol table only.

@@ -276,6 +276,8 @@ int exe_open(ExeCache *c, const Process *p, const ProcMapping *m, const char *id
         e->callbacks = c->callbacks;
         e->search.path = c->debuginfo_path;
         e->search.debuginfod_dir = c->debuginfod_dir;
+        e->search.inflater = c->inflater;
+        e->search.inflate_max_bytes = SYMBOLIZER_MAX_DWARF_BYTES;
         e->search.root = process_root(p->pid);
         if (fstat(fd, &st) == 0) {
                 e->search.main_dev = st.st_dev;

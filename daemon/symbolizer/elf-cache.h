@@ -117,6 +117,14 @@ typedef struct ExeCache {
         /* Opens of an executable's DWARF (libdw inflates compressed sections whole, holding the
          * loop: libc's Debian debug file ~0.1 s): how many, their time, the longest. */
         uint64_t n_dwarf_opens, dwarf_open_ns, dwarf_open_max_ns;
+        /* Makes inflated copies of compressed debug files off the loop (NULL: libdw inflates
+         * them as it opens them). */
+        struct DwarfInflater *inflater;
+        /* Lookups made ahead of any request (the symbol warmer): an executable whose debug file
+         * is being inflated goes without DWARF for them rather than have libdw inflate it on the
+         * loop; their results are not cached (n_dwarf_deferred counts them). */
+        bool background;
+        uint64_t n_dwarf_deferred;
         uint64_t last_check_ns;
         bool closed_since_check; /* freed heap to give back at the next check */
         bool used_since_check;   /* a lookup went to an executable since the last check */

@@ -15,6 +15,7 @@
 
 #include "bpf/profd-python.h"
 #include "runtimes/perf-map.h"
+#include "symbolizer/dwarf-inflate.h"
 #include "symbolizer/dwarf-inlines.h"
 #include "symbolizer/elf-cache.h"
 #include "symbolizer/elf-symbols.h"
@@ -51,7 +52,8 @@ struct Symbolizer {
         /* Bumped when a debug file arrived from debuginfod: addresses named before (from a symbol
          * table, or not at all) are looked up again, once each, as they come. */
         uint64_t cache_gen;
-        DebuginfodFetch *debuginfod; /* NULL: off */
+        DebuginfodFetch *debuginfod;  /* NULL: off */
+        sd_event_source *inflater_io; /* the inflater's eventfd (s->elf.inflater) */
 
         Kallsyms kernel;
         /* --kernel-addresses; whether "not served" was logged. */
@@ -112,6 +114,8 @@ Symbolizer *symbolizer_free(Symbolizer *s)
         result_frames_clear(&s->results);
         /* First: its threads stop before anything they could hand back goes. */
         s->debuginfod = debuginfod_fetch_free(s->debuginfod);
+        s->inflater_io = sd_event_source_disable_unref(s->inflater_io);
+        s->elf.inflater = dwarf_inflater_free(s->elf.inflater);
         for (size_t i = 0; i < s->elf.n_exes; i++)
                 exe_free(s->elf.exes[i]);
         if (s->cache)
@@ -177,6 +181,53 @@ int symbolizer_enable_debuginfod(Symbolizer *s, sd_event *event, const Debuginfo
                 return r;
         s->elf.debuginfod_dir = debuginfod_fetch_cache_dir(s->debuginfod);
         return 0;
+}
+
+/* Inflated copies that are ready: the executables that wait for one (their DWARF not opened yet)
+ * are closed, and the next lookup opens them again with the copy. Also drops copies not taken
+ * in time. */
+static void inflations_collect(Symbolizer *s)
+{
+        if (!s->elf.inflater || dwarf_inflater_collect(s->elf.inflater) == 0)
+                return;
+        for (size_t i = 0; i < s->elf.n_exes;) {
+                Exe *e = s->elf.exes[i];
+
+                if (e->search.inflate_pending && !e->dwarf_checked) {
+                        s->elf.exes[i] = s->elf.exes[--s->elf.n_exes];
+                        exe_free(e);
+                } else
+                        i++;
+        }
+}
+
+static int on_inflater_io(sd_event_source *es, int fd, uint32_t revents, void *userdata)
+{
+        inflations_collect(userdata);
+        return 0;
+}
+
+int symbolizer_enable_inflater(Symbolizer *s, sd_event *event)
+{
+        int efd, r;
+
+        if (s->elf.inflater)
+                return -EBUSY;
+        r = dwarf_inflater_new(&s->elf.inflater, &efd);
+        if (r < 0)
+                return r;
+        r = sd_event_add_io(event, &s->inflater_io, efd, EPOLLIN, on_inflater_io, s);
+        if (r < 0) {
+                s->elf.inflater = dwarf_inflater_free(s->elf.inflater);
+                return r;
+        }
+        (void)sd_event_source_set_description(s->inflater_io, "dwarf-inflater");
+        return 0;
+}
+
+void symbolizer_set_background(Symbolizer *s, bool background)
+{
+        s->elf.background = background;
 }
 
 /* e has no DWARF of its own nor a local debug file: ask debuginfod for one, once per open. */
@@ -364,6 +415,7 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
                 return 0;
         }
         vaddr = addr - m->load_bias;
+        uint64_t deferred = s->elf.n_dwarf_deferred;
 
         symname = exe_addrsym(e, vaddr);
         n = dwarf_inlines_frames(&s->elf, &s->results, e, vaddr, symname);
@@ -390,6 +442,9 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
                 return 0;
         }
         s->n_user_symbolized++;
+        /* Named without its DWARF while that is being inflated: not kept. */
+        if (s->elf.n_dwarf_deferred != deferred)
+                c = NULL;
         *ret = (SymResult){.frames = c ? cache_store(s, c, key, vaddr, s->results.frames, n)
                                        : s->results.frames,
                            .n_frames = n,
@@ -631,6 +686,25 @@ void symbolizer_write_metrics(const Symbolizer *s, FILE *f)
         metric_gauge_seconds(f, "profd_symbolizer_dwarf_open_max_seconds",
                              "Longest single DWARF open so far (the loop was held that long).",
                              s->elf.dwarf_open_max_ns);
+        DwarfInflaterStats is;
+        dwarf_inflater_stats(s->elf.inflater, &is);
+        metric_labelled(f, "profd_symbolizer_dwarf_inflations_total", "counter",
+                        "Compressed debug files inflated by profd's own thread before libdw opened them: "
+                        "done, failed (libdw then inflated them), busy (every slot taken: libdw did), "
+                        "taken (opened), expired (not opened in time).",
+                        "result", (const char *const[]){"done", "failed", "busy", "taken", "expired"},
+                        (const uint64_t[]){is.inflated, is.failed, is.busy, is.taken, is.expired}, 5);
+        metric_counter(f, "profd_symbolizer_dwarf_inflated_bytes_total",
+                       "Bytes of DWARF sections inflated by that thread.", is.inflated_bytes);
+        metric_gauge(f, "profd_symbolizer_dwarf_inflate_ready_bytes",
+                     "Inflated copies not opened yet (memory files).", is.ready_bytes);
+        metric_gauge_seconds(f, "profd_symbolizer_dwarf_inflate_max_seconds",
+                             "Longest single inflation in that thread (the loop went on meanwhile).",
+                             is.max_ns);
+        metric_counter(f, "profd_symbolizer_dwarf_deferred_total",
+                       "Lookups ahead of any request named without DWARF while it was being inflated "
+                       "(not cached).",
+                       s->elf.n_dwarf_deferred);
         metric_gauge(f, "profd_symbolizer_cache_entries", "Resolved addresses cached.", s->cache_entries);
         metric_gauge(f, "profd_symbolizer_cache_bytes", "Memory of the cached frames.", s->cache_bytes);
         metric_gauge(f, "profd_symbolizer_kallsyms_symbols", "Kernel text symbols loaded.",
@@ -649,6 +723,7 @@ void symbolizer_note_process(Symbolizer *s, const Process *p)
 void symbolizer_tick(Symbolizer *s, const Process *(*find)(pid_t pid, void *userdata), void *userdata)
 {
         perf_maps_tick(s->perf_maps, find, userdata);
+        inflations_collect(s);
         exe_cache_trim(&s->elf, now_ns(CLOCK_MONOTONIC));
 }
 
@@ -669,8 +744,12 @@ void symbolizer_memory(const Symbolizer *s, SymbolizerMemory *ret)
 
         for (size_t i = 0; i < s->elf.n_exes; i++)
                 heap += exe_heap_bytes(s->elf.exes[i]);
+        DwarfInflaterStats is;
+
+        dwarf_inflater_stats(s->elf.inflater, &is);
+        /* Inflated copies not opened yet are memory files of their own. */
         *ret = (SymbolizerMemory){
-                .dwarf_elf = heap + mapped,
+                .dwarf_elf = heap + mapped + is.ready_bytes,
                 .dwarf_elf_mapped = mapped,
                 .symbol_cache =
                         s->cache_bytes + (s->cache ? SYMBOLIZER_CACHE_SLOTS * sizeof(CacheEntry) : 0),

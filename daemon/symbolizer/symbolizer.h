@@ -4,6 +4,7 @@
  * Caches per executable identity. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -114,6 +115,12 @@ int symbolizer_set_debuginfo_path(Symbolizer *s, const char *path);
 /* Fetches debug files missing on the host from debuginfod servers (debuginfod-fetch.h), in threads
  * whose results the loop of event picks up. Off unless called. */
 int symbolizer_enable_debuginfod(Symbolizer *s, sd_event *event, const DebuginfodOptions *o);
+/* Inflates compressed debug files in a thread (dwarf-inflate.h) whose results the loop of event
+ * picks up. Off unless called: libdw then inflates them on the loop as it opens them. */
+int symbolizer_enable_inflater(Symbolizer *s, sd_event *event);
+/* Lookups from now on are made ahead of any request (the symbol warmer): an executable whose debug
+ * file is being inflated is named without its DWARF, and that name is not kept. */
+void symbolizer_set_background(Symbolizer *s, bool background);
 /* GNU build ID of the running kernel (from /sys/kernel/notes); returns its size, 0 if unknown. */
 size_t symbolizer_kernel_build_id(Symbolizer *s, const uint8_t **ret);
 /* Kernel symbols from another file in /proc/kallsyms format (tests); normally read lazily. */
