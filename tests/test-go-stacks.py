@@ -20,7 +20,8 @@ import shutil
 import subprocess
 import time
 
-from profdtest import Daemon, check, finish, go_env, log, require_bpf, skip, tmpdir
+from profdtest import (DWARF_INFLATE_MIN_BYTES, Daemon, check, compressed_dwarf_bytes, finish, go_env, log, metric,
+                       require_bpf, skip, tmpdir)
 
 SRC = r"""
 package main
@@ -174,6 +175,15 @@ def main():
         time.sleep(1)
         judge(profile(dm, plain, "go build"), "go build")
         judge(profile(dm, stripped, "go build -ldflags='-s -w'"), "go build -ldflags='-s -w'")
+        _, _, metrics = dm.get("/metrics")
+    # Go compresses its DWARF: profd inflates it off the event loop when there is enough of it.
+    dwarf = compressed_dwarf_bytes(plain)
+    taken = metric(metrics.decode(), 'profd_symbolizer_dwarf_inflations_total{result="taken"}')
+    if dwarf >= DWARF_INFLATE_MIN_BYTES:
+        check(taken >= 1, "the Go program's %d bytes of compressed DWARF were inflated off the event loop "
+              "and opened from the copy (taken: %s)" % (dwarf, taken))
+    else:
+        log("note: the Go program has %d bytes of compressed DWARF, under what profd inflates apart" % dwarf)
     finish()
 
 

@@ -85,8 +85,8 @@ def bodies(script):
 BODIES = bodies(SCRIPT)
 
 
-def check_run(label, start, script, lib):
-    """start(): node running SCRIPT (stdout piped); script: its path as node sees it."""
+def profile_of(label, start, lib):
+    """start(): node (stdout piped) that prints "ready"; its profile's path and profd's /metrics."""
     proc = None
     try:
         with t.Daemon("--frequency", "499") as d:
@@ -96,11 +96,32 @@ def check_run(label, start, script, lib):
             time.sleep(1)
             path = t.fetch_profile(d, WINDOW_S, "&pid=%d" % proc.pid)
             _, _, metrics = d.get("/metrics")
-            metrics = metrics.decode()
+            return path, metrics.decode()
     finally:
         if proc:
             proc.kill()
             proc.wait()
+
+
+def wrong_pairs_and_lines(tr, script, calls, bodies, wrong, wrong_lines):
+    """Adds trace tr's JavaScript caller;callee pairs the program does not have to wrong, and its
+    frames at a line outside their function to wrong_lines (both: key -> samples)."""
+    names = [name_of(x, script) for x in tr.frames]  # leaf first
+    for x in tr.frames:
+        name, line = frame_of(x, script)
+        if name in calls and line and line not in bodies[name]:
+            key = "%s:%d" % (name, line)
+            wrong_lines[key] = wrong_lines.get(key, 0) + tr.value
+    for callee, caller in zip(names, names[1:]):
+        if caller in calls and callee in calls and callee not in calls[caller]:
+            key = "%s;%s" % (caller, callee)
+            wrong[key] = wrong.get(key, 0) + tr.value
+    return names
+
+
+def check_run(label, start, script, lib):
+    """start(): node running SCRIPT (stdout piped); script: its path as node sees it."""
+    path, metrics = profile_of(label, start, lib)
 
     for line in metrics.splitlines():
         if line.startswith("profd_v8_bpf"):
@@ -112,20 +133,11 @@ def check_run(label, start, script, lib):
     total = leaves = lined = 0
     wrong, wrong_lines = {}, {}
     for tr in t.traces(path, lines=True):
-        names = [name_of(x, script) for x in tr.frames]  # leaf first
+        names = wrong_pairs_and_lines(tr, script, CALLS, BODIES, wrong, wrong_lines)
         total += tr.value
         if names and names[0] in ("leafA", "leafB"):
             leaves += tr.value
             lined += tr.value if frame_of(tr.frames[0], script)[1] else 0
-        for x in tr.frames:
-            name, line = frame_of(x, script)
-            if name in JS and line and line not in BODIES[name]:
-                key = "%s:%d" % (name, line)
-                wrong_lines[key] = wrong_lines.get(key, 0) + tr.value
-        for callee, caller in zip(names, names[1:]):
-            if caller in JS and callee in JS and callee not in CALLS[caller]:
-                key = "%s;%s" % (caller, callee)
-                wrong[key] = wrong.get(key, 0) + tr.value
     for tr in sorted(t.traces(path, lines=True), key=lambda x: -x.value)[:6]:
         t.log("   %d: %s" % (tr.value, ";".join(reversed([name_of(x, script) or x.split(" ")[0]
                                                          for x in tr.frames[:6]]))))
@@ -170,20 +182,7 @@ BIG_CALLS = {"level1": {"level2"}, "level2": {"level3", "hot"}, "level3": {"hot"
 
 def check_big(label, start, script, lib):
     """BIG_SCRIPT's hot named where it runs, though its frame's top looks like a return address."""
-    proc = None
-    try:
-        with t.Daemon("--frequency", "499") as d:
-            proc = start()
-            t.check(proc.stdout.readline().strip() == "ready", "%s (big) started" % label)
-            t.unwind_ready(d, proc.pid, lib, label)
-            time.sleep(1)
-            path = t.fetch_profile(d, WINDOW_S, "&pid=%d" % proc.pid)
-            _, _, metrics = d.get("/metrics")
-            metrics = metrics.decode()
-    finally:
-        if proc:
-            proc.kill()
-            proc.wait()
+    path, metrics = profile_of(label + " (big)", start, lib)
 
     for line in metrics.splitlines():
         if line.startswith("profd_v8_bpf") or "leaf_unsure" in line:
@@ -194,17 +193,9 @@ def check_big(label, start, script, lib):
         names = [name_of(x, script) for x in tr.frames]  # leaf first
         if "level2" not in names:
             continue
+        wrong_pairs_and_lines(tr, script, BIG_CALLS, BIG_BODIES, wrong, wrong_lines)
         level2 += tr.value
         named += tr.value if "hot" in names else 0
-        for x in tr.frames:
-            name, line = frame_of(x, script)
-            if name in BIG_CALLS and line and line not in BIG_BODIES[name]:
-                key = "%s:%d" % (name, line)
-                wrong_lines[key] = wrong_lines.get(key, 0) + tr.value
-        for callee, caller in zip(names, names[1:]):
-            if caller in BIG_CALLS and callee in BIG_CALLS and callee not in BIG_CALLS[caller]:
-                key = "%s;%s" % (caller, callee)
-                wrong[key] = wrong.get(key, 0) + tr.value
     for tr in sorted(t.traces(path, lines=True), key=lambda x: -x.value)[:4]:
         t.log("   %d: %s" % (tr.value, ";".join(reversed([name_of(x, script) or x.split(" ")[0]
                                                          for x in tr.frames[:5]]))))

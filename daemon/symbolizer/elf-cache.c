@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "symbolizer/dwarf-inflate.h"
 #include "symbolizer/elf-cache.h"
 #include "util/hash.h"
 #include "util/log.h"
@@ -244,6 +245,36 @@ static char *process_root(pid_t pid)
         return strdup(root);
 }
 
+/* An executable with its own compressed DWARF (Go's default, gcc -gz): its inflated copy
+ * (dwarf-inflate.h) if one is ready, then read in its place (the same bytes at the same offsets but
+ * the DWARF's); else fd, its copy being made (e->search.inflate_pending). */
+static int exe_inflated_main(ExeCache *c, Exe *e, int fd)
+{
+        Elf *elf;
+        uint64_t bytes;
+        struct stat st;
+        int copy;
+
+        if (!c->inflater)
+                return fd;
+        elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+        bytes = debuginfo_dwarf_inflated_bytes(elf);
+        elf_end(elf);
+        if (bytes < DWARF_INFLATE_MIN_BYTES || bytes > SYMBOLIZER_MAX_DWARF_BYTES)
+                return fd;
+        copy = dwarf_inflater_get(c->inflater, fd, bytes);
+        if (copy < 0) {
+                e->search.inflate_pending = copy == -EINPROGRESS;
+                return fd;
+        }
+        close(fd);
+        /* The mapped file to account for is the copy now; deleted stays the original's. */
+        if (fstat(copy, &st) == 0)
+                e->file = (MemoryFile){.dev = st.st_dev, .ino = st.st_ino, .size = (uint64_t)st.st_size};
+        e->search.inflated = true;
+        return copy;
+}
+
 int exe_open(ExeCache *c, const Process *p, const ProcMapping *m, const char *identity, Exe **ret)
 {
         struct stat st;
@@ -285,6 +316,7 @@ int exe_open(ExeCache *c, const Process *p, const ProcMapping *m, const char *id
                 e->file = (MemoryFile){.dev = st.st_dev, .ino = st.st_ino, .size = (uint64_t)st.st_size};
                 e->deleted = st.st_nlink == 0;
         }
+        fd = exe_inflated_main(c, e, fd);
         e->dwfl = dwfl_begin(&e->callbacks);
         if (!e->dwfl) {
                 close(fd);

@@ -7,6 +7,7 @@ import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -95,6 +96,27 @@ def sanitized(binary=None):
     except OSError:
         return False
     return "libasan" in out
+
+
+# profd inflates compressed DWARF in a thread of its own from this much on (dwarf-inflate.h).
+DWARF_INFLATE_MIN_BYTES = 1 << 20
+
+
+def compressed_dwarf_bytes(path):
+    """What the compressed .debug_* sections (SHF_COMPRESSED) of the 64-bit ELF file at path take
+    inflated, from their headers."""
+    with open(path, "rb") as f:
+        data = f.read()
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shnum, shstrndx = struct.unpack_from("<HH", data, 0x3c)
+    headers = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * 64) for i in range(shnum)]
+    strtab = headers[shstrndx][4]
+    total = 0
+    for name_off, _, flags, _, offset, _, _, _, _, _ in headers:
+        name = data[strtab + name_off:data.index(b"\0", strtab + name_off)]
+        if flags & 0x800 and name.startswith(b".debug_"):  # SHF_COMPRESSED
+            total += struct.unpack_from("<IIQQ", data, offset)[2]  # Elf64_Chdr.ch_size
+    return total
 
 
 def load_test(name):
