@@ -156,7 +156,10 @@ static int collect_stacks(Drain *d, size_t n, size_t value_size, size_t max_fram
                 r = ARRAY_GROW(d->exact, d->cap_exact, d->n_frames + len, 64);
                 if (r < 0)
                         return r;
-                memcpy(d->frames + d->n_frames, v + 8, len * sizeof(uint64_t));
+                /* An empty stack (a sample inside exec keeps no user frames) may come before any
+                 * frame was stored: d->frames is still NULL then. */
+                if (len > 0)
+                        memcpy(d->frames + d->n_frames, v + 8, len * sizeof(uint64_t));
                 if (user)
                         for (size_t k = d->n_frames; k < d->n_frames + len; k++) {
                                 uint64_t f = d->frames[k] & ~PROFD_FRAME_EXACT;
@@ -166,7 +169,7 @@ static int collect_stacks(Drain *d, size_t n, size_t value_size, size_t max_fram
                                 if (f & d->namer_bits)
                                         pending |= frame_namers(d, f);
                         }
-                else
+                else if (len > 0)
                         memset(d->exact + d->n_frames, 0, len);
                 memcpy(&(*stacks)[*n_stacks].hash, (const uint8_t *)d->batch_keys + i * sizeof(uint64_t),
                        sizeof(uint64_t));
