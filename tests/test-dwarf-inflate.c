@@ -5,7 +5,8 @@
  * libelf's own elf_compress() inflates it, and libdw must read as many CUs from it as from the
  * original. Hostile files (not ELF, truncated, a stream that inflates short, another compression,
  * a FIFO, too much to inflate) get their error. The thread: a job queued, its eventfd, the copy
- * taken once; a failed one reported once. */
+ * taken once, a failed one reported once, a copy swapped for the file's descriptor, at most
+ * DWARF_INFLATE_JOBS at once and nothing left open at free. */
 #include <elf.h>
 #include <elfutils/libdw.h>
 #include <errno.h>
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "symbolizer/dwarf-inflate.h"
+#include "util/macro.h"
 
 #include "lib/test-util.h"
 
@@ -220,41 +222,138 @@ static void test_thread(const char *dir, const char *exe)
         if (!check(dwarf_inflater_new(&w, &efd) == 0, "inflater thread started"))
                 return;
         fd = open(exe, O_RDONLY | O_CLOEXEC);
-        check(dwarf_inflater_get(w, fd, 64 << 20) == -EINPROGRESS, "first ask: queued");
-        check(dwarf_inflater_get(w, fd, 64 << 20) == -EINPROGRESS, "asked again meanwhile: in progress");
+        check(dwarf_inflater_get(w, fd, 64 << 20, false) == -ENOENT, "not asked for: ENOENT");
+        check(dwarf_inflater_get(w, fd, 64 << 20, true) == -EINPROGRESS, "first ask: queued");
+        check(dwarf_inflater_get(w, fd, 64 << 20, false) == -EINPROGRESS,
+              "looked for without asking meanwhile: in progress");
+        check(dwarf_inflater_get(w, fd, 64 << 20, true) == -EINPROGRESS,
+              "asked again meanwhile: in progress");
         check(wait_readable(efd) && dwarf_inflater_collect(w) == 1,
               "its eventfd told the loop, one job finished");
-        r = dwarf_inflater_get(w, fd, 64 << 20);
+        r = dwarf_inflater_get(w, fd, 64 << 20, true);
         check(r >= 0, "then the copy is handed over");
         if (r >= 0) {
                 compare("thread's copy", exe, r);
                 close(r);
         }
-        check(dwarf_inflater_get(w, fd, 64 << 20) == -EINPROGRESS,
+        check(dwarf_inflater_get(w, fd, 64 << 20, true) == -EINPROGRESS,
               "taken once: the next ask queues it again");
         close(fd);
 
         snprintf(path, sizeof(path), "%s/short", dir);
         bad = open(path, O_RDONLY | O_CLOEXEC);
-        check(dwarf_inflater_get(w, bad, 64 << 20) == -EINPROGRESS, "a bad file: queued");
+        check(dwarf_inflater_get(w, bad, 64 << 20, true) == -EINPROGRESS, "a bad file: queued");
         /* Behind the program's second inflation: asked until it is not in progress any more. */
         r = -EINPROGRESS;
         for (int i = 0; i < 300 && r == -EINPROGRESS; i++) {
                 struct pollfd p = {.fd = efd, .events = POLLIN};
                 if (poll(&p, 1, 100) == 1)
                         dwarf_inflater_collect(w);
-                r = dwarf_inflater_get(w, bad, 64 << 20);
+                r = dwarf_inflater_get(w, bad, 64 << 20, true);
         }
         check(r == -EBADMSG, "its failure is reported (EBADMSG: %d)", r);
-        check(dwarf_inflater_get(w, bad, 64 << 20) == -EINPROGRESS, "once: the next ask tries again");
+        check(dwarf_inflater_get(w, bad, 64 << 20, true) == -EINPROGRESS, "once: the next ask tries again");
         close(bad);
+
+        /* dwarf_inflater_swap(): the descriptor given becomes the copy once it is ready (the one
+         * queued above by "taken once"). */
+        fd = open(exe, O_RDONLY | O_CLOEXEC);
+        int orig = fd;
+        bool pending = false, swapped = false;
+        for (int i = 0; i < 300 && !swapped; i++) {
+                struct pollfd p = {.fd = efd, .events = POLLIN};
+                if (poll(&p, 1, 100) == 1)
+                        dwarf_inflater_collect(w);
+                swapped = dwarf_inflater_swap(w, &fd, DWARF_INFLATE_MIN_BYTES, 64 << 20, true, &pending);
+                if (!swapped && !pending)
+                        break;
+        }
+        check(swapped && fd != orig && fcntl(orig, F_GETFD) < 0,
+              "swap: the file's descriptor replaced by its copy (and closed)");
+        if (swapped)
+                compare("swapped copy", exe, fd);
+        close(fd);
+        fd = open(exe, O_RDONLY | O_CLOEXEC);
+        check(!dwarf_inflater_swap(w, &fd, DWARF_INFLATE_MIN_BYTES - 1, 64 << 20, true, &pending) &&
+                      !pending,
+              "swap: less DWARF than DWARF_INFLATE_MIN_BYTES is left to libdw");
+        check(!dwarf_inflater_swap(w, &fd, 65 << 20, 64 << 20, true, &pending) && !pending,
+              "swap: more than the maximum is left to libdw");
+        check(!dwarf_inflater_swap(NULL, &fd, DWARF_INFLATE_MIN_BYTES, 64 << 20, true, &pending) && !pending,
+              "swap: no inflater");
+        close(fd);
 
         DwarfInflaterStats st;
         dwarf_inflater_stats(w, &st);
-        check(st.inflated >= 2 && st.failed == 1 && st.taken == 1,
+        check(st.inflated == 2 && st.failed >= 1 && st.taken == 2,
               "stats: %llu inflated, %llu failed, %llu taken", (unsigned long long)st.inflated,
               (unsigned long long)st.failed, (unsigned long long)st.taken);
         dwarf_inflater_free(w);
+}
+
+static size_t count_fds(void)
+{
+        char cmd[] = "ls /proc/self/fd";
+        size_t n = 0;
+        char line[64];
+        FILE *f = popen(cmd, "r");
+
+        while (f && fgets(line, sizeof(line), f))
+                n++;
+        if (f)
+                pclose(f);
+        return n;
+}
+
+/* DWARF_INFLATE_JOBS distinct files at most at once, queued, running and ready together; what is
+ * left at free (queued, ready) is closed. */
+static void test_bound(const char *dir, const char *exe)
+{
+        int fds[DWARF_INFLATE_JOBS + 1], efd;
+        char path[512], cmd[1200];
+        DwarfInflater *w = NULL;
+        size_t before = count_fds();
+        DwarfInflaterStats st;
+
+        if (!check(dwarf_inflater_new(&w, &efd) == 0, "bound: inflater thread started"))
+                return;
+        for (size_t i = 0; i < ELEMENTSOF(fds); i++) {
+                snprintf(path, sizeof(path), "%s/copy%zu", dir, i);
+                snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", exe, path);
+                fds[i] = system(cmd) == 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+        }
+        for (size_t i = 0; i < DWARF_INFLATE_JOBS; i++)
+                check(dwarf_inflater_get(w, fds[i], 64 << 20, true) == -EINPROGRESS,
+                      "bound: file %zu queued", i);
+        check(dwarf_inflater_get(w, fds[DWARF_INFLATE_JOBS], 64 << 20, true) == -EAGAIN,
+              "bound: one more is refused (EAGAIN)");
+        /* Ready copies count too: after they finish, still refused until one is taken. */
+        for (int i = 0; i < 300; i++) {
+                struct pollfd p = {.fd = efd, .events = POLLIN};
+                if (poll(&p, 1, 100) == 1)
+                        dwarf_inflater_collect(w);
+                dwarf_inflater_stats(w, &st);
+                if (st.inflated == DWARF_INFLATE_JOBS)
+                        break;
+        }
+        check(st.inflated == DWARF_INFLATE_JOBS && st.ready_bytes > 0, "bound: all %d ready (%llu bytes)",
+              DWARF_INFLATE_JOBS, (unsigned long long)st.ready_bytes);
+        check(dwarf_inflater_get(w, fds[DWARF_INFLATE_JOBS], 64 << 20, true) == -EAGAIN,
+              "bound: ready copies count: still refused");
+        int copy = dwarf_inflater_get(w, fds[0], 64 << 20, true);
+        check(copy >= 0, "bound: one taken");
+        if (copy >= 0)
+                close(copy);
+        check(dwarf_inflater_get(w, fds[DWARF_INFLATE_JOBS], 64 << 20, true) == -EINPROGRESS,
+              "bound: then the next is queued");
+        dwarf_inflater_stats(w, &st);
+        check(st.busy == 2, "bound: 2 refusals counted as busy (%llu)", (unsigned long long)st.busy);
+        dwarf_inflater_free(w);
+        for (size_t i = 0; i < ELEMENTSOF(fds); i++)
+                if (fds[i] >= 0)
+                        close(fds[i]);
+        check(count_fds() == before, "bound: every descriptor closed at free (%zu before, %zu after)",
+              before, count_fds());
 }
 
 int main(void)
@@ -279,6 +378,7 @@ int main(void)
                 test_file("gcc -gz=zlib", exe);
                 test_hostile(dir, exe, src);
                 test_thread(dir, exe);
+                test_bound(dir, exe);
         }
         /* libc6-dbg (a test dependency): Debian's own compressed debug file. */
         f = popen("f=$(readelf -n /lib/x86_64-linux-gnu/libc.so.6 /lib/aarch64-linux-gnu/libc.so.6 "

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /* The shared basics: growable arrays, arrays sorted by pid, the Prometheus writer, who holds the
- * memory and the budget over its owners, the id ring. */
+ * memory and the budget over its owners, the id ring, jobs run by threads. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,7 @@
 #include "util/memory-budget.h"
 #include "util/memory-owners.h"
 #include "util/metrics-writer.h"
+#include "util/work-threads.h"
 
 typedef struct Item {
         int pid;
@@ -356,6 +359,122 @@ static void test_id_ring(void)
               "forgotten %" PRIu64, id_ring_forgotten(r));
 }
 
+typedef struct SumJob {
+        uint64_t n, sum;
+        int thread; /* which thread's state ran it */
+} SumJob;
+
+static int threads_begun, threads_ended, jobs_discarded;
+static pthread_mutex_t sum_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t gate = PTHREAD_MUTEX_INITIALIZER; /* held: jobs wait */
+
+static void *sum_begin(WorkThreads *w, void *userdata)
+{
+        int *id = malloc(sizeof(*id));
+
+        pthread_mutex_lock(&sum_lock);
+        *id = ++threads_begun;
+        pthread_mutex_unlock(&sum_lock);
+        return id;
+}
+
+static void sum_end(void *state)
+{
+        pthread_mutex_lock(&sum_lock);
+        threads_ended++;
+        pthread_mutex_unlock(&sum_lock);
+        free(state);
+}
+
+static void sum_run(void *arg, void *state)
+{
+        SumJob *j = arg;
+
+        pthread_mutex_lock(&gate);
+        pthread_mutex_unlock(&gate);
+        for (uint64_t i = 1; i <= j->n; i++)
+                j->sum += i;
+        j->thread = *(int *)state;
+}
+
+static void sum_discard(void *arg)
+{
+        jobs_discarded++;
+}
+
+static bool sum_is(const void *job, const void *arg)
+{
+        return ((const SumJob *)job)->n == *(const uint64_t *)arg;
+}
+
+static bool readable(int fd, int ms)
+{
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        return poll(&p, 1, ms) == 1;
+}
+
+static void test_work_threads(void)
+{
+        static const WorkThreadsOps ops = {
+                .thread_begin = sum_begin, .thread_end = sum_end, .run = sum_run, .discard = sum_discard};
+        WorkThreads *w = NULL;
+        SumJob got[8];
+        size_t n = 0, taken;
+        int efd;
+        bool all_right = true;
+
+        CHECK(work_threads_new(0, 8, sizeof(SumJob), &ops, NULL, &w, &efd) == -EINVAL &&
+                      work_threads_new(2, WORK_SLOTS_MAX + 1, sizeof(SumJob), &ops, NULL, &w, &efd) ==
+                              -EINVAL,
+              "work threads: no threads or too many slots refused");
+        pthread_mutex_lock(&gate);
+        CHECK(work_threads_new(2, 8, sizeof(SumJob), &ops, NULL, &w, &efd) == 0, "work threads: started");
+        if (!w)
+                return;
+        for (uint64_t i = 1; i <= 8; i++)
+                CHECK(work_threads_submit(w, &(SumJob){.n = i * 1000}) == 0, "work threads: job %" PRIu64,
+                      i);
+        CHECK(work_threads_submit(w, &(SumJob){.n = 1}) == -EAGAIN, "work threads: a ninth is refused");
+        uint64_t key = 5000, none = 77;
+        CHECK(work_threads_find(w, sum_is, &key) && !work_threads_find(w, sum_is, &none),
+              "work threads: a queued job found by its contents");
+        CHECK(!readable(efd, 0) && work_threads_pending(w) == 8,
+              "work threads: nothing finished while held");
+        pthread_mutex_unlock(&gate);
+        /* Taken 3 at a time: the eventfd stays readable while finished jobs are left. */
+        bool threads_seen[3] = {false};
+        for (int tries = 0; n < 8 && tries < 100; tries++) {
+                if (!readable(efd, 100))
+                        continue;
+                taken = work_threads_take(w, got, 3);
+                CHECK(taken <= 3, "work threads: at most max taken");
+                for (size_t i = 0; i < taken; i++) {
+                        uint64_t m = got[i].n;
+                        all_right &= got[i].sum == m * (m + 1) / 2;
+                        if (got[i].thread >= 1 && got[i].thread <= 2)
+                                threads_seen[got[i].thread] = true;
+                }
+                n += taken;
+        }
+        CHECK(n == 8 && all_right, "work threads: all 8 finished and taken with their results (%zu)", n);
+        CHECK(threads_seen[1] || threads_seen[2], "work threads: run with their thread's state");
+        CHECK(work_threads_pending(w) == 0 && !work_threads_find(w, sum_is, &key),
+              "work threads: none left once taken");
+        /* Left at free: one finished not taken, several queued behind the gate. */
+        CHECK(work_threads_submit(w, &(SumJob){.n = 10}) == 0, "work threads: one more");
+        CHECK(readable(efd, 5000), "work threads: it finished");
+        pthread_mutex_lock(&gate);
+        for (int i = 0; i < 4; i++)
+                work_threads_submit(w, &(SumJob){.n = 10});
+        CHECK(!work_threads_stopping(w), "work threads: not stopping");
+        pthread_mutex_unlock(&gate);
+        work_threads_free(w);
+        CHECK(threads_begun == 2 && threads_ended == 2,
+              "work threads: each thread's state made and ended once");
+        CHECK(jobs_discarded >= 1 && jobs_discarded <= 5,
+              "work threads: the jobs not taken discarded at free (%d)", jobs_discarded);
+}
+
 int main(void)
 {
         test_grow();
@@ -365,6 +484,7 @@ int main(void)
         test_budget();
         test_budget_hysteresis();
         test_id_ring();
+        test_work_threads();
         printf("%s: %u failures\n", failures ? "FAIL" : "ok", failures);
         return failures ? 1 : 0;
 }

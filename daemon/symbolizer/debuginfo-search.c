@@ -351,17 +351,9 @@ int debuginfo_search_find_debuginfo(Dwfl_Module *mod, void **userdata, const cha
                         ds->refused_large = true;
                         return -1;
                 }
-                if (ds->inflater && ds->debug_dwarf_bytes >= DWARF_INFLATE_MIN_BYTES &&
-                    ds->debug_dwarf_bytes <= ds->inflate_max_bytes) {
-                        int copy = dwarf_inflater_get(ds->inflater, fd, ds->debug_dwarf_bytes);
-
-                        if (copy >= 0) {
-                                close(fd);
-                                fd = copy;
-                                ds->inflated = true;
-                        } else
-                                ds->inflate_pending = copy == -EINPROGRESS;
-                }
+                ds->inflated =
+                        dwarf_inflater_swap(ds->inflater, &fd, ds->debug_dwarf_bytes, ds->inflate_max_bytes,
+                                            ds->inflate_queue && *ds->inflate_queue, &ds->inflate_pending);
         }
         ds->debug_given = fd >= 0;
         remember_file(&ds->files[DEBUGINFO_FILE_DEBUG], fd);

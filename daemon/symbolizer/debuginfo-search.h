@@ -39,8 +39,12 @@ typedef struct DebuginfoSearch {
         bool refused_large;
         /* A debug file with this much compressed DWARF or more (up to inflate_max_bytes) is handed
          * to the inflater (dwarf-inflate.h; NULL: none): its inflated copy, once ready, is what
-         * libdwfl gets (inflated), else the file as it is, its copy being made (inflate_pending). */
+         * libdwfl gets (inflated), else the file as it is, its copy being made (inflate_pending).
+         * A copy is asked for only while *inflate_queue (the owner's: lookups made ahead of a
+         * request, which can go without DWARF until it is ready; a request's own lookup has libdw
+         * inflate the file at once, and a copy would never be used). */
         struct DwarfInflater *inflater;
+        const bool *inflate_queue;
         uint64_t inflate_max_bytes;
         bool inflated, inflate_pending;
 } DebuginfoSearch;

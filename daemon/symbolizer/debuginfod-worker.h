@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-/* The only threads of profd: DEBUGINFOD_WORKERS threads that call libdebuginfod, which is
- * synchronous (a download can take minutes, a server can hang). They touch no daemon state: a job
- * goes in (a build ID), a result comes out (a descriptor and path in the debuginfod cache, or an
- * error), both through this module's own locked queues, and the event loop learns of results from
- * an eventfd it watches. Everything else (checking the file, naming frames, metrics) happens in the
+/* DEBUGINFOD_WORKERS threads (util/work-threads.h) that call libdebuginfod, which is synchronous
+ * (a download can take minutes, a server can hang). They touch no daemon state: a job goes in (a
+ * build ID), a result comes out (a descriptor and path in the debuginfod cache, or an error), both
+ * through the locked job slots of work-threads.h, and the event loop learns of results from an
+ * eventfd it watches. Everything else (checking the file, naming frames, metrics) happens in the
  * loop (debuginfod-fetch.c). */
 #pragma once
 

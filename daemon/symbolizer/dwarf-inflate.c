@@ -1,16 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-/* Compressed DWARF inflated by a thread of its own (dwarf-inflate.h). The one place besides
- * libdebuginfod's threads that runs outside the event loop: every job slot is owned either by the
- * loop (free, ready, failed) or by the thread (queued, running, done), and changes hands under
- * the mutex only. */
+/* Compressed DWARF inflated by a thread of its own (dwarf-inflate.h), run by work-threads.h:
+ * the thread gets a descriptor and gives back a memfd; the copies ready are the loop's. */
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,6 +14,7 @@
 #include "symbolizer/dwarf-inflate.h"
 #include "util/macro.h"
 #include "util/time-util.h"
+#include "util/work-threads.h"
 
 /* A debug file bigger than this is not read into memory here (its DWARF would be refused anyway:
  * the symbolizer names from symbol tables only past 24 MiB inflated). */
@@ -235,133 +231,100 @@ int dwarf_inflate_key(int fd, DwarfInflateKey *ret)
         return 0;
 }
 
-typedef enum JobState { JOB_FREE, JOB_QUEUED, JOB_RUNNING, JOB_DONE, JOB_READY } JobState;
-
+/* What the thread is given and gives back. */
 typedef struct Job {
-        JobState state;
         DwarfInflateKey key;
-        uint64_t seq; /* the oldest queued runs first */
-        int in_fd;    /* queued, running */
+        int in_fd; /* a duplicate of the file's descriptor, the job's */
         uint64_t max_bytes;
-        int out_fd; /* done, ready: the memfd, or -1 and error */
+        int out_fd; /* the memfd, or -1 and error */
         int error;
-        uint64_t out_bytes, duration_ns, ready_ns;
+        uint64_t out_bytes, duration_ns;
 } Job;
 
+/* A finished job the loop keeps until the executable that asked for it opens it (the loop's
+ * only). */
+typedef struct Ready {
+        bool used;
+        DwarfInflateKey key;
+        int out_fd; /* or -1 and error: failed */
+        int error;
+        uint64_t out_bytes, ready_ns;
+} Ready;
+
 struct DwarfInflater {
-        pthread_mutex_t lock;
-        pthread_cond_t wake;
-        pthread_t tid;
-        bool started, stop;
-        int efd;
-        uint64_t next_seq;
-        Job jobs[DWARF_INFLATE_JOBS];
-        DwarfInflaterStats stats; /* the loop's */
+        WorkThreads *threads;
+        Ready ready[DWARF_INFLATE_JOBS];
+        size_t n_ready;
+        DwarfInflaterStats stats;
 };
 
-static Job *oldest_queued(DwarfInflater *w)
+static void run_inflate(void *arg, void *state)
 {
-        Job *best = NULL;
-
-        for (size_t i = 0; i < DWARF_INFLATE_JOBS; i++)
-                if (w->jobs[i].state == JOB_QUEUED && (!best || w->jobs[i].seq < best->seq))
-                        best = &w->jobs[i];
-        return best;
-}
-
-static void *inflater_main(void *arg)
-{
-        DwarfInflater *w = arg;
-
-        pthread_mutex_lock(&w->lock);
-        for (;;) {
-                Job *j = NULL;
-                uint64_t start, one = 1, bytes = 0;
-                int in_fd, r;
-
-                while (!w->stop && !(j = oldest_queued(w)))
-                        pthread_cond_wait(&w->wake, &w->lock);
-                if (w->stop)
-                        break;
-                j->state = JOB_RUNNING;
-                in_fd = j->in_fd;
-                uint64_t max = j->max_bytes;
-                pthread_mutex_unlock(&w->lock);
-
-                start = now_ns(CLOCK_MONOTONIC);
-                r = dwarf_inflate_file(in_fd, max, &bytes);
-
-                pthread_mutex_lock(&w->lock);
-                close(in_fd);
-                j->in_fd = -1;
-                j->out_fd = r >= 0 ? r : -1;
-                j->error = r < 0 ? r : 0;
-                j->out_bytes = bytes;
-                j->duration_ns = now_ns(CLOCK_MONOTONIC) - start;
-                j->state = JOB_DONE;
-                (void)!write(w->efd, &one, sizeof(one));
-        }
-        pthread_mutex_unlock(&w->lock);
-        return NULL;
-}
-
-int dwarf_inflater_new(DwarfInflater **ret, int *ret_eventfd)
-{
-        DwarfInflater *w = calloc(1, sizeof(*w));
-        sigset_t all, old;
+        Job *j = arg;
+        uint64_t start = now_ns(CLOCK_MONOTONIC);
         int r;
 
-        if (!w)
-                return -ENOMEM;
-        w->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (w->efd < 0) {
-                free(w);
-                return -errno;
-        }
-        for (size_t i = 0; i < DWARF_INFLATE_JOBS; i++)
-                w->jobs[i].in_fd = w->jobs[i].out_fd = -1;
-        pthread_mutex_init(&w->lock, NULL);
-        pthread_cond_init(&w->wake, NULL);
-        /* Signals stay the loop's (signalfd): the thread blocks all of them. */
-        sigfillset(&all);
-        pthread_sigmask(SIG_BLOCK, &all, &old);
-        r = -pthread_create(&w->tid, NULL, inflater_main, w);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        if (r < 0) {
-                dwarf_inflater_free(w);
-                return r;
-        }
-        w->started = true;
-        *ret = w;
-        *ret_eventfd = w->efd;
-        return 0;
+        j->out_bytes = 0;
+        r = dwarf_inflate_file(j->in_fd, j->max_bytes, &j->out_bytes);
+        close(j->in_fd);
+        j->in_fd = -1;
+        j->out_fd = r >= 0 ? r : -1;
+        j->error = r < 0 ? r : 0;
+        j->duration_ns = now_ns(CLOCK_MONOTONIC) - start;
 }
 
-static void job_clear(Job *j)
+static void discard_inflate(void *arg)
 {
+        Job *j = arg;
+
         if (j->in_fd >= 0)
                 close(j->in_fd);
         if (j->out_fd >= 0)
                 close(j->out_fd);
-        *j = (Job){.state = JOB_FREE, .in_fd = -1, .out_fd = -1};
+}
+
+static const WorkThreadsOps inflate_ops = {
+        .run = run_inflate,
+        .discard = discard_inflate,
+};
+
+int dwarf_inflater_new(DwarfInflater **ret, int *ret_eventfd)
+{
+        DwarfInflater *w = calloc(1, sizeof(*w));
+        int r;
+
+        if (!w)
+                return -ENOMEM;
+        /* One thread: inflating is CPU work, and the loop needs the other core. */
+        r = work_threads_new(1, DWARF_INFLATE_JOBS, sizeof(Job), &inflate_ops, NULL, &w->threads,
+                             ret_eventfd);
+        if (r < 0) {
+                free(w);
+                return r;
+        }
+        *ret = w;
+        return 0;
+}
+
+static void ready_clear(DwarfInflater *w, Ready *rd)
+{
+        if (rd->out_fd >= 0) {
+                close(rd->out_fd);
+                w->stats.ready_bytes -= rd->out_bytes;
+        }
+        *rd = (Ready){.out_fd = -1};
+        w->n_ready--;
 }
 
 DwarfInflater *dwarf_inflater_free(DwarfInflater *w)
 {
         if (!w)
                 return NULL;
-        pthread_mutex_lock(&w->lock);
-        w->stop = true;
-        pthread_cond_broadcast(&w->wake);
-        pthread_mutex_unlock(&w->lock);
         /* A running inflation finishes first: at most a few hundred ms. */
-        if (w->started)
-                pthread_join(w->tid, NULL);
+        work_threads_free(w->threads);
         for (size_t i = 0; i < DWARF_INFLATE_JOBS; i++)
-                job_clear(&w->jobs[i]);
-        pthread_cond_destroy(&w->wake);
-        pthread_mutex_destroy(&w->lock);
-        close(w->efd);
+                if (w->ready[i].used)
+                        ready_clear(w, &w->ready[i]);
         return mfree(w);
 }
 
@@ -370,93 +333,113 @@ static bool same_key(const DwarfInflateKey *a, const DwarfInflateKey *b)
         return a->dev == b->dev && a->ino == b->ino && a->size == b->size && a->mtime_ns == b->mtime_ns;
 }
 
-int dwarf_inflater_get(DwarfInflater *w, int fd, uint64_t max_bytes)
+static bool job_has_key(const void *job, const void *key)
+{
+        return same_key(&((const Job *)job)->key, key);
+}
+
+int dwarf_inflater_get(DwarfInflater *w, int fd, uint64_t max_bytes, bool queue)
 {
         DwarfInflateKey key;
-        Job *free_job = NULL;
+        Job job;
         int r;
 
         r = dwarf_inflate_key(fd, &key);
         if (r < 0)
                 return r;
-        pthread_mutex_lock(&w->lock);
         for (size_t i = 0; i < DWARF_INFLATE_JOBS; i++) {
-                Job *j = &w->jobs[i];
+                Ready *rd = &w->ready[i];
 
-                if (j->state == JOB_FREE) {
-                        free_job = free_job ?: j;
+                if (!rd->used || !same_key(&rd->key, &key))
                         continue;
-                }
-                if (!same_key(&j->key, &key))
-                        continue;
-                if (j->state != JOB_READY) {
-                        r = -EINPROGRESS;
-                } else if (j->out_fd >= 0) {
-                        r = j->out_fd; /* the caller's now */
-                        j->out_fd = -1;
-                        w->stats.ready_bytes -= j->out_bytes;
+                if (rd->out_fd >= 0) {
+                        r = rd->out_fd; /* the caller's now */
+                        rd->out_fd = -1;
+                        w->stats.ready_bytes -= rd->out_bytes;
                         w->stats.taken++;
-                        job_clear(j);
-                } else {
-                        r = j->error; /* failed: libdw inflates it, once */
-                        job_clear(j);
-                }
-                pthread_mutex_unlock(&w->lock);
+                } else
+                        r = rd->error; /* failed: libdw inflates it, once */
+                ready_clear(w, rd);
                 return r;
         }
-        if (!free_job) {
+        if (work_threads_find(w->threads, job_has_key, &key))
+                return -EINPROGRESS;
+        if (!queue)
+                return -ENOENT;
+        /* Queued, running and ready together are bounded: each may hold an inflated file. */
+        if (w->n_ready + work_threads_pending(w->threads) >= DWARF_INFLATE_JOBS) {
                 w->stats.busy++;
-                pthread_mutex_unlock(&w->lock);
                 return -EAGAIN;
         }
-        int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-        if (dup_fd < 0) {
-                r = -errno;
-                pthread_mutex_unlock(&w->lock);
+        job = (Job){.key = key, .max_bytes = max_bytes, .out_fd = -1};
+        job.in_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (job.in_fd < 0)
+                return -errno;
+        r = work_threads_submit(w->threads, &job);
+        if (r < 0) {
+                close(job.in_fd);
+                w->stats.busy++;
                 return r;
         }
-        *free_job = (Job){.state = JOB_QUEUED,
-                          .key = key,
-                          .seq = w->next_seq++,
-                          .in_fd = dup_fd,
-                          .max_bytes = max_bytes,
-                          .out_fd = -1};
-        pthread_cond_signal(&w->wake);
-        pthread_mutex_unlock(&w->lock);
         return -EINPROGRESS;
+}
+
+bool dwarf_inflater_swap(DwarfInflater *w, int *fd, uint64_t dwarf_bytes, uint64_t max_bytes, bool queue,
+                         bool *ret_pending)
+{
+        int copy;
+
+        *ret_pending = false;
+        if (!w || dwarf_bytes < DWARF_INFLATE_MIN_BYTES || dwarf_bytes > max_bytes)
+                return false;
+        copy = dwarf_inflater_get(w, *fd, dwarf_bytes, queue);
+        if (copy < 0) {
+                *ret_pending = copy == -EINPROGRESS;
+                return false;
+        }
+        close(*fd);
+        *fd = copy;
+        return true;
 }
 
 size_t dwarf_inflater_collect(DwarfInflater *w)
 {
-        uint64_t count, now = now_ns(CLOCK_MONOTONIC);
-        size_t finished = 0;
+        Job jobs[DWARF_INFLATE_JOBS];
+        uint64_t now = now_ns(CLOCK_MONOTONIC);
+        size_t n;
 
-        (void)!read(w->efd, &count, sizeof(count));
-        pthread_mutex_lock(&w->lock);
         for (size_t i = 0; i < DWARF_INFLATE_JOBS; i++) {
-                Job *j = &w->jobs[i];
+                Ready *rd = &w->ready[i];
 
-                if (j->state == JOB_DONE) {
-                        j->state = JOB_READY;
-                        j->ready_ns = now;
-                        finished++;
-                        if (j->out_fd >= 0) {
-                                w->stats.inflated++;
-                                w->stats.inflated_bytes += j->out_bytes;
-                                w->stats.ready_bytes += j->out_bytes;
-                        } else
-                                w->stats.failed++;
-                        if (j->duration_ns > w->stats.max_ns)
-                                w->stats.max_ns = j->duration_ns;
-                } else if (j->state == JOB_READY && now - j->ready_ns > DWARF_INFLATE_KEEP_NS) {
-                        if (j->out_fd >= 0)
-                                w->stats.ready_bytes -= j->out_bytes;
+                if (rd->used && now - rd->ready_ns > DWARF_INFLATE_KEEP_NS) {
                         w->stats.expired++;
-                        job_clear(j);
+                        ready_clear(w, rd);
                 }
         }
-        pthread_mutex_unlock(&w->lock);
-        return finished;
+        /* Room for each: queued, running and ready never pass DWARF_INFLATE_JOBS together. */
+        n = work_threads_take(w->threads, jobs, DWARF_INFLATE_JOBS - w->n_ready);
+        for (size_t i = 0, k = 0; i < n; i++) {
+                Job *j = &jobs[i];
+
+                while (w->ready[k].used)
+                        k++;
+                w->ready[k] = (Ready){.used = true,
+                                      .key = j->key,
+                                      .out_fd = j->out_fd,
+                                      .error = j->error,
+                                      .out_bytes = j->out_bytes,
+                                      .ready_ns = now};
+                w->n_ready++;
+                if (j->out_fd >= 0) {
+                        w->stats.inflated++;
+                        w->stats.inflated_bytes += j->out_bytes;
+                        w->stats.ready_bytes += j->out_bytes;
+                } else
+                        w->stats.failed++;
+                if (j->duration_ns > w->stats.max_ns)
+                        w->stats.max_ns = j->duration_ns;
+        }
+        return n;
 }
 
 void dwarf_inflater_stats(const DwarfInflater *w, DwarfInflaterStats *ret)

@@ -8,9 +8,9 @@
  * and notes stay valid; the compressed bytes left out as a hole) and libdw opens that instead:
  * 0.4 ms for libc's.
  *
- * The thread touches no daemon state: a job goes in (a descriptor of the debug file, which the
- * loop opened safely), a result comes out (a memfd or an error), both under this module's lock,
- * and the loop learns of results from an eventfd it watches. */
+ * The thread (util/work-threads.h) touches no daemon state: a job goes in (a descriptor of the
+ * debug file, which the loop opened safely), a result comes out (a memfd or an error), and the loop
+ * learns of results from an eventfd it watches. */
 #pragma once
 
 #include <stdbool.h>
@@ -20,7 +20,8 @@
 
 /* Files whose compressed DWARF would take less than this inflated are left to libdw: a few ms. */
 #define DWARF_INFLATE_MIN_BYTES (1ULL << 20)
-/* Inflations queued or running at once; more go the old way (libdw, on the loop). */
+/* Inflations queued, running or ready (not taken yet) at once; more go the old way (libdw, on
+ * the loop). */
 #define DWARF_INFLATE_JOBS 4
 /* Inflated files kept until the executable that asked opens them again; one not taken within
  * this long is dropped (its memory too). */
@@ -53,10 +54,18 @@ int dwarf_inflater_new(DwarfInflater **ret, int *ret_eventfd);
 DwarfInflater *dwarf_inflater_free(DwarfInflater *w);
 
 /* The inflated copy of the debug file fd if one is ready (a new descriptor the caller owns; the
- * copy is then forgotten here); else its inflation is queued (fd is duplicated, not taken) or
- * already running: -EINPROGRESS. Any other -errno: not inflated here (a full queue: EAGAIN; a
- * failed earlier attempt: its error), libdw must inflate it itself. */
-int dwarf_inflater_get(DwarfInflater *w, int fd, uint64_t max_bytes);
+ * copy is then forgotten here); else, if its inflation is queued or running, -EINPROGRESS; else,
+ * when queue, it is queued (fd is duplicated, not taken): -EINPROGRESS. Any other -errno: not
+ * inflated here (not asked for: ENOENT; too many at once: EAGAIN; a failed earlier attempt: its
+ * error, once), libdw must inflate it itself. */
+int dwarf_inflater_get(DwarfInflater *w, int fd, uint64_t max_bytes, bool queue);
+
+/* For a file about to be given to libdw, with dwarf_bytes of compressed DWARF: when that is in
+ * range (DWARF_INFLATE_MIN_BYTES to max_bytes) and its copy is ready, *fd is replaced by the copy
+ * (the file closed): true. Else false, *ret_pending telling whether a copy is being made (asked
+ * for now when queue). w may be NULL: no inflater. */
+bool dwarf_inflater_swap(DwarfInflater *w, int *fd, uint64_t dwarf_bytes, uint64_t max_bytes, bool queue,
+                         bool *ret_pending);
 
 /* Moves finished jobs to the ready list; returns how many finished (then the caller lets the
  * executables waiting for them open their debug files again). Drops ready copies older than

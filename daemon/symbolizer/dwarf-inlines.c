@@ -75,7 +75,7 @@ static bool exe_dwarf_ok(ExeCache *c, Exe *e)
          * the executable is opened again once the copy is ready. A request's own lookups wait
          * for no one: libdw inflates it as before. */
         if (e->search.inflate_pending && c->background) {
-                c->n_dwarf_deferred++;
+                c->deferred = true;
                 return false;
         }
         e->dwarf_checked = true;

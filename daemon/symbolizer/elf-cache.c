@@ -247,32 +247,26 @@ static char *process_root(pid_t pid)
 
 /* An executable with its own compressed DWARF (Go's default, gcc -gz): its inflated copy
  * (dwarf-inflate.h) if one is ready, then read in its place (the same bytes at the same offsets but
- * the DWARF's); else fd, its copy being made (e->search.inflate_pending). */
+ * the DWARF's); else fd, its copy perhaps being made (e->search.inflate_pending). */
 static int exe_inflated_main(ExeCache *c, Exe *e, int fd)
 {
+        struct stat st;
         Elf *elf;
         uint64_t bytes;
-        struct stat st;
-        int copy;
 
         if (!c->inflater)
                 return fd;
         elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
         bytes = debuginfo_dwarf_inflated_bytes(elf);
         elf_end(elf);
-        if (bytes < DWARF_INFLATE_MIN_BYTES || bytes > SYMBOLIZER_MAX_DWARF_BYTES)
+        if (!dwarf_inflater_swap(c->inflater, &fd, bytes, SYMBOLIZER_MAX_DWARF_BYTES, c->background,
+                                 &e->search.inflate_pending))
                 return fd;
-        copy = dwarf_inflater_get(c->inflater, fd, bytes);
-        if (copy < 0) {
-                e->search.inflate_pending = copy == -EINPROGRESS;
-                return fd;
-        }
-        close(fd);
         /* The mapped file to account for is the copy now; deleted stays the original's. */
-        if (fstat(copy, &st) == 0)
+        if (fstat(fd, &st) == 0)
                 e->file = (MemoryFile){.dev = st.st_dev, .ino = st.st_ino, .size = (uint64_t)st.st_size};
         e->search.inflated = true;
-        return copy;
+        return fd;
 }
 
 int exe_open(ExeCache *c, const Process *p, const ProcMapping *m, const char *identity, Exe **ret)
@@ -308,6 +302,7 @@ int exe_open(ExeCache *c, const Process *p, const ProcMapping *m, const char *id
         e->search.path = c->debuginfo_path;
         e->search.debuginfod_dir = c->debuginfod_dir;
         e->search.inflater = c->inflater;
+        e->search.inflate_queue = &c->background;
         e->search.inflate_max_bytes = SYMBOLIZER_MAX_DWARF_BYTES;
         e->search.root = process_root(p->pid);
         if (fstat(fd, &st) == 0) {

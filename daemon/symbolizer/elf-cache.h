@@ -122,8 +122,9 @@ typedef struct ExeCache {
         struct DwarfInflater *inflater;
         /* Lookups made ahead of any request (the symbol warmer): an executable whose debug file
          * is being inflated goes without DWARF for them rather than have libdw inflate it on the
-         * loop; their results are not cached (n_dwarf_deferred counts them). */
-        bool background;
+         * loop; their results are not cached (n_dwarf_deferred counts them: a lookup that met
+         * such an executable sets deferred, its caller counts it once). */
+        bool background, deferred;
         uint64_t n_dwarf_deferred;
         uint64_t last_check_ns;
         bool closed_since_check; /* freed heap to give back at the next check */

@@ -415,7 +415,7 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
                 return 0;
         }
         vaddr = addr - m->load_bias;
-        uint64_t deferred = s->elf.n_dwarf_deferred;
+        s->elf.deferred = false;
 
         symname = exe_addrsym(e, vaddr);
         n = dwarf_inlines_frames(&s->elf, &s->results, e, vaddr, symname);
@@ -443,8 +443,10 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
         }
         s->n_user_symbolized++;
         /* Named without its DWARF while that is being inflated: not kept. */
-        if (s->elf.n_dwarf_deferred != deferred)
+        if (s->elf.deferred) {
+                s->elf.n_dwarf_deferred++;
                 c = NULL;
+        }
         *ret = (SymResult){.frames = c ? cache_store(s, c, key, vaddr, s->results.frames, n)
                                        : s->results.frames,
                            .n_frames = n,
