@@ -35,14 +35,17 @@ def run_one(stacks, name, root, lib, addon):
     inner = "/" + os.path.relpath(os.path.join(work, "chain.js"), root)
     calls = "/" + os.path.relpath(os.path.join(work, "calls.js"), root)
     inlined = "/" + os.path.relpath(os.path.join(work, "inlined.js"), root)
+    internal = "/" + os.path.relpath(os.path.join(work, "internal.js"), root)
     with open(os.path.join(work, "chain.js"), "w") as f:
         f.write(stacks.SCRIPT)
     with open(os.path.join(work, "calls.js"), "w") as f:
         f.write(stacks.CALLS_SCRIPT)
     with open(os.path.join(work, "inlined.js"), "w") as f:
         f.write(stacks.INLINED_SCRIPT)
+    with open(os.path.join(work, "internal.js"), "w") as f:
+        f.write(stacks.INTERNAL_SCRIPT)
     shutil.copy(addon, os.path.join(work, "addon.node"))
-    stacks.SCRIPT_PATH[:] = [inner, calls, inlined]
+    stacks.SCRIPT_PATH[:] = [inner, calls, inlined, internal]
     proc = None
     procs = []
     try:
@@ -52,7 +55,8 @@ def run_one(stacks, name, root, lib, addon):
             procs.append(noderoot.in_root(root, ["/usr/bin/node", calls, os.path.dirname(calls) + "/addon.node"],
                                           stdout=subprocess.PIPE, text=True))
             procs.append(noderoot.in_root(root, ["/usr/bin/node", inlined], stdout=subprocess.PIPE, text=True))
-            for p, what in zip(procs, (name, name + " (calls.js)", name + " (inlined.js)")):
+            procs.append(noderoot.in_root(root, ["/usr/bin/node", internal], stdout=subprocess.PIPE, text=True))
+            for p, what in zip(procs, (name, name + " (calls.js)", name + " (inlined.js)", name + " (internal.js)")):
                 if not t.check(p.stdout.readline().strip() == "ready", "%s started" % what):
                     return
                 t.unwind_ready(d, p.pid, lib, what)
@@ -91,6 +95,8 @@ def run_one(stacks, name, root, lib, addon):
         [n if n != "v8::internal::Builtin_JsonParse" else "[libnode.so.137]" for n in stacks.PARSE_CHAIN]
     stacks.check_calls("%s calls.js worker (JSON.parse)" % name, worker_t, calls, chain, "start_thread")
     stacks.check_inlined(name, by_pid[procs[2].pid][0], inlined, metrics)
+    sources = stacks.internal_sources(lambda args, **kw: noderoot.in_root(root, ["/usr/bin/node"] + args, **kw))
+    stacks.check_internal(name, by_pid[procs[3].pid][0], sources)
 
 
 def main():

@@ -80,6 +80,11 @@ def check_metadata(label, v):
             "%s: frame types distinct and small %s" % (label, frames))
     members = [n[k] for k in n if k.startswith("class_")]
     t.check(all(0 <= x < 256 and x % 2 == 0 for x in members), "%s: member offsets inside objects" % label)
+    # Node.js's own modules' sources are external strings (their lines and script names need them).
+    t.check(n.get("class_ExternalString__resource__Object", 0) >= 16 and "ExternalStringTag" in n
+            and n["ExternalStringTag"] not in (n["SeqStringTag"], n["ConsStringTag"]),
+            "%s: external strings described (resource at %s, tag %s)"
+            % (label, n.get("class_ExternalString__resource__Object"), n.get("ExternalStringTag")))
     return True
 
 

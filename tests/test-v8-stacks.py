@@ -30,7 +30,12 @@ Two more node 18 processes run in the same profiling window (no start-up of thei
 - perf.js with --perf-basic-prof (a real /tmp/perf-PID.map naming its functions too): the walk's
   names win for JavaScript frames (never `LazyCompile:*backtrack ...`), while the code of the
   regular expression it spends its time in, which the walk leaves (a typed frame), is named
-  `RegExp:...` from the perf map (check_perf_map)."""
+  `RegExp:...` from the perf map (check_perf_map);
+- internal.js: util.inspect() over and over, Node.js's own JavaScript (node:internal/util/inspect,
+  whose source is an external string in libnode): >= 90% of the samples in that module carry its
+  lines, and every line shown of a function defined there lies in that function's body in the
+  module's source, read from the same node (check_internal)."""
+import json
 import os
 import re
 import subprocess
@@ -100,6 +105,23 @@ function level1(ms) {
 console.log("ready");
 level1(60000);
 """
+
+# Node.js's own JavaScript (lib/internal/util/inspect.js, compiled into node: its source is an
+# external string in the node binary): util.inspect() of a nested object, over and over.
+INTERNAL_SCRIPT = """const util = require("util");
+const obj = {};
+for (let i = 0; i < 40; i++)
+  obj["k" + i] = { a: [1, 2, i], b: { c: "x".repeat(i % 7), d: new Map([[i, { e: i }]]) } };
+function render(ms) {
+  const end = Date.now() + ms;
+  let n = 0;
+  while (Date.now() < end) n += util.inspect(obj, { depth: 5 }).length;
+  return n;
+}
+console.log("ready");
+render(60000);
+"""
+INTERNAL_MODULE = "node:internal/util/inspect"
 
 
 def markers(script):
@@ -197,6 +219,68 @@ def check_kind(what, traces, script, bottom, markers=None, lined_names=None, bod
             % (what, bottom_ok, total, bottom))
     for c, stack in sorted(bad_bottom, reverse=True)[:2]:
         t.log("   not reaching %s (%d), root first: %s" % (bottom, c, ";".join(stack)))
+
+
+def function_spans(source):
+    """name -> [(first line, last line)] of each function definition in a module's source:
+    "function name(", "name(...) {" (a method) or "name = function"/"name = (...) =>", its body up
+    to the first later line closing it at the definition's indentation."""
+    lines, out = source.split("\n"), {}
+    pattern = re.compile(r"^(\s*)(?:async\s+)?(?:function\*?\s+(\w+)\s*\(|(\w+)\s*\([^)]*\)\s*\{"
+                         r"|(?:const|let|var)?\s*(\w+)\s*=\s*(?:async\s+)?(?:function|\())")
+    for i, text in enumerate(lines):
+        m = pattern.match(text)
+        if not m:
+            continue
+        indent, name = m.group(1), m.group(2) or m.group(3) or m.group(4)
+        end = next((j for j in range(i + 1, len(lines)) if lines[j].startswith(indent + "}")), None)
+        if end is not None:
+            out.setdefault(name, []).append((i + 1, end + 1))
+    return out
+
+
+def check_internal(what, traces, sources, module=INTERNAL_MODULE):
+    """Frames of Node.js's own modules: >= 90% of the samples in module carry its lines, and every
+    line shown of a function defined there lies in one of its definitions' bodies."""
+    source = sources.get(module[len("node:"):]) if module.startswith("node:") else None
+    if not t.check(source, "%s: the source of %s read from node itself" % (what, module)):
+        return
+    spans = function_spans(source)
+    total = lined = outside = checked = 0
+    seen, wrong = {}, {}
+    for c, frames in traces:
+        ours = [frame_of(x) for x in frames]
+        ours = [(n, line) for n, f, line in ours if f == module]
+        if not ours:
+            continue
+        total += c
+        lined += c if all(line > 0 for _, line in ours) else 0
+        for n, line in ours:
+            seen["%s:%d" % (n, line)] = seen.get("%s:%d" % (n, line), 0) + c
+            if line and n in spans:
+                checked += c
+                if not any(a <= line <= b for a, b in spans[n]):
+                    outside += c
+                    wrong["%s:%d" % (n, line)] = spans[n]
+    t.log("   %s: %s frames %s" % (what, module, sorted(seen.items(), key=lambda kv: -kv[1])[:8]))
+    if not t.check(total >= 30, "%s: %d samples in %s (>= 30)" % (what, total, module)):
+        return
+    t.check(lined >= 0.9 * total, "%s: %d of %d samples in %s carry its lines (>= 90%%)" % (what, lined, total, module))
+    t.check(checked > 0 and outside == 0, "%s: %d of %d frames with a line of a function defined in %s lie outside "
+            "its body %s" % (what, outside, checked, module, sorted(wrong.items())[:3]))
+
+
+def internal_sources(popen):
+    """Node.js's own modules' sources, from the node that runs them (process.binding('natives')):
+    popen(args, **kw) starts that node with args."""
+    p = popen(["-e", "process.stdout.write(JSON.stringify(process.binding('natives')))"],
+              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = p.communicate(timeout=120)
+    try:
+        return json.loads(out)
+    except ValueError:
+        t.log("natives not read: %s" % err[-300:])
+        return {}
 
 
 def check_name_cache(what, metrics):
@@ -390,10 +474,12 @@ def main():
     calls = os.path.join(work, "calls.js")
     perf = os.path.join(work, "perf.js")
     inlined = os.path.join(work, "inlined.js")
-    for path, text in ((script, SCRIPT), (calls, CALLS_SCRIPT), (perf, PERF_SCRIPT), (inlined, INLINED_SCRIPT)):
+    internal = os.path.join(work, "internal.js")
+    for path, text in ((script, SCRIPT), (calls, CALLS_SCRIPT), (perf, PERF_SCRIPT), (inlined, INLINED_SCRIPT),
+                       (internal, INTERNAL_SCRIPT)):
         with open(path, "w") as f:
             f.write(text)
-    SCRIPT_PATH.extend([script, calls, perf, inlined])
+    SCRIPT_PATH.extend([script, calls, perf, inlined, internal])
     addon = build_addon(include, os.path.join(work, "addon.node"))
     created = debiannode.make_mount_target()
     proc = None
@@ -405,11 +491,11 @@ def main():
             procs.append(proc)
             # In the test's folder: node 18 with --perf-basic-prof also writes isolate-*-v8.log
             # files into its working directory.
-            for argv in ([calls, addon], ["--perf-basic-prof", perf], [inlined]):
+            for argv in ([calls, addon], ["--perf-basic-prof", perf], [inlined], [internal]):
                 procs.append(subprocess.Popen(debiannode.command(base, argv), stdout=subprocess.PIPE, text=True,
                                               cwd=work))
             for p, what in zip(procs, ("node 18", "node 18 (calls.js)", "node 18 (--perf-basic-prof)",
-                                       "node 18 (inlined.js)")):
+                                       "node 18 (inlined.js)", "node 18 (internal.js)")):
                 t.check(p.stdout.readline().strip() == "ready", what + " started")
                 t.unwind_ready(d, p.pid, "libnode.so.108", what)
             time.sleep(1)
@@ -458,6 +544,8 @@ def main():
     check_calls("calls.js worker (JSON.parse)", worker_t, calls, PARSE_CHAIN, "start_thread")
     check_perf_map("--perf-basic-prof", perf_map, sum(by_pid[procs[2].pid], []), perf)
     check_inlined("node 18", by_pid[procs[3].pid][0], inlined, metrics)
+    check_internal("node 18", by_pid[procs[4].pid][0],
+                   internal_sources(lambda args, **kw: subprocess.Popen(debiannode.command(base, args), **kw)))
     t.finish()
 
 

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "runtimes/v8-lines.h"
+#include "runtimes/v8-objects.h"
 #include "util/macro.h"
 
 /* Tagged words of a SharedFunctionInfo, and of its InterpreterData or baseline Code, looked at for
@@ -343,12 +344,14 @@ static int scan_string(const RemoteMemory *m, const V8Offsets *o, uint64_t str, 
                         return r;
                 return scan_string(m, o, actual, e, cap, pos, depth + 1);
         }
-        if (repr != (uint32_t)o->seq_string_tag)
-                return -EOPNOTSUPP; /* external (Node.js's own modules), sliced */
+        /* sequential, or external (Node.js's own modules: the source in the node binary) */
+        uint64_t chars;
+        r = v8_string_chars(m, o, base, (uint32_t)type, &chars);
+        if (r < 0)
+                return r; /* sliced, uncached external */
         bool one_byte =
                 ((uint32_t)type & (uint32_t)o->string_encoding_mask) == (uint32_t)o->one_byte_string_tag;
         size_t unit = one_byte ? 1 : 2, per_chunk = sizeof(chunk) / unit;
-        uint64_t chars = base + (uint64_t)(one_byte ? o->seq_one_byte_chars : o->seq_two_byte_chars);
 
         for (size_t done = 0; done < (size_t)len;) {
                 size_t n = (size_t)len - done < per_chunk ? (size_t)len - done : per_chunk;

@@ -55,6 +55,38 @@ int v8_object_type(const RemoteMemory *m, const V8Offsets *o, uint64_t obj, uint
         return object_map_type(m, o, obj, &map, ret);
 }
 
+/* V8's instance type bit 4 on an external string: its data pointer is not cached in it (a short
+ * external string); the same in every V8 since 7 (instance-type.h kUncachedExternalStringMask). Not
+ * in the post-mortem metadata. */
+#define V8_UNCACHED_EXTERNAL_STRING_BIT (1u << 4)
+
+int v8_string_chars(const RemoteMemory *m, const V8Offsets *o, uint64_t base, uint32_t type, uint64_t *ret)
+{
+        uint32_t repr = type & (uint32_t)o->string_representation_mask;
+        bool one_byte = (type & (uint32_t)o->string_encoding_mask) == (uint32_t)o->one_byte_string_tag;
+        uint64_t data;
+        int r;
+
+        if (repr == (uint32_t)o->seq_string_tag) {
+                *ret = base + (uint64_t)(one_byte ? o->seq_one_byte_chars : o->seq_two_byte_chars);
+                return 0;
+        }
+        if (o->external_string_tag == V8_OFFSET_NONE || o->external_resource == V8_OFFSET_NONE ||
+            repr != (uint32_t)o->external_string_tag || (type & V8_UNCACHED_EXTERNAL_STRING_BIT))
+                return -EOPNOTSUPP;
+        /* The resource's data, cached by V8 in the word after the resource pointer (a raw address:
+         * Node.js builds V8 without its sandbox). */
+        r = read_word(
+                m, base + o->external_resource + (o->pointer_size != V8_OFFSET_NONE ? o->pointer_size : 8),
+                &data);
+        if (r < 0)
+                return r;
+        if (!data)
+                return -EBADMSG;
+        *ret = data;
+        return 0;
+}
+
 /* Appends the string at str to buf (used bytes *pos, room size - 1). */
 static int append_string(const RemoteMemory *m, const V8Offsets *o, uint64_t str, char *buf, size_t size,
                          size_t *pos, unsigned depth)
@@ -101,12 +133,14 @@ static int append_string(const RemoteMemory *m, const V8Offsets *o, uint64_t str
                         return r;
                 return append_string(m, o, actual, buf, size, pos, depth + 1);
         }
-        if (repr != (uint32_t)o->seq_string_tag)
-                return -EBADMSG; /* external and sliced strings: not names V8 makes */
+        uint64_t chars;
+        r = v8_string_chars(m, o, base, type, &chars);
+        if (r < 0)
+                return r == -EOPNOTSUPP ? -EBADMSG : r; /* sliced strings: not names V8 makes */
 
         size_t room = size - 1 - *pos, n = (size_t)len < room ? (size_t)len : room;
         if ((type & (uint32_t)o->string_encoding_mask) == (uint32_t)o->one_byte_string_tag) {
-                r = remote_memory_read(m, base + o->seq_one_byte_chars, buf + *pos, n);
+                r = remote_memory_read(m, chars, buf + *pos, n);
                 if (r < 0)
                         return r;
                 for (size_t i = 0; i < n; i++) /* Latin-1 beyond ASCII: not UTF-8 */
@@ -117,7 +151,7 @@ static int append_string(const RemoteMemory *m, const V8Offsets *o, uint64_t str
 
                 if (n > V8_NAME_MAX)
                         n = V8_NAME_MAX;
-                r = remote_memory_read(m, base + o->seq_two_byte_chars, units, n * 2);
+                r = remote_memory_read(m, chars, units, n * 2);
                 if (r < 0)
                         return r;
                 for (size_t i = 0; i < n; i++)

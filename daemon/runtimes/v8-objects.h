@@ -36,6 +36,12 @@ int v8_object_type(const RemoteMemory *m, const V8Offsets *o, uint64_t obj, uint
  * (too deep a cons tree, a representation it does not know). */
 int v8_read_string(const RemoteMemory *m, const V8Offsets *o, uint64_t str, char *buf, size_t size);
 
+/* Where the characters of the flat string at untagged address base, of instance type type, are:
+ * a sequential string's own, or an external string's (Node.js's modules: their source stays in the
+ * node binary) through the data pointer V8 caches in it. -EOPNOTSUPP: another representation
+ * (cons, thin, sliced: the caller's), or an external string without that cached pointer. */
+int v8_string_chars(const RemoteMemory *m, const V8Offsets *o, uint64_t base, uint32_t type, uint64_t *ret);
+
 /* The names of the JSFunction at tagged address fn. -EMEDIUMTYPE: fn is not a JSFunction now (freed
  * or moved by the GC), or its SharedFunctionInfo is not one. A name that cannot be read (an
  * unexpected ScopeInfo layout) is left "", as an anonymous function's. */

@@ -39,6 +39,7 @@
         X(seq_string_tag, "SeqStringTag", true)                                                             \
         X(cons_string_tag, "ConsStringTag", true)                                                           \
         X(thin_string_tag, "ThinStringTag", false)                                                          \
+        X(external_string_tag, "ExternalStringTag", false) /* Node.js's own modules' sources */             \
         /* Instance types */                                                                                \
         X(type_js_function, "type_JSFunction__JS_FUNCTION_TYPE", true)                                      \
         X(type_shared_function_info, "type_SharedFunctionInfo__SHARED_FUNCTION_INFO_TYPE", true)            \
@@ -71,6 +72,8 @@
         X(cons_first, "class_ConsString__first__String", false)                                             \
         X(cons_second, "class_ConsString__second__String", false)                                           \
         X(thin_actual, "class_ThinString__actual__String", false)                                           \
+        X(external_resource, "class_ExternalString__resource__Object",                                      \
+          false) /* the data pointer follows */                                                             \
         /* Code (optimized and baseline code: the pc of a frame -> its source positions) */                 \
         X(js_function_code, "class_JSFunction__code__CodeT", false) /* 10.2 */                              \
         X(code_instruction_start, "class_Code__instruction_start__uintptr_t",                               \
