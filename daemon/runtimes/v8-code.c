@@ -370,13 +370,42 @@ static uint64_t strong(uint64_t w)
 }
 
 /* The bytes of the ByteArray at arr (at most max), malloc'ed. */
+/* The bytes of a V8 array object at tagged address arr: its length a Smi at fixed_array_length
+ * (ByteArray and BytecodeArray alike), its bytes from data_offset on; at most max, at least one
+ * unless empty_ok. */
+static int read_sized_bytes(const RemoteMemory *m, const V8Offsets *o, uint64_t arr, int64_t data_offset,
+                            size_t max, bool empty_ok, uint8_t **ret, size_t *ret_n)
+{
+        uint64_t len_word;
+        int64_t len;
+        uint8_t *b;
+        int r;
+
+        r = remote_memory_read(m, untag(o, arr) + o->fixed_array_length, &len_word, sizeof(len_word));
+        if (r < 0)
+                return r;
+        len = v8_smi_value(o, len_word);
+        if (!v8_is_smi(o, len_word) || len < 0 || (len == 0 && !empty_ok))
+                return -EMEDIUMTYPE;
+        if ((size_t)len > max)
+                return -E2BIG;
+        b = malloc(len ? (size_t)len : 1);
+        if (!b)
+                return -ENOMEM;
+        r = len ? remote_memory_read(m, untag(o, arr) + (uint64_t)data_offset, b, (size_t)len) : 0;
+        if (r < 0) {
+                free(b);
+                return r;
+        }
+        *ret = b;
+        *ret_n = (size_t)len;
+        return 0;
+}
+
 static int read_byte_array(const RemoteMemory *m, const V8Offsets *o, uint64_t arr, size_t max,
                            uint8_t **ret, size_t *ret_n)
 {
-        uint64_t len_word;
         uint16_t t;
-        int64_t len;
-        uint8_t *b;
         int r;
 
         r = v8_object_type(m, o, arr, &t);
@@ -385,25 +414,7 @@ static int read_byte_array(const RemoteMemory *m, const V8Offsets *o, uint64_t a
         if (t != (uint32_t)o->type_byte_array &&
             (o->type_trusted_byte_array == V8_OFFSET_NONE || t != (uint32_t)o->type_trusted_byte_array))
                 return -EMEDIUMTYPE;
-        r = remote_memory_read(m, untag(o, arr) + o->fixed_array_length, &len_word, sizeof(len_word));
-        if (r < 0)
-                return r;
-        len = v8_smi_value(o, len_word);
-        if (!v8_is_smi(o, len_word) || len < 0)
-                return -EMEDIUMTYPE;
-        if ((size_t)len > max)
-                return -E2BIG;
-        b = malloc(len ? (size_t)len : 1);
-        if (!b)
-                return -ENOMEM;
-        r = len ? remote_memory_read(m, untag(o, arr) + o->fixed_array_length + 8, b, (size_t)len) : 0;
-        if (r < 0) {
-                free(b);
-                return r;
-        }
-        *ret = b;
-        *ret_n = (size_t)len;
-        return 0;
+        return read_sized_bytes(m, o, arr, o->fixed_array_length + 8, max, true, ret, ret_n);
 }
 
 static int32_t script_offset_of(int64_t pos)
@@ -503,30 +514,7 @@ static int baseline_bytecode_array(const RemoteMemory *m, const V8Offsets *o, ui
 static int read_bytecodes(const RemoteMemory *m, const V8Offsets *o, uint64_t bca, uint8_t **ret,
                           size_t *ret_n)
 {
-        uint64_t len_word;
-        int64_t len;
-        uint8_t *b;
-        int r;
-
-        r = remote_memory_read(m, untag(o, bca) + o->fixed_array_length, &len_word, sizeof(len_word));
-        if (r < 0)
-                return r;
-        len = v8_smi_value(o, len_word);
-        if (!v8_is_smi(o, len_word) || len <= 0)
-                return -EMEDIUMTYPE;
-        if (len > V8_BASELINE_BYTES_MAX)
-                return -E2BIG;
-        b = malloc((size_t)len);
-        if (!b)
-                return -ENOMEM;
-        r = remote_memory_read(m, untag(o, bca) + o->bytecode_array_data, b, (size_t)len);
-        if (r < 0) {
-                free(b);
-                return r;
-        }
-        *ret = b;
-        *ret_n = (size_t)len;
-        return 0;
+        return read_sized_bytes(m, o, bca, o->bytecode_array_data, V8_BASELINE_BYTES_MAX, false, ret, ret_n);
 }
 
 /* A baseline Code's frame at pc: the bytecode it runs (v8-baseline.h), in the BytecodeArray the
