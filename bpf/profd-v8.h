@@ -22,8 +22,17 @@
  * frame at fp (bpf/v8-frame.bpf.h: v8_leaf_unsure(); an uninitialized spill slot of a big TurboFan
  * frame can look like a return address on top of the stack). The daemon keeps the name only if the
  * pc lies in the function's own optimized or baseline code (runtimes/v8-code.h), else the pc's
- * entry stays unnamed. Function entries leave bits 47..56 clear otherwise. */
+ * entry stays unnamed. */
 #define PROFD_FRAME_V8_UNSURE (1ULL << 53)
+
+/* On a function entry: the frame's pc lies in JIT code (anonymous memory), not in a builtin. An
+ * interpreted frame's pc is in the interpreter's builtins, unless node runs with its trampoline
+ * copied per function (--interpreted-frames-native-stack, which --perf-basic-prof implies); an
+ * optimized frame entered from the interpreter's loop (on-stack replacement) keeps the
+ * interpreter's slots, with the bytecode offset of its entry, while its pc is in JIT code. The
+ * daemon takes such a frame's line from the Code at its pc, not from that stale offset. Function
+ * entries leave bits 47..51 and 54..56 clear. */
+#define PROFD_FRAME_V8_JIT (1ULL << 52)
 
 /* An interpreted (Ignition) frame's bytecode position, in the entry right after its function's:
  * PROFD_FRAME_V8 | PROFD_FRAME_V8_BYTECODE | the raw offset (the Smi of the frame's offset slot:

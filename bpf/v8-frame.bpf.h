@@ -199,7 +199,7 @@ static __always_inline void v8_note_frame(struct sample_state *st, bool jit)
                 count(PROFD_CNT_V8_NO_ROOM);
                 return;
         }
-        rec = PROFD_FRAME_V8 | (unsure ? PROFD_FRAME_V8_UNSURE : 0) | fn[0];
+        rec = PROFD_FRAME_V8 | (unsure ? PROFD_FRAME_V8_UNSURE : 0) | (jit ? PROFD_FRAME_V8_JIT : 0) | fn[0];
         /* The compiler drops the mask after the check above; 5.10's verifier cannot bound the
          * index without it (an opaque copy keeps it). */
         asm volatile("" : "+r"(len));

@@ -10,7 +10,9 @@ with the script as file, and >= 95% reach the thread's native bottom (_start, st
 /metrics counts the process's V8 as found. In the same window, a second node runs v8-stacks'
 calls.js: JavaScript -> C -> JavaScript through a Node-API addon (built once here with Debian 12's
 headers: Node-API is a stable ABI) and through JSON.parse's reviver, checked as there
-(check_calls). A root that cannot be made (archive unreachable) is skipped loudly; the test fails
+(check_calls); a third v8-stacks' inlined.js (check_inlined), a fourth its internal.js
+(check_internal), a fifth its osr.js: level2's loop on-stack-replaced with level3 inlined, calling
+hot in a frame of its own (check_osr). A root that cannot be made (archive unreachable) is skipped loudly; the test fails
 when none ran."""
 import os
 import re
@@ -36,6 +38,7 @@ def run_one(stacks, name, root, lib, addon):
     calls = "/" + os.path.relpath(os.path.join(work, "calls.js"), root)
     inlined = "/" + os.path.relpath(os.path.join(work, "inlined.js"), root)
     internal = "/" + os.path.relpath(os.path.join(work, "internal.js"), root)
+    osr = "/" + os.path.relpath(os.path.join(work, "osr.js"), root)
     with open(os.path.join(work, "chain.js"), "w") as f:
         f.write(stacks.SCRIPT)
     with open(os.path.join(work, "calls.js"), "w") as f:
@@ -44,8 +47,10 @@ def run_one(stacks, name, root, lib, addon):
         f.write(stacks.INLINED_SCRIPT)
     with open(os.path.join(work, "internal.js"), "w") as f:
         f.write(stacks.INTERNAL_SCRIPT)
+    with open(os.path.join(work, "osr.js"), "w") as f:
+        f.write(stacks.OSR_SCRIPT)
     shutil.copy(addon, os.path.join(work, "addon.node"))
-    stacks.SCRIPT_PATH[:] = [inner, calls, inlined, internal]
+    stacks.SCRIPT_PATH[:] = [inner, calls, inlined, internal, osr]
     proc = None
     procs = []
     try:
@@ -56,7 +61,9 @@ def run_one(stacks, name, root, lib, addon):
                                           stdout=subprocess.PIPE, text=True))
             procs.append(noderoot.in_root(root, ["/usr/bin/node", inlined], stdout=subprocess.PIPE, text=True))
             procs.append(noderoot.in_root(root, ["/usr/bin/node", internal], stdout=subprocess.PIPE, text=True))
-            for p, what in zip(procs, (name, name + " (calls.js)", name + " (inlined.js)", name + " (internal.js)")):
+            procs.append(noderoot.in_root(root, ["/usr/bin/node", osr], stdout=subprocess.PIPE, text=True))
+            for p, what in zip(procs, (name, name + " (calls.js)", name + " (inlined.js)", name + " (internal.js)",
+                                       name + " (osr.js)")):
                 if not t.check(p.stdout.readline().strip() == "ready", "%s started" % what):
                     return
                 t.unwind_ready(d, p.pid, lib, what)
@@ -97,6 +104,7 @@ def run_one(stacks, name, root, lib, addon):
     stacks.check_inlined(name, by_pid[procs[2].pid][0], inlined, metrics)
     sources = stacks.internal_sources(lambda args, **kw: noderoot.in_root(root, ["/usr/bin/node"] + args, **kw))
     stacks.check_internal(name, by_pid[procs[3].pid][0], sources)
+    stacks.check_osr(name, by_pid[procs[4].pid][0], osr, metrics)
 
 
 def main():

@@ -15,11 +15,12 @@ and /metrics counts the process as found, with frames named.
 
 A third node 18 process (inlined.js) runs the same chain optimized: level2 loops calling level3, a
 small function TurboFan inlines into level2's on-stack-replacement code after warm-up (hot with it,
-on node 18), and hot loops. >= 95% of its samples in hot must show the chain in order with every
-frame at its marker's line: hot's inside its loop body, level3 (an inlined frame) at its call of
-hot, level2 at its call of level3 (lines from the Code's source positions and inlining positions).
+on node 18), and hot loops. >= 95% of its samples in hot must show the chain in order with
+level3 (an inlined frame) at its call of hot, level2 at its call of level3 (lines from the Code's
+source positions and inlining positions), and hot at a line of its body (V8's last recorded
+position before the pc: its loop's statement or the loop header's stack check).
 
-Two more node 18 processes run in the same profiling window (no start-up of their own):
+More node 18 processes run in the same profiling window (no start-up of their own):
 - calls.js: JavaScript -> C -> JavaScript. The main thread runs callAddon, which calls a Node-API
   addon built here (tests/v8-napi-addon.c: profd_addon_call_back, napi_call_function) that calls
   fromAddon -> hot back; a worker runs callParse -> JSON.parse with a reviver (V8's C++ builtin
@@ -31,6 +32,11 @@ Two more node 18 processes run in the same profiling window (no start-up of thei
   names win for JavaScript frames (never `LazyCompile:*backtrack ...`), while the code of the
   regular expression it spends its time in, which the walk leaves (a typed frame), is named
   `RegExp:...` from the perf map (check_perf_map);
+- osr.js: level2's loop on-stack-replaced by TurboFan with level3 inlined, calling hot (too big to
+  inline) in its own frame: such a frame keeps the interpreter's slots with the bytecode offset of
+  its entry (a statement after the call), so its line must come from its Code: >= 95% of the
+  samples in hot show the chain at the markers' lines, >= 50% with level3 as an inlined frame, and
+  /metrics counts those frames (check_osr);
 - internal.js: util.inspect() over and over, Node.js's own JavaScript (node:internal/util/inspect,
   whose source is an external string in libnode): >= 90% of the samples in that module carry its
   lines, and every line shown of a function defined there lies in that function's body in the
@@ -106,6 +112,36 @@ console.log("ready");
 level1(60000);
 """
 
+# level2's loop runs as on-stack-replaced TurboFan code with level3 inlined into it, calling hot in a
+# frame of its own: hot's bytecode is beyond what TurboFan inlines (460 bytes). A frame of
+# on-stack-replaced code keeps the interpreter's slots with the bytecode offset it was entered at
+# (the loop's end, after @after): level2's line must come from its Code, at its call of level3, with
+# level3 inlined there at its call of hot.
+OSR_SCRIPT = ("function hot(n) {\n  let s = 0;\n  for (let i = 0; i < n; i++) {\n" +
+              "".join("    s = (s + i * %d) %% 1000003;\n" % k for k in range(3, 63)) + r"""  }
+  return s;
+}
+function level3(s) {
+  return hot(200) + s; // @level3
+}
+function level2(ms) {
+  const end = Date.now() + ms;
+  let s = 0;
+  while (Date.now() < end) {
+    s = level3(s) % 1000; // @level2
+    s = s ^ 1; // @after
+  }
+  return s;
+}
+function level1(ms) {
+  let r = 0;
+  r += level2(ms); // @level1
+  return r;
+}
+console.log("ready");
+level1(60000);
+""")
+
 # Node.js's own JavaScript (lib/internal/util/inspect.js, compiled into node: its source is an
 # external string in the node binary): util.inspect() of a nested object, over and over.
 INTERNAL_SCRIPT = """const util = require("util");
@@ -149,6 +185,8 @@ def bodies(script):
 BODIES = bodies(SCRIPT)
 INLINED_MARKERS = markers(INLINED_SCRIPT)
 INLINED_BODIES = bodies(INLINED_SCRIPT)
+OSR_MARKERS = markers(OSR_SCRIPT)
+OSR_BODIES = bodies(OSR_SCRIPT)
 
 
 def frame_of(frame):
@@ -456,10 +494,29 @@ def check_inlined(what, inl, inlined, metrics):
               % (what, at_call, INLINED_MARKERS["level2"]))
         t.check(optimized > 0, "%s: /metrics: optimized frames given lines (%d)" % (what, optimized))
         return
+    # hot's own line is V8's last recorded position before the pc: the loop's statement or its
+    # header's stack check (both in its body; each sample's line is checked to lie there).
     check_kind("%s inlined.js (optimized, level3 and hot inlined)" % what, inl, inlined, "_start",
-               INLINED_MARKERS, CHAIN, INLINED_BODIES)
+               INLINED_MARKERS, LINED, INLINED_BODIES)
     t.check(inline_chains > 0 and optimized > 0, "%s: /metrics: optimized frames given lines (%d), inlining chains "
             "kept (%d)" % (what, optimized, inline_chains))
+
+
+def check_osr(what, traces, osr, metrics):
+    """osr.js's samples (main thread: (count, frames)): the chain in order, level2 at its call of
+    level3 (never at the stale offset's line after it), level3 inlined there at its call of hot
+    (check_kind), and /metrics counting frames lined through on-stack-replaced code."""
+    check_kind("%s osr.js (level2 on-stack-replaced, level3 inlined, hot called)" % what, traces, osr, "_start",
+               OSR_MARKERS, LINED, OSR_BODIES)
+    in_hot = sum(c for c, f in traces if any(name_of(x)[0] == "hot" for x in f))
+    inlined = sum(c for c, f in traces if any(x.endswith(" (inline)") and name_of(x)[0] == "level3" for x in f))
+    if not t.check(inlined * 2 >= in_hot > 0, "%s osr.js: %d of %d samples in hot show level3 as an inlined frame "
+                   "(>= 50%%)" % (what, inlined, in_hot)):
+        for c, frames in sorted(traces, key=lambda x: -x[0])[:3]:
+            t.log("   %d: %s" % (c, " | ".join(frames[:8])))
+    osr_frames = t.metric(metrics, "profd_v8_osr_frames_total")
+    t.check(osr_frames > 0, "%s: /metrics: frames of on-stack-replaced code lined from their Code (%d)"
+            % (what, osr_frames))
 
 
 def main():
@@ -475,11 +532,12 @@ def main():
     perf = os.path.join(work, "perf.js")
     inlined = os.path.join(work, "inlined.js")
     internal = os.path.join(work, "internal.js")
+    osr = os.path.join(work, "osr.js")
     for path, text in ((script, SCRIPT), (calls, CALLS_SCRIPT), (perf, PERF_SCRIPT), (inlined, INLINED_SCRIPT),
-                       (internal, INTERNAL_SCRIPT)):
+                       (internal, INTERNAL_SCRIPT), (osr, OSR_SCRIPT)):
         with open(path, "w") as f:
             f.write(text)
-    SCRIPT_PATH.extend([script, calls, perf, inlined, internal])
+    SCRIPT_PATH.extend([script, calls, perf, inlined, internal, osr])
     addon = build_addon(include, os.path.join(work, "addon.node"))
     created = debiannode.make_mount_target()
     proc = None
@@ -491,11 +549,11 @@ def main():
             procs.append(proc)
             # In the test's folder: node 18 with --perf-basic-prof also writes isolate-*-v8.log
             # files into its working directory.
-            for argv in ([calls, addon], ["--perf-basic-prof", perf], [inlined], [internal]):
+            for argv in ([calls, addon], ["--perf-basic-prof", perf], [inlined], [internal], [osr]):
                 procs.append(subprocess.Popen(debiannode.command(base, argv), stdout=subprocess.PIPE, text=True,
                                               cwd=work))
             for p, what in zip(procs, ("node 18", "node 18 (calls.js)", "node 18 (--perf-basic-prof)",
-                                       "node 18 (inlined.js)", "node 18 (internal.js)")):
+                                       "node 18 (inlined.js)", "node 18 (internal.js)", "node 18 (osr.js)")):
                 t.check(p.stdout.readline().strip() == "ready", what + " started")
                 t.unwind_ready(d, p.pid, "libnode.so.108", what)
             time.sleep(1)
@@ -546,6 +604,7 @@ def main():
     check_inlined("node 18", by_pid[procs[3].pid][0], inlined, metrics)
     check_internal("node 18", by_pid[procs[4].pid][0],
                    internal_sources(lambda args, **kw: subprocess.Popen(debiannode.command(base, args), **kw)))
+    check_osr("node 18", by_pid[procs[5].pid][0], osr, metrics)
     t.finish()
 
 

@@ -276,9 +276,14 @@ static int find_code(const RemoteMemory *m, const V8Offsets *o, const CodeLayout
                         *ret_code = code;
                         return 0;
                 }
+                /* A builtin (the interpreter's trampoline of a function whose loop runs on-stack-
+                 * replaced code) has no InstructionStream in 11.3 (embedded): the candidates are
+                 * then found by their back pointer, as without the map. */
                 r = container_map(m, o, l, code, &map);
-                if (r < 0)
+                if (r < 0 && (l->back < 0 || (r != -EBADMSG && r != -EMEDIUMTYPE)))
                         return r;
+                if (r < 0)
+                        map = 0;
         }
         /* Instructions start V8_CODE_ALIGNMENT-aligned, l->header bytes after their object's map
          * word: candidates at or below pc, read a chunk at a time, highest first, bounded by

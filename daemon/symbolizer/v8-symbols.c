@@ -101,6 +101,7 @@ struct V8Symbols {
         uint64_t results[_V8_NAME_MAX];
         uint64_t line_results[_V8_LINE_MAX];
         uint64_t remote_reads; /* made naming frames */
+        uint64_t osr_frames;   /* optimized frames over the interpreter's slots, named from their Code */
         uint64_t naming_ns;    /* thread CPU time spent naming stacks' frames at the drain */
         char name[V8_NAME_MAX + 16];
         char inlined_names[V8_CHAIN_LEN_MAX][V8_NAME_MAX + 16];
@@ -547,17 +548,32 @@ size_t v8_symbols_name_stack(void *userdata, uint32_t pid, uint64_t *frames, uin
                         else
                                 break;
                 }
-                if (bc)
+                entry = v8_frame_make_named(res == V8_NAMED ? id : 0, -1);
+                /* Interpreter's slots under a pc in JIT code: an optimized frame entered from the
+                 * interpreter's loop (on-stack replacement) keeps them, with the offset of the
+                 * bytecode it entered at, so its Code at the pc says where it is. Only a copy of the
+                 * interpreter's trampoline (Code of another kind: --interpreted-frames-native-stack)
+                 * leaves the offset to be trusted; anything else leaves the frame without a line
+                 * rather than that offset's. */
+                if (bc && pc && (f & PROFD_FRAME_V8_JIT) && res == V8_NAMED && vp) {
+                        lres = optimized_frame(vs, vp, v8_frame_value(f), &last_identity, id, pc, &entry);
+                        if (lres == V8_LINE_OPTIMIZED || lres == V8_LINE_BASELINE_LINE)
+                                vs->osr_frames++;
+                        if (lres != V8_LINE_NOT_INTERPRETED)
+                                bc = 0;
+                }
+                if (bc) {
                         lres = res == V8_NAMED && vp ? frame_line(vs, vp, &last_identity, bc, &line)
                                                      : V8_LINE_UNNAMED;
-                entry = v8_frame_make_named(res == V8_NAMED ? id : 0,
-                                            lres == V8_LINE_FOUND ? (int64_t)line : -1);
-                /* A frame without a bytecode position, or whose slots only looked like an
-                 * interpreted frame's (an optimized frame's spill slots: a heap object where the
-                 * array is kept, a Smi below it): its code at the pc, which must be the function's. */
-                if (!bc && pc && res == V8_NAMED && vp)
+                        if (lres == V8_LINE_FOUND)
+                                entry = v8_frame_make_named(id, (int64_t)line);
+                } else if (lres == V8_LINE_NOT_INTERPRETED && pc && res == V8_NAMED && vp)
+                        /* A frame without a bytecode position, or whose slots only looked like an
+                         * interpreted frame's (an optimized frame's spill slots: a heap object where
+                         * the array is kept, a Smi below it): its code at the pc, which must be the
+                         * function's. */
                         lres = optimized_frame(vs, vp, v8_frame_value(f), &last_identity, id, pc, &entry);
-                else if ((lres == V8_LINE_NOT_ITS_BYTECODE || lres == V8_LINE_OUT_OF_RANGE) && pc &&
+                if ((lres == V8_LINE_NOT_ITS_BYTECODE || lres == V8_LINE_OUT_OF_RANGE) && pc &&
                          res == V8_NAMED && vp) {
                         V8LineResult code =
                                 optimized_frame(vs, vp, v8_frame_value(f), &last_identity, id, pc, &entry);
@@ -658,6 +674,11 @@ void v8_symbols_write_metrics(const V8Symbols *vs, FILE *f)
         v8_pairs_write_metrics(vs->pairs, f);
         metric_counter(f, "profd_v8_remote_reads_total",
                        "Reads of other processes' memory made naming JavaScript frames.", vs->remote_reads);
+        metric_counter(f, "profd_v8_osr_frames_total",
+                       "JavaScript frames of optimized code entered from the interpreter's loop (on-stack "
+                       "replacement), which keeps the interpreter's slots: lined from their Code, not "
+                       "from the bytecode offset of their entry.",
+                       vs->osr_frames);
         metric_family(f, "profd_v8_naming_seconds_total", "counter",
                       "CPU time of the daemon spent naming JavaScript frames at the drain.");
         metric_sample_fixed(f, "profd_v8_naming_seconds_total", NULL, (double)vs->naming_ns / 1e9, 6);
