@@ -35,7 +35,10 @@ in a boot of their own (their root, a JRE and libnode, is ~250 MiB more in the i
              its source line, down to start_thread
   node       (Debian 12's arm64 nodejs 18/libnode108, from .debs) outer -> middle -> hot, hot
              optimized: >= 95% of the samples in hot show outer;middle;hot named (the script as their
-             file), down to _start"""
+             file), down to _start; its worker thread runs test-v8-stacks.py's osr.js (level2's loop
+             on-stack-replaced with level3 inlined, calling hot): >= 95% of the samples in that hot
+             show level1;level2;level3;hot with the callers at their calls' lines, down to the
+             worker's thread (node::worker::Worker::Run), some with level3 inlined"""
 import glob
 import os
 import re
@@ -311,9 +314,15 @@ function hot(ms) {
 }
 function middle(ms) { return hot(ms); }
 function outer(ms) { fs.writeFileSync('/tmp/chain-node.ready', ''); return middle(ms); }
+new (require('worker_threads').Worker)('/osr.js', { argv: [process.argv[2]] });
 outer(Number(process.argv[2]) * 1000);
 """
 NODE_READY = "/tmp/chain-node.ready"
+# Its worker thread runs v8-stacks' osr.js chain (level2's loop on-stack-replaced by TurboFan with
+# level3 inlined, calling hot in a frame of its own), for as long.
+V8_STACKS = load_test("test-v8-stacks.py")
+NODE_OSR = V8_STACKS.OSR_SCRIPT.replace('console.log("ready");\nlevel1(60000);',
+                                        "level1(Number(process.argv[2]) * 1000);")
 
 
 def stage_node(extra):
@@ -331,6 +340,8 @@ def stage_node(extra):
                             "libgcc_s.so*"])
     with open(os.path.join(extra, "chain.js"), "w") as f:
         f.write(NODE)
+    with open(os.path.join(extra, "osr.js"), "w") as f:
+        f.write(NODE_OSR)
     return os.path.join(root, "usr", "bin", "node")
 
 
@@ -585,6 +596,43 @@ def judge_node(out, pid):
           "down to _start (>= 95%%)" % (ok, total, 100.0 * ok / max(total, 1)))
 
 
+def judge_node_osr(out, pid, stderr):
+    """The worker's samples in osr.js's hot: >= 95% show hot;level3;level2;level1 with osr.js as file,
+    the callers at their markers' lines (level2's from its on-stack-replaced Code, never the
+    statement after its call), hot at a line of its body, down to the worker's thread function
+    (node::worker::Worker::Run; below it bookworm's arm64 libc is unnamed in the guest); level3
+    inlined in some; /metrics counting frames of on-stack-replaced code and optimized lines."""
+    markers, bodies = V8_STACKS.OSR_MARKERS, V8_STACKS.OSR_BODIES
+    chain = ["hot", "level3", "level2", "level1"]
+    total = ok = inlined = 0
+    for tr in traces(out, lines=True):
+        if tr.labels.get("pid") != [str(pid)]:
+            continue
+        js = [m.groups() for m in (re.match(r"^(\S+) /osr\.js(?::(\d+))?( \(inline\))?$", f) for f in tr.frames) if m]
+        if not js or js[0][0] != "hot":
+            continue
+        total += tr.value
+        names = [n for n, _, _ in js[:4]]
+        lines = {n: int(l) if l else 0 for n, l, _ in js[:4]}
+        right = (names == chain and all(lines[n] == markers[n] for n in chain[1:])
+                 and (lines["hot"] == 0 or lines["hot"] in bodies["hot"])
+                 and any(f.startswith("node::worker::Worker::Run") for f in tr.frames[-4:]))
+        ok += tr.value if right else 0
+        inlined += tr.value if any(n == "level3" and inl for n, _, inl in js) else 0
+        if not right:
+            log("node osr.js wrong (%d): %s" % (tr.value, ";".join(tr.frames)[:700]))
+    check(total >= MIN_SAMPLES, "node osr.js sampled in the %s guest: %d samples in hot (>= %d)"
+          % (KERNEL, total, MIN_SAMPLES))
+    check(total and ok >= 0.95 * total, "node osr.js: %d of %d samples in hot (%.1f%%) show level1;level2;level3;hot "
+          "at lines %s down to node::worker::Worker::Run (>= 95%%)" % (ok, total, 100.0 * ok / max(total, 1),
+                                                         ";".join(str(markers[n]) for n in reversed(chain[1:]))))
+    check(inlined > 0, "node osr.js: samples with level3 inlined into level2's on-stack-replaced code (%d of %d)"
+          % (inlined, total))
+    for name in ("profd_v8_osr_frames_total", 'profd_v8_lines_total{result="optimized_line"}'):
+        m = re.search(r"^%s (\d+)" % re.escape(name), stderr, re.M)
+        check(m and int(m.group(1)) > 0, "node: /metrics %s (%s)" % (name, m and m.group(1)))
+
+
 def main():
     for tool in ("qemu-system-aarch64", "aarch64-linux-gnu-gcc", "aarch64-linux-gnu-g++", "cpio"):
         if subprocess.run(["sh", "-c", "command -v " + tool], capture_output=True).returncode != 0:
@@ -641,6 +689,7 @@ def main():
             judge_java(out, pids.get(name))
         elif name == "node":
             judge_node(out, pids.get(name))
+            judge_node_osr(out, pids.get(name), r.stderr)
         else:
             judge(out, name, prog, [re.compile((c if c.startswith("^") else r"(?:^|;)" + c) + "$")
                                     for c in SCENARIOS[name][1]])

@@ -11,8 +11,8 @@ with the script as file, and >= 95% reach the thread's native bottom (_start, st
 calls.js: JavaScript -> C -> JavaScript through a Node-API addon (built once here with Debian 12's
 headers: Node-API is a stable ABI) and through JSON.parse's reviver, checked as there
 (check_calls); a third v8-stacks' inlined.js (check_inlined), a fourth its internal.js
-(check_internal), a fifth its osr.js: level2's loop on-stack-replaced with level3 inlined, calling
-hot in a frame of its own (check_osr). A root that cannot be made (archive unreachable) is skipped loudly; the test fails
+(check_internal), a fifth its osr.js, started before profd (found by its first scan): level2's loop
+on-stack-replaced with level3 inlined, calling hot in a frame of its own (check_osr). A root that cannot be made (archive unreachable) is skipped loudly; the test fails
 when none ran."""
 import os
 import re
@@ -51,9 +51,12 @@ def run_one(stacks, name, root, lib, addon):
         f.write(stacks.OSR_SCRIPT)
     shutil.copy(addon, os.path.join(work, "addon.node"))
     stacks.SCRIPT_PATH[:] = [inner, calls, inlined, internal, osr]
-    proc = None
+    proc = before = None
     procs = []
     try:
+        # osr.js runs from before profd starts (found by its first scan), the others start after.
+        before = noderoot.in_root(root, ["/usr/bin/node", osr], stdout=subprocess.PIPE, text=True)
+        t.check(before.stdout.readline().strip() == "ready", "%s (osr.js) started before profd" % name)
         with t.Daemon("--frequency", "199", "--labels", "comm,pid,tid") as d:
             proc = noderoot.in_root(root, ["/usr/bin/node", inner], stdout=subprocess.PIPE, text=True)
             procs.append(proc)
@@ -61,10 +64,10 @@ def run_one(stacks, name, root, lib, addon):
                                           stdout=subprocess.PIPE, text=True))
             procs.append(noderoot.in_root(root, ["/usr/bin/node", inlined], stdout=subprocess.PIPE, text=True))
             procs.append(noderoot.in_root(root, ["/usr/bin/node", internal], stdout=subprocess.PIPE, text=True))
-            procs.append(noderoot.in_root(root, ["/usr/bin/node", osr], stdout=subprocess.PIPE, text=True))
+            procs.append(before)
             for p, what in zip(procs, (name, name + " (calls.js)", name + " (inlined.js)", name + " (internal.js)",
-                                       name + " (osr.js)")):
-                if not t.check(p.stdout.readline().strip() == "ready", "%s started" % what):
+                                       name + " (osr.js, started before profd)")):
+                if p is not before and not t.check(p.stdout.readline().strip() == "ready", "%s started" % what):
                     return
                 t.unwind_ready(d, p.pid, lib, what)
             time.sleep(1)
@@ -72,7 +75,7 @@ def run_one(stacks, name, root, lib, addon):
             _, _, metrics = d.get("/metrics")
             metrics = metrics.decode()
     finally:
-        for p in procs:
+        for p in procs + ([before] if before and before not in procs else []):
             p.kill()
             p.wait()
         shutil.rmtree(work, ignore_errors=True)

@@ -235,6 +235,18 @@ int main(void)
                 expect("adjacent V8 entries", in, 4, want, 4, 2);
         }
         {
+                /* arm64: JIT code above 2^47 (user space reaches 2^48; V8's code lies by the
+                 * libraries, near its top), a JIT frame marked so: its pc kept whole */
+                const uint64_t HIGH = 0xffff8407992c, LEAF = 0xffff84115668;
+                const uint64_t in[] = {LEAF, V8(F1) | PROFD_FRAME_V8_JIT, HIGH, V8(F2) | PROFD_FRAME_V8_JIT, START};
+                const uint64_t want[] = {V8(F1) | PROFD_FRAME_V8_JIT, PC_LEAF(LEAF), V8(F2) | PROFD_FRAME_V8_JIT,
+                                         PC(HIGH), START};
+                expect("pcs above 2^47 (arm64) kept after their function", in, 5, want, 5, 2);
+                check(v8_frame_is_pc(want[3]) && (want[3] & V8_FRAME_PC_ADDR_MASK) == HIGH &&
+                              v8_frame_value(want[2]) == F2,
+                      "a high pc and a marked function read back");
+        }
+        {
                 /* named already (a stack handed over twice): left alone */
                 const uint64_t named = PROFD_FRAME_V8 | V8_FRAME_NAMED | 7;
                 const uint64_t in[] = {JIT, named, START}, want[] = {JIT, named, START};

@@ -32,7 +32,7 @@ More node 18 processes run in the same profiling window (no start-up of their ow
   names win for JavaScript frames (never `LazyCompile:*backtrack ...`), while the code of the
   regular expression it spends its time in, which the walk leaves (a typed frame), is named
   `RegExp:...` from the perf map (check_perf_map);
-- osr.js: level2's loop on-stack-replaced by TurboFan with level3 inlined, calling hot (too big to
+- osr.js (started before profd, found by its first scan): level2's loop on-stack-replaced by TurboFan with level3 inlined, calling hot (too big to
   inline) in its own frame: such a frame keeps the interpreter's slots with the bytecode offset of
   its entry (a statement after the call), so its line must come from its Code: >= 95% of the
   samples in hot show the chain at the markers' lines, >= 50% with level3 as an inlined frame, and
@@ -540,21 +540,28 @@ def main():
     SCRIPT_PATH.extend([script, calls, perf, inlined, internal, osr])
     addon = build_addon(include, os.path.join(work, "addon.node"))
     created = debiannode.make_mount_target()
-    proc = None
+    proc = before = None
     procs = []
     perf_map = ""
     try:
+        # osr.js runs from before profd starts: its V8 is found by profd's first scan of the
+        # running processes, the others' as they start.
+        before = subprocess.Popen(debiannode.command(base, [osr]), stdout=subprocess.PIPE, text=True, cwd=work)
+        t.check(before.stdout.readline().strip() == "ready", "node 18 (osr.js) started before profd")
         with t.Daemon("--frequency", "199", "--labels", "comm,pid,tid") as d:
             proc = subprocess.Popen(debiannode.command(base, [script]), stdout=subprocess.PIPE, text=True)
             procs.append(proc)
             # In the test's folder: node 18 with --perf-basic-prof also writes isolate-*-v8.log
             # files into its working directory.
-            for argv in ([calls, addon], ["--perf-basic-prof", perf], [inlined], [internal], [osr]):
+            for argv in ([calls, addon], ["--perf-basic-prof", perf], [inlined], [internal]):
                 procs.append(subprocess.Popen(debiannode.command(base, argv), stdout=subprocess.PIPE, text=True,
                                               cwd=work))
+            procs.append(before)
             for p, what in zip(procs, ("node 18", "node 18 (calls.js)", "node 18 (--perf-basic-prof)",
-                                       "node 18 (inlined.js)", "node 18 (internal.js)", "node 18 (osr.js)")):
-                t.check(p.stdout.readline().strip() == "ready", what + " started")
+                                       "node 18 (inlined.js)", "node 18 (internal.js)",
+                                       "node 18 (osr.js, started before profd)")):
+                if p is not before:
+                    t.check(p.stdout.readline().strip() == "ready", what + " started")
                 t.unwind_ready(d, p.pid, "libnode.so.108", what)
             time.sleep(1)
             path = t.fetch_profile(d, WINDOW_S, "".join("&pid=%d" % p.pid for p in procs))
@@ -563,7 +570,7 @@ def main():
             with open("/tmp/perf-%d.map" % procs[2].pid) as f:
                 perf_map = f.read()
     finally:
-        for p in procs:
+        for p in procs + ([before] if before and before not in procs else []):
             p.kill()
             p.wait()
         if len(procs) >= 3:

@@ -84,6 +84,9 @@ static inline uint64_t v8_frame_make_named(uint64_t id, int64_t line)
  * Optimized frames find their Code and source positions through it (runtimes/v8-code.h). */
 #define V8_FRAME_PC (1ULL << 55)
 #define V8_FRAME_PC_EXACT (1ULL << 54)
+/* A pc entry's address: 48 bits, not the 47 of a function's (arm64's user space reaches 2^48, and
+ * V8's JIT code lies near its top there, by libraries; x86-64's ends at 2^47). */
+#define V8_FRAME_PC_ADDR_MASK ((1ULL << 48) - 1)
 
 static inline bool v8_frame_is_pc(uint64_t f)
 {
@@ -108,7 +111,7 @@ static inline size_t v8_stack_splice(uint64_t *frames, uint8_t *exact, size_t le
                     !v8_frame_is_bytecode(frames[i]) && !v8_frame_is_pc(frames[i])) {
                         (*ret_v8)++;
                         if (out > 0 && !v8_frame_is(frames[out - 1]) &&
-                            frames[out - 1] <= PROFD_V8_ADDR_MASK) {
+                            frames[out - 1] <= V8_FRAME_PC_ADDR_MASK) {
                                 /* its pc's entry: after it, as a pc entry */
                                 uint64_t pc = PROFD_FRAME_V8 | V8_FRAME_PC |
                                               (exact[out - 1] ? V8_FRAME_PC_EXACT : 0) | frames[out - 1];

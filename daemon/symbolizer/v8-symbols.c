@@ -436,7 +436,7 @@ static V8LineResult optimized_frame(V8Symbols *vs, const V8Process *vp, uint64_t
                         return (V8LineResult)c->entry; /* no line, for a while */
                 }
                 if (c && c->code && entry_alive(vs, c->entry, id) &&
-                    v8_code_still(m, o, c->code, pc & PROFD_V8_ADDR_MASK, c->deopt, c->map) == 0) {
+                    v8_code_still(m, o, c->code, pc & V8_FRAME_PC_ADDR_MASK, c->deopt, c->map) == 0) {
                         v8_code_cache_hit(vs->code_cache);
                         *ret_entry = c->entry;
                         return (V8LineResult)c->result;
@@ -444,7 +444,7 @@ static V8LineResult optimized_frame(V8Symbols *vs, const V8Process *vp, uint64_t
                 if (c)
                         v8_code_cache_stale(vs->code_cache, vp->pid, vp->start_time, identity->shared, pc);
         }
-        r = v8_code_frame(m, o, fn, identity->shared, pc & PROFD_V8_ADDR_MASK, !(pc & V8_FRAME_PC_EXACT),
+        r = v8_code_frame(m, o, fn, identity->shared, pc & V8_FRAME_PC_ADDR_MASK, !(pc & V8_FRAME_PC_EXACT),
                           &cf);
         if (r >= 0 && cf.kind == V8_CODE_BASELINE) {
                 /* Sparkplug: the line of the bytecode at the pc, as an interpreted frame's. No line
@@ -589,7 +589,7 @@ size_t v8_symbols_name_stack(void *userdata, uint32_t pid, uint64_t *frames, uin
                         vs->remote_reads += remote_memory_reads_done() - reads;
                         vs->line_results[V8_LINE_LEAF_UNSURE]++;
                         if (pc) {
-                                frames[out] = pc & PROFD_V8_ADDR_MASK;
+                                frames[out] = pc & V8_FRAME_PC_ADDR_MASK;
                                 exact[out++] = (pc & V8_FRAME_PC_EXACT) != 0;
                         }
                         continue;
