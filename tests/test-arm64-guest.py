@@ -604,11 +604,16 @@ def judge_node_osr(out, pid, stderr):
     inlined in some; /metrics counting frames of on-stack-replaced code and optimized lines."""
     markers, bodies = V8_STACKS.OSR_MARKERS, V8_STACKS.OSR_BODIES
     chain = ["hot", "level3", "level2", "level1"]
-    total = ok = inlined = 0
+    total = ok = inlined = outside = 0
     for tr in traces(out, lines=True):
         if tr.labels.get("pid") != [str(pid)]:
             continue
         js = [m.groups() for m in (re.match(r"^(\S+) /osr\.js(?::(\d+))?( \(inline\))?$", f) for f in tr.frames) if m]
+        # whatever the tier (interpreted, baseline, optimized, an unsure leaf), a line shown lies in
+        # its function
+        if any(line and n in bodies and int(line) not in bodies[n] for n, line, _ in js):
+            outside += tr.value
+            log("node osr.js line outside its function (%d): %s" % (tr.value, ";".join(tr.frames)[:700]))
         if not js or js[0][0] != "hot":
             continue
         total += tr.value
@@ -626,6 +631,7 @@ def judge_node_osr(out, pid, stderr):
     check(total and ok >= 0.95 * total, "node osr.js: %d of %d samples in hot (%.1f%%) show level1;level2;level3;hot "
           "at lines %s down to node::worker::Worker::Run (>= 95%%)" % (ok, total, 100.0 * ok / max(total, 1),
                                                          ";".join(str(markers[n]) for n in reversed(chain[1:]))))
+    check(outside == 0, "node osr.js: %d samples show a line outside its function" % outside)
     check(inlined > 0, "node osr.js: samples with level3 inlined into level2's on-stack-replaced code (%d of %d)"
           % (inlined, total))
     for name in ("profd_v8_osr_frames_total", 'profd_v8_lines_total{result="optimized_line"}'):
