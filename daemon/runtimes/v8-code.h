@@ -27,9 +27,10 @@
  * (max_inlined_bytecode_size_cumulative) keeps chains short; a deeper one gives the frame's own
  * position alone. */
 #define V8_INLINE_DEPTH_MAX 8
-/* V8's kCodeAlignment on x86-64 and arm64 (V8 10.2: Code objects and their instructions start at
- * such addresses). */
-#define V8_CODE_ALIGNMENT 64
+/* The step of the search for a Code below a pc: the smaller kCodeAlignment of V8's 64-bit targets
+ * (x86-64: 64; arm64: 32, as its 10.2 Code header of 96 bytes shows). Code objects (10.2) or their
+ * instructions start at such addresses; stepping by 32 finds those aligned to 64 too. */
+#define V8_CODE_ALIGNMENT 32
 /* Bytes of code space looked at below a pc for its Code's header (each 4 KiB a remote read):
  * TurboFan code of a hot function is a few KiB; beyond, the frame gets no line. */
 #define V8_CODE_SCAN_MAX (64 * 1024)

@@ -13,9 +13,12 @@ static const char *const lookup_names[_LOOKUP_MAX] = {"hit", "miss", "stale"};
 enum { DROP_REPLACED, DROP_OVER_BUDGET, _DROP_MAX };
 static const char *const drop_names[_DROP_MAX] = {"replaced", "over_budget"};
 
+_Static_assert(V8_LINE_CACHE_SLOTS % V8_LINE_CACHE_WAYS == 0, "slots: whole sets");
+
 typedef struct V8LineSlot {
         uint64_t bca; /* 0: free */
         uint64_t sfi, start_time;
+        uint64_t used; /* the cache's clock at its last hit or put: the least used of a set goes */
         uint32_t pid;
         V8LineTable table;
 } V8LineSlot;
@@ -32,6 +35,7 @@ struct V8LineCache {
         V8ScriptSlot scripts[V8_SCRIPT_CACHE_SLOTS];
         uint64_t script_lookups[_LOOKUP_MAX];
         size_t bytes;
+        uint64_t clock;
         uint64_t lookups[_LOOKUP_MAX], drops[_DROP_MAX];
 };
 
@@ -71,16 +75,27 @@ V8LineCache *v8_line_cache_free(V8LineCache *c)
         return NULL;
 }
 
-static V8LineSlot *slot_of(const V8LineCache *c, pid_t pid, uint64_t bca)
+/* The first slot of (pid, bca)'s set of V8_LINE_CACHE_WAYS. */
+static V8LineSlot *set_of(const V8LineCache *c, pid_t pid, uint64_t bca)
 {
         uint64_t h = hash_mix64((uint64_t)pid * 0x9e3779b97f4a7c15ULL ^ bca);
 
-        return &c->slots[h & (V8_LINE_CACHE_SLOTS - 1)];
+        return &c->slots[(h & (V8_LINE_CACHE_SLOTS / V8_LINE_CACHE_WAYS - 1)) * V8_LINE_CACHE_WAYS];
 }
 
 static bool slot_is(const V8LineSlot *s, pid_t pid, uint64_t start_time, uint64_t bca, uint64_t sfi)
 {
         return s->bca == bca && s->sfi == sfi && s->pid == (uint32_t)pid && s->start_time == start_time;
+}
+
+static V8LineSlot *slot_find(const V8LineCache *c, pid_t pid, uint64_t start_time, uint64_t bca, uint64_t sfi)
+{
+        V8LineSlot *set = set_of(c, pid, bca);
+
+        for (size_t w = 0; w < V8_LINE_CACHE_WAYS; w++)
+                if (slot_is(&set[w], pid, start_time, bca, sfi))
+                        return &set[w];
+        return NULL;
 }
 
 const V8LineTable *v8_line_cache_get(V8LineCache *c, pid_t pid, uint64_t start_time, uint64_t bca,
@@ -92,20 +107,21 @@ const V8LineTable *v8_line_cache_get(V8LineCache *c, pid_t pid, uint64_t start_t
                 c->lookups[LOOKUP_MISS]++;
                 return NULL;
         }
-        s = slot_of(c, pid, bca);
-        if (!slot_is(s, pid, start_time, bca, sfi)) {
+        s = slot_find(c, pid, start_time, bca, sfi);
+        if (!s) {
                 c->lookups[LOOKUP_MISS]++;
                 return NULL;
         }
         c->lookups[LOOKUP_HIT]++;
+        s->used = ++c->clock;
         return &s->table;
 }
 
 void v8_line_cache_stale(V8LineCache *c, pid_t pid, uint64_t start_time, uint64_t bca, uint64_t sfi)
 {
-        V8LineSlot *s = c->slots ? slot_of(c, pid, bca) : NULL;
+        V8LineSlot *s = c->slots ? slot_find(c, pid, start_time, bca, sfi) : NULL;
 
-        if (!s || !slot_is(s, pid, start_time, bca, sfi))
+        if (!s)
                 return;
         /* counted a hit when looked up: it was none */
         c->lookups[LOOKUP_HIT]--;
@@ -125,7 +141,16 @@ const V8LineTable *v8_line_cache_put(V8LineCache *c, pid_t pid, uint64_t start_t
                         return NULL;
                 }
         }
-        s = slot_of(c, pid, bca);
+        /* the same key's slot, else a free one of the set, else its least used */
+        s = slot_find(c, pid, start_time, bca, sfi);
+        if (!s) {
+                V8LineSlot *set = set_of(c, pid, bca);
+
+                s = &set[0];
+                for (size_t w = 1; w < V8_LINE_CACHE_WAYS && s->bca; w++)
+                        if (!set[w].bca || set[w].used < s->used)
+                                s = &set[w];
+        }
         if (s->bca) {
                 c->drops[DROP_REPLACED]++;
                 slot_clear(c, s);
@@ -135,8 +160,12 @@ const V8LineTable *v8_line_cache_put(V8LineCache *c, pid_t pid, uint64_t start_t
                 v8_line_table_done(t);
                 return NULL;
         }
-        *s = (V8LineSlot){
-                .bca = bca, .sfi = sfi, .start_time = start_time, .pid = (uint32_t)pid, .table = *t};
+        *s = (V8LineSlot){.bca = bca,
+                          .sfi = sfi,
+                          .start_time = start_time,
+                          .used = ++c->clock,
+                          .pid = (uint32_t)pid,
+                          .table = *t};
         *t = (V8LineTable){};
         c->bytes += table_bytes(&s->table);
         return &s->table;

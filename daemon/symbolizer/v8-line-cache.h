@@ -4,7 +4,9 @@
  * remote reads and the script's line ends; a hit costs one read, of the array's words that say it
  * is still the same array (map, length, position table).
  *
- * Bounded: V8_LINE_CACHE_SLOTS entries, direct-mapped (a new table replaces the one in its slot),
+ * Bounded: V8_LINE_CACHE_SLOTS entries in sets of V8_LINE_CACHE_WAYS (a new table replaces the least
+ * used of its set: two functions of every stack falling into one slot of a direct-mapped table
+ * replaced each other's table at every stack, a dozen reads each time),
  * and V8_LINE_CACHE_BYTES of tables and line ends in all (beyond, not kept). Every lookup, replacement
  * and table not kept is counted. */
 #pragma once
@@ -17,6 +19,7 @@
 
 /* A power of two: hot interpreted functions are tens to hundreds. */
 #define V8_LINE_CACHE_SLOTS 2048
+#define V8_LINE_CACHE_WAYS 4
 /* Tables' bytes kept, at most: 8 bytes a position, a few hundred positions a function. */
 #define V8_LINE_CACHE_BYTES (4u * 1024 * 1024)
 /* Scripts whose line ends are kept (a power of two): a Node.js process has a few hundred, most
