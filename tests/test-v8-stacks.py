@@ -118,29 +118,11 @@ level1(60000);
 # (the loop's end, after @after): level2's line must come from its Code, at its call of level3, with
 # level3 inlined there at its call of hot.
 OSR_SCRIPT = ("function hot(n) {\n  let s = 0;\n  for (let i = 0; i < n; i++) {\n" +
-              "".join("    s = (s + i * %d) %% 1000003;\n" % k for k in range(3, 63)) + r"""  }
-  return s;
-}
-function level3(s) {
-  return hot(200) + s; // @level3
-}
-function level2(ms) {
-  const end = Date.now() + ms;
-  let s = 0;
-  while (Date.now() < end) {
-    s = level3(s) % 1000; // @level2
-    s = s ^ 1; // @after
-  }
-  return s;
-}
-function level1(ms) {
-  let r = 0;
-  r += level2(ms); // @level1
-  return r;
-}
-console.log("ready");
-level1(60000);
-""")
+              "".join("    s = (s + i * %d) %% 1000003;\n" % k for k in range(3, 63)) + "  }\n  return s;\n}\n" +
+              INLINED_SCRIPT[INLINED_SCRIPT.index("function level3"):]
+              .replace("return hot(s, 2000); // @level3", "return hot(200) + s; // @level3")
+              .replace("    s = level3(s); // @level2\n", "    s = level3(s) % 1000; // @level2\n    s = s ^ 1; // @after\n"))
+assert "@after" in OSR_SCRIPT and "hot(200)" in OSR_SCRIPT
 
 # Node.js's own JavaScript (lib/internal/util/inspect.js, compiled into node: its source is an
 # external string in the node binary): util.inspect() of a nested object, over and over.
