@@ -15,7 +15,9 @@ import time
 
 from profdtest import (Daemon, cc, check, finish, log, pprof, require_bpf, skip, tmpdir, traces)
 
-SECONDS = 6
+# The page-cache thread's waits are short and few, most of them sampled and weighted: its estimate
+# spread -3..+9% over 6 s windows and once -12% (CI, 2026-11-29); 10 s holds more of them.
+SECONDS = 10
 TOLERANCE = 0.10
 ATTRIBUTED = 0.95
 
