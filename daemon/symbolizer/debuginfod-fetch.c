@@ -429,7 +429,8 @@ void debuginfod_fetch_write_metrics(const DebuginfodFetch *f, FILE *out)
                        "Bytes of the debug files fetched and kept.", f->fetched_bytes);
         metric_counter_seconds(out, "profd_debuginfod_fetch_seconds_total",
                                "Time the fetches took, summed (outside the event loop).", f->fetch_ns);
-        metric_gauge(out, "profd_debuginfod_in_flight", "Fetches queued or running.",
+        metric_gauge(out, "profd_debuginfod_in_flight",
+                     "Fetches queued, running, or done and not yet taken in by the loop (at its next turn).",
                      f->workers ? debuginfod_workers_pending(f->workers) : 0);
         metric_gauge(out, "profd_debuginfod_cache_bytes", "Bytes of the debuginfod cache directory's files.",
                      f->cache_bytes);
