@@ -155,7 +155,7 @@ static ExeEntry *mapping_exe(ProcTracker *t, const Process *proc, const ProcMapp
                 t->map_errors[MAP_ERR_NO_MEMORY]++;
                 return NULL;
         }
-        if (fd < 0 && exe_cache_needs_file(e)) {
+        if (fd < 0 && exe_cache_needs_file(t->cache, e)) {
                 fd = process_open_mapping(proc, m);
                 if (fd < 0) {
                         t->map_errors[MAP_ERR_NO_FILE]++;

@@ -351,11 +351,23 @@ void exe_cache_ensure(ExeCache *c, ExeEntry *e, int fd, const SafeMapping *reope
         }
 }
 
-/* True when exe_cache_use() would want a file to build from. */
-bool exe_cache_needs_file(const ExeEntry *e)
+/* True when exe_cache_use() would want a file to build from: not for a table the pool still
+ * holds (an executable run again after its last process exited, e.g. a compiler in a build), so
+ * its file is not opened for nothing. */
+bool exe_cache_needs_file(ExeCache *c, const ExeEntry *e)
 {
-        return e->state == EXE_NEW || (e->state == EXE_READY && !e->pool_table) ||
-               (e->state == EXE_FAILED && e->error == -ENOSPC);
+        switch (e->state) {
+        case EXE_NEW:
+                return true;
+        case EXE_READY:
+                return !e->pool_table && !table_pool_find(c->pool, e->id, e->id_size);
+        case EXE_FAILED:
+                return e->error == -ENOSPC &&
+                       e->failed_ns + EXE_CACHE_POOL_FULL_RETRY_NS <= now_ns(CLOCK_MONOTONIC);
+        case EXE_QUEUED:
+                return false;
+        }
+        return false;
 }
 
 void exe_cache_unuse(ExeCache *c, ExeEntry *e)

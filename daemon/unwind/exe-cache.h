@@ -72,7 +72,7 @@ void exe_cache_unuse(ExeCache *c, ExeEntry *e);
 void exe_cache_ensure(ExeCache *c, ExeEntry *e, int fd, const SafeMapping *reopen, const char *debug_root,
                       bool urgent);
 /* True when exe_cache_use() would want a file to build from (so callers open one only then). */
-bool exe_cache_needs_file(const ExeEntry *e);
+bool exe_cache_needs_file(ExeCache *c, const ExeEntry *e);
 /* Runs every queued build now (tests, benchmarks). */
 void exe_cache_build_all(ExeCache *c);
 /* Forgets entries unused for longer than the grace period. */
