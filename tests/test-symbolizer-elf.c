@@ -454,6 +454,106 @@ static void test_cxx(const char *dir)
         child_stop(&c);
 }
 
+/* The value of the first metric line starting with prefix, or -1. */
+static long long metric_value(Symbolizer *sym, const char *prefix)
+{
+        char *buf = NULL;
+        size_t size = 0;
+        FILE *f = open_memstream(&buf, &size);
+        long long v = -1;
+
+        if (!f)
+                return -1;
+        symbolizer_write_metrics(sym, f);
+        fclose(f);
+        for (char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+                if (strncmp(l, prefix, strlen(prefix)) == 0 && l[strlen(prefix)] == ' ') {
+                        v = strtoll(l + strlen(prefix) + 1, NULL, 10);
+                        break;
+                }
+        free(buf);
+        return v;
+}
+
+/* Line of the innermost frame at addr; 0 when none. */
+static int line_at(Ctx *x, uint64_t addr)
+{
+        const ProcMapping *m = process_find_mapping(x->p, addr);
+        SymResult res;
+
+        if (!m || symbolizer_user(x->sym, x->p, m, addr, &res) < 0 || res.n_frames == 0)
+                return 0;
+        return res.frames[0].line;
+}
+
+/* Room made before a DWARF open (exe_cache_reserve()): with a peak limit every RSS passes, each
+ * open of an executable's compressed DWARF closes the other open executables first, the one being
+ * read keeps its DWARF, and a closed one is opened again when an address not resolved yet needs it;
+ * nothing is closed without a limit. Two copies of the program with compressed DWARF (-gz), so
+ * both go through the reserve. */
+static void test_reserve(const char *dir)
+{
+        char bin[2][256], cmd[1024];
+        Child c[2] = {{.pid = -1, .to = -1}, {.pid = -1, .to = -1}};
+        Process *p[2] = {};
+
+        for (int i = 0; i < 2; i++) {
+                snprintf(bin[i], sizeof(bin[i]), "%s/prog-gz%d", dir, i);
+                snprintf(cmd, sizeof(cmd),
+                         "gcc -O1 -g -gz=zlib -fcf-protection=none -o '%s' '%s/prog.c' -ldl 2>&1", bin[i],
+                         dir);
+                if (system(cmd) != 0) {
+                        printf("(gcc cannot build with -gz=zlib here: the reserve is not checked)\n");
+                        return;
+                }
+        }
+        for (int limited = 1; limited >= 0; limited--) {
+                _cleanup_(process_table_freep) ProcessTable *procs = NULL;
+                _cleanup_(symbolizer_freep) Symbolizer *sym = NULL;
+                const char *what = limited ? "peak limit 1 byte" : "no peak limit";
+                int lines[3];
+
+                if (process_table_new(NSEC_PER_SEC, &procs) < 0 || symbolizer_new(&sym) < 0)
+                        return;
+                symbolizer_set_peak_limit(sym, limited ? 1 : 0);
+                for (int i = 0; i < 2; i++)
+                        if (!check(child_start(bin[i], NULL, &c[i]) == 0 &&
+                                           process_table_get(procs, c[i].pid, &p[i]) == 0,
+                                   "reserve: copy %d started and read", i))
+                                goto out;
+                Ctx x0 = {.procs = procs, .sym = sym, .p = p[0]},
+                    x1 = {.procs = procs, .sym = sym, .p = p[1]};
+                /* main's first line in copy 0, then copy 1 (which closes copy 0 first when limited),
+                 * then another address of copy 0 (opened again). */
+                lines[0] = line_at(&x0, c[0].a[A_MAIN]);
+                lines[1] = line_at(&x1, c[1].a[A_MAIN]);
+                lines[2] = line_at(&x0, c[0].a[A_MAIN] + 4);
+                check(lines[0] > 0 && lines[0] == lines[1] && lines[2] > 0,
+                      "reserve, %s: main's lines from DWARF in both copies, before and after a close (%d, "
+                      "%d, %d)",
+                      what, lines[0], lines[1], lines[2]);
+                long long closed =
+                        metric_value(sym, "profd_symbolizer_executables_closed_total{reason=\"reserve\"}");
+                long long made = metric_value(sym, "profd_symbolizer_dwarf_reserves_total{result=\"made\"}");
+                long long shrt =
+                        metric_value(sym, "profd_symbolizer_dwarf_reserves_total{result=\"short\"}");
+                if (limited)
+                        check(closed >= 2 && made + shrt >= 3 && shrt >= 1,
+                              "reserve, %s: executables closed before DWARF opens (%lld closed, %lld opens "
+                              "with room made, %lld short: nothing left to close)",
+                              what, closed, made, shrt);
+                else
+                        check(closed == 0 && made == 0 && shrt == 0,
+                              "reserve, %s: nothing closed (%lld, %lld, %lld)", what, closed, made, shrt);
+        out:
+                for (int i = 0; i < 2; i++)
+                        if (c[i].pid > 0) {
+                                child_stop(&c[i]);
+                                c[i] = (Child){.pid = -1, .to = -1};
+                        }
+        }
+}
+
 int main(int argc, char **argv)
 {
         char dir[] = "/tmp/profd-test-symelf-XXXXXX", path[256], lib[256], cmd[1024];
@@ -496,6 +596,7 @@ int main(int argc, char **argv)
         test_variant(dir, "ibt-now", "-fcf-protection=full -Wl,-z,ibtplt -Wl,-z,now", lib);
         test_variant(dir, "static", "-static -fcf-protection=none", NULL);
         test_cxx(dir);
+        test_reserve(dir);
 
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
         (void)system(cmd);

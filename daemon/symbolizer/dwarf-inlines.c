@@ -89,6 +89,12 @@ static bool exe_dwarf_ok(ExeCache *c, Exe *e)
                 c->n_dwarf_unsafe[DWARF_UNUSED_TOO_LARGE]++;
                 return false;
         }
+        /* Room first: the budget sees RSS only after the fact. A stripped executable's debug file
+         * was found for its symbol table already; one found only now has no room made. */
+        if (e->search.debug_given || main_bytes > 0) {
+                uint64_t bytes = e->search.debug_given ? e->search.debug_dwarf_bytes : main_bytes;
+                exe_cache_reserve(c, e, bytes + bytes / SYMBOLIZER_DWARF_OVERHEAD_DIV);
+        }
         e->search.max_dwarf_bytes = SYMBOLIZER_MAX_DWARF_BYTES;
         uint64_t t0 = now_ns(CLOCK_MONOTONIC);
         dw = dwfl_module_getdwarf(e->mod, &bias);

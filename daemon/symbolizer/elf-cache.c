@@ -13,6 +13,7 @@
 #include "symbolizer/elf-cache.h"
 #include "util/hash.h"
 #include "util/log.h"
+#include "util/memory-owners.h"
 #include "util/time-util.h"
 
 void exe_free(Exe *e)
@@ -157,6 +158,49 @@ void exe_cache_make_room(ExeCache *c, const Exe *keep)
                 c->n_exe_closed_memory++;
                 c->closed_since_check = true;
         }
+}
+
+/* Rounds of close-then-measure: the tables' estimate leaves libdw's own structures out, so what a
+ * close frees is only known by measuring RSS again; each round closes as much as the estimate says
+ * is missing (at least one executable). */
+#define RESERVE_ROUNDS 4
+
+void exe_cache_reserve(ExeCache *c, const Exe *keep, uint64_t bytes)
+{
+        uint64_t rss;
+        bool counted = false;
+
+        if (c->peak_limit == 0)
+                return;
+        for (unsigned round = 0; round < RESERVE_ROUNDS; round++) {
+                uint64_t need, freed = 0;
+
+                if (memory_self_rss(&rss) < 0 || rss + bytes <= c->peak_limit)
+                        return;
+                if (!counted) {
+                        c->n_reserves++;
+                        counted = true;
+                }
+                need = rss + bytes - c->peak_limit;
+                while (freed < need) {
+                        size_t victim = SIZE_MAX;
+
+                        for (size_t i = 0; i < c->n_exes; i++)
+                                if (c->exes[i] != keep && !c->exes[i]->deleted &&
+                                    (victim == SIZE_MAX || c->exes[i]->last_use < c->exes[victim]->last_use))
+                                        victim = i;
+                        if (victim == SIZE_MAX)
+                                break;
+                        freed += exe_heap_bytes(c->exes[victim]);
+                        exe_close_at(c, victim);
+                        c->n_exe_closed_reserve++;
+                }
+                if (freed == 0)
+                        break;
+                memory_release_free();
+        }
+        if (memory_self_rss(&rss) == 0 && rss + bytes > c->peak_limit)
+                c->n_reserve_short++;
 }
 
 uint64_t exe_cache_set_max_bytes(ExeCache *c, uint64_t max_bytes)

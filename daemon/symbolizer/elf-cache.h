@@ -41,6 +41,15 @@
  * within 5 s, whose inflated DWARF and line tables alone went past 100 MiB. Their addresses stay
  * named in the symbolizer's cache; only addresses not resolved yet open them again. */
 #define SYMBOLIZER_HARD_MAX_BYTES (48ULL << 20)
+/* profd's resident memory a DWARF open may take it to (the memory budget's target plus this,
+ * under the 128 MiB profd promises): the budget checks RSS once a second, after the fact, and
+ * one open of a Debian debug file's DWARF adds 10-35 MiB within that second (inflated sections,
+ * libdw's CU and abbreviation tables). Before one, executables are closed until it fits
+ * (exe_cache_reserve()). */
+#define SYMBOLIZER_PEAK_ABOVE_TARGET (20ULL << 20)
+/* What a DWARF open costs beyond its inflated sections (libdw's own tables), as a share of
+ * them: an estimate, libdw does not say. */
+#define SYMBOLIZER_DWARF_OVERHEAD_DIV 2
 /* DWARF stored compressed is inflated whole into memory when opened (Debian's debug packages
  * compress it): a file with more than this is named from its symbol table only. */
 #define SYMBOLIZER_MAX_DWARF_BYTES (24ULL << 20)
@@ -114,6 +123,10 @@ typedef struct ExeCache {
         uint64_t n_exe_opened, n_exe_evicted, n_exe_failed;
         uint64_t n_dwarf_unsafe[_DWARF_UNUSED_MAX];
         uint64_t n_exe_closed_idle, n_exe_closed_memory, n_exe_closed_in_use;
+        /* Room made before a DWARF open (exe_cache_reserve()): opens that needed it, executables
+         * closed for it, and opens that went ahead without enough (nothing left to close). */
+        uint64_t n_reserves, n_exe_closed_reserve, n_reserve_short;
+        uint64_t peak_limit; /* RSS a DWARF open may reach; 0: no check */
         /* Opens of an executable's DWARF (libdw inflates compressed sections whole, holding the
          * loop: libc's Debian debug file ~0.1 s): how many, their time, the longest. */
         uint64_t n_dwarf_opens, dwarf_open_ns, dwarf_open_max_ns;
@@ -152,6 +165,10 @@ void exe_note_line_table(ExeCache *c, Exe *e, uint64_t cu_offset, size_t n_lines
 /* Closes least recently used executables other than keep while the estimate of what all hold
  * (resident mapped files as last measured, tables, line tables) exceeds SYMBOLIZER_MAX_BYTES. */
 void exe_cache_make_room(ExeCache *c, const Exe *keep);
+/* Makes room for bytes about to be read into memory for keep (its DWARF): while profd's RSS plus
+ * them passes c->peak_limit, closes the least recently used other executables (not deleted
+ * files, which may not open again), whatever their last use, and gives their memory back. */
+void exe_cache_reserve(ExeCache *c, const Exe *keep, uint64_t bytes);
 /* Sets the bound of the tables (0: SYMBOLIZER_MAX_BYTES; executables used in the last
  * SYMBOLIZER_KEEP_NS are closed past it plus SYMBOLIZER_HARD_MAX_BYTES - SYMBOLIZER_MAX_BYTES)
  * and closes what is over it now; returns how many executables that closed. */

@@ -657,11 +657,23 @@ void symbolizer_write_metrics(const Symbolizer *s, FILE *f)
         metric_labelled(f, "profd_symbolizer_executables_closed_total", "counter",
                         "Open executables closed, by reason: not used for a while (idle), all of them "
                         "over their memory bound (memory; in_use: of these, ones used in the last 5 s, "
-                        "past the hard bound).",
-                        "reason", (const char *const[]){"idle", "memory", "in_use"},
+                        "past the hard bound), room made before a DWARF open that would have taken "
+                        "profd past its peak limit (reserve).",
+                        "reason", (const char *const[]){"idle", "memory", "in_use", "reserve"},
                         (const uint64_t[]){s->elf.n_exe_closed_idle, s->elf.n_exe_closed_memory,
-                                           s->elf.n_exe_closed_in_use},
-                        3);
+                                           s->elf.n_exe_closed_in_use, s->elf.n_exe_closed_reserve},
+                        4);
+        metric_labelled(
+                f, "profd_symbolizer_dwarf_reserves_total", "counter",
+                "DWARF opens that would have taken profd's resident memory past its peak limit "
+                "(the memory target plus 20 MiB): room made first (made), or not enough "
+                "executables left to close (short; the open went ahead).",
+                "result", (const char *const[]){"made", "short"},
+                (const uint64_t[]){s->elf.n_reserves - s->elf.n_reserve_short, s->elf.n_reserve_short}, 2);
+        metric_gauge(f, "profd_symbolizer_peak_limit_bytes",
+                     "Resident memory a DWARF open may take profd to before executables are closed for "
+                     "it (0: no limit).",
+                     s->elf.peak_limit);
         metric_counter(f, "profd_symbolizer_over_bound_total",
                        "Checks (every second while lookups run, else every 10 s) in which the open "
                        "executables went over their bound with none they "
@@ -737,6 +749,12 @@ uint64_t symbolizer_tables_bytes(const Symbolizer *s)
 uint64_t symbolizer_set_tables_limit(Symbolizer *s, uint64_t max_bytes)
 {
         return s ? exe_cache_set_max_bytes(&s->elf, max_bytes) : 0;
+}
+
+void symbolizer_set_peak_limit(Symbolizer *s, uint64_t rss_bytes)
+{
+        if (s)
+                s->elf.peak_limit = rss_bytes;
 }
 
 void symbolizer_memory(const Symbolizer *s, SymbolizerMemory *ret)

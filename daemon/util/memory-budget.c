@@ -126,6 +126,11 @@ uint64_t memory_budget_check_self(MemoryBudget *b)
         return n;
 }
 
+uint64_t memory_budget_target(const MemoryBudget *b)
+{
+        return b->target;
+}
+
 uint64_t memory_budget_limit(const MemoryBudget *b, const char *name)
 {
         for (size_t i = 0; i < b->n_owners; i++)

@@ -57,6 +57,8 @@ uint64_t memory_budget_check(MemoryBudget *b, uint64_t rss);
 /* The same with profd's own RSS (/proc/self/statm); gives freed heap back when anything was
  * released. */
 uint64_t memory_budget_check_self(MemoryBudget *b);
+/* The RSS the budget keeps profd under. */
+uint64_t memory_budget_target(const MemoryBudget *b);
 /* The bound the budget gives owner name now (its ceiling if not lowered); UINT64_MAX if unknown. */
 uint64_t memory_budget_limit(const MemoryBudget *b, const char *name);
 /* profd_memory_target_bytes, profd_memory_budget_limit_bytes{owner},
