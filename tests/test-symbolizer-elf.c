@@ -493,9 +493,10 @@ static int line_at(Ctx *x, uint64_t addr)
  * both go through the reserve. */
 static void test_reserve(const char *dir)
 {
-        char bin[2][256], cmd[1024];
-        Child c[2] = {{.pid = -1, .to = -1}, {.pid = -1, .to = -1}};
-        Process *p[2] = {};
+        char bin[3][256], cmd[1024], path[256];
+        Child c[3] = {{.pid = -1, .to = -1}, {.pid = -1, .to = -1}, {.pid = -1, .to = -1}};
+        Process *p[3] = {};
+        FILE *f;
 
         for (int i = 0; i < 2; i++) {
                 snprintf(bin[i], sizeof(bin[i]), "%s/prog-gz%d", dir, i);
@@ -507,6 +508,20 @@ static void test_reserve(const char *dir)
                         return;
                 }
         }
+        /* A third copy without DWARF whose symbol table passes SYMBOLIZER_RESERVE_MIN_BYTES (30,000
+         * functions with long names: ~0.7 MiB of symbols, ~1.5 MiB of names): room is made
+         * before it is read too. */
+        snprintf(path, sizeof(path), "%s/many.c", dir);
+        if (!(f = fopen(path, "w")))
+                return;
+        for (int i = 0; i < 30000; i++)
+                fprintf(f, "void profd_reserve_test_function_with_a_long_name_number_%05d(void) {}\n", i);
+        fclose(f);
+        snprintf(bin[2], sizeof(bin[2]), "%s/prog-many", dir);
+        snprintf(cmd, sizeof(cmd), "gcc -O0 -fcf-protection=none -o '%s' '%s/prog.c' '%s' -ldl 2>&1", bin[2],
+                 dir, path);
+        if (!check(system(cmd) == 0, "reserve: built a program with 30,000 functions"))
+                return;
         for (int limited = 1; limited >= 0; limited--) {
                 _cleanup_(process_table_freep) ProcessTable *procs = NULL;
                 _cleanup_(symbolizer_freep) Symbolizer *sym = NULL;
@@ -516,7 +531,7 @@ static void test_reserve(const char *dir)
                 if (process_table_new(NSEC_PER_SEC, &procs) < 0 || symbolizer_new(&sym) < 0)
                         return;
                 symbolizer_set_peak_limit(sym, limited ? 1 : 0);
-                for (int i = 0; i < 2; i++)
+                for (int i = 0; i < 3; i++)
                         if (!check(child_start(bin[i], NULL, &c[i]) == 0 &&
                                            process_table_get(procs, c[i].pid, &p[i]) == 0,
                                    "reserve: copy %d started and read", i))
@@ -534,9 +549,19 @@ static void test_reserve(const char *dir)
                       what, lines[0], lines[1], lines[2]);
                 long long closed =
                         metric_value(sym, "profd_symbolizer_executables_closed_total{reason=\"reserve\"}");
-                long long made = metric_value(sym, "profd_symbolizer_dwarf_reserves_total{result=\"made\"}");
+                /* The large symbol table, read with the two copies open. */
+                Ctx x2 = {.procs = procs, .sym = sym, .p = p[2]};
+                const char *nm = name_at(&x2, c[2].a[A_MAIN], NULL, 0);
+                long long closed_syms =
+                        metric_value(sym, "profd_symbolizer_executables_closed_total{reason=\"reserve\"}") -
+                        closed;
+                check(strcmp(nm, "main") == 0 && closed_syms == (limited ? 1 : 0),
+                      "reserve, %s: a 30,000-symbol table read (main named '%s') after closing %lld other "
+                      "executable(s)",
+                      what, nm, closed_syms);
+                long long made = metric_value(sym, "profd_symbolizer_reserves_total{result=\"made\"}");
                 long long shrt =
-                        metric_value(sym, "profd_symbolizer_dwarf_reserves_total{result=\"short\"}");
+                        metric_value(sym, "profd_symbolizer_reserves_total{result=\"short\"}");
                 if (limited)
                         check(closed >= 2 && made + shrt >= 3 && shrt >= 1,
                               "reserve, %s: executables closed before DWARF opens (%lld closed, %lld opens "
@@ -546,7 +571,7 @@ static void test_reserve(const char *dir)
                         check(closed == 0 && made == 0 && shrt == 0,
                               "reserve, %s: nothing closed (%lld, %lld, %lld)", what, closed, made, shrt);
         out:
-                for (int i = 0; i < 2; i++)
+                for (int i = 0; i < 3; i++)
                         if (c[i].pid > 0) {
                                 child_stop(&c[i]);
                                 c[i] = (Child){.pid = -1, .to = -1};

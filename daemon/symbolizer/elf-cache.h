@@ -50,6 +50,8 @@
 /* What a DWARF open costs beyond its inflated sections (libdw's own tables), as a share of
  * them: an estimate, libdw does not say. */
 #define SYMBOLIZER_DWARF_OVERHEAD_DIV 2
+/* Symbol tables smaller than this are read without a check (most libraries: RSS is read for it). */
+#define SYMBOLIZER_RESERVE_MIN_BYTES (1ULL << 20)
 /* DWARF stored compressed is inflated whole into memory when opened (Debian's debug packages
  * compress it): a file with more than this is named from its symbol table only. */
 #define SYMBOLIZER_MAX_DWARF_BYTES (24ULL << 20)

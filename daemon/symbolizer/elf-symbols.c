@@ -158,6 +158,29 @@ const char *exe_symtab_lookup(const Exe *e, uint64_t vaddr)
         return NULL;
 }
 
+uint64_t exe_syms_cost(const Exe *e)
+{
+        Elf *elf = e->search.main_elf;
+        Elf_Scn *scn = NULL;
+        uint64_t bytes = 0;
+
+        if (!elf)
+                return 0;
+        while ((scn = elf_nextscn(elf, scn))) {
+                GElf_Shdr sh, link;
+                Elf_Scn *strs;
+
+                if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
+                        continue;
+                /* The table read, one ExeSym copied per entry (as large as an ELF64 symbol). */
+                bytes += sh.sh_size * 2;
+                strs = elf_getscn(elf, sh.sh_link);
+                if (strs && gelf_getshdr(strs, &link) && link.sh_type == SHT_STRTAB)
+                        bytes += link.sh_size;
+        }
+        return bytes;
+}
+
 int exe_load_syms(Exe *e)
 {
         int n = dwfl_module_getsymtab(e->mod);

@@ -251,8 +251,14 @@ static void maybe_fetch_debuginfo(Symbolizer *s, Exe *e)
 
 /* The name for vaddr: its PLT entry, "[plt]" elsewhere in a PLT section, else the function
  * symbol containing it (or the nearest sizeless one before it). */
-static const char *exe_addrsym(Exe *e, uint64_t vaddr)
+static const char *exe_addrsym(Symbolizer *s, Exe *e, uint64_t vaddr)
 {
+        if (!e->syms_loaded) {
+                /* A large binary's tables (libLLVM, node: tens of MiB) are read at once: room first. */
+                uint64_t cost = exe_syms_cost(e);
+                if (cost >= SYMBOLIZER_RESERVE_MIN_BYTES)
+                        exe_cache_reserve(&s->elf, e, cost);
+        }
         if (!e->syms_loaded && exe_load_syms(e) >= 0) {
                 exe_load_plt(e);
                 /* A large binary's symbol table is tens of MiB of pages read once. */
@@ -417,7 +423,7 @@ int symbolizer_user(Symbolizer *s, const Process *p, const ProcMapping *m, uint6
         vaddr = addr - m->load_bias;
         s->elf.deferred = false;
 
-        symname = exe_addrsym(e, vaddr);
+        symname = exe_addrsym(s, e, vaddr);
         n = dwarf_inlines_frames(&s->elf, &s->results, e, vaddr, symname);
         if (n == 0)
                 maybe_fetch_debuginfo(s, e);
@@ -664,14 +670,16 @@ void symbolizer_write_metrics(const Symbolizer *s, FILE *f)
                                            s->elf.n_exe_closed_in_use, s->elf.n_exe_closed_reserve},
                         4);
         metric_labelled(
-                f, "profd_symbolizer_dwarf_reserves_total", "counter",
-                "DWARF opens that would have taken profd's resident memory past its peak limit "
-                "(the memory target plus 20 MiB): room made first (made), or not enough "
-                "executables left to close (short; the open went ahead).",
+                f, "profd_symbolizer_reserves_total", "counter",
+                "DWARF opens and reads of large symbol tables (1 MiB or more) that would have taken "
+                "profd's resident memory past its peak limit (the memory target plus 20 MiB): room "
+                "made first (made), or not enough executables left to close (short; the read went "
+                "ahead).",
                 "result", (const char *const[]){"made", "short"},
                 (const uint64_t[]){s->elf.n_reserves - s->elf.n_reserve_short, s->elf.n_reserve_short}, 2);
         metric_gauge(f, "profd_symbolizer_peak_limit_bytes",
-                     "Resident memory a DWARF open may take profd to before executables are closed for "
+                     "Resident memory a DWARF open or a large symbol table's read may take profd to before "
+                     "executables are closed for "
                      "it (0: no limit).",
                      s->elf.peak_limit);
         metric_counter(f, "profd_symbolizer_over_bound_total",
