@@ -93,7 +93,7 @@ static bool exe_dwarf_ok(ExeCache *c, Exe *e)
          * was found for its symbol table already; one found only now has no room made. */
         if (e->search.debug_given || main_bytes > 0) {
                 uint64_t bytes = e->search.debug_given ? e->search.debug_dwarf_bytes : main_bytes;
-                exe_cache_reserve(c, e, bytes + bytes / SYMBOLIZER_DWARF_OVERHEAD_DIV);
+                exe_cache_reserve(c, e, bytes * SYMBOLIZER_DWARF_COST_FACTOR);
         }
         e->search.max_dwarf_bytes = SYMBOLIZER_MAX_DWARF_BYTES;
         uint64_t t0 = now_ns(CLOCK_MONOTONIC);

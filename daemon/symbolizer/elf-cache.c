@@ -242,6 +242,8 @@ void exe_note_line_table(ExeCache *c, Exe *e, uint64_t cu_offset, size_t n_lines
         e->n_line_cus++;
         e->line_bytes += (uint64_t)n_lines * EXE_LINE_BYTES;
         exe_cache_make_room(c, e);
+        if ((uint64_t)n_lines * EXE_LINE_BYTES >= SYMBOLIZER_LINES_CHECK_BYTES)
+                exe_cache_reserve(c, e, 0);
 }
 
 void exe_cache_trim(ExeCache *c, uint64_t now)

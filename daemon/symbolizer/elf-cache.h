@@ -47,9 +47,13 @@
  * libdw's CU and abbreviation tables). Before one, executables are closed until it fits
  * (exe_cache_reserve()). */
 #define SYMBOLIZER_PEAK_ABOVE_TARGET (20ULL << 20)
-/* What a DWARF open costs beyond its inflated sections (libdw's own tables), as a share of
- * them: an estimate, libdw does not say. */
-#define SYMBOLIZER_DWARF_OVERHEAD_DIV 2
+/* What a DWARF open costs, as a multiple of its inflated sections (libdw's CU, abbreviation and
+ * line tables come on top, as lookups parse them): an estimate, libdw does not say. In an hour
+ * of a busy host with half the sections as overhead, RSS still reached 128.9 MiB once. */
+#define SYMBOLIZER_DWARF_COST_FACTOR 2
+/* A line table parsed this large or larger is followed by a look at RSS (libdw parses it whole,
+ * so room is made right after it, not at the next check a second later). */
+#define SYMBOLIZER_LINES_CHECK_BYTES (256ULL << 10)
 /* Symbol tables smaller than this are read without a check (most libraries: RSS is read for it). */
 #define SYMBOLIZER_RESERVE_MIN_BYTES (1ULL << 20)
 /* DWARF stored compressed is inflated whole into memory when opened (Debian's debug packages

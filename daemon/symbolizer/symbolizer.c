@@ -672,9 +672,9 @@ void symbolizer_write_metrics(const Symbolizer *s, FILE *f)
         metric_labelled(
                 f, "profd_symbolizer_reserves_total", "counter",
                 "DWARF opens and reads of large symbol tables (1 MiB or more) that would have taken "
-                "profd's resident memory past its peak limit (the memory target plus 20 MiB): room "
-                "made first (made), or not enough executables left to close (short; the read went "
-                "ahead).",
+                "profd's resident memory past its peak limit (the memory target plus 20 MiB), and "
+                "large line tables (256 KiB or more) after which it was past it: room made (made), "
+                "or not enough executables left to close (short; the read went ahead).",
                 "result", (const char *const[]){"made", "short"},
                 (const uint64_t[]){s->elf.n_reserves - s->elf.n_reserve_short, s->elf.n_reserve_short}, 2);
         metric_gauge(f, "profd_symbolizer_peak_limit_bytes",
