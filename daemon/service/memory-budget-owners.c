@@ -27,7 +27,7 @@ int memory_budget_add_owners(MemoryBudget *b, Symbolizer *s, PythonSymbols *ps, 
 {
         int r;
 
-        /* The budget acts once a second, after the fact: a DWARF open makes room before. */
+        /* The budget acts once a second, after the fact: a large read makes room before. */
         symbolizer_set_peak_limit(s, memory_budget_target(b) + SYMBOLIZER_PEAK_ABOVE_TARGET);
         r = memory_budget_add(b, &(MemoryBudgetOwner){
                                          .name = "dwarf_elf",

@@ -129,10 +129,10 @@ typedef struct ExeCache {
         uint64_t n_exe_opened, n_exe_evicted, n_exe_failed;
         uint64_t n_dwarf_unsafe[_DWARF_UNUSED_MAX];
         uint64_t n_exe_closed_idle, n_exe_closed_memory, n_exe_closed_in_use;
-        /* Room made before a DWARF open (exe_cache_reserve()): opens that needed it, executables
-         * closed for it, and opens that went ahead without enough (nothing left to close). */
+        /* Room made around large reads (exe_cache_reserve()): reads that needed it, executables
+         * closed for it, and reads that went ahead without enough (nothing left to close). */
         uint64_t n_reserves, n_exe_closed_reserve, n_reserve_short;
-        uint64_t peak_limit; /* RSS a DWARF open may reach; 0: no check */
+        uint64_t peak_limit; /* RSS such a read may take profd to; 0: no check */
         /* Opens of an executable's DWARF (libdw inflates compressed sections whole, holding the
          * loop: libc's Debian debug file ~0.1 s): how many, their time, the longest. */
         uint64_t n_dwarf_opens, dwarf_open_ns, dwarf_open_max_ns;
@@ -171,7 +171,8 @@ void exe_note_line_table(ExeCache *c, Exe *e, uint64_t cu_offset, size_t n_lines
 /* Closes least recently used executables other than keep while the estimate of what all hold
  * (resident mapped files as last measured, tables, line tables) exceeds SYMBOLIZER_MAX_BYTES. */
 void exe_cache_make_room(ExeCache *c, const Exe *keep);
-/* Makes room for bytes about to be read into memory for keep (its DWARF): while profd's RSS plus
+/* Makes room for bytes about to be read into memory for keep (its DWARF, its symbol tables; 0:
+ * after a read, a line table): while profd's RSS plus
  * them passes c->peak_limit, closes the least recently used other executables (not deleted
  * files, which may not open again), whatever their last use, and gives their memory back. */
 void exe_cache_reserve(ExeCache *c, const Exe *keep, uint64_t bytes);

@@ -663,8 +663,8 @@ void symbolizer_write_metrics(const Symbolizer *s, FILE *f)
         metric_labelled(f, "profd_symbolizer_executables_closed_total", "counter",
                         "Open executables closed, by reason: not used for a while (idle), all of them "
                         "over their memory bound (memory; in_use: of these, ones used in the last 5 s, "
-                        "past the hard bound), room made before a DWARF open that would have taken "
-                        "profd past its peak limit (reserve).",
+                        "past the hard bound), room made around a large read (a DWARF open, a symbol "
+                        "table, a line table) for profd's peak limit (reserve).",
                         "reason", (const char *const[]){"idle", "memory", "in_use", "reserve"},
                         (const uint64_t[]){s->elf.n_exe_closed_idle, s->elf.n_exe_closed_memory,
                                            s->elf.n_exe_closed_in_use, s->elf.n_exe_closed_reserve},
@@ -678,9 +678,8 @@ void symbolizer_write_metrics(const Symbolizer *s, FILE *f)
                 "result", (const char *const[]){"made", "short"},
                 (const uint64_t[]){s->elf.n_reserves - s->elf.n_reserve_short, s->elf.n_reserve_short}, 2);
         metric_gauge(f, "profd_symbolizer_peak_limit_bytes",
-                     "Resident memory a DWARF open or a large symbol table's read may take profd to before "
-                     "executables are closed for "
-                     "it (0: no limit).",
+                     "Resident memory a DWARF open or a large symbol table's read may take profd to "
+                     "before executables are closed for it (0: no limit).",
                      s->elf.peak_limit);
         metric_counter(f, "profd_symbolizer_over_bound_total",
                        "Checks (every second while lookups run, else every 10 s) in which the open "

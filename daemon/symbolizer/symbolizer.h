@@ -104,8 +104,8 @@ void symbolizer_memory(const Symbolizer *s, SymbolizerMemory *ret);
  * the executables closed. Their addresses stay named in the cache; the rest open them again. */
 uint64_t symbolizer_tables_bytes(const Symbolizer *s);
 uint64_t symbolizer_set_tables_limit(Symbolizer *s, uint64_t max_bytes);
-/* The RSS a DWARF open may take profd to: executables are closed before one that would pass it
- * (exe_cache_reserve()); 0: no check. */
+/* The RSS a large read (a DWARF open, a symbol table of 1 MiB or more) may take profd to:
+ * executables are closed before one that would pass it (exe_cache_reserve()); 0: no check. */
 void symbolizer_set_peak_limit(Symbolizer *s, uint64_t rss_bytes);
 /* A process seen in samples: reads (a bounded step of) its perf map while it runs, if it has
  * anonymous executable memory (perf-map.h). */
