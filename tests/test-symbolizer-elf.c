@@ -3,7 +3,7 @@
  * symbolizer (no BPF): PLT entries (lazy binding, -z now, IBT's .plt.sec, .plt.got, a static
  * binary's IRELATIVE PLT) named "func@plt" as objdump names them; addresses in gaps between
  * functions and past sizeless symbols; versioned symbol names (.symver aliases, glibc's
- * __libc_start_main). */
+ * __libc_start_main); room made before large reads (DWARF, a large symbol table). */
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -508,19 +508,19 @@ static void test_reserve(const char *dir)
                         return;
                 }
         }
-        /* A third copy without DWARF whose symbol table passes SYMBOLIZER_RESERVE_MIN_BYTES (30,000
-         * functions with long names: ~0.7 MiB of symbols, ~1.5 MiB of names): room is made
+        /* A third copy without DWARF whose symbol table passes SYMBOLIZER_RESERVE_MIN_BYTES (15,000
+         * functions with long names: ~0.35 MiB of symbols, ~0.9 MiB of names): room is made
          * before it is read too. */
         snprintf(path, sizeof(path), "%s/many.c", dir);
         if (!(f = fopen(path, "w")))
                 return;
-        for (int i = 0; i < 30000; i++)
+        for (int i = 0; i < 15000; i++)
                 fprintf(f, "void profd_reserve_test_function_with_a_long_name_number_%05d(void) {}\n", i);
         fclose(f);
         snprintf(bin[2], sizeof(bin[2]), "%s/prog-many", dir);
         snprintf(cmd, sizeof(cmd), "gcc -O0 -fcf-protection=none -o '%s' '%s/prog.c' '%s' -ldl 2>&1", bin[2],
                  dir, path);
-        if (!check(system(cmd) == 0, "reserve: built a program with 30,000 functions"))
+        if (!check(system(cmd) == 0, "reserve: built a program with 15,000 functions"))
                 return;
         for (int limited = 1; limited >= 0; limited--) {
                 _cleanup_(process_table_freep) ProcessTable *procs = NULL;
@@ -556,12 +556,11 @@ static void test_reserve(const char *dir)
                         metric_value(sym, "profd_symbolizer_executables_closed_total{reason=\"reserve\"}") -
                         closed;
                 check(strcmp(nm, "main") == 0 && closed_syms == (limited ? 1 : 0),
-                      "reserve, %s: a 30,000-symbol table read (main named '%s') after closing %lld other "
+                      "reserve, %s: a 15,000-symbol table read (main named '%s') after closing %lld other "
                       "executable(s)",
                       what, nm, closed_syms);
                 long long made = metric_value(sym, "profd_symbolizer_reserves_total{result=\"made\"}");
-                long long shrt =
-                        metric_value(sym, "profd_symbolizer_reserves_total{result=\"short\"}");
+                long long shrt = metric_value(sym, "profd_symbolizer_reserves_total{result=\"short\"}");
                 if (limited)
                         check(closed >= 2 && made + shrt >= 3 && shrt >= 1,
                               "reserve, %s: executables closed before DWARF opens (%lld closed, %lld opens "
