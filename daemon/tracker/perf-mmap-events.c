@@ -32,6 +32,7 @@
 typedef struct Ring {
         int fd;
         void *base;
+        sd_event_source *io;
 } Ring;
 
 struct PerfMmapEvents {
@@ -40,12 +41,6 @@ struct PerfMmapEvents {
         void *userdata;
         Ring *rings;
         int n_rings;
-        /* All rings in one epoll set, one event source for it: a hold-off turns one source off
-         * and on (two epoll_ctl calls), not one per CPU. The set needs no reading of its own: a
-         * perf event is readable once per kernel wake-up, so the set stops being readable once
-         * the outer epoll has polled each ring (a spurious turn at most; the hold-off bounds it). */
-        int epfd;
-        sd_event_source *io;
         sd_event_source *holdoff; /* re-enables the rings' sources after a hold-off */
         uint64_t last_drain_ns;
         uint64_t prompt_tokens, prompt_refill_ns;
@@ -140,7 +135,9 @@ static void ring_consume(PerfMmapEvents *pm, Ring *r)
 
 static void rings_enable(PerfMmapEvents *pm, int how)
 {
-        (void)sd_event_source_set_enabled(pm->io, how);
+        for (int i = 0; i < pm->n_rings; i++)
+                if (pm->rings[i].io)
+                        (void)sd_event_source_set_enabled(pm->rings[i].io, how);
 }
 
 static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
@@ -151,7 +148,9 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
         uint64_t sent = pm->n_sent;
         bool prompt = false;
 
-        perf_mmap_events_consume(pm);
+        for (int i = 0; i < pm->n_rings; i++)
+                if (pm->rings[i].fd == fd)
+                        ring_consume(pm, &pm->rings[i]);
         if (pm->drained)
                 pm->drained(pm->userdata);
         if (pm->n_sent != sent) {
@@ -210,7 +209,6 @@ int perf_mmap_events_new(sd_event *e, perf_mmap_event_fn fn, void (*drained)(voi
         pm = calloc(1, sizeof(*pm));
         if (!pm)
                 return -ENOMEM;
-        pm->epfd = -1;
         pm->fn = fn;
         pm->drained = drained;
         pm->prompt_tokens = PROMPT_BURST;
@@ -223,9 +221,6 @@ int perf_mmap_events_new(sd_event *e, perf_mmap_event_fn fn, void (*drained)(voi
         pm->n_rings = (int)ncpus;
         for (int cpu = 0; cpu < ncpus; cpu++)
                 pm->rings[cpu].fd = -1;
-        pm->epfd = epoll_create1(EPOLL_CLOEXEC);
-        if (pm->epfd < 0)
-                return log_debug_errno(-errno, "Creating the perf mmap rings' epoll set failed: %m");
         for (int cpu = 0; cpu < ncpus; cpu++) {
                 Ring *ring = &pm->rings[cpu];
                 struct perf_event_attr attr = {
@@ -253,18 +248,14 @@ int perf_mmap_events_new(sd_event *e, perf_mmap_event_fn fn, void (*drained)(voi
                         return log_debug_errno(-errno, "Mapping the perf mmap ring of CPU %d failed: %m",
                                                cpu);
                 }
-                if (epoll_ctl(pm->epfd, EPOLL_CTL_ADD, ring->fd,
-                              &(struct epoll_event){.events = EPOLLIN, .data.u32 = (uint32_t)cpu}) < 0)
-                        return log_debug_errno(-errno, "Watching the perf mmap ring of CPU %d failed: %m",
-                                               cpu);
+                r = sd_event_add_io(e, &ring->io, ring->fd, EPOLLIN, on_io, pm);
+                if (r < 0)
+                        return r;
+                (void)sd_event_source_set_description(ring->io, "perf-mmap-records");
                 opened++;
         }
         if (opened == 0)
                 return -ENODEV;
-        r = sd_event_add_io(e, &pm->io, pm->epfd, EPOLLIN, on_io, pm);
-        if (r < 0)
-                return r;
-        (void)sd_event_source_set_description(pm->io, "perf-mmap-records");
         r = sd_event_add_time(e, &pm->holdoff, CLOCK_MONOTONIC, 0, 1000, on_holdoff, pm);
         if (r < 0)
                 return r;
@@ -278,17 +269,15 @@ PerfMmapEvents *perf_mmap_events_free(PerfMmapEvents *pm)
         if (!pm)
                 return NULL;
         sd_event_source_disable_unref(pm->holdoff);
-        sd_event_source_disable_unref(pm->io);
         for (int i = 0; i < pm->n_rings; i++) {
                 Ring *ring = &pm->rings[i];
+                sd_event_source_disable_unref(ring->io);
                 if (ring->base)
                         munmap(ring->base, (RING_PAGES + 1) * pm->page_size);
                 if (ring->fd >= 0)
                         close(ring->fd);
         }
         free(pm->rings);
-        if (pm->epfd >= 0)
-                close(pm->epfd);
         return mfree(pm);
 }
 
