@@ -7,11 +7,15 @@
    is work units per second of the workload's own CPU time (so other load on the machine matters
    less) and per wall second; the overhead is alone / profiled - 1. The profiler's own CPU time
    over the run is printed too.
-2. BPF cost per sample for a 20-frame and a 300-frame stack: kernel.bpf_stats_enabled=1, profd
+2. BPF cost per sample for a 20-, 100- and 300-frame stack: kernel.bpf_stats_enabled=1, profd
    with --pid WORKLOAD, the entry program's run_time_ns / run_cnt (tail calls run inside the entry
    program's accounting). Samples of other processes (filtered out at once in BPF) are counted in
    run_cnt too: their cost is measured first, with --pid pointing at a sleeping process, and
    subtracted. The workload's sample count and stack depth come from the profile over HTTP.
+   --frequency sets the sampling rate of this part (99 Hz by default; at 999 Hz the caches the
+   program touches stay warmer between two samples of a CPU); --repeat measures every native
+   depth that many times, alternating, and prints each figure and their median (this VM's noise
+   is larger than the differences looked for).
    The same for Debian's python3.11 and Debian 12's node 18 at the bottom of 20 and 100 Python /
    JavaScript frames, with their runtime's walk and without it (--no-python-frames,
    --no-v8-frames), and for OpenJDK 17's 50-frame Java stacks, interpreted and compiled
@@ -19,7 +23,7 @@
    profd_memory_bytes{owner="java_names"}).
 
     PROFD_BUILD_DIR=build PYTHONPATH=tests/lib python3 bench/bench-overhead.py [--seconds S] [--rounds N]
-        [--skip-overhead] [--runtimes native,python,node,java]
+        [--skip-overhead] [--runtimes native,python,node,java] [--frequency HZ] [--repeat N]
 or  meson test -C build --benchmark overhead"""
 import argparse
 import json
@@ -36,7 +40,7 @@ from profdtest import BUILD, Daemon, fetch_profile, log, metric, require_bpf, tm
 WORKLOAD = os.path.join(BUILD, "bench", "bench-workload")
 FREQUENCY = 99
 # bench-workload's stack is DEPTH + 6 frames (see bench/workload.c)
-DEPTH_20, DEPTH_300 = 14, 294
+DEPTH_20, DEPTH_100, DEPTH_300 = 14, 94, 294
 SETTLE_S = 3.0   # after profd is healthy: its start-up scan and table builds are done
 STATS_SYSCTL = "/proc/sys/kernel/bpf_stats_enabled"
 
@@ -151,11 +155,11 @@ def entry_stats(pid):
     raise RuntimeError("profd_sample not found among profd's BPF programs")
 
 
-def filtered_cost(seconds):
+def filtered_cost(seconds, frequency=FREQUENCY):
     """ns per run of the entry program when the sample is not wanted (idle CPU or other process)."""
     sleeper = subprocess.Popen(["sleep", str(seconds + 30)])
     try:
-        with Daemon("--frequency", str(FREQUENCY), "--pid", str(sleeper.pid)) as d:
+        with Daemon("--frequency", str(frequency), "--pid", str(sleeper.pid)) as d:
             time.sleep(SETTLE_S)
             t0, n0 = entry_stats(d.proc.pid)
             time.sleep(seconds)
@@ -166,7 +170,8 @@ def filtered_cost(seconds):
     return (t1 - t0) / max(n1 - n0, 1), n1 - n0
 
 
-def sample_cost(seconds, depth, c_filtered, cmd=None, daemon_args=(), extra=None, ready_s=0.0):
+def sample_cost(seconds, depth, c_filtered, cmd=None, daemon_args=(), extra=None, ready_s=0.0,
+                frequency=FREQUENCY):
     """extra (a dict), when given, receives the daemon's side over the measured run: "cpu" (its CPU
     seconds), "drains" and "drain_s" (profd_drain_seconds: the interval callback, which reads the
     names of new runtime frames, included) and the /metrics text at the end. ready_s: how long the
@@ -175,7 +180,7 @@ def sample_cost(seconds, depth, c_filtered, cmd=None, daemon_args=(), extra=None
     w = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
         time.sleep(ready_s)
-        with Daemon("--frequency", str(FREQUENCY), "--pid", str(w.pid), *daemon_args) as d:
+        with Daemon("--frequency", str(frequency), "--pid", str(w.pid), *daemon_args) as d:
             time.sleep(SETTLE_S)
             result = {}
 
@@ -240,12 +245,11 @@ def bpf_cost(args):
         log("  cannot enable %s: %s (figures not measured)" % (STATS_SYSCTL, e))
         return
     try:
-        c_filtered, n = filtered_cost(args.seconds)
-        log("  sample not wanted (idle CPU / filtered pid): %.0f ns per run (%d runs)" % (c_filtered, n))
-        for depth in (DEPTH_20, DEPTH_300) if "native" in args.runtimes else ():
-            ns, ours, runs, depths = sample_cost(args.seconds, depth, c_filtered)
-            log("  %3d-frame stack: %7.0f ns per sample (%d workload samples of %d runs; user frames seen %s)"
-                % (depth + 6, ns, ours, runs, depths[-3:]))
+        c_filtered, n = filtered_cost(args.seconds, args.frequency)
+        log("  sample not wanted (idle CPU / filtered pid), %d Hz: %.0f ns per run (%d runs)"
+            % (args.frequency, c_filtered, n))
+        if "native" in args.runtimes:
+            native_cost(args, c_filtered)
         if "python" in args.runtimes:
             python_cost(args, c_filtered)
         if "node" in args.runtimes:
@@ -255,6 +259,25 @@ def bpf_cost(args):
     finally:
         with open(STATS_SYSCTL, "w") as f:
             f.write(old)
+
+
+def native_cost(args, c_filtered):
+    """bench-workload at 20, 100 and 300 frames, args.repeat rounds alternating the depths (the
+    machine's drift hits every depth alike), each figure printed, then the medians."""
+    figures = {d: [] for d in (DEPTH_20, DEPTH_100, DEPTH_300)}
+    for rnd in range(args.repeat):
+        for depth in figures:
+            ns, ours, runs, depths = sample_cost(args.seconds, depth, c_filtered, frequency=args.frequency)
+            figures[depth].append(ns)
+            log("  %3d-frame stack: %7.0f ns per sample (%d workload samples of %d runs; user frames seen %s; "
+                "load %s)" % (depth + 6, ns, ours, runs, depths[-3:], open("/proc/loadavg").read().split()[0]))
+    if args.repeat > 1:
+        for depth, v in figures.items():
+            log("  %3d-frame stack, %d Hz: median %.0f ns, min %.0f, max %.0f over %d runs"
+                % (depth + 6, args.frequency, statistics.median(v), min(v), max(v), len(v)))
+    per_frame = (statistics.median(figures[DEPTH_300]) - statistics.median(figures[DEPTH_20])) / (DEPTH_300 - DEPTH_20)
+    log("  per frame (300 - 20 frames, medians): %.1f ns; fixed (20 frames less 20 x per frame): %.0f ns"
+        % (per_frame, statistics.median(figures[DEPTH_20]) - 20 * per_frame))
 
 
 PY_DEEP = """
@@ -280,7 +303,7 @@ def python_cost(args, c_filtered):
         f.write(PY_DEEP)
     for n in (20, 100):
         for walk in (True, False):
-            ns, ours, runs, depths = sample_cost(args.seconds, 0, c_filtered,
+            ns, ours, runs, depths = sample_cost(args.seconds, 0, c_filtered, frequency=args.frequency,
                                                  cmd=["/usr/bin/python3.11", script, str(n - 2)],
                                                  daemon_args=() if walk else ("--no-python-frames",))
             log("  python3.11, %3d Python frames, %s: %7.0f ns per sample (%d samples; frames seen %s)"
@@ -321,7 +344,7 @@ def node_cost(args, c_filtered):
             for walk in (True, False):
                 # deep(n - 1) runs n frames of deep; the script's module wrapper and node's loader
                 # add ~9 JavaScript frames below them.
-                ns, ours, runs, depths = sample_cost(args.seconds, 0, c_filtered,
+                ns, ours, runs, depths = sample_cost(args.seconds, 0, c_filtered, frequency=args.frequency,
                                                      cmd=debiannode.command(base, [script, str(n - 1)]),
                                                      daemon_args=() if walk else ("--no-v8-frames",))
                 log("  node 18, %3d JavaScript frames, %s: %7.0f ns per sample (%d samples; frames seen %s)"
@@ -388,7 +411,7 @@ def java_cost(args, c_filtered):
         with open(os.path.join(work, name + ".java"), "w") as f:
             f.write(src)
         subprocess.run(["javac", "-d", work, os.path.join(work, name + ".java")], check=True, timeout=300)
-    ns, ours, runs, depths = sample_cost(args.seconds, JAVA_FRAMES - 6, c_filtered)
+    ns, ours, runs, depths = sample_cost(args.seconds, JAVA_FRAMES - 6, c_filtered, frequency=args.frequency)
     log("  native, %d frames (bench-workload): %7.0f ns per sample (%d samples; frames seen %s)"
         % (JAVA_FRAMES, ns, ours, depths[-3:]))
     java = ["java", "-XX:+UseSerialGC", "-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,Deep::deep",
@@ -397,7 +420,7 @@ def java_cost(args, c_filtered):
         for walk in (True, False):
             extra = {}
             ns, ours, runs, depths = sample_cost(
-                args.seconds, 0, c_filtered,
+                args.seconds, 0, c_filtered, frequency=args.frequency,
                 cmd=java + flags + ["Deep", str(JAVA_FRAMES - 2), str(JAVA_WARMUP_CALLS)],
                 daemon_args=() if walk else ("--no-java-frames",), extra=extra,
                 ready_s=JAVA_WARMUP_S if mode == "compiled" else 1.0)
@@ -413,7 +436,7 @@ def java_cost(args, c_filtered):
     for walk in (True, False):
         extra = {}
         ns, ours, runs, depths = sample_cost(
-            max(args.seconds, 15), 0, c_filtered,
+            max(args.seconds, 15), 0, c_filtered, frequency=args.frequency,
             cmd=["java", "-cp", work, "Names", work, os.path.join(work, "Deep.java")],
             daemon_args=() if walk else ("--no-java-frames",), extra=extra, ready_s=1.0)
         m = extra["metrics"]
@@ -435,6 +458,9 @@ def main():
     ap.add_argument("--runtimes", default="native,python,node,java",
                     help="stacks whose BPF cost is measured, comma-separated: native (20 and 300 frames), "
                     "python, node, java")
+    ap.add_argument("--frequency", type=int, default=FREQUENCY,
+                    help="sampling rate of the BPF cost part (the overhead part stays at %d Hz)" % FREQUENCY)
+    ap.add_argument("--repeat", type=int, default=1, help="rounds of the native BPF cost figures")
     args = ap.parse_args()
     require_bpf()
     if not os.path.exists(WORKLOAD):

@@ -127,25 +127,37 @@ uint64_t exe_cache_tables_bytes(const ExeCache *c)
         return total;
 }
 
+/* Which executables may be closed to free memory: those unused for SYMBOLIZER_KEEP_NS (deleted
+ * files included: they are not in use), or any whose file can be opened again (not deleted). */
+typedef enum { VICTIM_IDLE, VICTIM_REOPENABLE } VictimRule;
+
+/* The least recently used executable other than keep that rule allows closing; SIZE_MAX if none. */
+static size_t lru_victim(const ExeCache *c, const Exe *keep, VictimRule rule, uint64_t now)
+{
+        size_t victim = SIZE_MAX;
+
+        for (size_t i = 0; i < c->n_exes; i++) {
+                const Exe *e = c->exes[i];
+                bool allowed = rule == VICTIM_IDLE ? now - e->last_use_ns > SYMBOLIZER_KEEP_NS : !e->deleted;
+
+                if (e != keep && allowed && (victim == SIZE_MAX || e->last_use < c->exes[victim]->last_use))
+                        victim = i;
+        }
+        return victim;
+}
+
 void exe_cache_make_room(ExeCache *c, const Exe *keep)
 {
         uint64_t total = exe_cache_tables_bytes(c), now = now_ns(CLOCK_MONOTONIC);
         uint64_t max = c->max_bytes ?: SYMBOLIZER_MAX_BYTES;
 
         while (total > max) {
-                size_t victim = SIZE_MAX;
-
                 /* Not one a profile being built may still need: an exited process's deleted file
                  * may not open again, and closing what is in use only reads it again. */
-                for (size_t i = 0; i < c->n_exes; i++)
-                        if (c->exes[i] != keep && now - c->exes[i]->last_use_ns > SYMBOLIZER_KEEP_NS &&
-                            (victim == SIZE_MAX || c->exes[i]->last_use < c->exes[victim]->last_use))
-                                victim = i;
+                size_t victim = lru_victim(c, keep, VICTIM_IDLE, now);
+
                 if (victim == SIZE_MAX && total > max + (SYMBOLIZER_HARD_MAX_BYTES - SYMBOLIZER_MAX_BYTES)) {
-                        for (size_t i = 0; i < c->n_exes; i++)
-                                if (c->exes[i] != keep && !c->exes[i]->deleted &&
-                                    (victim == SIZE_MAX || c->exes[i]->last_use < c->exes[victim]->last_use))
-                                        victim = i;
+                        victim = lru_victim(c, keep, VICTIM_REOPENABLE, now);
                         if (victim != SIZE_MAX)
                                 c->n_exe_closed_in_use++;
                 }
@@ -183,12 +195,8 @@ void exe_cache_reserve(ExeCache *c, const Exe *keep, uint64_t bytes)
                 }
                 need = rss + bytes - c->peak_limit;
                 while (freed < need) {
-                        size_t victim = SIZE_MAX;
+                        size_t victim = lru_victim(c, keep, VICTIM_REOPENABLE, 0);
 
-                        for (size_t i = 0; i < c->n_exes; i++)
-                                if (c->exes[i] != keep && !c->exes[i]->deleted &&
-                                    (victim == SIZE_MAX || c->exes[i]->last_use < c->exes[victim]->last_use))
-                                        victim = i;
                         if (victim == SIZE_MAX)
                                 break;
                         freed += exe_heap_bytes(c->exes[victim]);

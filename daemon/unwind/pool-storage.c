@@ -12,6 +12,7 @@
 #include <bpf/libbpf.h>
 
 #include "unwind/pool-storage.h"
+#include "util/hash.h"
 #include "util/time-util.h"
 
 int pool_write_config(TablePool *p, uint32_t active)
@@ -84,13 +85,24 @@ void pool_shard_drop(TablePool *p, uint32_t slot)
         pool_new_generation(p);
 }
 
+uint64_t table_id_hash(const uint8_t *id, size_t id_size)
+{
+        return hash_fnv1a(HASH_FNV1A_INIT, id, id_size);
+}
+
 PoolTable *table_pool_find(TablePool *p, const uint8_t *id, size_t id_size)
 {
+        uint64_t h;
+
         if (!p || !id)
                 return NULL;
+        h = table_id_hash(id, id_size);
         for (size_t i = 0; i < p->n_tables; i++) {
-                PoolTable *t = p->tables[i];
+                PoolTable *t;
 
+                if (p->table_hashes[i] != h)
+                        continue;
+                t = p->tables[i];
                 if (t->id_size == id_size && memcmp(t->id, id, id_size) == 0)
                         return t;
         }

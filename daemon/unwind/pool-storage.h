@@ -32,6 +32,9 @@ unsigned pool_usable_shards(const TablePool *p);
  * one shard's worth for compaction. */
 int pool_shard_find_space(TablePool *p, uint32_t words, uint32_t *ret_slot);
 
+/* The key of TablePool.table_hashes. */
+uint64_t table_id_hash(const uint8_t *id, size_t id_size);
+
 /* Global index of rule r, adding it to the BPF rule list if new. */
 int pool_rule_intern(TablePool *p, const struct profd_unwind_rule *r, uint16_t *ret);
 

@@ -59,7 +59,10 @@ struct TablePool {
         Shard shards[PROFD_POOL_MAX_SHARDS];
 
         PoolTable **tables;
-        size_t n_tables, cap_tables;
+        /* table_hashes[i]: table_id_hash() of tables[i]: table_pool_find() runs at every exec of
+         * a program whose table was released, and compares 8 bytes per table before any id. */
+        uint64_t *table_hashes;
+        size_t n_tables, cap_tables, cap_table_hashes;
 
         struct profd_unwind_rule *rules;
         uint32_t n_rules;

@@ -105,6 +105,7 @@ TablePool *table_pool_free(TablePool *p)
                 free(p->tables[i]);
         }
         free(p->tables);
+        free(p->table_hashes);
         free(p->rules);
         free(p->rule_hash);
         free(p);
@@ -120,6 +121,7 @@ static void table_remove(TablePool *p, size_t i)
         free(t->segs);
         free(t);
         p->tables[i] = p->tables[--p->n_tables];
+        p->table_hashes[i] = p->table_hashes[p->n_tables];
         p->evicted++;
         pool_new_generation(p);
 }
@@ -277,6 +279,8 @@ int table_pool_acquire(TablePool *p, const UnwindTable *t, PoolTable **ret)
         if (r < 0)
                 return r;
         r = ARRAY_GROW(p->tables, p->cap_tables, p->n_tables + 1, 64);
+        if (r >= 0)
+                r = ARRAY_GROW(p->table_hashes, p->cap_table_hashes, p->n_tables + 1, 64);
         if (r < 0) {
                 free(pt->segs);
                 return r;
@@ -317,6 +321,7 @@ int table_pool_acquire(TablePool *p, const UnwindTable *t, PoolTable **ret)
         pt->n_rows = t->n_rows;
         pt->base = t->base;
         p->placed++;
+        p->table_hashes[p->n_tables] = table_id_hash(pt->id, pt->id_size);
         p->tables[p->n_tables++] = pt;
         *ret = TAKE_PTR(pt);
         return 0;
