@@ -44,8 +44,8 @@ typedef struct Proc {
         struct profd_unwind_mapping_key *keys; /* sorted */
         struct profd_unwind_mapping *values;   /* what the map holds for keys[i] */
         size_t n_keys;
-        uint32_t runtimes; /* profd_unwind_proc.runtimes, kept across pushes */
-        uint64_t exec_ns;  /* unwind_execs as the last push's check read it; 0: none */
+        uint32_t runtimes;         /* profd_unwind_proc.runtimes, kept across pushes */
+        uint64_t exec_ns;          /* unwind_execs as the last push's check read it; 0: none */
         uint64_t procs_written_ns; /* CLOCK_MONOTONIC, right after its unwind_procs entry was written */
 } Proc;
 
