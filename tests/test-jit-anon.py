@@ -22,7 +22,7 @@ import subprocess
 import threading
 import time
 
-from profdtest import Daemon, cc, check, fetch_profile, finish, log, require_bpf, tmpdir, traces
+from profdtest import Daemon, cc, check, fetch_profile, finish, log, require_bpf, tmpdir, traces, wait_settled
 
 REGIONS = 16
 PERIOD_MS = 250
@@ -105,7 +105,10 @@ def node_share(dm, node):
 def run(exe, env=None):
     node = shutil.which("node") or shutil.which("nodejs")
     with Daemon("--frequency", str(FREQUENCY), "--labels", "comm,pid", env=env) as dm:
-        time.sleep(2)  # start-up scan and its table builds
+        # The start-up scan's table builds (a hundred executables on a CI host, seconds in a
+        # sanitizer build): a build runs between the daemon's other work, so a JIT range mapped
+        # meanwhile waits for the build in progress. This test is about the JIT ranges.
+        wait_settled(dm, limit_s=60.0)
         prog = subprocess.Popen([exe, str(REGIONS), str(PERIOD_MS)])
         path = fetch_profile(dm, int(1 + REGIONS * PERIOD_MS / 1000.0 + 1))
         prog.wait()

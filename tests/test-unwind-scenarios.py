@@ -24,7 +24,8 @@ import sys
 import threading
 import time
 
-from profdtest import BUILD, Daemon, check, fetch_profile, finish, log, require_bpf, tmpdir, traces, unwind_ready
+from profdtest import (BUILD, Daemon, check, fetch_profile, finish, log, require_bpf, tmpdir, traces, unwind_ready,
+                       wait_settled)
 
 FREQUENCY = 99
 WINDOW_S = 4             # profile window per scenario
@@ -485,25 +486,6 @@ def run_scenario(daemon, sc, perf_ok, work):
     if not ok:
         show(profd, total, "all profd stacks (leaf;...;main):")
         show(perfc, ptotal, "all perf stacks (leaf;...;main):")
-
-
-def wait_settled(daemon, limit_s=20.0):
-    """The start-up scan queues a table build for every executable on the host; the scenarios are
-    about steady state, so start them once that backlog is gone (or after limit_s, said so)."""
-    t0 = time.monotonic()
-    queue = None
-    while time.monotonic() - t0 < limit_s:
-        st, _, body = daemon.get("/metrics", timeout=10)
-        m = re.search(r"^profd_exe_cache_build_queue (\d+)", body.decode(errors="replace"), re.M) if st == 200 else None
-        if not m:
-            log("no profd_exe_cache_build_queue on /metrics: not waiting for start-up table builds")
-            return
-        queue = int(m.group(1))
-        if queue == 0:
-            log("start-up table builds done %.1f s after profd became healthy" % (time.monotonic() - t0))
-            return
-        time.sleep(0.2)
-    log("start-up table builds still queued after %.0f s (%s): starting the scenarios anyway" % (limit_s, queue))
 
 
 def main():

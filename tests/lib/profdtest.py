@@ -361,6 +361,26 @@ def fetch_profile(d, seconds, extra="", path=None):
     return path
 
 
+def wait_settled(daemon, limit_s=20.0):
+    """The start-up scan queues a table build for every executable on the host, and each build runs
+    between the daemon's other work: a test about steady state starts once that backlog is gone
+    (or after limit_s, said so)."""
+    t0 = time.monotonic()
+    queue = None
+    while time.monotonic() - t0 < limit_s:
+        st, _, body = daemon.get("/metrics", timeout=10)
+        m = re.search(r"^profd_exe_cache_build_queue (\d+)", body.decode(errors="replace"), re.M) if st == 200 else None
+        if not m:
+            log("no profd_exe_cache_build_queue on /metrics: not waiting for start-up table builds")
+            return
+        queue = int(m.group(1))
+        if queue == 0:
+            log("start-up table builds done %.1f s after profd became healthy" % (time.monotonic() - t0))
+            return
+        time.sleep(0.2)
+    log("start-up table builds still queued after %.0f s (%s): going on anyway" % (limit_s, queue))
+
+
 def unwind_ready(daemon, pid, path_suffix, what, timeout_s=60):
     """Waits until profd says pid's unwind tables are in place (GET /debug/profd/process?pid=N:
     "state ready" and the mapping of path_suffix with its table), however busy the machine is.
