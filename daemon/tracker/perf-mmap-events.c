@@ -21,12 +21,6 @@
  * would wake the daemon: after a drain that came less than this after the one before, the rings
  * are left alone this long and drained together (records then wait at most this long). */
 #define HOLDOFF_NS (5 * 1000 * 1000ULL)
-/* But only once drains come faster than a busy host's execs make them: each exec's mappings wake
- * the daemon two or three times within a few ms, and a hold-off there costs more than it saves
- * (two epoll_ctl calls per CPU and a timer) while it holds back any JIT code mapped meanwhile.
- * Up to DRAIN_BURST drains in a row, then DRAINS_PER_SEC a second, go without one. */
-#define DRAIN_BURST 20
-#define DRAINS_PER_SEC 100
 /* Except after a drain that delivered new anonymous executable ranges (JIT code about to run):
  * those are handled at once, up to PROMPT_BURST in a row, then PROMPT_PER_SEC a second, so a
  * process mapping ever new anonymous code in a loop cannot keep the daemon awake either. */
@@ -50,7 +44,6 @@ struct PerfMmapEvents {
         sd_event_source *holdoff; /* re-enables the rings' sources after a hold-off */
         uint64_t last_drain_ns;
         uint64_t prompt_tokens, prompt_refill_ns;
-        uint64_t drain_tokens, drain_refill_ns;
         uint64_t n_holdoffs;
         size_t page_size;
         pid_t self;
@@ -147,42 +140,33 @@ static void rings_enable(PerfMmapEvents *pm, int how)
                         (void)sd_event_source_set_enabled(pm->rings[i].io, how);
 }
 
-/* Takes a token from a bucket of burst tokens refilled per_sec a second; false when empty. */
-static bool bucket_take(uint64_t *tokens, uint64_t *refill_ns, uint64_t now, uint64_t burst,
-                        uint64_t per_sec)
-{
-        uint64_t refill = (now - *refill_ns) / (NSEC_PER_SEC / per_sec);
-
-        if (refill > 0) {
-                *tokens = *tokens + refill > burst ? burst : *tokens + refill;
-                *refill_ns = now;
-        }
-        if (*tokens == 0)
-                return false;
-        (*tokens)--;
-        return true;
-}
-
 static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 {
         PerfMmapEvents *pm = userdata;
         uint64_t now = now_ns(CLOCK_MONOTONIC);
 
         uint64_t sent = pm->n_sent;
-        bool unheld = false;
+        bool prompt = false;
 
         for (int i = 0; i < pm->n_rings; i++)
                 if (pm->rings[i].fd == fd)
                         ring_consume(pm, &pm->rings[i]);
         if (pm->drained)
                 pm->drained(pm->userdata);
-        if (pm->n_sent != sent)
-                unheld = bucket_take(&pm->prompt_tokens, &pm->prompt_refill_ns, now, PROMPT_BURST,
-                                     PROMPT_PER_SEC);
-        if (!unheld && now - pm->last_drain_ns < HOLDOFF_NS)
-                unheld = bucket_take(&pm->drain_tokens, &pm->drain_refill_ns, now, DRAIN_BURST,
-                                     DRAINS_PER_SEC);
-        if (pm->holdoff && !unheld && now - pm->last_drain_ns < HOLDOFF_NS) {
+        if (pm->n_sent != sent) {
+                uint64_t refill = (now - pm->prompt_refill_ns) / (NSEC_PER_SEC / PROMPT_PER_SEC);
+                if (refill > 0) {
+                        pm->prompt_tokens = pm->prompt_tokens + refill > PROMPT_BURST
+                                                    ? PROMPT_BURST
+                                                    : pm->prompt_tokens + refill;
+                        pm->prompt_refill_ns = now;
+                }
+                if (pm->prompt_tokens > 0) {
+                        pm->prompt_tokens--;
+                        prompt = true;
+                }
+        }
+        if (pm->holdoff && !prompt && now - pm->last_drain_ns < HOLDOFF_NS) {
                 pm->n_holdoffs++;
                 rings_enable(pm, SD_EVENT_OFF);
                 (void)sd_event_source_set_time(pm->holdoff, (now + HOLDOFF_NS) / NSEC_PER_USEC);
@@ -228,7 +212,6 @@ int perf_mmap_events_new(sd_event *e, perf_mmap_event_fn fn, void (*drained)(voi
         pm->fn = fn;
         pm->drained = drained;
         pm->prompt_tokens = PROMPT_BURST;
-        pm->drain_tokens = DRAIN_BURST;
         pm->userdata = userdata;
         pm->self = getpid();
         pm->page_size = (size_t)sysconf(_SC_PAGESIZE);
@@ -311,7 +294,7 @@ void perf_mmap_events_write_metrics(const PerfMmapEvents *pm, FILE *f)
                         (const char *const[]){"ring_full", "too_long"},
                         (const uint64_t[]){pm->n_lost, pm->n_skipped}, 2);
         metric_counter(f, "profd_perf_mmap_holdoffs_total",
-                       "Times the perf mmap rings were left alone for 5 ms because records kept coming "
-                       "faster than 100 drains a second (a process mapping files in a loop).",
+                       "Times the perf mmap rings were left alone for 5 ms because records kept coming (a "
+                       "process mapping files in a loop).",
                        pm->n_holdoffs);
 }
