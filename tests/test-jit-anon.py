@@ -10,7 +10,8 @@ report (at most one a second per process) made profd re-read the process, and sa
 code stopped at "pc outside any mapping" meanwhile.
 
 Checks, from the pprof fetched over HTTP and read with `go tool pprof -traces`: <= 3% of the
-program's samples stop outside any mapping or at an unknown process, and >= 90% carry
+program's samples stop outside any mapping or at an unknown process (10% for an AddressSanitizer
+build, several times slower to handle each record), and >= 90% carry
 jit_caller;main below the JIT frame. Then, where node is installed, node compiles new functions for
 3 s from its start (V8 maps and flips code pages all along): <= 20% of its samples stop outside any
 mapping or at an unknown process (31-39% with the tracking off, bench/jit-startup.py; 0.4-13% with
@@ -22,7 +23,8 @@ import subprocess
 import threading
 import time
 
-from profdtest import Daemon, cc, check, fetch_profile, finish, log, require_bpf, tmpdir, traces, wait_settled
+from profdtest import (Daemon, cc, check, fetch_profile, finish, log, require_bpf, sanitized, tmpdir, traces,
+                       wait_settled)
 
 REGIONS = 16
 PERIOD_MS = 250
@@ -147,7 +149,13 @@ def main():
         % (total, outside, 100.0 * outside / max(total, 1), chained))
     check(rc == 0, "the JIT program ran (exit %s)" % rc)
     check(total >= 150, "enough samples of the JIT program (%d)" % total)
-    check(total and outside / total <= 0.03, "<= 3%% of JIT samples outside any mapping: %d/%d" % (outside, total))
+    # An AddressSanitizer build handles each record several times slower, and every sample taken
+    # before a range is pushed is outside any mapping: 3-8% there on this 2-vCPU VM (0.3-0.5% for
+    # the plain build). The 3% bound is for the plain build; the sanitized run is there for memory
+    # errors.
+    bound = 0.10 if sanitized() else 0.03
+    check(total and outside / total <= bound, "<= %d%% of JIT samples outside any mapping: %d/%d"
+          % (round(100 * bound), outside, total))
     check(total and chained / total >= 0.90, ">= 90%% of JIT samples unwind through jit_caller;main: %d/%d"
           % (chained, total))
     if nr is None:
