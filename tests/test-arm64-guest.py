@@ -319,10 +319,14 @@ outer(Number(process.argv[2]) * 1000);
 """
 NODE_READY = "/tmp/chain-node.ready"
 # Its worker thread runs v8-stacks' osr.js chain (level2's loop on-stack-replaced by TurboFan with
-# level3 inlined, calling hot in a frame of its own), for as long.
+# level3 inlined, calling hot in a frame of its own), for as long. The worker makes NODE_OSR_READY
+# as it starts level1: a new isolate's start-up under TCG can outlast the window on a slow host.
 V8_STACKS = load_test("test-v8-stacks.py")
+NODE_OSR_READY = "/tmp/osr-node.ready"
 NODE_OSR = V8_STACKS.OSR_SCRIPT.replace('console.log("ready");\nlevel1(60000);',
-                                        "level1(Number(process.argv[2]) * 1000);")
+                                        "require('fs').writeFileSync('%s', '');\n"
+                                        "level1(Number(process.argv[2]) * 1000);" % NODE_OSR_READY)
+assert NODE_OSR != V8_STACKS.OSR_SCRIPT
 
 
 def stage_node(extra):
@@ -676,7 +680,8 @@ def main():
            "--seconds", str(WINDOW), "--build", CROSS_BUILD, "--cache", CACHE, "--extra", extra]
     for name, prog in progs.items():
         cmd += ["--run", " ".join([prog] + SCENARIOS[name][0])]
-    for name, ready in (("python", PYCHAIN_READY), ("java", JAVA_READY), ("node", NODE_READY)):
+    for name, ready in (("python", PYCHAIN_READY), ("java", JAVA_READY), ("node", NODE_READY),
+                        ("node", NODE_OSR_READY)):
         if name in progs:
             cmd += ["--ready", ready]
     if "java" in progs or "node" in progs:  # the root holds a JRE (~170 MiB) or libnode (~80)
