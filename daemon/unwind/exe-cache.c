@@ -5,6 +5,7 @@
 #include <search.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -14,6 +15,7 @@
 #include "util/metrics-writer.h"
 #include "util/safe-open.h"
 #include "util/time-util.h"
+#include "util/work-threads.h"
 
 /* Builds waiting at most. A burst beyond this (thousands of new executables at once) leaves
  * entries unbuilt until a process maps them again. */
@@ -61,12 +63,31 @@ typedef struct BuildJob {
         char *debug_root;
 } BuildJob;
 
+/* One build handed to the build thread: what it reads (fd, name, debug_root) and what it gives
+ * back (table or error, its times). The entry stays the loop's: the thread never touches it. */
+typedef struct TableJob {
+        ExeEntry *entry;
+        int fd;
+        char *name;
+        char *debug_root;
+        UnwindTable *table;
+        char *error;
+        int r;
+        uint64_t wall_ns, cpu_ns;
+} TableJob;
+
 struct ExeCache {
         TablePool *pool;
         uint64_t grace_ns;
         exe_ready_fn ready;
         void *userdata;
         sd_event_source *builder;
+        /* Builds run on a thread of their own (a large library takes hundreds of ms, seconds on a
+         * loaded host, during which the loop would drain nothing and answer nobody), one at a time
+         * in queue order; the loop takes each result (build_done) and places it in the pool. */
+        WorkThreads *threads;
+        sd_event_source *build_done;
+        bool building;
 
         void *by_id; /* tsearch root */
         ExeEntry *head;
@@ -90,14 +111,60 @@ static int entry_cmp(const void *a, const void *b)
 }
 
 static int run_one_build(ExeCache *c);
+static bool build_begin(ExeCache *c, TableJob *j);
+static void build_run(void *job, void *state);
+static void build_discard(void *job);
+static void build_finish(ExeCache *c, TableJob *j);
+
+static const WorkThreadsOps build_ops = {
+        .run = build_run,
+        .discard = build_discard,
+};
 
 static int on_build(sd_event_source *s, void *userdata)
 {
         ExeCache *c = userdata;
+        TableJob j;
+        int r;
 
-        (void)run_one_build(c);
-        if (c->q_len == 0)
+        if (!c->threads) {
+                (void)run_one_build(c);
+                if (c->q_len == 0)
+                        (void)sd_event_source_set_enabled(s, SD_EVENT_OFF);
+                return 0;
+        }
+        /* The next build is handed over once the one running is taken (on_build_done). */
+        if (c->building || c->q_len == 0) {
                 (void)sd_event_source_set_enabled(s, SD_EVENT_OFF);
+                return 0;
+        }
+        if (!build_begin(c, &j))
+                return 0;
+        r = work_threads_submit(c->threads, &j);
+        if (r < 0) {
+                /* Never with one job at a time; built here rather than lost. */
+                log_debug_errno(r, "Cannot hand the unwind table build of %s to its thread: %m",
+                                j.entry->name);
+                build_run(&j, NULL);
+                build_finish(c, &j);
+                return 0;
+        }
+        c->building = true;
+        (void)sd_event_source_set_enabled(s, SD_EVENT_OFF);
+        return 0;
+}
+
+static int on_build_done(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+        ExeCache *c = userdata;
+        TableJob j;
+
+        while (work_threads_take(c->threads, &j, 1) == 1) {
+                c->building = false;
+                build_finish(c, &j);
+        }
+        if (!c->building && c->q_len > 0)
+                (void)sd_event_source_set_enabled(c->builder, SD_EVENT_ON);
         return 0;
 }
 
@@ -120,6 +187,8 @@ int exe_cache_new(sd_event *e, TablePool *pool, uint64_t grace_ns, exe_ready_fn 
                 return -ENOMEM;
         }
         if (e) {
+                int efd;
+
                 /* Idle priority: sample drains, HTTP and process events always go first. */
                 r = sd_event_add_defer(e, &c->builder, on_build, c);
                 if (r < 0) {
@@ -129,6 +198,20 @@ int exe_cache_new(sd_event *e, TablePool *pool, uint64_t grace_ns, exe_ready_fn 
                 (void)sd_event_source_set_priority(c->builder, SD_EVENT_PRIORITY_IDLE);
                 (void)sd_event_source_set_enabled(c->builder, SD_EVENT_OFF);
                 (void)sd_event_source_set_description(c->builder, "unwind-table-builder");
+                /* One thread: a build is CPU work, and the loop needs the other core. Without it
+                 * (threads refused), builds run on the loop as steps of one build each. */
+                r = work_threads_new(1, 1, sizeof(TableJob), &build_ops, NULL, &c->threads, &efd);
+                if (r < 0)
+                        log_warning_errno(r, "Cannot start the unwind table build thread (%m): building "
+                                             "between the loop's other work");
+                else {
+                        r = sd_event_add_io(e, &c->build_done, efd, EPOLLIN, on_build_done, c);
+                        if (r < 0) {
+                                exe_cache_free(c);
+                                return r;
+                        }
+                        (void)sd_event_source_set_description(c->build_done, "unwind-table-built");
+                }
         }
         *ret = c;
         return 0;
@@ -157,6 +240,9 @@ ExeCache *exe_cache_free(ExeCache *c)
         if (!c)
                 return NULL;
         sd_event_source_disable_unref(c->builder);
+        sd_event_source_disable_unref(c->build_done);
+        /* A build running finishes first; its result is discarded. */
+        work_threads_free(c->threads);
         for (size_t i = 0; i < c->q_len; i++) {
                 BuildJob *j = &c->queue[(c->q_head + i) % EXE_CACHE_MAX_QUEUED];
                 if (j->fd >= 0)
@@ -425,45 +511,53 @@ static void entry_failed(ExeCache *c, ExeEntry *e, int r, const char *msg)
                         msg ?: strerror(-r));
 }
 
-static int run_one_build(ExeCache *c)
+/* Takes the next queued build into j, its file open; false when there was none to run (the
+ * file could not be opened again: handled here). */
+static bool build_begin(ExeCache *c, TableJob *j)
 {
-        UnwindTableOptions opts = {};
-        _cleanup_free_ char *error = NULL;
-        UnwindTable *t = NULL;
-        PoolTable *pt = NULL;
-        uint64_t t0, cpu0;
-        BuildJob j;
+        BuildJob q;
         ExeEntry *e;
-        int r;
 
         if (c->q_len == 0)
-                return 0;
-        j = c->queue[c->q_head];
+                return false;
+        q = c->queue[c->q_head];
         c->q_head = (c->q_head + 1) % EXE_CACHE_MAX_QUEUED;
         c->q_len--;
-        e = j.entry;
-        if (j.fd >= 0)
+        e = q.entry;
+        if (q.fd >= 0)
                 c->q_fds--;
         else {
                 /* Opened again now, and only if it is still the file the key names. */
-                j.reopen.known = &j.known;
-                j.fd = safe_open_mapping(&j.reopen, NULL, NULL);
-                free(j.path);
-                if (j.fd < 0) {
-                        free(j.debug_root);
+                q.reopen.known = &q.known;
+                q.fd = safe_open_mapping(&q.reopen, NULL, NULL);
+                free(q.path);
+                if (q.fd < 0) {
+                        free(q.debug_root);
                         c->errors[ERR_IO]++;
                         /* Left for the next process that maps it to give a file. */
                         e->state = EXE_NEW;
-                        log_debug_errno(j.fd, "Cannot open %s again to build its unwind table: %m", e->name);
-                        goto done;
+                        log_debug_errno(q.fd, "Cannot open %s again to build its unwind table: %m", e->name);
+                        if (c->ready)
+                                c->ready(e, c->userdata);
+                        return false;
                 }
         }
+        *j = (TableJob){.entry = e, .fd = q.fd, .debug_root = q.debug_root, .name = strdup(e->name ?: "")};
+        return true;
+}
+
+/* The build itself, on the build thread (or the loop's, without one): touches nothing but j. */
+static void build_run(void *job, void *state)
+{
+        TableJob *j = job;
+        UnwindTableOptions opts = {};
+        uint64_t t0, cpu0;
 
         /* .debug_frame of the separate debug file (build-id path, .gnu_debuglink next to the file
          * as the process sees it) when the file has none of its own: code built without
          * .eh_frame (-fno-asynchronous-unwind-tables) and stripped is unwound only through it.
          * Cost: one failed open() per build on most files (~3% of build CPU measured). */
-        opts.debug_root = j.debug_root;
+        opts.debug_root = j->debug_root;
         opts.use_debug_file = true;
         /* Names in the file (.gnu_debuglink) and paths in the process's root are its owner's to
          * choose: opened only as regular files, never blocking, never outside that root. */
@@ -475,25 +569,53 @@ static int run_one_build(ExeCache *c)
 #else
         opts.machine = EM_X86_64;
 #endif
-        if (e->name && e->name[0] == '/' && strncmp(e->name, "/memfd:", 7) != 0)
-                opts.file_path = e->name;
+        if (!j->name) {
+                j->r = -ENOMEM;
+                goto out;
+        }
+        if (j->name[0] == '/' && strncmp(j->name, "/memfd:", 7) != 0)
+                opts.file_path = j->name;
         t0 = now_ns(CLOCK_MONOTONIC);
         cpu0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
-        r = unwind_table_build_fd(j.fd, e->name, &opts, &t, &error);
-        /* The daemon's one thread: its CPU time, apart from waiting for the disk or the CPU. */
-        c->n_build_cpu_ns += now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
-        t0 = now_ns(CLOCK_MONOTONIC) - t0;
-        c->n_build_ns += t0;
-        if (t0 > c->max_build_ns) {
-                c->max_build_ns = t0;
-                /* Builds run between other work, one per loop iteration: a very slow one is worth
-                 * knowing about (it delays everything else in the loop for that long). */
-                log_debug("Unwind table of %s: %.1f ms, slowest build so far", e->name, (double)t0 / 1e6);
+        j->r = unwind_table_build_fd(j->fd, j->name, &opts, &j->table, &j->error);
+        /* This thread's CPU time, apart from waiting for the disk or the CPU. */
+        j->cpu_ns = now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+        j->wall_ns = now_ns(CLOCK_MONOTONIC) - t0;
+out:
+        close(j->fd);
+        j->fd = -1;
+}
+
+static void build_discard(void *job)
+{
+        TableJob *j = job;
+
+        if (j->fd >= 0)
+                close(j->fd);
+        unwind_table_free(j->table);
+        free(j->name);
+        free(j->debug_root);
+        free(j->error);
+}
+
+/* The loop's part after a build: counts it, places the table in the pool, tells the tracker. */
+static void build_finish(ExeCache *c, TableJob *j)
+{
+        ExeEntry *e = j->entry;
+        UnwindTable *t = TAKE_PTR(j->table);
+        PoolTable *pt = NULL;
+        int r = j->r;
+
+        c->n_build_cpu_ns += j->cpu_ns;
+        c->n_build_ns += j->wall_ns;
+        if (j->wall_ns > c->max_build_ns) {
+                c->max_build_ns = j->wall_ns;
+                log_debug("Unwind table of %s: %.1f ms, slowest build so far", e->name,
+                          (double)j->wall_ns / 1e6);
         }
-        close(j.fd);
-        free(j.debug_root);
         if (r < 0) {
-                entry_failed(c, e, r, error);
+                unwind_table_free(t);
+                entry_failed(c, e, r, j->error);
                 goto done;
         }
         c->n_builds++;
@@ -531,17 +653,25 @@ static int run_one_build(ExeCache *c)
         else
                 table_pool_release(c->pool, pt);
 done:
+        free(j->name);
+        free(j->debug_root);
+        free(j->error);
         if (c->ready)
                 c->ready(e, c->userdata);
-        return 1;
 }
 
-void exe_cache_build_all(ExeCache *c)
+/* One build on the loop's own thread (no event loop, or building everything at once). */
+static int run_one_build(ExeCache *c)
 {
-        while (c->q_len > 0)
-                (void)run_one_build(c);
-        if (c->builder)
-                (void)sd_event_source_set_enabled(c->builder, SD_EVENT_OFF);
+        TableJob j;
+
+        if (c->q_len == 0)
+                return 0;
+        if (build_begin(c, &j)) {
+                build_run(&j, NULL);
+                build_finish(c, &j);
+        }
+        return 1;
 }
 
 static bool entry_queued(const ExeCache *c, const ExeEntry *e)
@@ -575,7 +705,7 @@ void exe_cache_gc(ExeCache *c, uint64_t now_ns)
 
 size_t exe_cache_queued(const ExeCache *c)
 {
-        return c ? c->q_len : 0;
+        return c ? c->q_len + c->building : 0;
 }
 
 void exe_cache_write_metrics(const ExeCache *c, FILE *f)
@@ -602,7 +732,8 @@ void exe_cache_write_metrics(const ExeCache *c, FILE *f)
                      "Executables mapped by a live process with their table in the pool.", with_table);
         metric_gauge(f, "profd_exe_cache_unused", "Executables no process maps, kept for the grace period.",
                      c->n_unused);
-        metric_gauge(f, "profd_exe_cache_build_queue", "Unwind table builds waiting.", c->q_len);
+        metric_gauge(f, "profd_exe_cache_build_queue", "Unwind table builds waiting or running.",
+                     c->q_len + c->building);
         metric_counter(f, "profd_exe_cache_builds_total", "Unwind tables built.", c->n_builds);
         metric_counter_seconds(f, "profd_exe_cache_build_seconds_total",
                                "Time spent building unwind tables.", c->n_build_ns);

@@ -73,8 +73,6 @@ void exe_cache_ensure(ExeCache *c, ExeEntry *e, int fd, const SafeMapping *reope
                       bool urgent);
 /* True when exe_cache_use() would want a file to build from (so callers open one only then). */
 bool exe_cache_needs_file(ExeCache *c, const ExeEntry *e);
-/* Runs every queued build now (tests, benchmarks). */
-void exe_cache_build_all(ExeCache *c);
 /* Forgets entries unused for longer than the grace period. */
 void exe_cache_gc(ExeCache *c, uint64_t now_ns);
 size_t exe_cache_queued(const ExeCache *c);
