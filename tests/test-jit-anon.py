@@ -150,9 +150,9 @@ def main():
     check(rc == 0, "the JIT program ran (exit %s)" % rc)
     check(total >= 150, "enough samples of the JIT program (%d)" % total)
     # An AddressSanitizer build handles each record several times slower, and every sample taken
-    # before a range is pushed is outside any mapping: 3-8% there on this 2-vCPU VM (0.3-0.5% for
-    # the plain build). The 3% bound is for the plain build; the sanitized run is there for memory
-    # errors.
+    # before a range is pushed is outside any mapping: 1-8% there on this 2-vCPU VM in most runs,
+    # 16-17% in one of three or four (0.0-0.5% for the plain build). tests/run-all.sh runs this
+    # test in the plain build; the 10% bound is for runs of a sanitized build by hand.
     bound = 0.10 if sanitized() else 0.03
     check(total and outside / total <= bound, "<= %d%% of JIT samples outside any mapping: %d/%d"
           % (round(100 * bound), outside, total))

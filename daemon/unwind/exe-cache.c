@@ -660,7 +660,7 @@ done:
                 c->ready(e, c->userdata);
 }
 
-/* One build on the loop's own thread (no event loop, or building everything at once). */
+/* One build on the loop's own thread, when the build thread could not be started. */
 static int run_one_build(ExeCache *c)
 {
         TableJob j;
