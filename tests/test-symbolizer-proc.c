@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /* /proc/PID/maps parsing, the process table and the symbolizer on odd processes: paths with
  * spaces and a newline, a program run from a memfd, the vDSO, exit and the grace period, the
- * real /proc/kallsyms. No BPF. */
+ * real /proc/kallsyms; the table with thousands of exited processes (grace period, reused pids,
+ * eviction oldest first). No BPF. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -661,6 +662,70 @@ static void test_reread_after_exec(void)
         close(go[1]);
 }
 
+/* Thousands of fork copies of this process under pids no process can have (above the kernel's
+ * PID_MAX_LIMIT), exited in a known order: the grace period ends for the oldest first, a reused
+ * pid replaces its exited entry, and over the memory budget the oldest exits go first. */
+#define MANY 3000
+#define MANY_PID0 4200000
+static void test_many_exited(void)
+{
+        _cleanup_(process_table_freep) ProcessTable *procs = NULL;
+        const uint64_t grace = 100 * NSEC_PER_SEC, t0 = now_ns();
+        unsigned wrong = 0, gone = 0, first_kept = MANY;
+        const Process *c;
+        Process *self, *p;
+
+        if (process_table_new(grace, &procs) < 0 || process_table_get(procs, getpid(), &self) < 0) {
+                check(false, "many exited: process table");
+                return;
+        }
+        for (unsigned k = 0; k < MANY; k++)
+                wrong += process_table_fork(procs, getpid(), MANY_PID0 + k) != 0;
+        for (unsigned k = 0; k < MANY; k++)
+                wrong += !(c = process_table_find(procs, MANY_PID0 + k)) || c->pid != MANY_PID0 + (int)k;
+        check(wrong == 0, "many exited: %u fork copies, each found by its pid (%u wrong)", MANY, wrong);
+        /* Exits noticed in the order 0, 2, 4, ..., 1, 3, 5, ...: the exited list follows that order. */
+        for (unsigned k = 0; k < MANY; k += 2)
+                process_table_mark_exited(procs, MANY_PID0 + k, t0 + k);
+        for (unsigned k = 1; k < MANY; k += 2)
+                process_table_mark_exited(procs, MANY_PID0 + k, t0 + MANY + k);
+        /* The even ones' grace period is over, not the odd ones'. */
+        process_table_gc(procs, t0 + MANY + grace);
+        wrong = 0;
+        for (unsigned k = 0; k < MANY; k++) {
+                c = process_table_find(procs, MANY_PID0 + k);
+                wrong += (k % 2 == 0) != (c == NULL) ||
+                         (c && (c->pid != MANY_PID0 + (int)k || !c->exited_ns));
+        }
+        check(wrong == 0 && process_table_find(procs, getpid()) == self,
+              "many exited: gc forgot the %u whose grace period ended, kept the rest (%u wrong)", MANY / 2,
+              wrong);
+        /* A new process with the pid of an exited one replaces it. */
+        check(process_table_fork(procs, getpid(), MANY_PID0 + 1) == 0 &&
+                      (c = process_table_find(procs, MANY_PID0 + 1)) && !c->exited_ns && c->inherited,
+              "many exited: a reused pid replaces the exited entry");
+        /* Over the budget: exited ones go, oldest exit first (3, 5, 7, ...), live ones stay. */
+        process_table_set_memory_budget(procs, process_table_memory(procs) - 64 * 1024);
+        /* A read of a process not known yet makes room first (our parent: alive while we run). */
+        check(process_table_get(procs, getppid(), &p) == 0, "many exited: a read over the budget");
+        wrong = 0;
+        for (unsigned k = 3; k < MANY; k += 2) {
+                c = process_table_find(procs, MANY_PID0 + k);
+                if (!c) {
+                        gone++;
+                        wrong += first_kept != MANY; /* a gap after a kept one: not oldest first */
+                } else if (first_kept == MANY)
+                        first_kept = k;
+        }
+        check(gone > 0 && wrong == 0 && process_table_find(procs, getpid()) == self &&
+                      process_table_find(procs, MANY_PID0 + 1) && process_table_find(procs, getppid()),
+              "many exited: over the budget the %u oldest exits went first, live ones stayed (%u out of "
+              "order)",
+              gone, wrong);
+        check(process_table_find(procs, MANY_PID0 + MANY - 1) != NULL,
+              "many exited: the newest exit is kept");
+}
+
 int main(void)
 {
         setvbuf(stdout, NULL, _IOLBF, 0);
@@ -670,6 +735,7 @@ int main(void)
         test_real_kallsyms();
         test_add_anon();
         test_reread_after_exec();
+        test_many_exited();
         printf("%s: %u failure(s)\n", failures ? "FAIL" : "PASS", failures);
         return failures ? 1 : 0;
 }

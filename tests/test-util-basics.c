@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-/* The shared basics: growable arrays, arrays sorted by pid, the Prometheus writer, who holds the
- * memory and the budget over its owners, the id ring, jobs run by threads. */
+/* The shared basics: growable arrays, arrays sorted by pid, the pid index, the Prometheus writer, who holds
+ * the memory and the budget over its owners, the id ring, jobs run by threads. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -19,6 +19,7 @@
 #include "util/memory-budget.h"
 #include "util/memory-owners.h"
 #include "util/metrics-writer.h"
+#include "util/pid-index.h"
 #include "util/work-threads.h"
 
 typedef struct Item {
@@ -67,6 +68,59 @@ static void test_sorted(void)
         Item s[4] = {{2}, {4}, {6}};
         size_t ns = 3;
         CHECK(SORTED_INDEX(s, ns, _e.pid, 4, &found) == 1 && found, "array of structs");
+}
+
+/* The pid index against a plain array of positions, through adds, moves and removals that leave
+ * long probe runs behind (pids that share a home slot, the table grown several times). */
+static void test_pid_index(void)
+{
+        enum { MAXPID = 40000 };
+        static int64_t ref[MAXPID]; /* pid -> position, -1: not there */
+        PidIndex ix = {};
+        unsigned seed = 12345, mismatches = 0;
+        uint32_t pos;
+        size_t n = 0;
+
+        for (size_t i = 0; i < MAXPID; i++)
+                ref[i] = -1;
+        CHECK(!pid_index_get(&ix, 1, &pos), "empty: nothing found");
+        CHECK(pid_index_set(&ix, 0, 1) == -EINVAL && pid_index_set(&ix, -3, 1) == -EINVAL,
+              "pid <= 0 refused");
+        pid_index_remove(&ix, 7); /* nothing there: nothing happens */
+        for (unsigned round = 0; round < 400000; round++) {
+                pid_t pid = 1 + (int)(rand_r(&seed) % (MAXPID - 1));
+                unsigned op = rand_r(&seed) % 8;
+                if (op < 4) {
+                        if (ref[pid] < 0)
+                                n++;
+                        ref[pid] = round;
+                        if (pid_index_set(&ix, pid, round) < 0)
+                                mismatches++;
+                } else if (op < 6) {
+                        if (ref[pid] >= 0)
+                                n--;
+                        ref[pid] = -1;
+                        pid_index_remove(&ix, pid);
+                } else {
+                        bool found = pid_index_get(&ix, pid, &pos);
+                        if (found != (ref[pid] >= 0) || (found && pos != (uint32_t)ref[pid]))
+                                mismatches++;
+                }
+        }
+        for (pid_t pid = 1; pid < MAXPID; pid++) {
+                bool found = pid_index_get(&ix, pid, &pos);
+                if (found != (ref[pid] >= 0) || (found && pos != (uint32_t)ref[pid]))
+                        mismatches++;
+        }
+        CHECK(mismatches == 0, "pid index agrees with the reference (%u mismatches)", mismatches);
+        CHECK(ix.n == n, "pid index holds %zu pids, the reference %zu", ix.n, n);
+        CHECK(ix.n * 2 <= ix.cap && pid_index_bytes(&ix) == ix.cap * sizeof(PidSlot),
+              "load at most one half (%zu in %zu slots)", ix.n, ix.cap);
+        for (pid_t pid = 1; pid < MAXPID; pid++)
+                pid_index_remove(&ix, pid);
+        CHECK(ix.n == 0 && !pid_index_get(&ix, 1, &pos), "all removed: empty");
+        pid_index_done(&ix);
+        CHECK(ix.slots == NULL && ix.cap == 0, "done: freed");
 }
 
 static void test_metrics(void)
@@ -479,6 +533,7 @@ int main(void)
 {
         test_grow();
         test_sorted();
+        test_pid_index();
         test_metrics();
         test_files_rss();
         test_budget();

@@ -19,6 +19,7 @@ void process_free(ProcessTable *t, Process *p)
         if (!p)
                 return;
         t->proc_bytes -= process_bytes(p);
+        process_set_alive(t, p); /* off the exited list */
         process_maps_fd_drop(t, p);
         for (size_t i = 0; i < p->n_mappings; i++) {
                 string_pool_unref(t->paths, p->mappings[i].path);
@@ -36,26 +37,33 @@ void process_table_set_memory_budget(ProcessTable *t, size_t bytes)
 size_t process_table_memory(const ProcessTable *t)
 {
         return t->proc_bytes + t->n_files * sizeof(ProcFile) + t->n_file_buckets * sizeof(ProcFile *) +
-               string_pool_bytes(t->paths) + t->cap_procs * sizeof(Process *);
+               string_pool_bytes(t->paths) + t->cap_procs * sizeof(Process *) + pid_index_bytes(&t->by_pid);
 }
 
 void process_table_remove_at(ProcessTable *t, size_t i)
 {
+        pid_index_remove(&t->by_pid, t->procs[i]->pid);
         process_free(t, t->procs[i]);
-        ARRAY_REMOVE_AT(t->procs, t->n_procs, i);
+        /* The last one takes the hole: the table is in no order. */
+        if (i != --t->n_procs) {
+                t->procs[i] = t->procs[t->n_procs];
+                /* Cannot fail: the pid is in the index, only its position changes. */
+                (void)pid_index_set(&t->by_pid, t->procs[i]->pid, (uint32_t)i);
+        }
 }
 
-/* Makes room by forgetting the process that exited longest ago (never keep). */
+/* Makes room by forgetting the process whose exit was noticed longest ago (never keep): the front
+ * of the exited list, or the one after it. */
 int process_table_evict_one(ProcessTable *t, const Process *keep)
 {
-        size_t victim = SIZE_MAX;
-        for (size_t i = 0; i < t->n_procs; i++)
-                if (t->procs[i]->exited_ns && t->procs[i] != keep &&
-                    (victim == SIZE_MAX || t->procs[i]->exited_ns < t->procs[victim]->exited_ns))
-                        victim = i;
-        if (victim == SIZE_MAX)
+        Process *victim = t->exited_first;
+        uint32_t pos;
+
+        if (victim && victim == keep)
+                victim = victim->exited_next;
+        if (!victim || !pid_index_get(&t->by_pid, victim->pid, &pos) || t->procs[pos] != victim)
                 return -ENOSPC;
-        process_table_remove_at(t, victim);
+        process_table_remove_at(t, pos);
         return 0;
 }
 

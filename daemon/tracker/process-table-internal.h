@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "tracker/process-table.h"
+#include "util/pid-index.h"
 #include "util/string-pool.h"
 
 /* A process read at its exec is read again a millisecond later, at its loader's start-up report:
@@ -27,8 +28,12 @@ typedef struct ExecNsHint {
 
 struct ProcessTable {
         uint64_t exit_grace_ns;
-        Process **procs; /* sorted by pid */
+        Process **procs; /* in no order: by_pid finds them */
         size_t n_procs, cap_procs;
+        PidIndex by_pid; /* pid -> index in procs */
+        /* The exited processes, in the order their exit was noticed (oldest first): the grace
+         * period ends and eviction picks from the front without looking at the others. */
+        Process *exited_first, *exited_last;
         ProcFile **file_buckets; /* by device + inode; power-of-two count */
         size_t n_files, n_file_buckets;
         unsigned n_open_fds, max_open_fds;
@@ -55,6 +60,40 @@ struct ProcessTable {
                 n_forgotten, n_evicted, n_table_full, n_truncated, n_no_file, n_not_elf, n_evicted_memory,
                 n_truncated_memory, n_fd_evicted;
 };
+
+/* p exited (at ns, CLOCK_REALTIME; not 0): kept for the grace period, at the end of the exited
+ * list. Nothing if it is marked exited already. */
+static inline void process_set_exited(ProcessTable *t, Process *p, uint64_t ns)
+{
+        if (p->exited_ns)
+                return;
+        p->exited_ns = ns ? ns : 1;
+        p->exited_prev = t->exited_last;
+        p->exited_next = NULL;
+        if (t->exited_last)
+                t->exited_last->exited_next = p;
+        else
+                t->exited_first = p;
+        t->exited_last = p;
+        t->n_exited_total++;
+}
+
+/* p is alive after all (a read found it), or leaves the table: off the exited list. */
+static inline void process_set_alive(ProcessTable *t, Process *p)
+{
+        if (!p->exited_ns)
+                return;
+        if (p->exited_prev)
+                p->exited_prev->exited_next = p->exited_next;
+        else
+                t->exited_first = p->exited_next;
+        if (p->exited_next)
+                p->exited_next->exited_prev = p->exited_prev;
+        else
+                t->exited_last = p->exited_prev;
+        p->exited_prev = p->exited_next = NULL;
+        p->exited_ns = 0;
+}
 
 /* Closes p's kept maps descriptor, if any (exit, exec, freed). */
 static inline void process_maps_fd_drop(ProcessTable *t, Process *p)

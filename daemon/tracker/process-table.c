@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-/* The process table: processes sorted by pid, looked up, read, refreshed, copied at fork, marked
+/* The process table: processes indexed by pid, looked up, read, refreshed, copied at fork, marked
  * exited and forgotten after the grace period. Files are in process-files.c, reading /proc in
  * process-read.c, the memory budget in process-table-budget.c. */
 #include <errno.h>
@@ -50,6 +50,7 @@ ProcessTable *process_table_free(ProcessTable *t)
         for (size_t i = 0; i < t->n_procs; i++)
                 process_free(t, t->procs[i]);
         free(t->procs);
+        pid_index_done(&t->by_pid);
         proc_file_unref(t, t->vdso);
         free(t->file_buckets);
         string_pool_free(t->paths);
@@ -58,21 +59,20 @@ ProcessTable *process_table_free(ProcessTable *t)
 
 static size_t find_index(const ProcessTable *t, pid_t pid, bool *found)
 {
-        return SORTED_INDEX(t->procs, t->n_procs, _e->pid, pid, found);
+        uint32_t pos;
+        *found = pid_index_get(&t->by_pid, pid, &pos);
+        return *found ? pos : SIZE_MAX;
 }
 
-/* Puts p (not in the table yet) at its place; frees it on failure. */
+/* Adds p (its pid not in the table yet); frees it on failure. */
 static int table_insert(ProcessTable *t, Process *p)
 {
-        bool found;
-        size_t i;
-
-        if (ARRAY_GROW(t->procs, t->cap_procs, t->n_procs + 1, 256) < 0) {
+        if (ARRAY_GROW(t->procs, t->cap_procs, t->n_procs + 1, 256) < 0 ||
+            pid_index_set(&t->by_pid, p->pid, (uint32_t)t->n_procs) < 0) {
                 process_free(t, p);
                 return -ENOMEM;
         }
-        i = find_index(t, p->pid, &found);
-        ARRAY_INSERT_AT(t->procs, t->n_procs, i, p);
+        t->procs[t->n_procs++] = p;
         return 0;
 }
 
@@ -137,10 +137,8 @@ int process_table_get(ProcessTable *t, pid_t pid, Process **ret)
                         int r;
                         process_table_enforce_budget(t, p);
                         r = process_read(t, p);
-                        if (r == -ESRCH) {
-                                p->exited_ns = now_ns(CLOCK_REALTIME);
-                                t->n_exited_total++;
-                        }
+                        if (r == -ESRCH)
+                                process_set_exited(t, p, now_ns(CLOCK_REALTIME));
                 }
                 *ret = p;
                 return 0;
@@ -167,10 +165,7 @@ int process_table_refresh(ProcessTable *t, pid_t pid, Process **ret)
         r = process_read(t, p);
         if (r == -ESRCH) {
                 /* Gone: keep what we knew for the grace period. */
-                if (!p->exited_ns) {
-                        p->exited_ns = now_ns(CLOCK_REALTIME);
-                        t->n_exited_total++;
-                }
+                process_set_exited(t, p, now_ns(CLOCK_REALTIME));
                 *ret = p;
                 return 0;
         }
@@ -179,7 +174,7 @@ int process_table_refresh(ProcessTable *t, pid_t pid, Process **ret)
         if (p->start_time != old_start && old_start != 0)
                 t->n_pid_reuse++;
         /* Read just now: alive, whatever an earlier look concluded. */
-        p->exited_ns = 0;
+        process_set_alive(t, p);
         *ret = p;
         return 0;
 }
@@ -250,8 +245,7 @@ void process_table_mark_exited(ProcessTable *t, pid_t pid, uint64_t now_ns)
         size_t i = find_index(t, pid, &found);
         if (!found || t->procs[i]->exited_ns)
                 return;
-        t->procs[i]->exited_ns = now_ns ? now_ns : 1;
-        t->n_exited_total++;
+        process_set_exited(t, t->procs[i], now_ns);
         /* What its exec event said is not true of the next process with this pid. */
         for (unsigned k = 0; k < EXEC_NS_HINTS; k++)
                 if (t->exec_ns[k].pid == pid)
@@ -376,14 +370,14 @@ void process_table_gc(ProcessTable *t, uint64_t now_ns)
 {
         unsigned checks = 0;
 
-        for (size_t i = 0; i < t->n_procs;) {
-                Process *p = t->procs[i];
-                if (p->exited_ns && p->exited_ns + t->exit_grace_ns <= now_ns) {
-                        process_table_remove_at(t, i);
-                        t->n_forgotten++;
-                        continue;
-                }
-                i++;
+        /* The exited list is in the order exits were noticed: the expired ones are at its front. */
+        while (t->exited_first && t->exited_first->exited_ns + t->exit_grace_ns <= now_ns) {
+                bool found;
+                size_t i = find_index(t, t->exited_first->pid, &found);
+                if (!found || t->procs[i] != t->exited_first)
+                        break; /* cannot happen: every listed process is in the table */
+                process_table_remove_at(t, i);
+                t->n_forgotten++;
         }
         /* No exit events yet for every process: notice exits by polling a bounded batch,
          * resuming where the last call stopped. */
@@ -402,9 +396,7 @@ void process_table_gc(ProcessTable *t, uint64_t now_ns)
                 p->checked_ns = now_ns;
                 if (r >= 0 && p->start_time == 0)
                         p->start_time = start; /* a fork copy: its start time was not read */
-                else if (r == -ESRCH || (r >= 0 && start != p->start_time)) {
-                        p->exited_ns = now_ns;
-                        t->n_exited_total++;
-                }
+                else if (r == -ESRCH || (r >= 0 && start != p->start_time))
+                        process_set_exited(t, p, now_ns);
         }
 }

@@ -49,6 +49,7 @@ typedef struct Process {
         bool inherited;          /* a fork child's copy of its parent's mappings, not read yet */
         bool foreign_ns;         /* in another mount namespace than profd, at the last stat read */
         uint64_t stat_ns;        /* CLOCK_MONOTONIC of the last stat read of this image; 0 at exec */
+        struct Process *exited_prev, *exited_next; /* the table's exited list, while exited_ns */
 } Process;
 
 /* Bounds: beyond these, the oldest exited processes are forgotten first; a process with more
