@@ -14,6 +14,43 @@
 #include "util/array.h"
 #include "util/time-util.h"
 
+/* The pool's processes are kept in no order, found through proc_index: a push or exit on a host
+ * with thousands of processes moves no other process's pointer. */
+static Proc *proc_find(TablePool *p, pid_t pid, size_t *ret_i)
+{
+        uint32_t pos;
+
+        if (!pid_index_get(&p->proc_index, pid, &pos))
+                return NULL;
+        if (ret_i)
+                *ret_i = pos;
+        return p->procs[pos];
+}
+
+static int proc_add(TablePool *p, Proc *pr)
+{
+        int r = ARRAY_GROW(p->procs, p->cap_procs, p->n_procs + 1, 64);
+
+        if (r < 0)
+                return r;
+        r = pid_index_set(&p->proc_index, pr->pid, (uint32_t)p->n_procs);
+        if (r < 0)
+                return r;
+        p->procs[p->n_procs++] = pr;
+        return 0;
+}
+
+/* Takes procs[i] out of the table (the caller frees it): the last one fills the hole. */
+static void proc_remove_at(TablePool *p, size_t i)
+{
+        pid_index_remove(&p->proc_index, p->procs[i]->pid);
+        if (i != --p->n_procs) {
+                p->procs[i] = p->procs[p->n_procs];
+                /* Cannot fail: the pid is in the index, only its position changes. */
+                (void)pid_index_set(&p->proc_index, p->procs[i]->pid, (uint32_t)i);
+        }
+}
+
 void pool_proc_free(Proc *pr)
 {
         if (!pr)
@@ -298,8 +335,6 @@ int table_pool_set_process_at(TablePool *p, pid_t pid, uint64_t maps_ns, const P
         _cleanup_free_ PoolMapping *copy = NULL;
         struct profd_unwind_proc info = {};
         uint32_t key = pid;
-        bool found;
-        size_t i;
         Proc *pr;
         int r, w;
 
@@ -313,20 +348,19 @@ int table_pool_set_process_at(TablePool *p, pid_t pid, uint64_t maps_ns, const P
                 memcpy(copy, m, n * sizeof(*copy));
         }
 
-        i = SORTED_INDEX(p->procs, p->n_procs, _e->pid, pid, &found);
-        if (found) {
-                pr = p->procs[i];
-        } else {
+        pr = proc_find(p, pid, NULL);
+        if (!pr) {
                 if (p->n_procs >= PROFD_POOL_MAX_PROCS)
                         return -ENOSPC;
-                r = ARRAY_GROW(p->procs, p->cap_procs, p->n_procs + 1, 64);
-                if (r < 0)
-                        return r;
                 pr = calloc(1, sizeof(*pr));
                 if (!pr)
                         return -ENOMEM;
                 pr->pid = pid;
-                ARRAY_INSERT_AT(p->procs, p->n_procs, i, pr);
+                r = proc_add(p, pr);
+                if (r < 0) {
+                        free(pr);
+                        return r;
+                }
         }
 
         for (size_t k = 0; k < n; k++)
@@ -364,15 +398,14 @@ int table_pool_set_process_at(TablePool *p, pid_t pid, uint64_t maps_ns, const P
 
 int table_pool_checked_exec(TablePool *p, pid_t pid, uint64_t *ret_ns)
 {
-        bool found;
-        size_t i;
+        const Proc *pr;
 
         if (!p || pid <= 0 || !ret_ns)
                 return -EINVAL;
-        i = SORTED_INDEX(p->procs, p->n_procs, _e->pid, pid, &found);
-        if (!found || p->procs[i]->exec_ns == 0)
+        pr = proc_find(p, pid, NULL);
+        if (!pr || pr->exec_ns == 0)
                 return -ENOENT;
-        *ret_ns = p->procs[i]->exec_ns;
+        *ret_ns = pr->exec_ns;
         return 0;
 }
 
@@ -397,18 +430,17 @@ int table_pool_set_process_runtimes(TablePool *p, pid_t pid, uint32_t runtimes)
 {
         struct profd_unwind_proc info;
         uint32_t key = pid;
-        bool found;
-        size_t i;
+        Proc *pr;
         int r;
 
         if (!p || pid <= 0)
                 return -EINVAL;
-        i = SORTED_INDEX(p->procs, p->n_procs, _e->pid, pid, &found);
-        if (!found)
+        pr = proc_find(p, pid, NULL);
+        if (!pr)
                 return -ENOENT;
-        if (p->procs[i]->runtimes == runtimes)
+        if (pr->runtimes == runtimes)
                 return 0;
-        p->procs[i]->runtimes = runtimes;
+        pr->runtimes = runtimes;
         /* BPF_EXIST: an exec since the last push deleted the entry, and the next push writes the
          * new image's mappings with these bits; writing it here would revive the old ones. */
         if (bpf_map_lookup_elem(p->procs_fd, &key, &info) < 0)
@@ -432,16 +464,14 @@ void table_pool_set_exit_hook(TablePool *p, bool attached)
 static int remove_process(TablePool *p, pid_t pid, uint64_t exit_ns)
 {
         uint32_t key = pid;
-        bool found;
-        size_t i;
+        size_t i = 0;
         Proc *pr;
 
         if (!p)
                 return -EINVAL;
-        i = SORTED_INDEX(p->procs, p->n_procs, _e->pid, pid, &found);
-        if (!found)
+        pr = proc_find(p, pid, &i);
+        if (!pr)
                 return -ENOENT;
-        pr = p->procs[i];
         if (exit_ns && p->exit_hook && pr->procs_written_ns + EXIT_WRITE_MARGIN_NS < exit_ns)
                 p->exit_deletes_left++;
         else {
@@ -454,7 +484,7 @@ static int remove_process(TablePool *p, pid_t pid, uint64_t exit_ns)
         p->n_mapping_entries -= pr->n_keys;
         for (size_t k = 0; k < pr->n_maps; k++)
                 table_pool_release(p, pr->maps[k].table);
-        ARRAY_REMOVE_AT(p->procs, p->n_procs, i);
+        proc_remove_at(p, i);
         pool_proc_free(pr);
         return 0;
 }

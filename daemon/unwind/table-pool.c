@@ -97,6 +97,7 @@ TablePool *table_pool_free(TablePool *p)
                 pool_proc_free(p->procs[i]);
         }
         free(p->procs);
+        pid_index_done(&p->proc_index);
         pool_procs_gen_unmap(p);
         for (uint32_t i = 0; i < PROFD_POOL_MAX_SHARDS; i++)
                 pool_shard_drop(p, i);
@@ -391,7 +392,8 @@ uint64_t table_pool_host_bytes(const TablePool *p)
                 return 0;
         /* The rule hash is written whole at start (-1 slots); rules only as they are added. */
         b = sizeof(*p) + (uint64_t)p->n_rules * sizeof(*p->rules) + RULE_HASH_SIZE * sizeof(int32_t) +
-            p->cap_tables * sizeof(*p->tables) + p->cap_procs * sizeof(*p->procs);
+            p->cap_tables * sizeof(*p->tables) + p->cap_procs * sizeof(*p->procs) +
+            pid_index_bytes(&p->proc_index);
         for (size_t i = 0; i < p->n_tables; i++)
                 b += sizeof(PoolTable) + p->tables[i]->n_segs * sizeof(Segment);
         for (size_t i = 0; i < p->n_procs; i++)

@@ -47,16 +47,19 @@ int pid_index_set(PidIndex *ix, pid_t pid, uint32_t pos)
 
         if (pid <= 0)
                 return -EINVAL;
+        /* A known pid moves in place: never a growth, so a move cannot fail. */
+        for (i = ix->cap ? home(ix, pid) : 0; ix->cap && ix->slots[i].pid; i = (i + 1) & (ix->cap - 1))
+                if (ix->slots[i].pid == pid) {
+                        ix->slots[i].pos = pos;
+                        return 0;
+                }
         if ((ix->n + 1) * 2 > ix->cap) {
                 r = pid_index_grow(ix);
                 if (r < 0)
                         return r;
         }
         for (i = home(ix, pid); ix->slots[i].pid; i = (i + 1) & (ix->cap - 1))
-                if (ix->slots[i].pid == pid) {
-                        ix->slots[i].pos = pos;
-                        return 0;
-                }
+                ;
         ix->slots[i] = (PidSlot){.pid = pid, .pos = pos};
         ix->n++;
         return 0;

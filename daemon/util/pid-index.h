@@ -21,7 +21,8 @@ typedef struct PidIndex {
         size_t cap, n;
 } PidIndex;
 
-/* Adds pid at pos, or moves it there if it is known. pid must be > 0. */
+/* Adds pid at pos (-ENOMEM when the index cannot grow), or moves it there if it is known (never
+ * fails). pid must be > 0. */
 int pid_index_set(PidIndex *ix, pid_t pid, uint32_t pos);
 /* pid's position, if known. */
 bool pid_index_get(const PidIndex *ix, pid_t pid, uint32_t *ret_pos);
