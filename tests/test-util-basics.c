@@ -116,6 +116,21 @@ static void test_pid_index(void)
         CHECK(ix.n == n, "pid index holds %zu pids, the reference %zu", ix.n, n);
         CHECK(ix.n * 2 <= ix.cap && pid_index_bytes(&ix) == ix.cap * sizeof(PidSlot),
               "load at most one half (%zu in %zu slots)", ix.n, ix.cap);
+        /* Full up to the load that makes the next add grow it: a move of a known pid does not. */
+        {
+                PidIndex full = {};
+                size_t cap;
+
+                (void)pid_index_set(&full, 1, 1);
+                cap = full.cap;
+                for (pid_t pid = 2; full.n * 2 < cap; pid++)
+                        (void)pid_index_set(&full, pid, (uint32_t)pid);
+                CHECK(pid_index_set(&full, 1, 77) == 0 && full.cap == cap && pid_index_get(&full, 1, &pos) &&
+                              pos == 77,
+                      "a move at the growth threshold stays in place (%zu slots)", full.cap);
+                CHECK(pid_index_set(&full, 999999, 5) == 0 && full.cap == cap * 2, "the next add grows it");
+                pid_index_done(&full);
+        }
         for (pid_t pid = 1; pid < MAXPID; pid++)
                 pid_index_remove(&ix, pid);
         CHECK(ix.n == 0 && !pid_index_get(&ix, 1, &pos), "all removed: empty");
