@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <elf.h>
 #include <fcntl.h>
-#include <search.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -10,6 +9,7 @@
 #include <time.h>
 
 #include "unwind/exe-cache.h"
+#include "util/hash.h"
 #include "util/log.h"
 #include "util/memory-owners.h"
 #include "util/metrics-writer.h"
@@ -89,7 +89,10 @@ struct ExeCache {
         sd_event_source *build_done;
         bool building;
 
-        void *by_id; /* tsearch root */
+        /* Entries by id, chained, a power-of-two count of buckets, grown to one per entry: every
+         * executable mapping of every new process is looked up here. */
+        ExeEntry **buckets;
+        size_t n_buckets;
         ExeEntry *head;
         size_t n_entries, n_unused;
 
@@ -101,13 +104,37 @@ struct ExeCache {
         uint64_t errors[_ERR_MAX];
 };
 
-static int entry_cmp(const void *a, const void *b)
+static uint64_t id_hash(const uint8_t *id, size_t id_size)
 {
-        const ExeEntry *x = a, *y = b;
+        return hash_mix64(hash_fnv1a(HASH_FNV1A_INIT, id, id_size));
+}
 
-        if (x->id_size != y->id_size)
-                return x->id_size < y->id_size ? -1 : 1;
-        return memcmp(x->id, y->id, x->id_size);
+static ExeEntry **bucket_of(const ExeCache *c, uint64_t h)
+{
+        return &c->buckets[h & (c->n_buckets - 1)];
+}
+
+/* Room for one more entry at one per bucket; -ENOMEM leaves the buckets as they were. */
+static int buckets_grow(ExeCache *c)
+{
+        size_t n = c->n_buckets ? c->n_buckets * 2 : 64;
+        ExeEntry **b;
+
+        if (c->n_entries < c->n_buckets)
+                return 0;
+        b = calloc(n, sizeof(*b));
+        if (!b)
+                return -ENOMEM;
+        for (size_t i = 0; i < c->n_buckets; i++)
+                for (ExeEntry *e = c->buckets[i], *next; e; e = next) {
+                        next = e->hash_next;
+                        e->hash_next = b[e->hash & (n - 1)];
+                        b[e->hash & (n - 1)] = e;
+                }
+        free(c->buckets);
+        c->buckets = b;
+        c->n_buckets = n;
+        return 0;
 }
 
 static int run_one_build(ExeCache *c);
@@ -219,7 +246,11 @@ int exe_cache_new(sd_event *e, TablePool *pool, uint64_t grace_ns, exe_ready_fn 
 
 static void entry_free(ExeCache *c, ExeEntry *e)
 {
-        tdelete(e, &c->by_id, entry_cmp);
+        for (ExeEntry **pp = bucket_of(c, e->hash); *pp; pp = &(*pp)->hash_next)
+                if (*pp == e) {
+                        *pp = e->hash_next;
+                        break;
+                }
         if (e->prev)
                 e->prev->next = e->next;
         else
@@ -253,24 +284,26 @@ ExeCache *exe_cache_free(ExeCache *c)
         free(c->queue);
         while (c->head)
                 entry_free(c, c->head);
+        free(c->buckets);
         return mfree(c);
 }
 
 int exe_cache_get(ExeCache *c, const uint8_t *id, size_t id_size, const uint8_t *build_id,
                   size_t build_id_size, const char *name, ExeEntry **ret)
 {
-        ExeEntry key, *e;
-        void **found;
+        uint64_t h;
+        ExeEntry *e;
 
         if (id_size == 0 || id_size > UNWIND_TABLE_ID_MAX)
                 return -EINVAL;
-        key.id_size = id_size;
-        memcpy(key.id, id, id_size);
-        found = tfind(&key, &c->by_id, entry_cmp);
-        if (found) {
-                *ret = *found;
-                return 0;
-        }
+        h = id_hash(id, id_size);
+        for (e = c->n_buckets ? *bucket_of(c, h) : NULL; e; e = e->hash_next)
+                if (e->hash == h && e->id_size == id_size && memcmp(e->id, id, id_size) == 0) {
+                        *ret = e;
+                        return 0;
+                }
+        if (buckets_grow(c) < 0)
+                return -ENOMEM;
 
         e = calloc(1, sizeof(*e));
         if (!e)
@@ -283,11 +316,13 @@ int exe_cache_get(ExeCache *c, const uint8_t *id, size_t id_size, const uint8_t 
         }
         e->name = strdup(name ?: "?");
         e->unused_ns = now_ns(CLOCK_MONOTONIC);
-        if (!e->name || !tsearch(e, &c->by_id, entry_cmp)) {
-                free(e->name);
+        if (!e->name) {
                 free(e);
                 return -ENOMEM;
         }
+        e->hash = h;
+        e->hash_next = *bucket_of(c, h);
+        *bucket_of(c, h) = e;
         e->next = c->head;
         if (c->head)
                 c->head->prev = e;

@@ -44,6 +44,8 @@ typedef struct ExeEntry {
         uint32_t n_rows;       /* of the built table (for metrics/debugging) */
         char *name;            /* a path it was seen under, for messages */
         struct ExeEntry *prev, *next;
+        struct ExeEntry *hash_next; /* the cache's bucket of this id */
+        uint64_t hash;              /* of id */
 } ExeEntry;
 
 /* Called after an entry's build finished (successfully or not) so that the processes mapping it
