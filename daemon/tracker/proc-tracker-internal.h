@@ -13,6 +13,7 @@
 #include "tracker/proc-tracker.h"
 #include "unwind/exe-cache.h"
 #include "util/macro.h"
+#include "util/pid-index.h"
 
 /* A new mapping reported before it exists (kprobe fallback), or racing with our read of
  * /proc/PID/maps, is looked for again this much later, this many times. */
@@ -34,6 +35,7 @@ typedef struct TrackedMapping {
 
 typedef struct Tracked {
         pid_t pid;
+        uint32_t pos; /* in ProcTracker.by_pos */
         TrackedMapping *maps;
         size_t n_maps;
         uint64_t refreshed_ns;
@@ -86,7 +88,10 @@ struct ProcTracker {
         ProcEvents *events;
         ProcTrackerOptions opts;
 
-        void *by_pid; /* tsearch root of Tracked */
+        /* The tracked processes in no order, found through by_pid (every event looks one up). */
+        Tracked **by_pos;
+        size_t cap_by_pos;
+        PidIndex by_pid;
         Tracked *head;
         size_t n_tracked;
         Tracked *q_head, *q_tail; /* refresh/push queue */

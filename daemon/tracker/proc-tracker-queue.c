@@ -4,26 +4,19 @@
  * visible yet, and the end of tracking a process. */
 #include <errno.h>
 #include <inttypes.h>
-#include <search.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "tracker/proc-tracker-queue.h"
+#include "util/array.h"
 #include "util/log.h"
 #include "util/time-util.h"
 
-static int tracked_cmp(const void *a, const void *b)
-{
-        pid_t x = ((const Tracked *)a)->pid, y = ((const Tracked *)b)->pid;
-        return x < y ? -1 : x > y;
-}
-
 Tracked *tracked_find(ProcTracker *t, pid_t pid)
 {
-        Tracked key = {.pid = pid};
-        void **found = tfind(&key, &t->by_pid, tracked_cmp);
-        return found ? *found : NULL;
+        uint32_t pos;
+        return pid_index_get(&t->by_pid, pid, &pos) ? t->by_pos[pos] : NULL;
 }
 
 Tracked *tracked_get(ProcTracker *t, pid_t pid)
@@ -36,10 +29,13 @@ Tracked *tracked_get(ProcTracker *t, pid_t pid)
         if (!p)
                 return NULL;
         p->pid = pid;
-        if (!tsearch(p, &t->by_pid, tracked_cmp)) {
+        p->pos = (uint32_t)t->n_tracked;
+        if (ARRAY_GROW(t->by_pos, t->cap_by_pos, t->n_tracked + 1, 256) < 0 ||
+            pid_index_set(&t->by_pid, pid, p->pos) < 0) {
                 free(p);
                 return NULL;
         }
+        t->by_pos[p->pos] = p;
         p->next = t->head;
         if (t->head)
                 t->head->prev = p;
@@ -119,7 +115,14 @@ void tracked_drop(ProcTracker *t, Tracked *p)
                                         (int)p->pid);
         }
         tracked_maps_release(t, p->maps, p->n_maps);
-        tdelete(p, &t->by_pid, tracked_cmp);
+        pid_index_remove(&t->by_pid, p->pid);
+        /* The last one takes its place (cannot fail: a known pid moves in place). */
+        if (p->pos != t->n_tracked - 1) {
+                Tracked *last = t->by_pos[t->n_tracked - 1];
+                last->pos = p->pos;
+                t->by_pos[p->pos] = last;
+                (void)pid_index_set(&t->by_pid, last->pid, last->pos);
+        }
         if (p->prev)
                 p->prev->next = p->next;
         else

@@ -192,6 +192,8 @@ ProcTracker *proc_tracker_free(ProcTracker *t)
         sd_event_source_disable_unref(t->deferred_timer);
         while (t->head)
                 tracked_drop(t, t->head);
+        free(t->by_pos);
+        pid_index_done(&t->by_pid);
         exe_cache_free(t->cache);
         sd_event_unref(t->event);
         return mfree(t);
