@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../tests/lib/test-util.h"
 #include "tracker/process-table.h"
 #include "util/time-util.h"
 
@@ -30,19 +31,10 @@ static void one_process(ProcessTable *t, uint64_t t0, unsigned k)
 
 static unsigned long long metric(const ProcessTable *t, const char *name)
 {
-        char *buf = NULL, *p;
-        size_t size = 0;
-        unsigned long long v = 0;
-        FILE *f = open_memstream(&buf, &size);
+        char line[128];
 
-        process_table_write_metrics(t, f);
-        fclose(f);
-        for (p = strstr(buf, name); p && p > buf && p[-1] != '\n'; p = strstr(p + 1, name))
-                ;
-        if (p)
-                v = strtoull(p + strlen(name) + 1, NULL, 10);
-        free(buf);
-        return v;
+        snprintf(line, sizeof(line), "\n%s ", name); /* the whole name, at a line's start */
+        return METRIC_VALUE(process_table_write_metrics, t, line);
 }
 
 int main(void)

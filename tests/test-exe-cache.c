@@ -27,19 +27,10 @@ static size_t make_id(unsigned k, uint8_t id[UNWIND_TABLE_ID_MAX])
 
 static unsigned long long metric(const ExeCache *c, const char *name)
 {
-        char *buf = NULL, *p;
-        size_t size = 0;
-        unsigned long long v = 0;
-        FILE *f = open_memstream(&buf, &size);
+        char line[128];
 
-        exe_cache_write_metrics(c, f);
-        fclose(f);
-        for (p = strstr(buf, name); p && p > buf && p[-1] != '\n'; p = strstr(p + 1, name))
-                ;
-        if (p)
-                v = strtoull(p + strlen(name) + 1, NULL, 10);
-        free(buf);
-        return v;
+        snprintf(line, sizeof(line), "\n%s ", name); /* the whole name, at a line's start */
+        return METRIC_VALUE(exe_cache_write_metrics, c, line);
 }
 
 int main(void)
