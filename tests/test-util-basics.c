@@ -20,6 +20,7 @@
 #include "util/memory-owners.h"
 #include "util/metrics-writer.h"
 #include "util/pid-index.h"
+#include "util/pid-table.h"
 #include "util/work-threads.h"
 
 typedef struct Item {
@@ -68,6 +69,90 @@ static void test_sorted(void)
         Item s[4] = {{2}, {4}, {6}};
         size_t ns = 3;
         CHECK(SORTED_INDEX(s, ns, _e.pid, 4, &found) == 1 && found, "array of structs");
+}
+
+/* The pid table against a reference: records found by their own pid, removal by pid and by
+ * position (the last record takes the hole), a walk backwards that removes, refusals. */
+typedef struct PidRec {
+        uint64_t tag;
+        pid_t pid;
+        bool gone;
+} PidRec;
+
+static void test_pid_table(void)
+{
+        enum { N = 5000 };
+        static PidRec recs[N];
+        PidTable t = PID_TABLE_INIT(PidRec, pid);
+        PidRec zero = {.pid = 0}, neg = {.pid = -4}, dup;
+        unsigned seed = 777, mismatches = 0;
+        size_t pos, live = 0;
+
+        CHECK(pid_table_find(&t, 1, &pos) == NULL && pid_table_remove(&t, 1) == NULL,
+              "empty: nothing found");
+        for (size_t i = 0; i < N; i++) {
+                recs[i] = (PidRec){.tag = i * 3, .pid = (pid_t)(100000 + i * 7)};
+                if (pid_table_add(&t, &recs[i]) < 0)
+                        mismatches++;
+        }
+        dup = recs[10];
+        CHECK(pid_table_add(&t, &dup) == -EEXIST && pid_table_add(&t, &zero) == -EINVAL &&
+                      pid_table_add(&t, &neg) == -EINVAL && pid_table_size(&t) == N,
+              "a known pid and pids <= 0 refused, nothing changed");
+        /* Random removals by pid and by position. */
+        for (unsigned round = 0; round < 2000; round++) {
+                size_t i = rand_r(&seed) % N;
+                PidRec *r;
+
+                if (recs[i].gone)
+                        continue;
+                if (round & 1) {
+                        r = pid_table_remove(&t, recs[i].pid);
+                } else {
+                        r = pid_table_find(&t, recs[i].pid, &pos);
+                        r = r ? pid_table_remove_at(&t, pos) : NULL;
+                }
+                if (r != &recs[i])
+                        mismatches++;
+                recs[i].gone = true;
+        }
+        for (size_t i = 0; i < N; i++) {
+                PidRec *r = pid_table_find(&t, recs[i].pid, &pos);
+
+                live += !recs[i].gone;
+                if (recs[i].gone
+                            ? r != NULL
+                            : (r != &recs[i] || pos >= pid_table_size(&t) || pid_table_at(&t, pos) != r))
+                        mismatches++;
+        }
+        CHECK(mismatches == 0 && pid_table_size(&t) == live,
+              "pid table agrees with the reference after removals (%u mismatches, %zu of %zu)", mismatches,
+              pid_table_size(&t), live);
+        /* A walk backwards that removes every record with an odd tag looks at each once. */
+        {
+                size_t seen = 0, odd = 0;
+
+                for (size_t k = pid_table_size(&t); k-- > 0;) {
+                        PidRec *r = pid_table_at(&t, k);
+
+                        seen++;
+                        if (r->tag & 1) {
+                                odd++;
+                                (void)pid_table_remove_at(&t, k);
+                                r->gone = true;
+                        }
+                }
+                mismatches = 0;
+                for (size_t k = 0; k < pid_table_size(&t); k++)
+                        mismatches += (((PidRec *)pid_table_at(&t, k))->tag & 1) != 0;
+                CHECK(seen == live && mismatches == 0 && pid_table_size(&t) == live - odd,
+                      "a backward walk that removes sees every record once (%zu of %zu, %zu removed)", seen,
+                      live, odd);
+        }
+        CHECK(pid_table_bytes(&t) == t.cap * sizeof(void *) + pid_index_bytes(&t.index), "bytes counted");
+        pid_table_done(&t);
+        CHECK(t.items == NULL && t.n == 0 && t.index.slots == NULL && t.pid_offset == offsetof(PidRec, pid),
+              "done: freed, still for the same records");
 }
 
 /* The pid index against a plain array of positions, through adds, moves and removals that leave
@@ -549,6 +634,7 @@ int main(void)
         test_grow();
         test_sorted();
         test_pid_index();
+        test_pid_table();
         test_metrics();
         test_files_rss();
         test_budget();

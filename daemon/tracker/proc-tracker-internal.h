@@ -13,7 +13,7 @@
 #include "tracker/proc-tracker.h"
 #include "unwind/exe-cache.h"
 #include "util/macro.h"
-#include "util/pid-index.h"
+#include "util/pid-table.h"
 
 /* A new mapping reported before it exists (kprobe fallback), or racing with our read of
  * /proc/PID/maps, is looked for again this much later, this many times. */
@@ -35,7 +35,6 @@ typedef struct TrackedMapping {
 
 typedef struct Tracked {
         pid_t pid;
-        uint32_t pos; /* in ProcTracker.by_pos */
         TrackedMapping *maps;
         size_t n_maps;
         uint64_t refreshed_ns;
@@ -54,7 +53,6 @@ typedef struct Tracked {
         bool queued_back;           /* queued behind the others (background) */
         bool loader_start_expected; /* exec'd: glibc's loader reports its start-up next */
         bool reported;              /* the unwinder reported it unknown since the last push */
-        struct Tracked *prev, *next;
         struct Tracked *queue_next;
 } Tracked;
 
@@ -88,12 +86,8 @@ struct ProcTracker {
         ProcEvents *events;
         ProcTrackerOptions opts;
 
-        /* The tracked processes in no order, found through by_pid (every event looks one up). */
-        Tracked **by_pos;
-        size_t cap_by_pos;
-        PidIndex by_pid;
-        Tracked *head;
-        size_t n_tracked;
+        /* The tracked processes, in no order (every event looks one up). */
+        PidTable tracked;
         Tracked *q_head, *q_tail; /* refresh/push queue */
         size_t n_recheck;
 

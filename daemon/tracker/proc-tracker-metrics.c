@@ -37,7 +37,7 @@ void proc_tracker_write_metrics(const ProcTracker *t, FILE *f)
         proc_events_write_metrics(t->events, f);
         exe_cache_write_metrics(t->cache, f);
         metric_gauge(f, "profd_proc_tracker_processes", "Processes whose mappings the unwinder has.",
-                     t->n_tracked);
+                     pid_table_size(&t->tracked));
         metric_gauge_seconds(f, "profd_proc_tracker_initial_scan_seconds",
                              "Time to read every process present at start.", t->scan_ns);
         metric_counter(f, "profd_proc_tracker_refreshes_total", "Reads of a process' mappings.",

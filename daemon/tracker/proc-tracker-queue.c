@@ -9,14 +9,12 @@
 #include <time.h>
 
 #include "tracker/proc-tracker-queue.h"
-#include "util/array.h"
 #include "util/log.h"
 #include "util/time-util.h"
 
 Tracked *tracked_find(ProcTracker *t, pid_t pid)
 {
-        uint32_t pos;
-        return pid_index_get(&t->by_pid, pid, &pos) ? t->by_pos[pos] : NULL;
+        return pid_table_find(&t->tracked, pid, NULL);
 }
 
 Tracked *tracked_get(ProcTracker *t, pid_t pid)
@@ -29,18 +27,8 @@ Tracked *tracked_get(ProcTracker *t, pid_t pid)
         if (!p)
                 return NULL;
         p->pid = pid;
-        p->pos = (uint32_t)t->n_tracked;
-        if (ARRAY_GROW(t->by_pos, t->cap_by_pos, t->n_tracked + 1, 256) < 0 ||
-            pid_index_set(&t->by_pid, pid, p->pos) < 0) {
-                free(p);
-                return NULL;
-        }
-        t->by_pos[p->pos] = p;
-        p->next = t->head;
-        if (t->head)
-                t->head->prev = p;
-        t->head = p;
-        t->n_tracked++;
+        if (pid_table_add(&t->tracked, p) < 0)
+                return mfree(p);
         return p;
 }
 
@@ -115,21 +103,7 @@ void tracked_drop(ProcTracker *t, Tracked *p)
                                         (int)p->pid);
         }
         tracked_maps_release(t, p->maps, p->n_maps);
-        pid_index_remove(&t->by_pid, p->pid);
-        /* The last one takes its place (cannot fail: a known pid moves in place). */
-        if (p->pos != t->n_tracked - 1) {
-                Tracked *last = t->by_pos[t->n_tracked - 1];
-                last->pos = p->pos;
-                t->by_pos[p->pos] = last;
-                (void)pid_index_set(&t->by_pid, last->pid, last->pos);
-        }
-        if (p->prev)
-                p->prev->next = p->next;
-        else
-                t->head = p->next;
-        if (p->next)
-                p->next->prev = p->prev;
-        t->n_tracked--;
+        (void)pid_table_remove(&t->tracked, p->pid);
         free(p);
 }
 
@@ -214,7 +188,9 @@ int tracker_on_deferred(sd_event_source *s, uint64_t usec, void *userdata)
         size_t left = 0;
 
         /* One pass: queue the processes whose time has come, count the rest. */
-        for (Tracked *p = t->head; p; p = p->next) {
+        for (size_t k = 0; k < pid_table_size(&t->tracked); k++) {
+                Tracked *p = pid_table_at(&t->tracked, k);
+
                 if (!p->deferred_until_ns)
                         continue;
                 if (p->deferred_until_ns <= now) {
@@ -259,11 +235,14 @@ int tracker_on_recheck(sd_event_source *s, uint64_t usec, void *userdata)
 {
         ProcTracker *t = userdata;
 
-        for (Tracked *p = t->head; p && t->n_recheck > 0; p = p->next)
+        for (size_t k = 0; k < pid_table_size(&t->tracked) && t->n_recheck > 0; k++) {
+                Tracked *p = pid_table_at(&t->tracked, k);
+
                 if (p->recheck) {
                         p->recheck_fired = true;
                         t->n_rechecks++;
                         tracker_mark_dirty(t, p);
                 }
+        }
         return 0;
 }

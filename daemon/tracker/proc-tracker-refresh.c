@@ -425,10 +425,13 @@ void tracker_on_exe_ready(ExeEntry *e, void *userdata)
 
         if (e->users == 0)
                 return;
-        for (Tracked *p = t->head; p; p = p->next)
+        for (size_t k = 0; k < pid_table_size(&t->tracked); k++) {
+                Tracked *p = pid_table_at(&t->tracked, k);
+
                 for (size_t i = 0; i < p->n_maps; i++)
                         if (p->maps[i].exe == e) {
                                 tracker_mark_push(t, p);
                                 break;
                         }
+        }
 }

@@ -40,8 +40,8 @@ static int scan_proc(ProcTracker *t, bool reconcile)
         d = opendir("/proc");
         if (!d)
                 return log_error_errno_ratelimited(-errno, "Cannot read /proc: %m");
-        for (Tracked *p = t->head; p; p = p->next)
-                p->seen = false;
+        for (size_t k = 0; k < pid_table_size(&t->tracked); k++)
+                ((Tracked *)pid_table_at(&t->tracked, k))->seen = false;
         while ((de = readdir(d))) {
                 char *end;
                 long pid;
@@ -65,8 +65,10 @@ static int scan_proc(ProcTracker *t, bool reconcile)
                 p->seen = true;
                 n++;
         }
-        for (Tracked *p = t->head, *next; p; p = next) {
-                next = p->next;
+        /* Backwards: a drop moves the last process, looked at already, into the hole. */
+        for (size_t k = pid_table_size(&t->tracked); k-- > 0;) {
+                Tracked *p = pid_table_at(&t->tracked, k);
+
                 if (!p->seen) {
                         t->n_reconcile_gone += reconcile;
                         process_table_mark_exited(t->procs, p->pid, now_ns(CLOCK_REALTIME));
@@ -83,7 +85,9 @@ static int on_gc(sd_event_source *s, uint64_t usec, void *userdata)
         uint64_t now = now_ns(CLOCK_MONOTONIC), dropped;
 
         exe_cache_gc(t->cache, now);
-        for (Tracked *p = t->head; p; p = p->next) {
+        for (size_t k = 0; k < pid_table_size(&t->tracked); k++) {
+                Tracked *p = pid_table_at(&t->tracked, k);
+
                 /* Long-running processes: their start-up is over, observe it now, not at exit. */
                 if (p->exec_ns && now > p->exec_ns + EXEC_READY_WINDOW_NS)
                         tracker_record_ready(t, p);
@@ -123,6 +127,7 @@ int proc_tracker_new(sd_event *e, ProcessTable *procs, TablePool *pool, const Pr
         if (!t)
                 return -ENOMEM;
         t->event = sd_event_ref(e);
+        t->tracked = PID_TABLE_INIT(Tracked, pid);
         t->procs = procs;
         t->pool = pool;
         if (opts)
@@ -190,10 +195,9 @@ ProcTracker *proc_tracker_free(ProcTracker *t)
         sd_event_source_disable_unref(t->gc_timer);
         sd_event_source_disable_unref(t->recheck_timer);
         sd_event_source_disable_unref(t->deferred_timer);
-        while (t->head)
-                tracked_drop(t, t->head);
-        free(t->by_pos);
-        pid_index_done(&t->by_pid);
+        while (pid_table_size(&t->tracked) > 0)
+                tracked_drop(t, pid_table_at(&t->tracked, pid_table_size(&t->tracked) - 1));
+        pid_table_done(&t->tracked);
         exe_cache_free(t->cache);
         sd_event_unref(t->event);
         return mfree(t);
@@ -220,7 +224,7 @@ int proc_tracker_refresh_pid(ProcTracker *t, pid_t pid)
 
 size_t proc_tracker_n_processes(const ProcTracker *t)
 {
-        return t ? t->n_tracked : 0;
+        return t ? pid_table_size(&t->tracked) : 0;
 }
 
 bool proc_tracker_busy(const ProcTracker *t)

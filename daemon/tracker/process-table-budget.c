@@ -37,19 +37,12 @@ void process_table_set_memory_budget(ProcessTable *t, size_t bytes)
 size_t process_table_memory(const ProcessTable *t)
 {
         return t->proc_bytes + t->n_files * sizeof(ProcFile) + t->n_file_buckets * sizeof(ProcFile *) +
-               string_pool_bytes(t->paths) + t->cap_procs * sizeof(Process *) + pid_index_bytes(&t->by_pid);
+               string_pool_bytes(t->paths) + pid_table_bytes(&t->procs);
 }
 
 void process_table_remove_at(ProcessTable *t, size_t i)
 {
-        pid_index_remove(&t->by_pid, t->procs[i]->pid);
-        process_free(t, t->procs[i]);
-        /* The last one takes the hole: the table is in no order. */
-        if (i != --t->n_procs) {
-                t->procs[i] = t->procs[t->n_procs];
-                /* Cannot fail: the pid is in the index, only its position changes. */
-                (void)pid_index_set(&t->by_pid, t->procs[i]->pid, (uint32_t)i);
-        }
+        process_free(t, pid_table_remove_at(&t->procs, i));
 }
 
 /* Makes room by forgetting the process whose exit was noticed longest ago (never keep): the front
@@ -57,11 +50,11 @@ void process_table_remove_at(ProcessTable *t, size_t i)
 int process_table_evict_one(ProcessTable *t, const Process *keep)
 {
         Process *victim = t->exited_first;
-        uint32_t pos;
+        size_t pos;
 
         if (victim && victim == keep)
                 victim = victim->exited_next;
-        if (!victim || !pid_index_get(&t->by_pid, victim->pid, &pos) || t->procs[pos] != victim)
+        if (!victim || pid_table_find(&t->procs, victim->pid, &pos) != victim)
                 return -ENOSPC;
         process_table_remove_at(t, pos);
         return 0;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /* The process table itself, shared by the files that implement process-table.h: the processes
- * sorted by pid, the mapped files, the budgets and the counters /metrics shows. */
+ * found by pid, the mapped files, the budgets and the counters /metrics shows. */
 #pragma once
 
 #include <stdbool.h>
@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "tracker/process-table.h"
-#include "util/pid-index.h"
+#include "util/pid-table.h"
 #include "util/string-pool.h"
 
 /* A process read at its exec is read again a millisecond later, at its loader's start-up report:
@@ -28,9 +28,7 @@ typedef struct ExecNsHint {
 
 struct ProcessTable {
         uint64_t exit_grace_ns;
-        Process **procs; /* in no order: by_pid finds them */
-        size_t n_procs, cap_procs;
-        PidIndex by_pid; /* pid -> index in procs */
+        PidTable procs; /* of Process */
         /* The exited processes, in the order their exit was noticed (oldest first): the grace
          * period ends and eviction picks from the front without looking at the others. */
         Process *exited_first, *exited_last;
@@ -60,6 +58,11 @@ struct ProcessTable {
                 n_forgotten, n_evicted, n_table_full, n_truncated, n_no_file, n_not_elf, n_evicted_memory,
                 n_truncated_memory, n_fd_evicted;
 };
+
+static inline Process *process_at(const ProcessTable *t, size_t pos)
+{
+        return pid_table_at(&t->procs, pos);
+}
 
 /* p exited (at ns, CLOCK_REALTIME; not 0): kept for the grace period, at the end of the exited
  * list. Nothing if it is marked exited already. */

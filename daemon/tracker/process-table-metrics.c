@@ -10,13 +10,13 @@ void process_table_write_metrics(const ProcessTable *t, FILE *f)
 {
         size_t exited = 0, mappings = 0;
 
-        for (size_t i = 0; i < t->n_procs; i++) {
-                exited += t->procs[i]->exited_ns != 0;
-                mappings += t->procs[i]->n_mappings;
+        for (size_t i = 0; i < pid_table_size(&t->procs); i++) {
+                exited += process_at(t, i)->exited_ns != 0;
+                mappings += process_at(t, i)->n_mappings;
         }
         metric_gauge(f, "profd_process_table_processes",
                      "Processes whose mappings are known (incl. exited, kept for symbolization).",
-                     t->n_procs);
+                     pid_table_size(&t->procs));
         metric_gauge(f, "profd_process_table_exited_processes",
                      "Exited processes kept for the grace period.", exited);
         metric_gauge(f, "profd_process_table_mappings", "Executable mappings known.", mappings);

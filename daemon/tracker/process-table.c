@@ -15,7 +15,6 @@
 #include "tracker/process-files.h"
 #include "tracker/process-read.h"
 #include "tracker/process-table-budget.h"
-#include "util/array.h"
 #include "util/time-util.h"
 
 /* Liveness checks (/proc/PID/stat) per gc call: bounds the work of one call. */
@@ -30,6 +29,7 @@ int process_table_new(uint64_t exit_grace_ns, ProcessTable **ret)
                 return -ENOMEM;
         (void)elf_version(EV_CURRENT);
         t->exit_grace_ns = exit_grace_ns;
+        t->procs = PID_TABLE_INIT(Process, pid);
         t->max_open_fds = proc_file_open_budget();
         t->max_bytes = PROCESS_TABLE_DEFAULT_MEMORY;
         t->file_buckets = calloc(FILE_MIN_BUCKETS, sizeof(*t->file_buckets));
@@ -47,10 +47,9 @@ ProcessTable *process_table_free(ProcessTable *t)
 {
         if (!t)
                 return NULL;
-        for (size_t i = 0; i < t->n_procs; i++)
-                process_free(t, t->procs[i]);
-        free(t->procs);
-        pid_index_done(&t->by_pid);
+        for (size_t i = 0; i < pid_table_size(&t->procs); i++)
+                process_free(t, process_at(t, i));
+        pid_table_done(&t->procs);
         proc_file_unref(t, t->vdso);
         free(t->file_buckets);
         string_pool_free(t->paths);
@@ -59,21 +58,19 @@ ProcessTable *process_table_free(ProcessTable *t)
 
 static size_t find_index(const ProcessTable *t, pid_t pid, bool *found)
 {
-        uint32_t pos;
-        *found = pid_index_get(&t->by_pid, pid, &pos);
-        return *found ? pos : SIZE_MAX;
+        size_t pos = SIZE_MAX;
+        *found = pid_table_find(&t->procs, pid, &pos) != NULL;
+        return pos;
 }
 
 /* Adds p (its pid not in the table yet); frees it on failure. */
 static int table_insert(ProcessTable *t, Process *p)
 {
-        if (ARRAY_GROW(t->procs, t->cap_procs, t->n_procs + 1, 256) < 0 ||
-            pid_index_set(&t->by_pid, p->pid, (uint32_t)t->n_procs) < 0) {
+        int r = pid_table_add(&t->procs, p);
+
+        if (r < 0)
                 process_free(t, p);
-                return -ENOMEM;
-        }
-        t->procs[t->n_procs++] = p;
-        return 0;
+        return r;
 }
 
 static int insert_new(ProcessTable *t, pid_t pid, Process **ret)
@@ -81,7 +78,7 @@ static int insert_new(ProcessTable *t, pid_t pid, Process **ret)
         Process *p;
         int r;
 
-        if (t->n_procs >= PROCESS_TABLE_MAX_PROCESSES) {
+        if (pid_table_size(&t->procs) >= PROCESS_TABLE_MAX_PROCESSES) {
                 r = process_table_evict_one(t, NULL);
                 if (r < 0) {
                         t->n_table_full++;
@@ -118,7 +115,7 @@ int process_table_get(ProcessTable *t, pid_t pid, Process **ret)
                 return -EINVAL;
         i = find_index(t, pid, &found);
         if (found) {
-                Process *p = t->procs[i];
+                Process *p = process_at(t, i);
                 uint64_t start;
                 /* An exited entry whose pid is alive again with another start time was reused:
                  * new samples of this pid belong to the new process. Checked at most once a
@@ -159,7 +156,7 @@ int process_table_refresh(ProcessTable *t, pid_t pid, Process **ret)
         i = find_index(t, pid, &found);
         if (!found)
                 return insert_new(t, pid, ret);
-        p = t->procs[i];
+        p = process_at(t, i);
         old_start = p->start_time;
         process_table_enforce_budget(t, p);
         r = process_read(t, p);
@@ -183,7 +180,7 @@ const Process *process_table_find(const ProcessTable *t, pid_t pid)
 {
         bool found;
         size_t i = find_index(t, pid, &found);
-        return found ? t->procs[i] : NULL;
+        return found ? process_at(t, i) : NULL;
 }
 
 int process_table_add_anon(ProcessTable *t, pid_t pid, uint64_t start, uint64_t end)
@@ -195,7 +192,7 @@ int process_table_add_anon(ProcessTable *t, pid_t pid, uint64_t start, uint64_t 
 
         if (!found || end <= start)
                 return -ENOENT;
-        Process *p = t->procs[i];
+        Process *p = process_at(t, i);
         if (p->exited_ns)
                 return -ESRCH;
         m = p->mappings;
@@ -243,14 +240,14 @@ void process_table_mark_exited(ProcessTable *t, pid_t pid, uint64_t now_ns)
 {
         bool found;
         size_t i = find_index(t, pid, &found);
-        if (!found || t->procs[i]->exited_ns)
+        if (!found || process_at(t, i)->exited_ns)
                 return;
-        process_set_exited(t, t->procs[i], now_ns);
+        process_set_exited(t, process_at(t, i), now_ns);
         /* What its exec event said is not true of the next process with this pid. */
         for (unsigned k = 0; k < EXEC_NS_HINTS; k++)
                 if (t->exec_ns[k].pid == pid)
                         t->exec_ns[k].pid = 0;
-        process_maps_fd_drop(t, t->procs[i]);
+        process_maps_fd_drop(t, process_at(t, i));
 }
 
 int process_table_fork(ProcessTable *t, pid_t parent, pid_t child)
@@ -265,7 +262,7 @@ int process_table_fork(ProcessTable *t, pid_t parent, pid_t child)
         if (parent <= 0 || child <= 0)
                 return -EINVAL;
         i = find_index(t, child, &found);
-        if (found && !t->procs[i]->exited_ns)
+        if (found && !process_at(t, i)->exited_ns)
                 return 0;
         if (found) {
                 /* An earlier process with this pid, exited: the new one is not it. */
@@ -273,15 +270,16 @@ int process_table_fork(ProcessTable *t, pid_t parent, pid_t child)
                 process_table_remove_at(t, i);
         }
         i = find_index(t, parent, &found);
-        if (!found || t->procs[i]->n_mappings == 0 || t->procs[i]->exited_ns) {
+        if (!found || process_at(t, i)->n_mappings == 0 || process_at(t, i)->exited_ns) {
                 t->n_fork_no_parent++;
                 return -ENOENT;
         }
-        pp = t->procs[i];
+        pp = process_at(t, i);
         /* Bounded like a read: never evicts a live process, never goes over the budget for a copy
          * (a read of the child's maps may still happen later). */
         process_table_enforce_budget(t, NULL);
-        if (t->n_procs >= PROCESS_TABLE_MAX_PROCESSES && process_table_evict_one(t, NULL) < 0) {
+        if (pid_table_size(&t->procs) >= PROCESS_TABLE_MAX_PROCESSES &&
+            process_table_evict_one(t, NULL) < 0) {
                 t->n_fork_skipped++;
                 return -ENOSPC;
         }
@@ -357,12 +355,12 @@ void process_table_exec(ProcessTable *t, pid_t pid, uint32_t mnt_ns, uint64_t st
                 t->exec_ns_next = (t->exec_ns_next + 1) % EXEC_NS_HINTS;
         }
 
-        if (found && t->procs[i]->inherited) {
+        if (found && process_at(t, i)->inherited) {
                 process_table_remove_at(t, i);
                 t->n_fork_copies_dropped++;
         } else if (found) {
-                t->procs[i]->stat_ns = 0;             /* a new name, perhaps a new mount namespace */
-                process_maps_fd_drop(t, t->procs[i]); /* the old image's memory */
+                process_at(t, i)->stat_ns = 0;             /* a new name, perhaps a new mount namespace */
+                process_maps_fd_drop(t, process_at(t, i)); /* the old image's memory */
         }
 }
 
@@ -374,21 +372,21 @@ void process_table_gc(ProcessTable *t, uint64_t now_ns)
         while (t->exited_first && t->exited_first->exited_ns + t->exit_grace_ns <= now_ns) {
                 bool found;
                 size_t i = find_index(t, t->exited_first->pid, &found);
-                if (!found || t->procs[i] != t->exited_first)
+                if (!found || process_at(t, i) != t->exited_first)
                         break; /* cannot happen: every listed process is in the table */
                 process_table_remove_at(t, i);
                 t->n_forgotten++;
         }
         /* No exit events yet for every process: notice exits by polling a bounded batch,
          * resuming where the last call stopped. */
-        for (size_t k = 0; k < t->n_procs && checks < GC_CHECKS_PER_CALL; k++) {
+        for (size_t k = 0; k < pid_table_size(&t->procs) && checks < GC_CHECKS_PER_CALL; k++) {
                 Process *p;
                 uint64_t start;
                 int r;
 
-                if (t->gc_cursor >= t->n_procs)
+                if (t->gc_cursor >= pid_table_size(&t->procs))
                         t->gc_cursor = 0;
-                p = t->procs[t->gc_cursor++];
+                p = process_at(t, t->gc_cursor++);
                 if (p->exited_ns || p->checked_ns + GC_CHECK_INTERVAL_NS > now_ns)
                         continue;
                 checks++;

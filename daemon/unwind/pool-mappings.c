@@ -14,41 +14,11 @@
 #include "util/array.h"
 #include "util/time-util.h"
 
-/* The pool's processes are kept in no order, found through proc_index: a push or exit on a host
- * with thousands of processes moves no other process's pointer. */
+/* The pool's processes are kept in no order, found by pid: a push or exit on a host with thousands
+ * of processes moves no other process's pointer. */
 static Proc *proc_find(TablePool *p, pid_t pid, size_t *ret_i)
 {
-        uint32_t pos;
-
-        if (!pid_index_get(&p->proc_index, pid, &pos))
-                return NULL;
-        if (ret_i)
-                *ret_i = pos;
-        return p->procs[pos];
-}
-
-static int proc_add(TablePool *p, Proc *pr)
-{
-        int r = ARRAY_GROW(p->procs, p->cap_procs, p->n_procs + 1, 64);
-
-        if (r < 0)
-                return r;
-        r = pid_index_set(&p->proc_index, pr->pid, (uint32_t)p->n_procs);
-        if (r < 0)
-                return r;
-        p->procs[p->n_procs++] = pr;
-        return 0;
-}
-
-/* Takes procs[i] out of the table (the caller frees it): the last one fills the hole. */
-static void proc_remove_at(TablePool *p, size_t i)
-{
-        pid_index_remove(&p->proc_index, p->procs[i]->pid);
-        if (i != --p->n_procs) {
-                p->procs[i] = p->procs[p->n_procs];
-                /* Cannot fail: the pid is in the index, only its position changes. */
-                (void)pid_index_set(&p->proc_index, p->procs[i]->pid, (uint32_t)i);
-        }
+        return pid_table_find(&p->procs, pid, ret_i);
 }
 
 void pool_proc_free(Proc *pr)
@@ -350,13 +320,13 @@ int table_pool_set_process_at(TablePool *p, pid_t pid, uint64_t maps_ns, const P
 
         pr = proc_find(p, pid, NULL);
         if (!pr) {
-                if (p->n_procs >= PROFD_POOL_MAX_PROCS)
+                if (pid_table_size(&p->procs) >= PROFD_POOL_MAX_PROCS)
                         return -ENOSPC;
                 pr = calloc(1, sizeof(*pr));
                 if (!pr)
                         return -ENOMEM;
                 pr->pid = pid;
-                r = proc_add(p, pr);
+                r = pid_table_add(&p->procs, pr);
                 if (r < 0) {
                         free(pr);
                         return r;
@@ -484,7 +454,7 @@ static int remove_process(TablePool *p, pid_t pid, uint64_t exit_ns)
         p->n_mapping_entries -= pr->n_keys;
         for (size_t k = 0; k < pr->n_maps; k++)
                 table_pool_release(p, pr->maps[k].table);
-        proc_remove_at(p, i);
+        (void)pid_table_remove_at(&p->procs, i);
         pool_proc_free(pr);
         return 0;
 }

@@ -10,7 +10,7 @@
 #include "bpf/profd-unwind-pool.h"
 #include "unwind/map-batch.h"
 #include "unwind/table-pool.h"
-#include "util/pid-index.h"
+#include "util/pid-table.h"
 
 #define RULE_HASH_SIZE (2 * PROFD_POOL_MAX_RULES) /* open addressing, load <= 1/2 */
 
@@ -69,9 +69,7 @@ struct TablePool {
         uint32_t n_rules;
         int32_t *rule_hash;
 
-        Proc **procs; /* in no order: proc_index finds them */
-        size_t n_procs, cap_procs;
-        PidIndex proc_index; /* pid -> index in procs */
+        PidTable procs; /* of Proc */
         uint64_t n_mapping_entries;
 
         uint32_t generation, active;

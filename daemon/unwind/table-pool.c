@@ -44,6 +44,7 @@ int table_pool_new(struct bpf_object *obj, uint64_t memory_limit, TablePool **re
         p = calloc(1, sizeof(*p));
         if (!p)
                 return -ENOMEM;
+        p->procs = PID_TABLE_INIT(Proc, pid);
         for (unsigned i = 0; i < PROFD_POOL_MAX_SHARDS; i++)
                 p->shards[i].fd = -1;
         p->shards_fd = p->rules_fd = p->mappings_fd = p->procs_fd = p->config_fd = p->execs_fd =
@@ -89,15 +90,15 @@ TablePool *table_pool_free(TablePool *p)
         p->active = 0;
         if (p->config_fd >= 0)
                 (void)pool_write_config(p, 0);
-        for (size_t i = 0; i < p->n_procs; i++) {
-                for (size_t k = 0; k < p->procs[i]->n_keys; k++)
-                        (void)bpf_map_delete_elem(p->mappings_fd, &p->procs[i]->keys[k]);
-                uint32_t pid = p->procs[i]->pid;
-                pool_procs_delete(p, pid);
-                pool_proc_free(p->procs[i]);
+        for (size_t i = 0; i < pid_table_size(&p->procs); i++) {
+                Proc *pr = pid_table_at(&p->procs, i);
+
+                for (size_t k = 0; k < pr->n_keys; k++)
+                        (void)bpf_map_delete_elem(p->mappings_fd, &pr->keys[k]);
+                pool_procs_delete(p, pr->pid);
+                pool_proc_free(pr);
         }
-        free(p->procs);
-        pid_index_done(&p->proc_index);
+        pid_table_done(&p->procs);
         pool_procs_gen_unmap(p);
         for (uint32_t i = 0; i < PROFD_POOL_MAX_SHARDS; i++)
                 pool_shard_drop(p, i);
@@ -209,8 +210,8 @@ static int compact_one(TablePool *p)
         p->shards[fresh].used = p->shards[fresh].live = off;
 
         /* Only processes that map a moved segment need new entries. */
-        for (size_t i = 0; i < p->n_procs; i++) {
-                Proc *pr = p->procs[i];
+        for (size_t i = 0; i < pid_table_size(&p->procs); i++) {
+                Proc *pr = pid_table_at(&p->procs, i);
 
                 if (!proc_uses_shard(pr, fresh))
                         continue;
@@ -354,7 +355,8 @@ void table_pool_write_metrics(const TablePool *p, FILE *f)
         metric_gauge(f, "profd_unwind_pool_rows", "Rows of the placed tables.", rows);
         metric_gauge(f, "profd_unwind_pool_rules", "Distinct unwind rules shared by all tables.",
                      p->n_rules);
-        metric_gauge(f, "profd_unwind_pool_processes", "Processes with mapping entries.", p->n_procs);
+        metric_gauge(f, "profd_unwind_pool_processes", "Processes with mapping entries.",
+                     pid_table_size(&p->procs));
         metric_gauge(f, "profd_unwind_pool_mapping_entries", "LPM entries covering process mappings.",
                      p->n_mapping_entries);
         metric_counter(f, "profd_unwind_pool_placed_total", "Tables placed.", p->placed);
@@ -392,14 +394,16 @@ uint64_t table_pool_host_bytes(const TablePool *p)
                 return 0;
         /* The rule hash is written whole at start (-1 slots); rules only as they are added. */
         b = sizeof(*p) + (uint64_t)p->n_rules * sizeof(*p->rules) + RULE_HASH_SIZE * sizeof(int32_t) +
-            p->cap_tables * sizeof(*p->tables) + p->cap_procs * sizeof(*p->procs) +
-            pid_index_bytes(&p->proc_index);
+            p->cap_tables * sizeof(*p->tables) + pid_table_bytes(&p->procs);
         for (size_t i = 0; i < p->n_tables; i++)
                 b += sizeof(PoolTable) + p->tables[i]->n_segs * sizeof(Segment);
-        for (size_t i = 0; i < p->n_procs; i++)
-                b += sizeof(Proc) + p->procs[i]->n_maps * sizeof(PoolMapping) +
-                     p->procs[i]->n_keys *
+        for (size_t i = 0; i < pid_table_size(&p->procs); i++) {
+                const Proc *pr = pid_table_at(&p->procs, i);
+
+                b += sizeof(Proc) + pr->n_maps * sizeof(PoolMapping) +
+                     pr->n_keys *
                              (sizeof(struct profd_unwind_mapping_key) + sizeof(struct profd_unwind_mapping));
+        }
         return b;
 }
 
