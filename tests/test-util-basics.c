@@ -21,6 +21,7 @@
 #include "util/metrics-writer.h"
 #include "util/pid-index.h"
 #include "util/pid-table.h"
+#include "util/chain-hash.h"
 #include "util/work-threads.h"
 
 typedef struct Item {
@@ -69,6 +70,82 @@ static void test_sorted(void)
         Item s[4] = {{2}, {4}, {6}};
         size_t ns = 3;
         CHECK(SORTED_INDEX(s, ns, _e.pid, 4, &found) == 1 && found, "array of structs");
+}
+
+/* The chained hash against a reference: records found by key through their links in chains shared
+ * with other keys (a weak hash on purpose), unlinked from the middle of chains, across growth; a
+ * walk that frees sees each record once. */
+typedef struct HashRec {
+        uint64_t key;
+        HashLink link;
+        bool in;
+} HashRec;
+
+/* 97 hashes for all the keys (many keys per chain), spread over all bits (buckets change as they grow). */
+static uint64_t hash_rec_hash(uint64_t key)
+{
+        return (key % 97 + 1) * 0x9e3779b97f4a7c15ULL;
+}
+
+static HashRec *hash_rec_find(const ChainHash *h, uint64_t key)
+{
+        uint64_t hash = hash_rec_hash(key);
+
+        for (HashLink *l = chain_hash_first(h, hash); l; l = l->next) {
+                HashRec *r = CHAIN_HASH_ENTRY(l, HashRec, link);
+
+                if (l->hash == hash && r->key == key)
+                        return r;
+        }
+        return NULL;
+}
+
+static void test_chain_hash(void)
+{
+        enum { N = 3000 };
+        static HashRec recs[N];
+        ChainHash h = {};
+        unsigned seed = 99, mismatches = 0;
+        size_t n = 0, seen = 0;
+
+        CHECK(chain_hash_first(&h, 5) == NULL && chain_hash_bytes(&h) == 0,
+              "empty: no buckets, nothing found");
+        for (size_t i = 0; i < N; i++) {
+                recs[i] = (HashRec){.key = i * 1000003};
+                if (chain_hash_add(&h, &recs[i].link, hash_rec_hash(recs[i].key)) < 0)
+                        mismatches++;
+                recs[i].in = true;
+        }
+        CHECK(mismatches == 0 && h.n == N && h.n_buckets >= N && (h.n_buckets & (h.n_buckets - 1)) == 0,
+              "%d added: %zu buckets, a power of two, one per record at least", N, h.n_buckets);
+        for (unsigned round = 0; round < 4000; round++) {
+                size_t i = rand_r(&seed) % N;
+
+                if (recs[i].in) {
+                        chain_hash_remove(&h, &recs[i].link);
+                        recs[i].in = false;
+                }
+        }
+        for (size_t i = 0; i < N; i++) {
+                HashRec *r = hash_rec_find(&h, recs[i].key);
+
+                n += recs[i].in;
+                if (recs[i].in ? r != &recs[i] : r != NULL)
+                        mismatches++;
+        }
+        CHECK(mismatches == 0 && h.n == n,
+              "finds agree with the reference after removals (%u mismatches, %zu of %zu)", mismatches, h.n,
+              n);
+        CHAIN_HASH_FOREACH (l, &h) {
+                HashRec *r = CHAIN_HASH_ENTRY(l, HashRec, link);
+
+                seen += r->in;
+                l->next = (HashLink *)0x1; /* what freeing may leave: the walk took next already */
+        }
+        CHECK(seen == n, "a walk sees every record once (%zu of %zu)", seen, n);
+        CHECK(chain_hash_bytes(&h) == h.n_buckets * sizeof(HashLink *), "bytes counted");
+        chain_hash_done(&h);
+        CHECK(h.buckets == NULL && h.n == 0 && h.n_buckets == 0, "done: freed");
 }
 
 /* The pid table against a reference: records found by their own pid, removal by pid and by
@@ -635,6 +712,7 @@ int main(void)
         test_sorted();
         test_pid_index();
         test_pid_table();
+        test_chain_hash();
         test_metrics();
         test_files_rss();
         test_budget();

@@ -25,24 +25,17 @@
 #define GO_BUILD_ID_MAX 128
 /* Type of the Go linker's build ID note (owner "Go", section .note.go.buildid). */
 #define NT_GO_BUILD_ID 4
-static size_t file_bucket(const ProcessTable *t, dev_t dev, uint64_t inode)
+static uint64_t file_hash(dev_t dev, uint64_t inode)
 {
-        return hash_mix64(inode ^ hash_mix64(dev)) & (t->n_file_buckets - 1);
+        return hash_mix64(inode ^ hash_mix64(dev));
 }
 
 void proc_file_unref(ProcessTable *t, ProcFile *f)
 {
         if (!f || --f->refs > 0)
                 return;
-        if (f != t->vdso) {
-                for (ProcFile **link = &t->file_buckets[file_bucket(t, f->dev, f->inode)]; *link;
-                     link = &(*link)->next)
-                        if (*link == f) {
-                                *link = f->next;
-                                t->n_files--;
-                                break;
-                        }
-        }
+        if (f->hashed)
+                chain_hash_remove(&t->files, &f->link);
         if (f->fd >= 0) {
                 close(f->fd);
                 t->n_open_fds--;
@@ -129,24 +122,6 @@ out:
         elf_end(elf);
 }
 
-static void file_buckets_grow(ProcessTable *t)
-{
-        size_t n = t->n_file_buckets * 2;
-        ProcFile **b = calloc(n, sizeof(*b));
-
-        if (!b)
-                return; /* longer chains, still correct */
-        for (size_t i = 0; i < t->n_file_buckets; i++)
-                for (ProcFile *f = t->file_buckets[i], *next; f; f = next) {
-                        next = f->next;
-                        f->next = b[hash_mix64(f->inode ^ hash_mix64(f->dev)) & (n - 1)];
-                        b[hash_mix64(f->inode ^ hash_mix64(f->dev)) & (n - 1)] = f;
-                }
-        free(t->file_buckets);
-        t->file_buckets = b;
-        t->n_file_buckets = n;
-}
-
 /* At the descriptor budget: the open file that was mapped least recently (usually one that only
  * exited processes still reference) gives its descriptor up, one that can be opened again by its
  * path in our namespace before a precious one. A linear scan, done only when a new file arrives
@@ -155,12 +130,13 @@ static bool proc_file_evict_fd(ProcessTable *t, uint64_t now)
 {
         ProcFile *victim = NULL;
 
-        for (size_t i = 0; i < t->n_file_buckets; i++)
-                for (ProcFile *f = t->file_buckets[i]; f; f = f->next)
-                        if (f->fd >= 0 &&
-                            (!victim || (victim->precious && !f->precious) ||
-                             (victim->precious == f->precious && f->used_ns < victim->used_ns)))
-                                victim = f;
+        CHAIN_HASH_FOREACH (l, &t->files) {
+                ProcFile *f = CHAIN_HASH_ENTRY(l, ProcFile, link);
+
+                if (f->fd >= 0 && (!victim || (victim->precious && !f->precious) ||
+                                   (victim->precious == f->precious && f->used_ns < victim->used_ns)))
+                        victim = f;
+        }
         /* Mapped in the last second: churn, not staleness; keep it and go without. */
         if (!victim || victim->used_ns + NSEC_PER_SEC > now)
                 return false;
@@ -176,7 +152,6 @@ ProcFile *proc_file_new(ProcessTable *t, int fd, dev_t dev, uint64_t inode, cons
 {
         uint64_t now = now_ns(CLOCK_MONOTONIC);
         ProcFile *f = calloc(1, sizeof(*f));
-        size_t b;
 
         if (!f)
                 return NULL;
@@ -196,11 +171,8 @@ ProcFile *proc_file_new(ProcessTable *t, int fd, dev_t dev, uint64_t inode, cons
                 if (f->fd >= 0)
                         t->n_open_fds++;
         }
-        b = file_bucket(t, dev, inode);
-        f->next = t->file_buckets[b];
-        t->file_buckets[b] = f;
-        if (++t->n_files > t->n_file_buckets)
-                file_buckets_grow(t);
+        /* Not found again without buckets (out of memory): still a valid file for its mapping. */
+        f->hashed = chain_hash_add(&t->files, &f->link, file_hash(dev, inode)) >= 0;
         return f;
 }
 
@@ -209,9 +181,12 @@ ProcFile *proc_file_new(ProcessTable *t, int fd, dev_t dev, uint64_t inode, cons
  * what /proc/PID/maps shows (no open needed) when that is what fstat() said too. */
 ProcFile *proc_file_find(ProcessTable *t, dev_t dev, uint64_t inode)
 {
-        for (ProcFile *f = t->file_buckets[file_bucket(t, dev, inode)]; f; f = f->next)
+        for (HashLink *l = chain_hash_first(&t->files, file_hash(dev, inode)); l; l = l->next) {
+                ProcFile *f = CHAIN_HASH_ENTRY(l, ProcFile, link);
+
                 if (f->fd >= 0 && f->maps_match && f->dev == dev && f->inode == inode)
                         return f;
+        }
         return NULL;
 }
 
@@ -219,12 +194,16 @@ ProcFile *proc_file_find(ProcessTable *t, dev_t dev, uint64_t inode)
  * fstat() differs from that (maps_dev, maps_inode) is in the bucket of the latter. */
 ProcFile *proc_file_find_id(ProcessTable *t, const FileIdentity *id, dev_t maps_dev, uint64_t maps_inode)
 {
-        size_t b[2] = {file_bucket(t, id->dev, id->ino), file_bucket(t, maps_dev, maps_inode)};
+        uint64_t h[2] = {file_hash(id->dev, id->ino), file_hash(maps_dev, maps_inode)};
 
+        /* Whole chains: a file is in the chain of its maps device and inode, not of its id. */
         for (size_t i = 0; i < 2; i++)
-                for (ProcFile *f = t->file_buckets[b[i]]; f; f = f->next)
+                for (HashLink *l = chain_hash_first(&t->files, h[i]); l; l = l->next) {
+                        ProcFile *f = CHAIN_HASH_ENTRY(l, ProcFile, link);
+
                         if (f->fd >= 0 && file_identity_equal(&f->id, id))
                                 return f;
+                }
         return NULL;
 }
 

@@ -16,8 +16,8 @@
 #define PROC_FILE_MAX_LOADS 16
 
 struct ProcFile {
-        ProcFile *next; /* hash chain */
-        dev_t dev;      /* as /proc/PID/maps prints it */
+        HashLink link; /* in the table's files, by dev + inode */
+        dev_t dev;     /* as /proc/PID/maps prints it */
         uint64_t inode;
         FileIdentity id;  /* fstat() of what was opened: the key of every cache of its content */
         bool maps_match;  /* id has the device and inode /proc/PID/maps shows: found by them */
@@ -27,6 +27,7 @@ struct ProcFile {
         /* Mapped deleted, or by a process in another mount namespace: once its processes exit,
          * the kept descriptor is the only way to read it. Gives its descriptor up last. */
         bool precious;
+        bool hashed; /* in t->files (not the vDSO's, nor one added without memory for buckets) */
         bool elf_ok;
         uint16_t e_type;
         uint8_t build_id[64];

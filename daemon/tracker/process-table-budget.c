@@ -36,7 +36,7 @@ void process_table_set_memory_budget(ProcessTable *t, size_t bytes)
 
 size_t process_table_memory(const ProcessTable *t)
 {
-        return t->proc_bytes + t->n_files * sizeof(ProcFile) + t->n_file_buckets * sizeof(ProcFile *) +
+        return t->proc_bytes + t->files.n * sizeof(ProcFile) + chain_hash_bytes(&t->files) +
                string_pool_bytes(t->paths) + pid_table_bytes(&t->procs);
 }
 

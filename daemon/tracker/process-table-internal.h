@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "tracker/process-table.h"
+#include "util/chain-hash.h"
 #include "util/pid-table.h"
 #include "util/string-pool.h"
 
@@ -32,8 +33,7 @@ struct ProcessTable {
         /* The exited processes, in the order their exit was noticed (oldest first): the grace
          * period ends and eviction picks from the front without looking at the others. */
         Process *exited_first, *exited_last;
-        ProcFile **file_buckets; /* by device + inode; power-of-two count */
-        size_t n_files, n_file_buckets;
+        ChainHash files; /* ProcFile, by device + inode */
         unsigned n_open_fds, max_open_fds;
         StringPool *paths;
         uint64_t self_mnt_ns;        /* inode of profd's mount namespace */

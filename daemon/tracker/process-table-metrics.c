@@ -20,7 +20,7 @@ void process_table_write_metrics(const ProcessTable *t, FILE *f)
         metric_gauge(f, "profd_process_table_exited_processes",
                      "Exited processes kept for the grace period.", exited);
         metric_gauge(f, "profd_process_table_mappings", "Executable mappings known.", mappings);
-        metric_gauge(f, "profd_process_table_files", "Distinct mapped files known.", t->n_files);
+        metric_gauge(f, "profd_process_table_files", "Distinct mapped files known.", t->files.n);
         metric_gauge(f, "profd_process_table_open_files", "Mapped files held open for later symbolization.",
                      t->n_open_fds);
         metric_gauge(f, "profd_process_table_open_files_limit",

@@ -21,7 +21,6 @@
 #define GC_CHECKS_PER_CALL 256
 /* A live process is re-checked for exit / pid reuse this often. */
 #define GC_CHECK_INTERVAL_NS (5 * NSEC_PER_SEC)
-#define FILE_MIN_BUCKETS 256
 int process_table_new(uint64_t exit_grace_ns, ProcessTable **ret)
 {
         ProcessTable *t = calloc(1, sizeof(*t));
@@ -32,13 +31,10 @@ int process_table_new(uint64_t exit_grace_ns, ProcessTable **ret)
         t->procs = PID_TABLE_INIT(Process, pid);
         t->max_open_fds = proc_file_open_budget();
         t->max_bytes = PROCESS_TABLE_DEFAULT_MEMORY;
-        t->file_buckets = calloc(FILE_MIN_BUCKETS, sizeof(*t->file_buckets));
-        if (!t->file_buckets || string_pool_new(&t->paths) < 0) {
-                free(t->file_buckets);
+        if (string_pool_new(&t->paths) < 0) {
                 free(t);
                 return -ENOMEM;
         }
-        t->n_file_buckets = FILE_MIN_BUCKETS;
         *ret = t;
         return 0;
 }
@@ -51,7 +47,7 @@ ProcessTable *process_table_free(ProcessTable *t)
                 process_free(t, process_at(t, i));
         pid_table_done(&t->procs);
         proc_file_unref(t, t->vdso);
-        free(t->file_buckets);
+        chain_hash_done(&t->files);
         string_pool_free(t->paths);
         return mfree(t);
 }

@@ -89,10 +89,8 @@ struct ExeCache {
         sd_event_source *build_done;
         bool building;
 
-        /* Entries by id, chained, a power-of-two count of buckets, grown to one per entry: every
-         * executable mapping of every new process is looked up here. */
-        ExeEntry **buckets;
-        size_t n_buckets;
+        /* Entries by id: every executable mapping of every new process is looked up here. */
+        ChainHash by_id;
         ExeEntry *head;
         size_t n_entries, n_unused;
 
@@ -107,34 +105,6 @@ struct ExeCache {
 static uint64_t id_hash(const uint8_t *id, size_t id_size)
 {
         return hash_mix64(hash_fnv1a(HASH_FNV1A_INIT, id, id_size));
-}
-
-static ExeEntry **bucket_of(const ExeCache *c, uint64_t h)
-{
-        return &c->buckets[h & (c->n_buckets - 1)];
-}
-
-/* Room for one more entry at one per bucket; -ENOMEM leaves the buckets as they were. */
-static int buckets_grow(ExeCache *c)
-{
-        size_t n = c->n_buckets ? c->n_buckets * 2 : 64;
-        ExeEntry **b;
-
-        if (c->n_entries < c->n_buckets)
-                return 0;
-        b = calloc(n, sizeof(*b));
-        if (!b)
-                return -ENOMEM;
-        for (size_t i = 0; i < c->n_buckets; i++)
-                for (ExeEntry *e = c->buckets[i], *next; e; e = next) {
-                        next = e->hash_next;
-                        e->hash_next = b[e->hash & (n - 1)];
-                        b[e->hash & (n - 1)] = e;
-                }
-        free(c->buckets);
-        c->buckets = b;
-        c->n_buckets = n;
-        return 0;
 }
 
 static int run_one_build(ExeCache *c);
@@ -246,11 +216,7 @@ int exe_cache_new(sd_event *e, TablePool *pool, uint64_t grace_ns, exe_ready_fn 
 
 static void entry_free(ExeCache *c, ExeEntry *e)
 {
-        for (ExeEntry **pp = bucket_of(c, e->hash); *pp; pp = &(*pp)->hash_next)
-                if (*pp == e) {
-                        *pp = e->hash_next;
-                        break;
-                }
+        chain_hash_remove(&c->by_id, &e->link);
         if (e->prev)
                 e->prev->next = e->next;
         else
@@ -284,7 +250,7 @@ ExeCache *exe_cache_free(ExeCache *c)
         free(c->queue);
         while (c->head)
                 entry_free(c, c->head);
-        free(c->buckets);
+        chain_hash_done(&c->by_id);
         return mfree(c);
 }
 
@@ -297,13 +263,13 @@ int exe_cache_get(ExeCache *c, const uint8_t *id, size_t id_size, const uint8_t 
         if (id_size == 0 || id_size > UNWIND_TABLE_ID_MAX)
                 return -EINVAL;
         h = id_hash(id, id_size);
-        for (e = c->n_buckets ? *bucket_of(c, h) : NULL; e; e = e->hash_next)
-                if (e->hash == h && e->id_size == id_size && memcmp(e->id, id, id_size) == 0) {
+        for (HashLink *l = chain_hash_first(&c->by_id, h); l; l = l->next) {
+                e = CHAIN_HASH_ENTRY(l, ExeEntry, link);
+                if (l->hash == h && e->id_size == id_size && memcmp(e->id, id, id_size) == 0) {
                         *ret = e;
                         return 0;
                 }
-        if (buckets_grow(c) < 0)
-                return -ENOMEM;
+        }
 
         e = calloc(1, sizeof(*e));
         if (!e)
@@ -320,9 +286,11 @@ int exe_cache_get(ExeCache *c, const uint8_t *id, size_t id_size, const uint8_t 
                 free(e);
                 return -ENOMEM;
         }
-        e->hash = h;
-        e->hash_next = *bucket_of(c, h);
-        *bucket_of(c, h) = e;
+        if (chain_hash_add(&c->by_id, &e->link, h) < 0) {
+                free(e->name);
+                free(e);
+                return -ENOMEM;
+        }
         e->next = c->head;
         if (c->head)
                 c->head->prev = e;

@@ -18,6 +18,7 @@
 
 #include "unwind-tables/unwind-table.h"
 #include "unwind/table-pool.h"
+#include "util/chain-hash.h"
 #include "util/macro.h"
 #include "util/safe-open.h"
 
@@ -44,8 +45,7 @@ typedef struct ExeEntry {
         uint32_t n_rows;       /* of the built table (for metrics/debugging) */
         char *name;            /* a path it was seen under, for messages */
         struct ExeEntry *prev, *next;
-        struct ExeEntry *hash_next; /* the cache's bucket of this id */
-        uint64_t hash;              /* of id */
+        HashLink link; /* in the cache's entries, by a hash of id */
 } ExeEntry;
 
 /* Called after an entry's build finished (successfully or not) so that the processes mapping it
