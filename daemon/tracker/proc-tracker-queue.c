@@ -65,18 +65,18 @@ out:
 
 static void queue_unlink(ProcTracker *t, Tracked *p)
 {
-        Tracked **pp;
+        Tracked *prev = NULL;
 
         if (!p->queued)
                 return;
-        for (pp = &t->q_head; *pp; pp = &(*pp)->queue_next)
+        /* One walk: the tail, if p was it, becomes the one before it. */
+        for (Tracked **pp = &t->q_head; *pp; prev = *pp, pp = &(*pp)->queue_next)
                 if (*pp == p) {
                         *pp = p->queue_next;
+                        if (t->q_tail == p)
+                                t->q_tail = prev;
                         break;
                 }
-        t->q_tail = NULL;
-        for (Tracked *q = t->q_head; q; q = q->queue_next)
-                t->q_tail = q;
         p->queued = false;
         p->queue_next = NULL;
 }
