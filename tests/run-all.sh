@@ -66,7 +66,7 @@ tally() {
 # it measures how soon a new JIT range is known, and a sanitized profd gave 1-4% of JIT samples
 # outside any mapping in most runs and 16-17% in one of three or four, with builds on the loop or
 # on their thread alike (0.3% for the plain build).
-sanitized="cgroup-resolver attribution-unit sampler table-pool pprof symbolizer-proc dwarf-inflate
+sanitized="cgroup-resolver attribution-unit sampler table-pool exe-cache pprof symbolizer-proc dwarf-inflate
         symbolizer-elf proc-events proc-tracker proc-tracker-sys-exit aggregator options
         kernel-check systemd-log-ratelimit text-bounds unwind-tables-reference unwind-tables-malformed
         e2e-http http-hostile http-auth hostile-load hostile-files build-id-forgery
