@@ -34,7 +34,7 @@ void proc_file_unref(ProcessTable *t, ProcFile *f)
 {
         if (!f || --f->refs > 0)
                 return;
-        if (f->hashed)
+        if (f != t->vdso) /* the vDSO's file is not in the hash */
                 chain_hash_remove(&t->files, &f->link);
         if (f->fd >= 0) {
                 close(f->fd);
@@ -163,6 +163,8 @@ ProcFile *proc_file_new(ProcessTable *t, int fd, dev_t dev, uint64_t inode, cons
         f->refs = 1;
         f->used_ns = now;
         f->precious = precious;
+        if (chain_hash_add(&t->files, &f->link, file_hash(dev, inode)) < 0)
+                return mfree(f);
         proc_file_read_elf(f, fd);
         if (!f->elf_ok)
                 t->n_not_elf++;
@@ -171,8 +173,6 @@ ProcFile *proc_file_new(ProcessTable *t, int fd, dev_t dev, uint64_t inode, cons
                 if (f->fd >= 0)
                         t->n_open_fds++;
         }
-        /* Not found again without buckets (out of memory): still a valid file for its mapping. */
-        f->hashed = chain_hash_add(&t->files, &f->link, file_hash(dev, inode)) >= 0;
         return f;
 }
 

@@ -27,7 +27,6 @@ struct ProcFile {
         /* Mapped deleted, or by a process in another mount namespace: once its processes exit,
          * the kept descriptor is the only way to read it. Gives its descriptor up last. */
         bool precious;
-        bool hashed; /* in t->files (not the vDSO's, nor one added without memory for buckets) */
         bool elf_ok;
         uint16_t e_type;
         uint8_t build_id[64];

@@ -52,11 +52,10 @@ ProcessTable *process_table_free(ProcessTable *t)
         return mfree(t);
 }
 
-static size_t find_index(const ProcessTable *t, pid_t pid, bool *found)
+/* pid's process (NULL if none) and its position for process_table_remove_at(). */
+static Process *find(const ProcessTable *t, pid_t pid, size_t *ret_i)
 {
-        size_t pos = SIZE_MAX;
-        *found = pid_table_find(&t->procs, pid, &pos) != NULL;
-        return pos;
+        return pid_table_find(&t->procs, pid, ret_i);
 }
 
 /* Adds p (its pid not in the table yet); frees it on failure. */
@@ -104,14 +103,13 @@ static int insert_new(ProcessTable *t, pid_t pid, Process **ret)
 
 int process_table_get(ProcessTable *t, pid_t pid, Process **ret)
 {
-        bool found;
+        Process *p;
         size_t i;
 
         if (pid <= 0)
                 return -EINVAL;
-        i = find_index(t, pid, &found);
-        if (found) {
-                Process *p = process_at(t, i);
+        p = find(t, pid, &i);
+        if (p) {
                 uint64_t start;
                 /* An exited entry whose pid is alive again with another start time was reused:
                  * new samples of this pid belong to the new process. Checked at most once a
@@ -143,16 +141,13 @@ int process_table_refresh(ProcessTable *t, pid_t pid, Process **ret)
 {
         Process *p;
         uint64_t old_start;
-        bool found;
-        size_t i;
         int r;
 
         if (pid <= 0)
                 return -EINVAL;
-        i = find_index(t, pid, &found);
-        if (!found)
+        p = find(t, pid, NULL);
+        if (!p)
                 return insert_new(t, pid, ret);
-        p = process_at(t, i);
         old_start = p->start_time;
         process_table_enforce_budget(t, p);
         r = process_read(t, p);
@@ -174,21 +169,18 @@ int process_table_refresh(ProcessTable *t, pid_t pid, Process **ret)
 
 const Process *process_table_find(const ProcessTable *t, pid_t pid)
 {
-        bool found;
-        size_t i = find_index(t, pid, &found);
-        return found ? process_at(t, i) : NULL;
+        return find(t, pid, NULL);
 }
 
 int process_table_add_anon(ProcessTable *t, pid_t pid, uint64_t start, uint64_t end)
 {
-        bool found;
-        size_t i = find_index(t, pid, &found), at = 0, lo, hi, n;
+        Process *p = find(t, pid, NULL);
+        size_t at = 0, lo, hi, n;
         ProcMapping *m, *maps;
         const char *anon;
 
-        if (!found || end <= start)
+        if (!p || end <= start)
                 return -ENOENT;
-        Process *p = process_at(t, i);
         if (p->exited_ns)
                 return -ESRCH;
         m = p->mappings;
@@ -234,16 +226,16 @@ int process_table_add_anon(ProcessTable *t, pid_t pid, uint64_t start, uint64_t 
 
 void process_table_mark_exited(ProcessTable *t, pid_t pid, uint64_t now_ns)
 {
-        bool found;
-        size_t i = find_index(t, pid, &found);
-        if (!found || process_at(t, i)->exited_ns)
+        Process *p = find(t, pid, NULL);
+
+        if (!p || p->exited_ns)
                 return;
-        process_set_exited(t, process_at(t, i), now_ns);
+        process_set_exited(t, p, now_ns);
         /* What its exec event said is not true of the next process with this pid. */
         for (unsigned k = 0; k < EXEC_NS_HINTS; k++)
                 if (t->exec_ns[k].pid == pid)
                         t->exec_ns[k].pid = 0;
-        process_maps_fd_drop(t, process_at(t, i));
+        process_maps_fd_drop(t, p);
 }
 
 int process_table_fork(ProcessTable *t, pid_t parent, pid_t child)
@@ -251,26 +243,24 @@ int process_table_fork(ProcessTable *t, pid_t parent, pid_t child)
         _cleanup_free_ ProcMapping *m = NULL;
         const Process *pp;
         Process *c;
-        bool found;
         size_t i;
         int r;
 
         if (parent <= 0 || child <= 0)
                 return -EINVAL;
-        i = find_index(t, child, &found);
-        if (found && !process_at(t, i)->exited_ns)
+        c = find(t, child, &i);
+        if (c && !c->exited_ns)
                 return 0;
-        if (found) {
+        if (c) {
                 /* An earlier process with this pid, exited: the new one is not it. */
                 t->n_pid_reuse++;
                 process_table_remove_at(t, i);
         }
-        i = find_index(t, parent, &found);
-        if (!found || process_at(t, i)->n_mappings == 0 || process_at(t, i)->exited_ns) {
+        pp = find(t, parent, NULL);
+        if (!pp || pp->n_mappings == 0 || pp->exited_ns) {
                 t->n_fork_no_parent++;
                 return -ENOENT;
         }
-        pp = process_at(t, i);
         /* Bounded like a read: never evicts a live process, never goes over the budget for a copy
          * (a read of the child's maps may still happen later). */
         process_table_enforce_budget(t, NULL);
@@ -334,8 +324,8 @@ static int64_t boottime_offset_ns(ProcessTable *t)
 
 void process_table_exec(ProcessTable *t, pid_t pid, uint32_t mnt_ns, uint64_t start_ns, const char *comm)
 {
-        bool found;
-        size_t i = find_index(t, pid, &found);
+        size_t i;
+        Process *p = find(t, pid, &i);
 
         if (mnt_ns) {
                 ExecNsHint *h = &t->exec_ns[t->exec_ns_next];
@@ -351,12 +341,12 @@ void process_table_exec(ProcessTable *t, pid_t pid, uint32_t mnt_ns, uint64_t st
                 t->exec_ns_next = (t->exec_ns_next + 1) % EXEC_NS_HINTS;
         }
 
-        if (found && process_at(t, i)->inherited) {
+        if (p && p->inherited) {
                 process_table_remove_at(t, i);
                 t->n_fork_copies_dropped++;
-        } else if (found) {
-                process_at(t, i)->stat_ns = 0;             /* a new name, perhaps a new mount namespace */
-                process_maps_fd_drop(t, process_at(t, i)); /* the old image's memory */
+        } else if (p) {
+                p->stat_ns = 0;             /* a new name, perhaps a new mount namespace */
+                process_maps_fd_drop(t, p); /* the old image's memory */
         }
 }
 
@@ -366,9 +356,9 @@ void process_table_gc(ProcessTable *t, uint64_t now_ns)
 
         /* The exited list is in the order exits were noticed: the expired ones are at its front. */
         while (t->exited_first && t->exited_first->exited_ns + t->exit_grace_ns <= now_ns) {
-                bool found;
-                size_t i = find_index(t, t->exited_first->pid, &found);
-                if (!found || process_at(t, i) != t->exited_first)
+                size_t i;
+
+                if (find(t, t->exited_first->pid, &i) != t->exited_first)
                         break; /* cannot happen: every listed process is in the table */
                 process_table_remove_at(t, i);
                 t->n_forgotten++;

@@ -89,10 +89,10 @@ struct ExeCache {
         sd_event_source *build_done;
         bool building;
 
-        /* Entries by id: every executable mapping of every new process is looked up here. */
+        /* Entries by id: every executable mapping of every new process is looked up here. Walks
+         * over all entries (gc, metrics) go through it too. */
         ChainHash by_id;
-        ExeEntry *head;
-        size_t n_entries, n_unused;
+        size_t n_unused;
 
         BuildJob *queue; /* ring of EXE_CACHE_MAX_QUEUED */
         size_t q_head, q_len, q_fds;
@@ -217,15 +217,8 @@ int exe_cache_new(sd_event *e, TablePool *pool, uint64_t grace_ns, exe_ready_fn 
 static void entry_free(ExeCache *c, ExeEntry *e)
 {
         chain_hash_remove(&c->by_id, &e->link);
-        if (e->prev)
-                e->prev->next = e->next;
-        else
-                c->head = e->next;
-        if (e->next)
-                e->next->prev = e->prev;
         if (e->pool_table)
                 table_pool_release(c->pool, e->pool_table);
-        c->n_entries--;
         if (e->users == 0)
                 c->n_unused--;
         free(e->name);
@@ -248,8 +241,9 @@ ExeCache *exe_cache_free(ExeCache *c)
                 free(j->debug_root);
         }
         free(c->queue);
-        while (c->head)
-                entry_free(c, c->head);
+        CHAIN_HASH_FOREACH (l, &c->by_id) {
+                entry_free(c, CHAIN_HASH_ENTRY(l, ExeEntry, link));
+        }
         chain_hash_done(&c->by_id);
         return mfree(c);
 }
@@ -291,11 +285,6 @@ int exe_cache_get(ExeCache *c, const uint8_t *id, size_t id_size, const uint8_t 
                 free(e);
                 return -ENOMEM;
         }
-        e->next = c->head;
-        if (c->head)
-                c->head->prev = e;
-        c->head = e;
-        c->n_entries++;
         c->n_unused++;
         *ret = e;
         return 0;
@@ -684,10 +673,10 @@ static bool entry_queued(const ExeCache *c, const ExeEntry *e)
 
 void exe_cache_gc(ExeCache *c, uint64_t now_ns)
 {
-        ExeEntry *e, *next;
+        /* The walk took the next entry before the body runs: freeing this one is safe. */
+        CHAIN_HASH_FOREACH (l, &c->by_id) {
+                ExeEntry *e = CHAIN_HASH_ENTRY(l, ExeEntry, link);
 
-        for (e = c->head; e; e = next) {
-                next = e->next;
                 if (e->users > 0 || entry_queued(c, e))
                         continue;
                 if (e->unused_ns + c->grace_ns <= now_ns)
@@ -696,10 +685,13 @@ void exe_cache_gc(ExeCache *c, uint64_t now_ns)
         /* Over the bound: forget the longest unused first. */
         while (c->n_unused > EXE_CACHE_MAX_UNUSED) {
                 ExeEntry *victim = NULL;
-                for (e = c->head; e; e = e->next)
+                CHAIN_HASH_FOREACH (l, &c->by_id) {
+                        ExeEntry *e = CHAIN_HASH_ENTRY(l, ExeEntry, link);
+
                         if (e->users == 0 && !entry_queued(c, e) &&
                             (!victim || e->unused_ns < victim->unused_ns))
                                 victim = e;
+                }
                 if (!victim)
                         break;
                 entry_free(c, victim);
@@ -724,7 +716,9 @@ void exe_cache_write_metrics(const ExeCache *c, FILE *f)
 
         if (!c)
                 return;
-        for (const ExeEntry *e = c->head; e; e = e->next) {
+        CHAIN_HASH_FOREACH (l, &c->by_id) {
+                const ExeEntry *e = CHAIN_HASH_ENTRY(l, ExeEntry, link);
+
                 by_state[e->state]++;
                 with_table += e->pool_table != NULL;
         }

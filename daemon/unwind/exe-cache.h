@@ -44,8 +44,7 @@ typedef struct ExeEntry {
         uint64_t unused_ns;    /* CLOCK_MONOTONIC when users dropped to 0 */
         uint32_t n_rows;       /* of the built table (for metrics/debugging) */
         char *name;            /* a path it was seen under, for messages */
-        struct ExeEntry *prev, *next;
-        HashLink link; /* in the cache's entries, by a hash of id */
+        HashLink link;         /* in the cache's entries, by a hash of id */
 } ExeEntry;
 
 /* Called after an entry's build finished (successfully or not) so that the processes mapping it
