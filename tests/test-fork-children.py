@@ -162,7 +162,7 @@ def main():
 
     with open(vm_out) as f:
         vm_children = {int(l) for l in f if l.strip()}
-    vm_total = vm_whole = not_ready = 0
+    vm_total = vm_whole = not_ready = vm_exit = 0
     broken = collections.Counter()
     for tr in traces(vm_path):
         pid = int(tr.labels.get("pid", ["0"])[0] or 0)
@@ -172,6 +172,10 @@ def main():
             # before the parent's table is built (exec-ready measures that latency), not sharing
             not_ready += tr.value
             continue
+        if any(f in FORK_EXIT for f in tr.frames):
+            # the child exiting: its own time outside vm_burn (after exit_mm() it has no user stack)
+            vm_exit += tr.value
+            continue
         vm_total += tr.value
         deep = tr.frames.count("vm_deep")
         if ("vm_burn" in tr.frames and deep == DEPTH + 1 and "child_main" in tr.frames
@@ -180,8 +184,8 @@ def main():
             vm_whole += tr.value
         else:
             broken[";".join(reversed(tr.frames))] += tr.value
-    log("shared-memory children %d; samples %d, whole stacks %d; %d more before the parent's table was ready"
-        % (len(vm_children), vm_total, vm_whole, not_ready))
+    log("shared-memory children %d; samples %d, whole stacks %d; %d more before the parent's table was ready, "
+        "%d more in exit" % (len(vm_children), vm_total, vm_whole, not_ready, vm_exit))
     for stack, k in broken.most_common(5):
         log("  not whole x%d: %s" % (k, stack))
     check(len(children) == CHILDREN, "%d children forked" % len(children))
