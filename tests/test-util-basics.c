@@ -327,6 +327,18 @@ static void test_metrics(void)
 
 /* A file mapped whole and partly read: its resident part is what was read, and a mapping
  * of part of it (a library's segment) is not counted. */
+static bool built_with_asan(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+        return true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+        return true;
+#endif
+#endif
+        return false;
+}
+
 static void test_files_rss(void)
 {
         char path[] = "/tmp/profd-memtest-XXXXXX";
@@ -400,8 +412,16 @@ static void test_files_rss(void)
         CHECK(memory_self_rss(&before) == 0);
         memory_release_free();
         CHECK(memory_self_rss(&after) == 0);
-        check(before > after && before - after >= 16u << 20, "free heap given back: RSS %llu -> %llu KiB",
-              (unsigned long long)before >> 10, (unsigned long long)after >> 10);
+        if (built_with_asan())
+                /* ASan's allocator keeps freed blocks in quarantine and has no malloc_trim(): what
+                 * is checked here is glibc's, in the plain build (tests/run-all.sh runs both). */
+                printf("NOTE: AddressSanitizer build: glibc's malloc_trim() not checked here (RSS %llu -> "
+                       "%llu KiB)\n",
+                       (unsigned long long)before >> 10, (unsigned long long)after >> 10);
+        else
+                check(before > after && before - after >= 16u << 20,
+                      "free heap given back: RSS %llu -> %llu KiB", (unsigned long long)before >> 10,
+                      (unsigned long long)after >> 10);
 
         char *buf = NULL;
         size_t len = 0;
