@@ -325,8 +325,7 @@ static void test_metrics(void)
         free(buf);
 }
 
-/* A file mapped whole and partly read: its resident part is what was read, and a mapping
- * of part of it (a library's segment) is not counted. */
+/* gcc defines __SANITIZE_ADDRESS__, clang has the feature test. */
 static bool built_with_asan(void)
 {
 #if defined(__SANITIZE_ADDRESS__)
@@ -339,6 +338,8 @@ static bool built_with_asan(void)
         return false;
 }
 
+/* A file mapped whole and partly read: its resident part is what was read, and a mapping
+ * of part of it (a library's segment) is not counted. */
 static void test_files_rss(void)
 {
         char path[] = "/tmp/profd-memtest-XXXXXX";
@@ -413,8 +414,9 @@ static void test_files_rss(void)
         memory_release_free();
         CHECK(memory_self_rss(&after) == 0);
         if (built_with_asan())
-                /* ASan's allocator keeps freed blocks in quarantine and has no malloc_trim(): what
-                 * is checked here is glibc's, in the plain build (tests/run-all.sh runs both). */
+                /* ASan's allocator stands in for glibc's (freed blocks wait in its quarantine), so
+                 * malloc_trim() gives nothing back: glibc's is checked in the plain build
+                 * (tests/run-all.sh runs this test in both). */
                 printf("NOTE: AddressSanitizer build: glibc's malloc_trim() not checked here (RSS %llu -> "
                        "%llu KiB)\n",
                        (unsigned long long)before >> 10, (unsigned long long)after >> 10);
