@@ -43,6 +43,9 @@ static __always_inline bool task_in_exec(struct task_struct *task)
 {
         if (!bpf_core_field_exists(task->in_execve))
                 return false;
+        /* A typed task is read directly: no helper call on every sample. */
+        if (profd_have_task_btf)
+                return BPF_CORE_READ_BITFIELD(task, in_execve);
         return BPF_CORE_READ_BITFIELD_PROBED(task, in_execve);
 }
 
