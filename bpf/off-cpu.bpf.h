@@ -97,14 +97,7 @@ static __always_inline bool offcpu_count(bool gen1, struct profd_offcpu_key *key
         struct profd_offcpu_value v = {.count = waits, .ns = ns}, *old;
         long r;
 
-        /* A call site per map, so that the verifier inlines the lookup (counts_lookup() in
-         * stack-store.bpf.h says why); only the rare insert goes through the chosen pointer. */
-        if (gen1) {
-                old = bpf_map_lookup_elem(&offcpu_counts_1, key);
-                asm volatile("" ::: "memory");
-        } else {
-                old = bpf_map_lookup_elem(&offcpu_counts_0, key);
-        }
+        old = lookup_in_gen(gen1, offcpu_counts_1, offcpu_counts_0, key);
         if (!old) {
                 r = bpf_map_update_elem(counts, key, &v, BPF_NOEXIST);
                 if (r == 0)

@@ -117,23 +117,23 @@ static __always_inline bool store_stacks(struct sample_state *st, bool gen1)
         return true;
 }
 
-/* The count of key in generation gen1, if counted. A call site per map: the verifier inlines a
- * lookup (a direct call of the hash map's own lookup) only where it knows the map; through a
- * pointer chosen at run time it stays the generic helper and an indirect call (with retpolines).
- * Warm, 104-142 ns against 111-192 (docs/performance.md). */
-static __always_inline __u64 *counts_lookup(bool gen1, struct profd_count_key *key)
-{
-        __u64 *v;
-
-        if (gen1) {
-                v = bpf_map_lookup_elem(&counts_1, key);
-                /* Keeps clang from merging the two calls into one on a chosen pointer. */
-                asm volatile("" ::: "memory");
-        } else {
-                v = bpf_map_lookup_elem(&counts_0, key);
-        }
-        return v;
-}
+/* map_1[key] in generation 1, map_0[key] in generation 0: a call site per map, because the
+ * verifier inlines a lookup (a direct call of the hash map's own lookup) only where it knows the
+ * map; through a pointer chosen at run time it stays the generic helper and an indirect call (with
+ * retpolines). Warm, 104-142 ns against 111-192 (docs/performance.md). The empty asm keeps clang
+ * from merging the two calls into one on a chosen pointer. For the lookups every sample makes;
+ * first-sample inserts may take the pointer. */
+#define lookup_in_gen(gen1, map_1, map_0, key)                                                              \
+        ({                                                                                                  \
+                void *_v;                                                                                   \
+                if (gen1) {                                                                                 \
+                        _v = bpf_map_lookup_elem(&(map_1), key);                                            \
+                        asm volatile("" ::: "memory");                                                      \
+                } else {                                                                                    \
+                        _v = bpf_map_lookup_elem(&(map_0), key);                                            \
+                }                                                                                           \
+                _v;                                                                                         \
+        })
 
 /* Hashes st's stacks into its key and counts the key in st's generation. False when a map was
  * full (counted): the sample is lost. */
@@ -146,7 +146,7 @@ static __always_inline bool store_sample(struct sample_state *st)
 
         /* Most samples repeat a key of this interval: its stacks are stored already (stacks go
          * in before their key), so one lookup does it. */
-        v = counts_lookup(gen1, &st->key);
+        v = lookup_in_gen(gen1, counts_1, counts_0, &st->key);
         if (v) {
                 __sync_fetch_and_add(v, 1);
                 return true;
