@@ -56,6 +56,16 @@ struct {
         __type(value, struct profd_unwind_proc);
 } unwind_procs SEC(".maps");
 
+/* Allocated on use: only live small processes take memory. The daemon makes it a one-entry
+ * preallocated map, unused, where the kernel needs that (daemon/sampler/sampler-bpf.c). */
+struct {
+        __uint(type, BPF_MAP_TYPE_HASH);
+        __uint(max_entries, PROFD_POOL_MAX_PROCS);
+        __uint(map_flags, BPF_F_NO_PREALLOC);
+        __type(key, __u32);
+        __type(value, struct profd_unwind_proc_maps);
+} unwind_proc_maps SEC(".maps");
+
 /* Bumped after every change of unwind_procs (profd-unwind-pool.h); the daemon bumps it through
  * its mapping of the array, hence BPF_F_MMAPABLE (5.5+, like the shards). */
 struct {
@@ -112,8 +122,8 @@ _Static_assert((PROFD_MAPPING_CACHE_SIZE & (PROFD_MAPPING_CACHE_SIZE - 1)) == 0,
                "mapping cache index is masked");
 
 /* Makes st->cache the pool's entry for the mapping of st's pid that holds lookup_pc: the previous
- * frame's (st->cache itself), the per-CPU mapping cache's, or the LPM trie's. False when the pool
- * has none. */
+ * frame's (st->cache itself), the per-CPU mapping cache's, or the process's unwind_proc_maps entry
+ * or LPM trie's. False when the pool has none. */
 static __always_inline bool find_mapping(struct sample_state *st, __u64 lookup_pc)
 {
         struct profd_unwind_mapping_key key;
@@ -131,11 +141,18 @@ static __always_inline bool find_mapping(struct sample_state *st, __u64 lookup_p
             ce->generation == st->pool_gen && lookup_pc >= ce->m.start && lookup_pc < ce->m.end) {
                 st->cache = ce->m;
         } else {
-                key.prefixlen = 32 + 64;
-                key.pid_be = __builtin_bswap32(st->map_pid);
-                key.addr_be = __builtin_bswap64(lookup_pc);
-                m = bpf_map_lookup_elem(&unwind_mappings, &key);
-                /* An entry's prefix may be wider than its mapping (pool-mappings.c). */
+                struct profd_unwind_proc_maps *pm = bpf_map_lookup_elem(&unwind_proc_maps, &st->map_pid);
+
+                if (pm) {
+                        m = profd_proc_maps_find(pm, lookup_pc);
+                } else {
+                        key.prefixlen = 32 + 64;
+                        key.pid_be = __builtin_bswap32(st->map_pid);
+                        key.addr_be = __builtin_bswap64(lookup_pc);
+                        m = bpf_map_lookup_elem(&unwind_mappings, &key);
+                }
+                /* An LPM entry's prefix may be wider than its mapping (pool-mappings.c); the piece
+                 * before a pc may end below it. */
                 if (!m || lookup_pc < m->start || lookup_pc >= m->end)
                         return false;
                 st->cache = *m;

@@ -6,7 +6,10 @@
  *                   A placed table segment is [page index: n_pages + 1 words][rows: 1 word each],
  *                   rows' rule fields already remapped to the global rule list.
  *   unwind_rules    ARRAY of struct profd_unwind_rule, deduplicated across all tables.
- *   unwind_mappings LPM_TRIE {pid, address} -> struct profd_unwind_mapping.
+ *   unwind_proc_maps HASH pid -> struct profd_unwind_proc_maps: all mapping pieces of a process
+ *                   that has at most PROFD_PROC_MAPS_MAX of them, sorted.
+ *   unwind_mappings LPM_TRIE {pid, address} -> struct profd_unwind_mapping: the pieces of the
+ *                   other processes.
  *   unwind_procs    HASH pid -> struct profd_unwind_proc: the pid's mappings are loaded.
  *   unwind_execs    LRU HASH pid -> time of the last exec (see below).
  *   unwind_procs_gen ARRAY (mmapable), one struct profd_unwind_procs_gen: unwind_procs changed. */
@@ -48,6 +51,53 @@ struct profd_unwind_mapping {
         __u32 flags;
 };
 _Static_assert(sizeof(struct profd_unwind_mapping) == 48, "profd_unwind_mapping layout");
+
+/* A process with few mapping pieces (most processes: a program, its loader, libc and a few
+ * libraries) has them all in one unwind_proc_maps entry, sorted by start and not overlapping: one
+ * map write per push and one delete at exit, where LPM keys cost one or two writes per piece, each
+ * a trie node allocated (and freed at exit). Processes with more pieces, and kernels whose tracing
+ * programs cannot use hash maps allocated on use (before 6.1: the map would be preallocated, 1.5
+ * KiB per possible pid), use the LPM trie. A pid is in one of the two; during a move between them
+ * the new place is written before the old one is deleted, and BPF looks in the array first. */
+#define PROFD_PROC_MAPS_MAX 32
+/* start and end of the unused slots after the last piece: above every user address, and below
+ * 2^63, which BPF's search needs (pool-lookup.bpf.h). */
+#define PROFD_PROC_MAPS_UNUSED (1ULL << 62)
+struct profd_unwind_proc_maps {
+        __u32 n; /* pieces in m[], sorted by start; m[n..] start at PROFD_PROC_MAPS_UNUSED */
+        __u32 _pad;
+        struct profd_unwind_mapping m[PROFD_PROC_MAPS_MAX];
+};
+_Static_assert(sizeof(struct profd_unwind_proc_maps) == 8 + 48 * PROFD_PROC_MAPS_MAX,
+               "profd_unwind_proc_maps layout");
+
+_Static_assert(PROFD_PROC_MAPS_MAX == 32, "profd_proc_maps_find() searches 32 slots");
+
+/* The piece of pm that may hold pc (the last whose start is at most pc), or NULL: BPF's search
+ * (pool-lookup.bpf.h), which tests/test-table-pool.c runs on random layouts. A binary search
+ * without branches over all 32 slots (the unused ones start at PROFD_PROC_MAPS_UNUSED, above any
+ * user pc): straight-line code, which the verifier walks once per frame where a search with
+ * branches would fork its states at every halving, 20 frames to a program. start <= pc is the sign
+ * of start - pc - 1: both lie below 2^63. */
+static inline __attribute__((always_inline)) struct profd_unwind_mapping *
+profd_proc_maps_find(struct profd_unwind_proc_maps *pm, __u64 pc)
+{
+        __u32 idx = 0;
+
+#define PROC_MAPS_HALVE(step)                                                                                  \
+        idx += (step) & -(__u32)((pm->m[(idx + (step) - 1) & (PROFD_PROC_MAPS_MAX - 1)].start - pc - 1) >> 63)
+        PROC_MAPS_HALVE(16);
+        PROC_MAPS_HALVE(8);
+        PROC_MAPS_HALVE(4);
+        PROC_MAPS_HALVE(2);
+        PROC_MAPS_HALVE(1);
+#undef PROC_MAPS_HALVE
+        /* idx counts the starts at most pc, up to 31: the 32nd slot decides the last one. */
+        idx += (__u32)((pm->m[idx & (PROFD_PROC_MAPS_MAX - 1)].start - pc - 1) >> 63);
+        if (idx == 0)
+                return NULL;
+        return &pm->m[(idx - 1) & (PROFD_PROC_MAPS_MAX - 1)];
+}
 
 /* Value of the one-entry array "unwind_config". generation changes whenever pool memory may be
  * reused for another table (eviction, dropped shard): it validates the BPF row cache. */

@@ -81,8 +81,30 @@ static void free_table(UnwindTable *t)
 }
 
 typedef struct Maps {
-        int shards, rules, mappings;
+        int shards, rules, mappings, proc_maps;
 } Maps;
+
+/* The pool's entry for pid's mapping holding pc, as the BPF unwinder finds it: the process's
+ * array entry if it has one (searched with BPF's own function), its LPM entry otherwise; false
+ * for none. */
+static bool find_entry(const Maps *m, pid_t pid, uint64_t pc, struct profd_unwind_mapping *ret)
+{
+        struct profd_unwind_mapping_key key = {
+                .prefixlen = 96, .pid_be = __builtin_bswap32(pid), .addr_be = __builtin_bswap64(pc)};
+        struct profd_unwind_proc_maps pm;
+        uint32_t k = pid;
+
+        if (bpf_map_lookup_elem(m->proc_maps, &k, &pm) == 0) {
+                const struct profd_unwind_mapping *v = profd_proc_maps_find(&pm, pc);
+
+                if (!v)
+                        return false;
+                *ret = *v;
+        } else if (bpf_map_lookup_elem(m->mappings, &key, ret) < 0)
+                return false;
+        /* An LPM entry's prefix may be wider than its mapping; the piece before pc may end below. */
+        return pc >= ret->start && pc < ret->end;
+}
 
 /* Copies of shard contents by map id; emptied before each check (the pool may have moved). */
 static struct {
@@ -125,17 +147,13 @@ static const uint32_t *shard_words(uint32_t id)
 /* The BPF unwinder's lookup, in user space. Returns 0 and the rule, or -ENOENT. */
 static int bpf_view_lookup(const Maps *m, pid_t pid, uint64_t pc, struct profd_unwind_rule *ret)
 {
-        struct profd_unwind_mapping_key key = {
-                .prefixlen = 96, .pid_be = __builtin_bswap32(pid), .addr_be = __builtin_bswap64(pc)};
         struct profd_unwind_mapping v;
         uint32_t id, page, lo, hi, l, r, rows, w, idx;
         const uint32_t *words;
         uint64_t elf_pc;
 
-        if (bpf_map_lookup_elem(m->mappings, &key, &v) < 0)
+        if (!find_entry(m, pid, pc, &v))
                 return -ENOENT;
-        if (pc < v.start || pc >= v.end)
-                return -ENOENT; /* an entry's prefix may be wider than its mapping: no mapping */
         elf_pc = pc - v.load_bias;
         if (elf_pc < v.base || ((elf_pc - v.base) >> PROFD_UT_PAGE_SHIFT) >= v.n_pages)
                 return -ENOENT;
@@ -202,17 +220,13 @@ static int map_table(TablePool *pool, pid_t pid, PoolTable *pt, const UnwindTabl
         return table_pool_set_process(pool, pid, &m, 1);
 }
 
-/* Which of pid's mappings BPF finds for pc: the longest-prefix entry, if pc lies in its range (the
- * test mappings carry their index + 1 as load bias); 0 for none. */
+/* Which of pid's mappings BPF finds for pc (the test mappings carry their index + 1 as load bias);
+ * 0 for none. */
 static uint64_t entry_owner(const Maps *m, pid_t pid, uint64_t pc)
 {
-        struct profd_unwind_mapping_key key = {
-                .prefixlen = 96, .pid_be = __builtin_bswap32(pid), .addr_be = __builtin_bswap64(pc)};
         struct profd_unwind_mapping v;
 
-        if (bpf_map_lookup_elem(m->mappings, &key, &v) < 0 || pc < v.start || pc >= v.end)
-                return 0;
-        return v.load_bias;
+        return find_entry(m, pid, pc, &v) ? v.load_bias : 0;
 }
 
 /* A metric of the pool's /metrics text (first sample whose line starts with name). */
@@ -243,7 +257,8 @@ static int check_cover(TablePool *pool, const Maps *m)
 {
         const pid_t pid = FAKE_PID_BASE + 10;
         PoolMapping maps[48];
-        unsigned bad = 0, lookups = 0;
+        unsigned bad = 0, lookups = 0, in_array = 0;
+        uint64_t arrays_before = pool_metric(pool, "profd_unwind_pool_array_processes");
 
         for (int round = 0; round < 300; round++) {
                 uint64_t at = 0x7f0000000000ULL + (next_rand() % 0x100000) * 4096;
@@ -263,6 +278,10 @@ static int check_cover(TablePool *pool, const Maps *m)
                         fprintf(stderr, "FAIL: cover round %d: pushing %zu mappings failed\n", round, n);
                         return 1;
                 }
+                /* Up to 32 pieces in one array entry, more as LPM keys: both, and moves between them
+                 * (the same pid every round). */
+                if (pool_metric(pool, "profd_unwind_pool_array_processes") > arrays_before)
+                        in_array++;
                 for (size_t i = 0; i < n; i++) {
                         uint64_t span = maps[i].end - maps[i].start;
                         uint64_t pcs[] = {maps[i].start, maps[i].end - 1,
@@ -292,48 +311,81 @@ static int check_cover(TablePool *pool, const Maps *m)
                 fprintf(stderr, "FAIL: mapping cover: %u of %u lookups wrong\n", bad, lookups);
                 return 1;
         }
-        printf("ok: mapping cover (%u lookups over 300 random layouts)\n", lookups);
+        if (in_array == 0 || in_array == 300) {
+                fprintf(stderr, "FAIL: mapping cover: %u of 300 layouts in an array entry (want both kinds)\n",
+                        in_array);
+                return 1;
+        }
+        printf("ok: mapping cover (%u lookups over 300 random layouts, %u in an array entry, %u as LPM "
+               "entries)\n",
+               lookups, in_array, 300 - in_array);
         return 0;
 }
 
-/* A process as an exec leaves it (executable, loader, libc, vDSO at their usual places): few
- * entries, and a second push of the same mappings writes none. */
+/* A process as an exec leaves it (executable, loader, libc, vDSO at their usual places): one array
+ * entry, no LPM entry, and a second push of the same mappings writes nothing. The same with 40
+ * mappings (more than an array entry holds): LPM entries, one or two per mapping, none written
+ * again. */
 static int check_entries_written(TablePool *pool)
 {
         const pid_t pid = FAKE_PID_BASE + 11;
-        PoolMapping maps[] = {
+        PoolMapping maps[40] = {
                 {.start = 0x55d4c3a0f000ULL, .end = 0x55d4c3a8e000ULL, .load_bias = 1},
                 {.start = 0x7f3e91a28000ULL, .end = 0x7f3e91b7d000ULL, .load_bias = 2},
                 {.start = 0x7f3e91c21000ULL, .end = 0x7f3e91c22000ULL, .load_bias = 3},
                 {.start = 0x7f3e91c4c000ULL, .end = 0x7f3e91c71000ULL, .load_bias = 4},
                 {.start = 0x7ffd2b5f1000ULL, .end = 0x7ffd2b5f3000ULL, .load_bias = 5},
         };
-        uint64_t e0 = pool_metric(pool, "profd_unwind_pool_mapping_entries"), e1, w0, w1, u0, u1;
+        const char *const written[] = {"profd_unwind_pool_array_writes_total{outcome=\"written\"}",
+                                       "profd_unwind_pool_entry_writes_total{outcome=\"written\"}"};
+        const char *const unchanged[] = {"profd_unwind_pool_array_writes_total{outcome=\"unchanged\"}",
+                                         "profd_unwind_pool_entry_writes_total{outcome=\"unchanged\"}"};
         int failures = 0;
 
-        table_pool_set_process(pool, pid, maps, ELEMENTSOF(maps));
-        e1 = pool_metric(pool, "profd_unwind_pool_mapping_entries");
-        w0 = pool_metric(pool, "profd_unwind_pool_entry_writes_total{outcome=\"written\"}");
-        u0 = pool_metric(pool, "profd_unwind_pool_entry_writes_total{outcome=\"unchanged\"}");
-        /* The exact power-of-two cover of these takes 24 entries. */
-        if (e1 - e0 > 2 * ELEMENTSOF(maps)) {
-                fprintf(stderr, "FAIL: %" PRIu64 " entries for %zu mappings\n", e1 - e0, ELEMENTSOF(maps));
-                failures++;
+        for (size_t i = 5; i < ELEMENTSOF(maps); i++) /* libraries after libc, a gap between each */
+                maps[i] = (PoolMapping){.start = 0x7f3e92000000ULL + i * 0x40000,
+                                        .end = 0x7f3e92000000ULL + i * 0x40000 + 0x21000,
+                                        .load_bias = i + 1};
+        for (int lpm = 0; lpm <= 1; lpm++) {
+                size_t n = lpm ? ELEMENTSOF(maps) : 5;
+                uint64_t e0 = pool_metric(pool, "profd_unwind_pool_mapping_entries"),
+                         a0 = pool_metric(pool, "profd_unwind_pool_array_processes"),
+                         w0 = pool_metric(pool, written[lpm]), e1, a1, w1, w2, u1, u2;
+
+                table_pool_set_process(pool, pid, maps, n);
+                e1 = pool_metric(pool, "profd_unwind_pool_mapping_entries");
+                a1 = pool_metric(pool, "profd_unwind_pool_array_processes");
+                w1 = pool_metric(pool, written[lpm]);
+                u1 = pool_metric(pool, unchanged[lpm]);
+                /* The exact power-of-two cover of the first five takes 24 entries. */
+                if (lpm ? (e1 - e0 < n || e1 - e0 > 2 * n || a1 != a0) : (e1 != e0 || a1 != a0 + 1 || w1 != w0 + 1)) {
+                        fprintf(stderr,
+                                "FAIL: %zu mappings: %" PRIu64 " LPM entries, %" PRIu64
+                                " array entries, %" PRIu64 " written\n",
+                                n, e1 - e0, a1 - a0, w1 - w0);
+                        failures++;
+                }
+                table_pool_set_process(pool, pid, maps, n);
+                w2 = pool_metric(pool, written[lpm]);
+                u2 = pool_metric(pool, unchanged[lpm]);
+                if (w2 != w1 || u2 - u1 != (lpm ? e1 - e0 : 1)) {
+                        fprintf(stderr,
+                                "FAIL: pushing the same %zu mappings again wrote %" PRIu64 ", left %" PRIu64
+                                "\n",
+                                n, w2 - w1, u2 - u1);
+                        failures++;
+                }
+                table_pool_remove_process(pool, pid);
+                if (pool_metric(pool, "profd_unwind_pool_mapping_entries") != e0 ||
+                    pool_metric(pool, "profd_unwind_pool_array_processes") != a0) {
+                        fprintf(stderr, "FAIL: entries left after the process of %zu mappings went\n", n);
+                        failures++;
+                }
+                if (!failures)
+                        printf("ok: %zu mappings: %" PRIu64 " LPM entries, %" PRIu64
+                               " array entries, none written again\n",
+                               n, e1 - e0, a1 - a0);
         }
-        table_pool_set_process(pool, pid, maps, ELEMENTSOF(maps));
-        w1 = pool_metric(pool, "profd_unwind_pool_entry_writes_total{outcome=\"written\"}");
-        u1 = pool_metric(pool, "profd_unwind_pool_entry_writes_total{outcome=\"unchanged\"}");
-        if (w1 != w0 || u1 - u0 != e1 - e0) {
-                fprintf(stderr,
-                        "FAIL: pushing the same mappings again wrote %" PRIu64 " entries, left %" PRIu64
-                        " of %" PRIu64 "\n",
-                        w1 - w0, u1 - u0, e1 - e0);
-                failures++;
-        }
-        table_pool_remove_process(pool, pid);
-        if (!failures)
-                printf("ok: %" PRIu64 " entries for %zu mappings, none written again\n", e1 - e0,
-                       ELEMENTSOF(maps));
         return failures;
 }
 
@@ -478,6 +530,7 @@ int main(void)
         m.shards = bpf_map__fd(skel->maps.unwind_shards);
         m.rules = bpf_map__fd(skel->maps.unwind_rules);
         m.mappings = bpf_map__fd(skel->maps.unwind_mappings);
+        m.proc_maps = bpf_map__fd(skel->maps.unwind_proc_maps);
 
         /* Three shards: two to fill, one held back for compaction. */
         r = table_pool_new(skel->obj, 3 * PROFD_SHARD_BYTES, &pool);

@@ -125,6 +125,18 @@ int sampler_load(Sampler *s)
                 s->stacks_entries = s->counts_entries;
         }
 
+        if (!dynamic_maps) {
+                /* Preallocated, the per-process mapping arrays would take 1.5 KiB per possible pid:
+                 * one entry, unused; every process's mappings are LPM keys (profd-unwind-pool.h). */
+                struct bpf_map *pm = s->skel->maps.unwind_proc_maps;
+
+                r = bpf_map__set_max_entries(pm, 1);
+                if (r >= 0)
+                        r = bpf_map__set_map_flags(pm, bpf_map__map_flags(pm) & ~BPF_F_NO_PREALLOC);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to size BPF map unwind_proc_maps: %m");
+        }
+
         if (s->opts.off_cpu) {
                 /* Waits are unwound at the rate threads switch, not at --frequency: thousands of
                  * distinct stacks a second on a busy host. Dynamic maps take memory only for what

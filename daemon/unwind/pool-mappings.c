@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /* The per-process mapping entries the BPF unwinder searches: each executable mapping of a process
- * covered by LPM keys (pid, address) that point at its table's segments, replaced without a pc
- * ever going missing, and guarded against mappings read before the process exec'd. */
+ * cut into pieces that point at its table's segments, all of them in one array entry for a process
+ * with few (most), covered by LPM keys (pid, address) for the others; replaced without a pc ever
+ * going missing, and guarded against mappings read before the process exec'd. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@ void pool_proc_free(Proc *pr)
         free(pr->maps);
         free(pr->keys);
         free(pr->values);
+        free(pr->array);
         free(pr);
 }
 
@@ -138,6 +140,77 @@ static void entry_write_failed(size_t i, int error, void *userdata)
         values[i].flags = UINT32_MAX;
 }
 
+/* Pieces BPF's binary search can tell apart: sorted by start, none overlapping the next (never so
+ * from /proc/PID/maps; the LPM keys take such a set as it is), all below the unused slots' start. */
+static bool pieces_apart(const struct profd_unwind_mapping *pieces, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                if ((i > 0 && pieces[i].start < pieces[i - 1].end) || pieces[i].end > PROFD_PROC_MAPS_UNUSED)
+                        return false;
+        return true;
+}
+
+static void delete_keys(TablePool *p, Proc *pr)
+{
+        map_batch_delete(&p->entry_batch, p->mappings_fd, pr->keys, sizeof(*pr->keys), pr->n_keys);
+        p->n_mapping_entries -= pr->n_keys;
+        pr->keys = mfree(pr->keys);
+        pr->values = mfree(pr->values);
+        pr->n_keys = 0;
+}
+
+/* All of pr's pieces as one unwind_proc_maps entry (profd-unwind-pool.h): written unless it holds
+ * them already, then the LPM keys of an earlier push deleted. */
+static int write_array(TablePool *p, Proc *pr, const struct profd_unwind_mapping *pieces, size_t n)
+{
+        _cleanup_free_ struct profd_unwind_proc_maps *a = NULL;
+        _cleanup_free_ struct profd_unwind_mapping *copy = NULL;
+        uint32_t key = pr->pid;
+
+        if (pr->in_array && pr->array && pr->n_array == n &&
+            memcmp(pr->array, pieces, n * sizeof(*pieces)) == 0) {
+                p->array_unchanged++;
+                return 0;
+        }
+        a = calloc(1, sizeof(*a));
+        copy = calloc(n ?: 1, sizeof(*copy));
+        if (!a || !copy)
+                return -ENOMEM;
+        a->n = n;
+        memcpy(a->m, pieces, n * sizeof(*pieces));
+        memcpy(copy, pieces, n * sizeof(*pieces));
+        for (size_t i = n; i < PROFD_PROC_MAPS_MAX; i++)
+                a->m[i].start = a->m[i].end = PROFD_PROC_MAPS_UNUSED;
+        p->array_writes++;
+        if (bpf_map_update_elem(p->proc_maps_fd, &key, a, BPF_ANY) < 0) {
+                int r = -errno;
+
+                /* What the map holds for pid is unknown now: never taken as written next time. */
+                pr->array = mfree(pr->array);
+                p->entry_errors++;
+                return r;
+        }
+        if (!pr->in_array)
+                p->n_array_procs++;
+        pr->in_array = true;
+        free(pr->array);
+        pr->array = TAKE_PTR(copy);
+        pr->n_array = n;
+        delete_keys(p, pr);
+        return 0;
+}
+
+/* pr's pieces moved to LPM keys (more than an array entry holds): its array entry goes. */
+static void delete_array(TablePool *p, Proc *pr)
+{
+        if (!pr->in_array)
+                return;
+        (void)bpf_map_delete_elem(p->proc_maps_fd, &(uint32_t){pr->pid});
+        pr->array = mfree(pr->array);
+        pr->in_array = false;
+        p->n_array_procs--;
+}
+
 typedef struct Entry {
         struct profd_unwind_mapping_key key;
         struct profd_unwind_mapping value;
@@ -169,6 +242,8 @@ int pool_proc_write_entries(TablePool *p, Proc *pr, const PoolMapping *m, size_t
         }
         if (n_pieces > 1)
                 qsort_safe(pieces, n_pieces, sizeof(*pieces), cmp_piece);
+        if (p->proc_maps_fd >= 0 && n_pieces <= PROFD_PROC_MAPS_MAX && pieces_apart(pieces, n_pieces))
+                return write_array(p, pr, pieces, n_pieces);
         for (size_t i = 0; i < n_pieces; i++) {
                 size_t first = n_keys;
                 /* Overlapping pieces (never from /proc/PID/maps) get no room beyond themselves. */
@@ -264,6 +339,9 @@ int pool_proc_write_entries(TablePool *p, Proc *pr, const PoolMapping *m, size_t
         pr->keys = TAKE_PTR(keys);
         pr->values = TAKE_PTR(values);
         pr->n_keys = n_keys;
+        /* Where a write failed, the array entry (if any) keeps the last whole set for BPF. */
+        if (ret == 0)
+                delete_array(p, pr);
         return ret;
 }
 
@@ -450,8 +528,8 @@ static int remove_process(TablePool *p, pid_t pid, uint64_t exit_ns)
                  * fork-copied mappings look older than its image. */
                 (void)bpf_map_delete_elem(p->execs_fd, &key);
         }
-        map_batch_delete(&p->entry_batch, p->mappings_fd, pr->keys, sizeof(*pr->keys), pr->n_keys);
-        p->n_mapping_entries -= pr->n_keys;
+        delete_keys(p, pr);
+        delete_array(p, pr);
         for (size_t k = 0; k < pr->n_maps; k++)
                 table_pool_release(p, pr->maps[k].table);
         (void)pid_table_remove_at(&p->procs, i);

@@ -45,6 +45,11 @@ typedef struct Proc {
         struct profd_unwind_mapping_key *keys; /* sorted */
         struct profd_unwind_mapping *values;   /* what the map holds for keys[i] */
         size_t n_keys;
+        /* Its pieces as its unwind_proc_maps entry holds them (in_array), instead of LPM keys;
+         * NULL while what the map holds is unknown (a failed write). */
+        struct profd_unwind_mapping *array;
+        size_t n_array;
+        bool in_array;
         uint32_t runtimes;         /* profd_unwind_proc.runtimes, kept across pushes */
         uint64_t exec_ns;          /* unwind_execs as the last push's check read it; 0: none */
         uint64_t procs_written_ns; /* CLOCK_MONOTONIC, right after its unwind_procs entry was written */
@@ -53,6 +58,7 @@ typedef struct Proc {
 struct TablePool {
         int shards_fd, rules_fd, mappings_fd, procs_fd, config_fd, execs_fd, procs_gen_fd;
         int reported_fd; /* the unwinder's "reported unknown pid/pc" times (optional), or -1 */
+        int proc_maps_fd; /* unwind_proc_maps, or -1 where the kernel cannot have it (profd-unwind-pool.h) */
         uint64_t limit;
         unsigned max_shards; /* including the one kept for compaction */
         unsigned n_shards;
@@ -71,6 +77,8 @@ struct TablePool {
 
         PidTable procs; /* of Proc */
         uint64_t n_mapping_entries;
+        uint64_t n_array_procs; /* processes whose pieces are one unwind_proc_maps entry */
+        uint64_t array_writes, array_unchanged;
 
         uint32_t generation, active;
         struct profd_unwind_procs_gen *procs_gen; /* unwind_procs_gen, mapped */

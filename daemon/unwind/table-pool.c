@@ -48,7 +48,7 @@ int table_pool_new(struct bpf_object *obj, uint64_t memory_limit, TablePool **re
         for (unsigned i = 0; i < PROFD_POOL_MAX_SHARDS; i++)
                 p->shards[i].fd = -1;
         p->shards_fd = p->rules_fd = p->mappings_fd = p->procs_fd = p->config_fd = p->execs_fd =
-                p->procs_gen_fd = -1;
+                p->procs_gen_fd = p->proc_maps_fd = -1;
         p->limit = memory_limit;
         p->max_shards = memory_limit / PROFD_SHARD_BYTES;
         if (p->max_shards > PROFD_POOL_MAX_SHARDS)
@@ -62,6 +62,15 @@ int table_pool_new(struct bpf_object *obj, uint64_t memory_limit, TablePool **re
         p->execs_fd = find_map_fd(obj, "unwind_execs");
         p->procs_gen_fd = find_map_fd(obj, "unwind_procs_gen");
         p->reported_fd = find_map_fd(obj, "unwind_reported");
+        {
+                /* Preallocated (the kernel's tracing programs need that before 6.1): left unused. */
+                struct bpf_map *pm = bpf_object__find_map_by_name(obj, "unwind_proc_maps");
+
+                p->proc_maps_fd = pm && (bpf_map__map_flags(pm) & BPF_F_NO_PREALLOC) &&
+                                                  bpf_map__max_entries(pm) >= PROFD_POOL_MAX_PROCS
+                                          ? bpf_map__fd(pm)
+                                          : -1;
+        }
         if (p->shards_fd < 0 || p->rules_fd < 0 || p->mappings_fd < 0 || p->procs_fd < 0 ||
             p->config_fd < 0 || p->execs_fd < 0 || p->procs_gen_fd < 0)
                 return -ENOENT;
@@ -95,6 +104,8 @@ TablePool *table_pool_free(TablePool *p)
 
                 for (size_t k = 0; k < pr->n_keys; k++)
                         (void)bpf_map_delete_elem(p->mappings_fd, &pr->keys[k]);
+                if (pr->in_array)
+                        (void)bpf_map_delete_elem(p->proc_maps_fd, &(uint32_t){pr->pid});
                 pool_procs_delete(p, pr->pid);
                 pool_proc_free(pr);
         }
@@ -359,6 +370,14 @@ void table_pool_write_metrics(const TablePool *p, FILE *f)
                      pid_table_size(&p->procs));
         metric_gauge(f, "profd_unwind_pool_mapping_entries", "LPM entries covering process mappings.",
                      p->n_mapping_entries);
+        metric_gauge(f, "profd_unwind_pool_array_processes",
+                     "Processes whose mapping pieces are one array entry instead of LPM entries.",
+                     p->n_array_procs);
+        metric_labelled(f, "profd_unwind_pool_array_writes_total", "counter",
+                        "Pushes of processes whose pieces are one array entry: written, or already "
+                        "in the map as they are (not written again).",
+                        "outcome", (const char *const[]){"written", "unchanged"},
+                        (const uint64_t[]){p->array_writes, p->array_unchanged}, 2);
         metric_counter(f, "profd_unwind_pool_placed_total", "Tables placed.", p->placed);
         metric_counter(f, "profd_unwind_pool_evictions_total", "Unreferenced tables evicted for space.",
                        p->evicted);
@@ -402,7 +421,8 @@ uint64_t table_pool_host_bytes(const TablePool *p)
 
                 b += sizeof(Proc) + pr->n_maps * sizeof(PoolMapping) +
                      pr->n_keys *
-                             (sizeof(struct profd_unwind_mapping_key) + sizeof(struct profd_unwind_mapping));
+                             (sizeof(struct profd_unwind_mapping_key) + sizeof(struct profd_unwind_mapping)) +
+                     (pr->array ? pr->n_array : 0) * sizeof(struct profd_unwind_mapping);
         }
         return b;
 }
