@@ -84,8 +84,8 @@ profd_proc_maps_find(struct profd_unwind_proc_maps *pm, __u64 pc)
 {
         __u32 idx = 0;
 
-#define PROC_MAPS_HALVE(step)                                                                                  \
-        idx += (step) & -(__u32)((pm->m[(idx + (step) - 1) & (PROFD_PROC_MAPS_MAX - 1)].start - pc - 1) >> 63)
+#define PROC_MAPS_HALVE(step)                                                                               \
+        idx += (step) & -(__u32)((pm->m[(idx + (step)-1) & (PROFD_PROC_MAPS_MAX - 1)].start - pc - 1) >> 63)
         PROC_MAPS_HALVE(16);
         PROC_MAPS_HALVE(8);
         PROC_MAPS_HALVE(4);

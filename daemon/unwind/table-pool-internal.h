@@ -57,7 +57,7 @@ typedef struct Proc {
 
 struct TablePool {
         int shards_fd, rules_fd, mappings_fd, procs_fd, config_fd, execs_fd, procs_gen_fd;
-        int reported_fd; /* the unwinder's "reported unknown pid/pc" times (optional), or -1 */
+        int reported_fd;  /* the unwinder's "reported unknown pid/pc" times (optional), or -1 */
         int proc_maps_fd; /* unwind_proc_maps, or -1 where the kernel cannot have it (profd-unwind-pool.h) */
         uint64_t limit;
         unsigned max_shards; /* including the one kept for compaction */

@@ -420,8 +420,8 @@ uint64_t table_pool_host_bytes(const TablePool *p)
                 const Proc *pr = pid_table_at(&p->procs, i);
 
                 b += sizeof(Proc) + pr->n_maps * sizeof(PoolMapping) +
-                     pr->n_keys *
-                             (sizeof(struct profd_unwind_mapping_key) + sizeof(struct profd_unwind_mapping)) +
+                     pr->n_keys * (sizeof(struct profd_unwind_mapping_key) +
+                                   sizeof(struct profd_unwind_mapping)) +
                      (pr->array ? pr->n_array : 0) * sizeof(struct profd_unwind_mapping);
         }
         return b;
