@@ -80,23 +80,30 @@ _Static_assert(PROFD_PROC_MAPS_MAX == 32, "profd_proc_maps_find() searches 32 sl
  * branches would fork its states at every halving, 20 frames to a program. start <= pc is the sign
  * of start - pc - 1: both lie below 2^63. */
 static inline __attribute__((always_inline)) struct profd_unwind_mapping *
+profd_proc_maps_slot(struct profd_unwind_proc_maps *pm, __u32 i)
+{
+        /* Opaque to the compiler, so the mask stays even where it can prove i < 32: verifiers
+         * before 6.x lose the bounds of the OR clang makes of the halvings, and need the mask. */
+        __asm__ volatile("" : "+r"(i));
+        return &pm->m[i & (PROFD_PROC_MAPS_MAX - 1)];
+}
+
+/* 1 when start <= pc, else 0 */
+#define PROFD_PROC_MAPS_AT_OR_BELOW(start, pc) ((__u32)(((start) - (pc)-1) >> 63))
+
+static inline __attribute__((always_inline)) struct profd_unwind_mapping *
 profd_proc_maps_find(struct profd_unwind_proc_maps *pm, __u64 pc)
 {
         __u32 idx = 0;
 
-#define PROC_MAPS_HALVE(step)                                                                               \
-        idx += (step) & -(__u32)((pm->m[(idx + (step)-1) & (PROFD_PROC_MAPS_MAX - 1)].start - pc - 1) >> 63)
-        PROC_MAPS_HALVE(16);
-        PROC_MAPS_HALVE(8);
-        PROC_MAPS_HALVE(4);
-        PROC_MAPS_HALVE(2);
-        PROC_MAPS_HALVE(1);
-#undef PROC_MAPS_HALVE
+        for (__u32 step = PROFD_PROC_MAPS_MAX / 2; step > 0; step /= 2) /* 5 halvings, unrolled */
+                idx += step &
+                       -PROFD_PROC_MAPS_AT_OR_BELOW(profd_proc_maps_slot(pm, idx + step - 1)->start, pc);
         /* idx counts the starts at most pc, up to 31: the 32nd slot decides the last one. */
-        idx += (__u32)((pm->m[idx & (PROFD_PROC_MAPS_MAX - 1)].start - pc - 1) >> 63);
+        idx += PROFD_PROC_MAPS_AT_OR_BELOW(profd_proc_maps_slot(pm, idx)->start, pc);
         if (idx == 0)
                 return NULL;
-        return &pm->m[(idx - 1) & (PROFD_PROC_MAPS_MAX - 1)];
+        return profd_proc_maps_slot(pm, idx - 1);
 }
 
 /* Value of the one-entry array "unwind_config". generation changes whenever pool memory may be

@@ -136,8 +136,15 @@ int main(void)
         if (step("sampler (profile.bpf.c) create", r) < 0)
                 return 1;
         r = sampler_start(s);
-        if (step("sampler (profile.bpf.c) load + attach to every CPU", r) < 0)
+        if (step("sampler (profile.bpf.c) load + attach to every CPU", r) < 0) {
+                /* The statistics' small log buffer holds no verifier log: load once more without
+                 * it, so that libbpf prints the log of the program refused. */
+                s = sampler_free(s);
+                so.verifier_stats = false;
+                if (sampler_new(e, &so, on_interval, &c, &s) >= 0)
+                        (void)sampler_start(s);
                 return 1;
+        }
         r = table_pool_new(sampler_bpf_object(s), CHECK_POOL_BYTES, &pool);
         failed |= step("unwind table pool", r) < 0;
         r = process_table_new(10000000000ull, &procs);
