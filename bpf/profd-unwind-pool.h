@@ -73,17 +73,11 @@ _Static_assert(sizeof(struct profd_unwind_proc_maps) == 8 + 48 * PROFD_PROC_MAPS
 
 _Static_assert(PROFD_PROC_MAPS_MAX == 32, "profd_proc_maps_find() searches 32 slots");
 
-/* The piece of pm that may hold pc (the last whose start is at most pc), or NULL: BPF's search
- * (pool-lookup.bpf.h), which tests/test-table-pool.c runs on random layouts. A binary search
- * without branches over all 32 slots (the unused ones start at PROFD_PROC_MAPS_UNUSED, above any
- * user pc): straight-line code, which the verifier walks once per frame where a search with
- * branches would fork its states at every halving, 20 frames to a program. start <= pc is the sign
- * of start - pc - 1: both lie below 2^63. */
 static inline __attribute__((always_inline)) struct profd_unwind_mapping *
 profd_proc_maps_slot(struct profd_unwind_proc_maps *pm, __u32 i)
 {
-        /* Opaque to the compiler, so the mask stays even where it can prove i < 32: verifiers
-         * before 6.x lose the bounds of the OR clang makes of the halvings, and need the mask. */
+        /* Opaque to the compiler, so the mask stays even where it can prove i < 32: 5.10's and
+         * 6.1's verifiers lose the bounds of the OR clang makes of the halvings, and need it. */
         __asm__ volatile("" : "+r"(i));
         return &pm->m[i & (PROFD_PROC_MAPS_MAX - 1)];
 }
@@ -91,12 +85,18 @@ profd_proc_maps_slot(struct profd_unwind_proc_maps *pm, __u32 i)
 /* 1 when start <= pc, else 0 */
 #define PROFD_PROC_MAPS_AT_OR_BELOW(start, pc) ((__u32)(((start) - (pc)-1) >> 63))
 
+/* The piece of pm that may hold pc (the last whose start is at most pc), or NULL: BPF's search
+ * (pool-lookup.bpf.h), which tests/test-table-pool.c runs on random layouts. A binary search
+ * without branches over all 32 slots (the unused ones start at PROFD_PROC_MAPS_UNUSED, above any
+ * user pc): straight-line code, which the verifier walks once per frame where a search with
+ * branches would fork its states at every halving, 20 frames to a program. start <= pc is the sign
+ * of start - pc - 1: both lie below 2^63. */
 static inline __attribute__((always_inline)) struct profd_unwind_mapping *
 profd_proc_maps_find(struct profd_unwind_proc_maps *pm, __u64 pc)
 {
         __u32 idx = 0;
 
-        for (__u32 step = PROFD_PROC_MAPS_MAX / 2; step > 0; step /= 2) /* 5 halvings, unrolled */
+        for (__u32 step = PROFD_PROC_MAPS_MAX / 2; step > 0; step /= 2) /* 5 halvings */
                 idx += step &
                        -PROFD_PROC_MAPS_AT_OR_BELOW(profd_proc_maps_slot(pm, idx + step - 1)->start, pc);
         /* idx counts the starts at most pc, up to 31: the 32nd slot decides the last one. */
