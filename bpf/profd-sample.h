@@ -70,23 +70,6 @@ struct profd_count_key {
 };
 _Static_assert(sizeof(struct profd_count_key) == 64, "profd_count_key layout");
 
-/* Per-CPU write-back cache in front of the counts maps (BPF_MAP_TYPE_PERCPU_ARRAY "count_cache",
- * bpf/stack-store.bpf.h): a sample whose key is in its slot adds to pending there instead of
- * looking the key up in counts_N. The key is in counts_N already (its first sample of the
- * interval put it there); pending goes to counts_N when another key takes the slot, or the daemon
- * adds it at the drain and empties the retired generation's slots
- * (daemon/sampler/sampler-count-cache.c). Slots [gen * WAYS, gen * WAYS + WAYS) belong to
- * generation gen. */
-#define PROFD_COUNT_CACHE_WAYS 8
-struct profd_count_cache_slot {
-        struct profd_count_key key;
-        __u64 pending; /* samples of key not in counts_N yet */
-        __u32 valid;   /* key is in counts_N of this slot's generation */
-        __u32 _pad;
-};
-_Static_assert(sizeof(struct profd_count_cache_slot) == 80, "profd_count_cache_slot layout");
-_Static_assert((PROFD_COUNT_CACHE_WAYS & (PROFD_COUNT_CACHE_WAYS - 1)) == 0, "count cache index is masked");
-
 /* Per-CPU counters (BPF_MAP_TYPE_PERCPU_ARRAY "counters"), summed by the daemon and exported
  * on /metrics. Every path in the BPF programs that gives up bumps one of these. */
 enum profd_counter {
@@ -120,7 +103,6 @@ enum profd_counter {
         PROFD_CNT_SHARED_MM,              /* a vfork child's stack unwound with its parent's entries */
         PROFD_CNT_ROW_SEARCHES,           /* binary searches of a table page (row cache misses) */
         PROFD_CNT_PROC_LOOKUPS,           /* unwind_procs lookups (the per-CPU entry copy missed) */
-        PROFD_DROP_COUNT_CACHE_LOST,      /* samples of a count_cache slot whose key was gone */
         /* Off-CPU (bpf/off-cpu.bpf.h, docs/off-cpu.md) */
         PROFD_CNT_OFFCPU_SWITCH_OUTS,     /* switch-outs of wanted threads (waits started) */
         PROFD_CNT_OFFCPU_UNWANTED,        /* switch-outs not wanted: kernel thread, profd, filters */

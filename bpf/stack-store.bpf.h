@@ -42,14 +42,6 @@ volatile __u32 profd_gen = 0;
 
 PROFD_COUNTS_MAP(counts_0);
 PROFD_COUNTS_MAP(counts_1);
-
-/* profd-sample.h: struct profd_count_cache_slot. */
-struct {
-        __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-        __uint(max_entries, 2 * PROFD_COUNT_CACHE_WAYS);
-        __type(key, __u32);
-        __type(value, struct profd_count_cache_slot);
-} count_cache SEC(".maps");
 PROFD_STACKS_MAP(stacks_0, struct profd_stack);
 PROFD_STACKS_MAP(stacks_1, struct profd_stack);
 PROFD_STACKS_MAP(kstacks_0, struct profd_kstack);
@@ -143,72 +135,29 @@ static __always_inline bool store_stacks(struct sample_state *st, bool gen1)
                 _v;                                                                                         \
         })
 
-/* The slot of st's key among its generation's PROFD_COUNT_CACHE_WAYS. */
-static __always_inline __u32 count_cache_index(const struct sample_state *st, bool gen1)
-{
-        __u64 h = (st->key.user_hash ^ st->key.kernel_hash ^ st->key.tid) * 0x9e3779b97f4a7c15ULL;
-
-        return (gen1 ? PROFD_COUNT_CACHE_WAYS : 0) + (__u32)(h >> 61);
-}
-_Static_assert(PROFD_COUNT_CACHE_WAYS == 8, "count_cache_index takes the top 3 bits");
-
-/* Whole-key compare, 8 bytes at a time (both keys are 8-aligned). */
-static __always_inline bool same_count_key(const struct profd_count_key *a, const struct profd_count_key *b)
-{
-        const __u64 *x = (const __u64 *)a, *y = (const __u64 *)b;
-        __u64 d = 0;
-
-        for (int i = 0; i < (int)(sizeof(*a) / 8); i++)
-                d |= x[i] ^ y[i];
-        return d == 0;
-}
-
 /* Hashes st's stacks into its key and counts the key in st's generation. False when a map was
  * full (counted): the sample is lost. */
 static __always_inline bool store_sample(struct sample_state *st)
 {
         bool gen1 = st->gen != 0;
-        struct profd_count_cache_slot *slot;
-        __u32 ci;
         __u64 *v;
 
         hash_sample(st);
-
-        /* The same key as a recent sample of this CPU: counted in its slot, no map lookup (a
-         * thread spinning in one place repeats its key sample after sample). */
-        ci = count_cache_index(st, gen1);
-        slot = bpf_map_lookup_elem(&count_cache, &ci);
-        if (slot && slot->valid && same_count_key(&slot->key, &st->key)) {
-                slot->pending++;
-                return true;
-        }
 
         /* Most samples repeat a key of this interval: its stacks are stored already (stacks go
          * in before their key), so one lookup does it. */
         v = lookup_in_gen(gen1, counts_1, counts_0, &st->key);
         if (v) {
                 __sync_fetch_and_add(v, 1);
-        } else {
-                if (!store_stacks(st, gen1))
-                        return false;
-                if (insert_key(gen1 ? (void *)&counts_1 : (void *)&counts_0, &st->key) < 0) {
-                        count(PROFD_DROP_COUNTS_FULL);
-                        return false;
-                }
-        }
-        if (!slot)
                 return true;
-        /* st's key takes the slot: the key leaving it gets its pending samples in the map. It is
-         * there (inserted when it took the slot, and nothing deletes from a live generation). */
-        if (slot->valid && slot->pending) {
-                v = lookup_in_gen(gen1, counts_1, counts_0, &slot->key);
-                if (v)
-                        __sync_fetch_and_add(v, slot->pending);
-                else
-                        count_add(PROFD_DROP_COUNT_CACHE_LOST, slot->pending);
         }
-        slot->key = st->key;
-        slot->pending = 0;
-        slot->valid = 1;
+
+        if (!store_stacks(st, gen1))
+                return false;
+
+        if (insert_key(gen1 ? (void *)&counts_1 : (void *)&counts_0, &st->key) < 0) {
+                count(PROFD_DROP_COUNTS_FULL);
+                return false;
+        }
         return true;
 }

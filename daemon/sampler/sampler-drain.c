@@ -12,7 +12,6 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "sampler/sampler-count-cache.h"
 #include "sampler/sampler-drain.h"
 #include "sampler/sampler-internal.h"
 #include "util/array.h"
@@ -78,25 +77,6 @@ static int map_drain_all(Drain *d, int fd, size_t key_size, size_t value_size, s
                 first = false;
         }
         *ret_n = n;
-        return 0;
-}
-
-int sampler_drain_reserve_counts(Drain *d, size_t n)
-{
-        size_t cap = d->cap_counts;
-        void *c;
-        int r;
-
-        if (n <= d->cap_counts)
-                return 0;
-        r = ARRAY_GROW(d->keys, cap, n, 64);
-        if (r < 0)
-                return r;
-        c = reallocarray(d->counts, cap, sizeof(uint64_t));
-        if (!c)
-                return -ENOMEM;
-        d->counts = c;
-        d->cap_counts = cap;
         return 0;
 }
 
@@ -314,15 +294,22 @@ static int sampler_drain(Sampler *s)
         r = map_drain_all(d, counts_fd, sizeof(struct profd_count_key), sizeof(uint64_t), &n);
         if (r < 0)
                 return log_error_errno(r, "Failed to drain counts map: %m");
-        r = sampler_drain_reserve_counts(d, n);
-        if (r < 0)
-                return r;
+        if (n > d->cap_counts) {
+                size_t cap = d->cap_counts;
+                void *c;
+
+                r = ARRAY_GROW(d->keys, cap, n, 64);
+                if (r < 0)
+                        return r;
+                c = reallocarray(d->counts, cap, sizeof(uint64_t));
+                if (!c)
+                        return -ENOMEM;
+                d->counts = c;
+                d->cap_counts = cap;
+        }
         memcpy_safe(d->keys, d->batch_keys, n * sizeof(*d->keys));
         memcpy_safe(d->counts, d->batch_values, n * sizeof(uint64_t));
         d->n_counts = n;
-        r = sampler_count_cache_merge(s, g);
-        if (r < 0)
-                return log_error_errno(r, "Failed to read the per-CPU count cache: %m");
 
         r = drain_offcpu(s, g);
         if (r < 0)
@@ -413,12 +400,6 @@ int sampler_on_drain_timer(sd_event_source *src, uint64_t usec, void *userdata)
                                     sizeof(uint64_t), sizeof(struct profd_stack), &n);
                 (void)map_drain_all(d, bpf_map__fd(g ? s->skel->maps.kstacks_1 : s->skel->maps.kstacks_0),
                                     sizeof(uint64_t), sizeof(struct profd_kstack), &n);
-                /* A slot left valid would count its key's next samples in a generation whose map
-                 * lacks the key. */
-                r = sampler_count_cache_clear(s, g);
-                if (r < 0)
-                        log_error_errno(r, "Emptying the per-CPU count cache of generation %u failed: %m",
-                                        g);
         }
         s->drain_pending = false;
         return 0;

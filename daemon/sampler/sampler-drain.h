@@ -10,7 +10,5 @@
 /* Timer, SAMPLER_DRAIN_DELAY_NS after a cut: drains the retired generation and calls the
  * interval callback; on failure empties what is left so the generation can be reused. */
 int sampler_on_drain_timer(sd_event_source *src, uint64_t usec, void *userdata);
-/* Room for n counts (keys and counts) in d. */
-int sampler_drain_reserve_counts(Drain *d, size_t n);
 /* Frees a drain's buffers. */
 void sampler_drain_done(Drain *d);

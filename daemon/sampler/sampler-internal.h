@@ -114,7 +114,6 @@ struct Sampler {
         uint64_t drains, drain_ns_total, drain_ns_last, drain_errors;
         uint64_t cuts_coalesced;
         uint64_t missing_stacks;
-        uint64_t count_cache_samples, count_cache_unmatched;
         uint64_t last_counts, last_stacks, last_kstacks, last_offcpu;
         uint64_t max_counts, max_stacks, max_kstacks, max_offcpu;
 };

@@ -99,10 +99,6 @@ void sampler_write_metrics(const Sampler *s, FILE *f)
                                c[PROFD_CNT_IDLE]);
                 metric_counter(f, "profd_bpf_filtered_samples_total",
                                "Samples outside the configured filters.", c[PROFD_CNT_FILTERED]);
-                metric_counter(f, "profd_bpf_count_cache_lost_samples_total",
-                               "Recorded samples lost because their key was gone from the counts map when "
-                               "they left the per-CPU count cache (not expected).",
-                               c[PROFD_DROP_COUNT_CACHE_LOST]);
 
                 /* The counters that are not drops have families of their own. */
                 for (unsigned i = 0; i < PROFD_STOP_REASON_BASE; i++)
@@ -280,13 +276,6 @@ void sampler_write_metrics(const Sampler *s, FILE *f)
                        "Drains that failed; their interval's samples are lost.", s->drain_errors);
         metric_counter(f, "profd_drain_missing_stacks_total",
                        "Counted keys whose stack was not in the stacks map.", s->missing_stacks);
-        metric_counter(f, "profd_drain_count_cache_samples_total",
-                       "Samples counted in the per-CPU count cache and added to the counts at the drain.",
-                       s->count_cache_samples);
-        metric_counter(f, "profd_drain_count_cache_unmatched_total",
-                       "Keys of the per-CPU count cache missing from the drained counts map (kept as "
-                       "records of their own; not expected).",
-                       s->count_cache_unmatched);
         metric_counter(f, "profd_cuts_coalesced_total",
                        "Cuts requested while the previous one was still draining.", s->cuts_coalesced);
 }
