@@ -843,9 +843,12 @@ int main(int argc, char **argv)
                                (double)((ns1 - ns0) - (entry1 - entry0) - (unwind1 - unwind0)) / n);
                 }
         }
-        /* Every child is stopped: two more drains hand over the last samples, then every sample
-         * BPF recorded must be in a record, counted once. */
-        run_loop(e, 2 * 250 * 1000 + 100 * 1000);
+        /* Every child is stopped: the next drains hand over the last samples (a cut every 250 ms),
+         * then every sample BPF recorded must be in a record, counted once. Waited for up to 5 s
+         * (a slow sanitized build); a sample lost or counted twice never settles. */
+        for (int i = 0; i < 50 && records_total != counter(s, PROFD_CNT_RECORDED); i++)
+                run_loop(e, 100 * 1000);
+        run_loop(e, 2 * 250 * 1000 + 100 * 1000); /* nothing more may arrive */
         {
                 uint64_t recorded = counter(s, PROFD_CNT_RECORDED);
 
